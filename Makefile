@@ -1,0 +1,50 @@
+# coda-exp — `make help` lists the targets. Everything runs inside .venv, created on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_DATASETS_OFFLINE ?= 1
+export HF_HUB_OFFLINE ?= 1
+export WANDB_MODE ?= offline
+export PYTHONHASHSEED ?= 0
+RUN_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test test-full tables bench fixtures lint clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,launchers]'
+	touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install the package with test and launcher extras (torch CPU pinned)
+
+run: $(STAMP) ## the main job: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, then print Table 2
+	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_2 --print
+
+test: $(STAMP) ## the fast test suite (what CI runs; a few minutes on 2 cores)
+	$(PY) -m pytest -q
+
+test-full: $(STAMP) ## every test, the slow ones included
+	$(PY) -m pytest -q -m ''
+
+tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json
+	$(PY) scripts/make_tables.py
+
+bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
+	$(PY) scripts/bench_attention.py
+
+fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
+	$(PY) scripts/make_fixtures.py
+
+lint: $(STAMP) ## ruff
+	$(PY) -m ruff check coda_exp scripts tests train.py
+
+clean: ## remove outputs, caches and the virtual environment (keeps results/)
+	rm -rf outputs multirun cache .pytest_cache .ruff_cache $(VENV)

@@ -1,0 +1,171 @@
+"""From a composed config to a finished run: data, model, task, trainer; fit, test the best checkpoint, record.
+
+This is the only module that knows about Hydra configs; everything it builds is plain PyTorch / Lightning.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from coda_exp import results
+
+log = logging.getLogger(__name__)
+
+META_KEYS = ("name",)  # config keys that describe a node but are not constructor arguments
+
+
+def _hydra_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return list(HydraConfig.get().overrides.task)
+    return []
+
+
+def attention_options(cfg: DictConfig) -> dict[str, Any]:
+    """The attention's options as recorded in the run record: its name and every value but Hydra's own keys."""
+    att = cfg.model.get("attention")
+    if att is None:
+        return {"name": "none"}
+    opts = OmegaConf.to_container(att, resolve=True)
+    return {k: v for k, v in opts.items() if not k.startswith("_")}
+
+
+def _strip(node: dict) -> dict:
+    return {k: (_strip(v) if isinstance(v, dict) else v) for k, v in node.items() if k not in META_KEYS}
+
+
+def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
+    spec = _strip(OmegaConf.to_container(cfg.model, resolve=True))
+    return instantiate(spec, vocab_size=len(datamodule.vocab), num_classes=datamodule.num_classes,
+                       embeddings=datamodule.embedding_matrix)
+
+
+def build_task(cfg: DictConfig, model: torch.nn.Module, datamodule) -> pl.LightningModule:
+    scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
+    return instantiate(cfg.task.module, model=model, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,
+                       num_classes=datamodule.num_classes)
+
+
+def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
+    return [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+
+
+def build_loggers(cfg: DictConfig) -> list:
+    return [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+
+
+def device_description(trainer: pl.Trainer) -> str:
+    if torch.cuda.is_available() and trainer.num_devices and isinstance(
+            trainer.accelerator, pl.accelerators.CUDAAccelerator):
+        return f"{trainer.num_devices}x {torch.cuda.get_device_name(0)}"
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def _metrics(outputs: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in outputs:
+        for k, v in d.items():
+            out[k] = float(v.item() if hasattr(v, "item") else v)
+    return out
+
+
+def write_predictions(rows: list[dict], path: Path) -> Path:
+    """Test predictions as gzip JSON lines, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        for r in rows:
+            f.write((json.dumps(r) + "\n").encode())
+    os.replace(tmp, path)
+    return path
+
+
+def print_summary(record: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k in sorted(record["metrics"]):
+        table.add_row(k, f"{record['metrics'][k]:.4f}")
+    Console().print(table)
+
+
+def _finish_wandb(loggers: list) -> None:
+    if any(type(lg).__name__ == "WandbLogger" for lg in loggers):
+        import wandb
+
+        wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Train, validate and test; write the run record. Returns the best monitored value (for sweepers)."""
+    start = time.time()
+    pl.seed_everything(cfg.seed, workers=True)
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    model = build_model(cfg, datamodule)
+    task = build_task(cfg, model, datamodule)
+    callbacks, loggers = build_callbacks(cfg), build_loggers(cfg)
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    try:
+        for lg in loggers:
+            lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        ckpt = trainer.checkpoint_callback
+        best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
+        metrics: dict[str, float] = {}
+        if cfg.get("test_after_fit", True):
+            metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+            metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+        monitored = metrics.get(cfg.task.monitor)
+        record = {
+            "schema_version": 1,
+            "run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed),
+            "task": cfg.task.name,
+            "model": cfg.model.name,
+            "attention": attention_options(cfg),
+            "seed": int(cfg.seed),
+            "scale": cfg.scale_name,
+            "metrics": metrics,
+            "steps": int(trainer.global_step),
+            "epochs": int(trainer.current_epoch),
+            "wall_time_s": round(time.time() - start, 3),
+            "device": device_description(trainer),
+            "git_commit": results.git_commit(cfg.paths.root_dir),
+            "overrides": _hydra_overrides(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "status": "finished" if not trainer.interrupted else "interrupted",
+            "best_checkpoint": best,
+            "output_dir": str(cfg.paths.output_dir),
+            "data": dict(datamodule.stats),
+            "warnings": list(datamodule.warnings),
+            "hparams": OmegaConf.to_container(cfg.model, resolve=True),
+        }
+        if trainer.is_global_zero:
+            runs_dir = Path(cfg.paths.results_dir) / "runs"
+            if cfg.get("save_predictions", True) and task.test_predictions:
+                pred = Path(cfg.paths.results_dir) / "predictions" / f"{record['run_id']}.jsonl.gz"
+                record["predictions"] = str(write_predictions(task.test_predictions, pred))
+            if cfg.get("save_record", True):
+                path = results.write_record(record, runs_dir)
+                log.info("run record: %s", path)
+            print_summary(record)
+        return monitored
+    finally:
+        _finish_wandb(loggers)

@@ -1,0 +1,303 @@
+"""Run records: one JSON file per finished training run, under ``results/runs/<run-id>.json``.
+
+A record says what was run (task, model, attention options, seed, scale, overrides, git commit), what
+came out (``metrics``: a flat ``{"test/acc": 0.857, "val/bleu": 27.3, ...}`` dict) and what it cost (steps,
+epochs, wall time, device). ``coda_exp.tables`` turns records plus the papers' numbers into the regenerated
+tables.
+
+Units of ``metrics``: accuracy, MAP, MRR, EM, F1, FEVER score ... are fractions in [0, 1], as torchmetrics
+returns them; BLEU stays on its 0-100 scale. The table specs say which columns are shown as percentages.
+
+Records are written atomically (temporary file in the same directory, flush + fsync, ``os.replace``) so a
+crashed or killed sweep never leaves a half-written record, and every record is validated before it is
+written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, ``warnings``, ``hparams``,
+``paths`` ...) are allowed and preserved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Required keys and a description of the type each must have (used in error messages).
+REQUIRED_KEYS: dict[str, str] = {
+    "schema_version": f"int equal to {SCHEMA_VERSION}",
+    "run_id": "filename-safe str",
+    "task": "non-empty str",
+    "model": "non-empty str",
+    "attention": "dict with str keys (the attention options)",
+    "seed": "int",
+    "scale": "non-empty str",
+    "metrics": "dict of str -> finite float",
+    "steps": "int >= 0",
+    "epochs": "int >= 0",
+    "wall_time_s": "float >= 0",
+    "device": "str",
+    "git_commit": "str or null",
+    "overrides": "list of str",
+    "created": "ISO 8601 time str",
+}
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]*$")
+_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9.-]+")
+
+
+class RecordError(ValueError):
+    """A run record that is missing a key, has a value of the wrong type, or cannot be read."""
+
+
+class RecordWarning(UserWarning):
+    """A run record on disk that could not be read or failed validation (and was skipped)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# small helpers
+
+
+def utc_now_iso() -> str:
+    """Current UTC time as an ISO 8601 string with seconds, e.g. ``2025-01-31T12:00:00+00:00``."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _slug(text: str) -> str:
+    """Filename-safe version of ``text`` ("iwslt15_envi" -> "iwslt15-envi"); "_" separates run-id fields."""
+    slug = _UNSAFE_CHARS.sub("-", str(text)).strip("-.")
+    return slug or "x"
+
+
+def make_run_id(task: str, model: str, seed: int) -> str:
+    """Unique, sortable, filename-safe run id: UTC timestamp, task, model, seed, random suffix.
+
+    Example: ``20250131T120000.123456Z_snli_decompatt-coda_s3_9f2c1a``. Ids sort by creation time (to the
+    microsecond); the 6 hex digits keep two runs started at the same instant apart.
+    """
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{stamp}_{_slug(task)}_{_slug(model)}_s{int(seed)}_{secrets.token_hex(3)}"
+
+
+def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
+    """Short hash of HEAD of the git repository at ``cwd`` (default: the current directory).
+
+    Adds ``-dirty`` when tracked files have uncommitted changes (untracked files, e.g. new run records, do not
+    count). Returns None outside a git repository, when git is not installed, or when HEAD has no commit yet.
+    """
+
+    def _git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head = _git("rev-parse", "--short", "HEAD")
+    if not head:
+        return None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if status else head
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: temp file in the same directory, flush, fsync, ``os.replace``.
+
+    Readers see either the old file or the complete new one, never a partial write; on any error the temporary
+    file is removed and the target is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the directory entry of a renamed file (best effort; not supported on every OS)."""
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_value(key: str, value: Any) -> str | None:
+    """Return why ``value`` is not acceptable for required ``key``, or None if it is."""
+    if key == "schema_version":
+        ok = _is_int(value) and value == SCHEMA_VERSION
+    elif key == "run_id":
+        ok = isinstance(value, str) and bool(_SAFE_ID.match(value)) and len(value) <= 200
+    elif key in ("task", "model", "scale"):
+        ok = isinstance(value, str) and bool(value.strip())
+    elif key == "device":
+        ok = isinstance(value, str)
+    elif key == "attention":
+        ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    elif key == "seed":
+        ok = _is_int(value)
+    elif key in ("steps", "epochs"):
+        ok = _is_int(value) and value >= 0
+    elif key == "wall_time_s":
+        ok = _is_number(value) and math.isfinite(value) and value >= 0
+    elif key == "git_commit":
+        ok = value is None or isinstance(value, str)
+    elif key == "overrides":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif key == "created":
+        ok = isinstance(value, str)
+        if ok:
+            try:
+                datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                ok = False
+    elif key == "metrics":
+        if not isinstance(value, dict):
+            ok = False
+        else:
+            for name, number in value.items():
+                if not isinstance(name, str) or not name:
+                    return f"metric name {name!r} is not a non-empty str"
+                if not (_is_number(number) and math.isfinite(number)):
+                    return f"metric {name!r} has value {number!r}; expected a finite float"
+            ok = True
+    else:  # pragma: no cover - REQUIRED_KEYS and this function must agree
+        raise KeyError(key)
+    if ok:
+        return None
+    return f"expected {REQUIRED_KEYS[key]}, got {type(value).__name__} {value!r:.80}"
+
+
+def validate_record(record: Any, source: str | os.PathLike = "<memory>") -> dict:
+    """Check that ``record`` has every key of :data:`REQUIRED_KEYS` with the right type; return it.
+
+    Raises :class:`RecordError` (a ``ValueError``) naming ``source`` (the file, or ``<memory>``), the key
+    and what was expected. Extra keys are allowed and not checked.
+    """
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: a run record must be a JSON object, got {type(record).__name__}")
+    for key, expected in REQUIRED_KEYS.items():
+        if key not in record:
+            raise RecordError(f"{source}: missing required key {key!r} (expected {expected})")
+        problem = _check_value(key, record[key])
+        if problem is not None:
+            raise RecordError(f"{source}: key {key!r}: {problem}")
+    return record
+
+
+# --------------------------------------------------------------------------------------------------
+# reading and writing
+
+
+def write_record(record: dict, runs_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """Validate ``record`` and write it atomically to ``<runs_dir>/<run_id>.json``; return the path.
+
+    Refuses (``FileExistsError``) to replace an existing record unless ``overwrite=True``: run ids are unique,
+    so a clash means a bug upstream.
+    """
+    validate_record(record)
+    try:
+        text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as err:
+        raise RecordError(
+            f"<memory>: run record {record['run_id']!r} is not JSON-serialisable: {err}"
+        ) from err
+    path = Path(runs_dir) / f"{record['run_id']}.json"
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"run record already exists: {path}")
+    return atomic_write_text(path, text)
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """Read and validate one record file; ``ValueError`` (naming the file) if unreadable or invalid."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RecordError(f"{path}: cannot read run record: {err}") from err
+    return validate_record(record, source=path)
+
+
+def load_records(runs_dir: str | os.PathLike, strict: bool = False) -> list[dict]:
+    """Load every ``*.json`` record in ``runs_dir`` (not recursive; hidden/temporary files are ignored).
+
+    Returns the valid records sorted by creation time, then run id. A corrupt or invalid file is reported
+    with a :class:`RecordWarning` naming the file and skipped, or, with ``strict=True``, raises
+    :class:`RecordError` (a ``ValueError``). A missing directory gives an empty list.
+    """
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    records = []
+    for path in sorted(runs_dir.glob("*.json")):
+        if path.name.startswith("."):
+            continue
+        try:
+            records.append(read_record(path))
+        except ValueError as err:
+            if strict:
+                raise
+            warnings.warn(f"skipping run record: {err}", RecordWarning, stacklevel=2)
+    records.sort(key=lambda r: (created_time(r), r["run_id"]))
+    return records
+
+
+def created_time(record: dict) -> datetime:
+    """The record's ``created`` as an aware datetime (a time without offset is taken as UTC)."""
+    when = datetime.fromisoformat(record["created"].replace("Z", "+00:00"))
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+__all__ = [
+    "REQUIRED_KEYS",
+    "SCHEMA_VERSION",
+    "RecordError",
+    "RecordWarning",
+    "atomic_write_text",
+    "created_time",
+    "git_commit",
+    "load_records",
+    "make_run_id",
+    "read_record",
+    "utc_now_iso",
+    "validate_record",
+    "write_record",
+]

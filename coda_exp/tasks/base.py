@@ -1,0 +1,58 @@
+"""Shared LightningModule plumbing: optimiser/scheduler factories, logging, test predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytorch_lightning as pl
+import torch
+from torch import nn
+
+
+class TaskModule(pl.LightningModule):
+    """A task family owns loss, decoding and metrics; the network (``model``) is any nn.Module.
+
+    ``optimizer`` is a factory ``params -> Optimizer`` (e.g. ``functools.partial(torch.optim.Adam, lr=3e-4)``);
+    ``scheduler`` optionally ``optimizer -> LRScheduler`` (stepped every ``scheduler_interval``).
+    After ``trainer.test``, ``test_predictions`` holds one dict per test example (index, label, prediction...).
+    """
+
+    def __init__(self, model: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
+                 scheduler_interval: str = "step", grad_clip_norm: float | None = None):
+        super().__init__()
+        self.model = model
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.scheduler_interval = scheduler_interval
+        self.test_predictions: list[dict] = []
+        self._test_buffer: list[dict[str, torch.Tensor]] = []
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        opt = self.optimizer_factory(params)
+        if self.scheduler_factory is None:
+            return opt
+        return {"optimizer": opt,
+                "lr_scheduler": {"scheduler": self.scheduler_factory(opt), "interval": self.scheduler_interval}}
+
+    def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "train", on_step=stage == "train", on_epoch=True,
+                 batch_size=batch_size, sync_dist=stage != "train")
+
+    # test predictions: kept so tests/metrics can be recomputed without retraining
+    def on_test_epoch_start(self) -> None:
+        self._test_buffer = []
+
+    def buffer_predictions(self, **tensors: torch.Tensor) -> None:
+        self._test_buffer.append({k: v.detach().cpu() for k, v in tensors.items()})
+
+    def on_test_epoch_end(self) -> None:
+        if not self._test_buffer:
+            self.test_predictions = []
+            return
+        cols = {k: torch.cat([b[k] for b in self._test_buffer]).tolist() for k in self._test_buffer[0]}
+        self.test_predictions = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+        self._test_buffer = []

@@ -1,0 +1,75 @@
+#!/usr/bin/env python
+"""Regenerate the paper tables from the run records: ``results/tables/<id>.{md,tex,csv}``.
+
+    python scripts/make_tables.py                          # every spec in configs/tables
+    python scripts/make_tables.py --tables table_2 table_3 --print
+    python scripts/make_tables.py --runs /path/to/runs --out /tmp/tables
+
+Default paths are relative to the repository root (the parent of this script's folder), not to the current
+directory. Corrupt run records are skipped with a warning (``--strict`` makes them an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a plain script from a checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+
+from coda_exp.results import load_records
+from coda_exp.tables import find_specs, write_tables
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=Path, default=ROOT / "results" / "runs", help="folder of run records")
+    parser.add_argument(
+        "--specs", type=Path, default=ROOT / "configs" / "tables", help="folder of table specs"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "tables", help="output folder")
+    parser.add_argument("--tables", nargs="+", metavar="ID", help="only these table ids (default: all)")
+    parser.add_argument("--print", action="store_true", help="also print each table's markdown to stdout")
+    parser.add_argument(
+        "--strict", action="store_true", help="fail on a corrupt run record instead of skipping"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec_paths = find_specs(args.specs)
+    if not spec_paths:
+        print(f"error: no table specs (*.yaml) in {args.specs}", file=sys.stderr)
+        return 2
+    if args.tables:
+        by_id = {p.stem: p for p in spec_paths}
+        unknown = [t for t in args.tables if t not in by_id]
+        if unknown:
+            print(f"error: unknown table id(s) {unknown}; known: {sorted(by_id)}", file=sys.stderr)
+            return 2
+        spec_paths = [by_id[t] for t in dict.fromkeys(args.tables)]
+    try:
+        records = load_records(args.runs, strict=args.strict)
+        written = write_tables(spec_paths, records, args.out)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    if args.print:
+        for path in written:
+            if path.suffix == ".md":
+                print()
+                print(path.read_text(encoding="utf-8"), end="")
+    print(
+        f"{len(written)} file(s) from {len(spec_paths)} table(s) and {len(records)} run record(s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

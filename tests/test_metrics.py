@@ -1,0 +1,43 @@
+import pytest
+import torch
+
+from coda_exp.metrics import GroupedRanking, ranking_scores
+
+
+def test_map_mrr_hand_computed():
+    # query 0: ranking by score = [pos, neg, pos]       AP = (1/1 + 2/3) / 2 = 0.8333, RR = 1
+    # query 1: ranking by score = [neg, neg, pos, neg]  AP = 1/3,                     RR = 1/3
+    # query 2: no positive -> skipped
+    scores = torch.tensor([0.9, 0.5, 0.1, -0.2, -0.1, -0.7, -0.3, 3.0, 2.0])
+    labels = torch.tensor([1, 0, 1, 0, 0, 1, 0, 0, 0])
+    groups = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2])
+    # query 1 order: -0.1 (neg), -0.2 (neg), -0.3 (neg), -0.7 (pos) -> AP = 1/4, RR = 1/4
+    out = ranking_scores(scores, labels, groups)
+    assert out["queries"] == 2 and out["skipped_queries"] == 1
+    assert out["map"] == pytest.approx(((1 + 2 / 3) / 2 + 1 / 4) / 2)
+    assert out["mrr"] == pytest.approx((1 + 1 / 4) / 2)
+
+
+def test_all_negative_scores_are_ranked_correctly():
+    # torchmetrics 1.9's RetrievalMAP returns 0 here; ours must return 1
+    out = ranking_scores(torch.tensor([-0.69, -0.65, -0.46]), torch.tensor([0, 0, 1]), torch.zeros(3, dtype=torch.long))
+    assert out["map"] == 1.0 and out["mrr"] == 1.0
+
+
+def test_groups_need_not_be_contiguous_and_ties_keep_input_order():
+    scores = torch.tensor([0.5, 1.0, 0.5, 0.2])
+    labels = torch.tensor([0, 1, 1, 0])
+    groups = torch.tensor([7, 3, 7, 3])
+    # group 3: [pos 1.0, neg 0.2] -> 1 ; group 7: tie 0.5/0.5, input order neg then pos -> AP 1/2
+    out = ranking_scores(scores, labels, groups)
+    assert out["map"] == pytest.approx(0.75)
+    assert out["mrr"] == pytest.approx(0.75)
+
+
+def test_metric_accumulates_batches():
+    m = GroupedRanking()
+    m.update(torch.tensor([0.1, 0.2]), torch.tensor([1, 0]), torch.tensor([0, 0]))
+    m.update(torch.tensor([0.3]), torch.tensor([0]), torch.tensor([0]))
+    assert m.compute()["map"].item() == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="1-D"):
+        ranking_scores(torch.zeros(2), torch.zeros(3), torch.zeros(2))

@@ -1,0 +1,24 @@
+#!/usr/bin/env python
+"""Train, validate and test one task x model: python train.py task=snli model=decompatt [key=value ...]
+
+Sweeps: python train.py -m task=snli,wikiqa model=decompatt,decompatt_coda seed=1,2,3
+"""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("CODA_EXP_ROOT", str(Path(__file__).resolve().parent))
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    from coda_exp.pipeline import run
+
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()
