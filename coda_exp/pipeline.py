@@ -60,8 +60,11 @@ def build_task(cfg: DictConfig, model: torch.nn.Module, datamodule) -> pl.Lightn
                        num_classes=datamodule.num_classes)
 
 
-def build_callbacks(cfg: DictConfig) -> list[pl.Callback]:
-    return [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[pl.Callback]:
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    if not with_logger:  # logger=none: nothing to send learning rates to
+        callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
+    return callbacks
 
 
 def build_loggers(cfg: DictConfig) -> list:
@@ -121,7 +124,8 @@ def run(cfg: DictConfig) -> float | None:
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
-    callbacks, loggers = build_callbacks(cfg), build_loggers(cfg)
+    loggers = build_loggers(cfg)
+    callbacks = build_callbacks(cfg, with_logger=bool(loggers))
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     try:
         for lg in loggers:

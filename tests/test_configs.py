@@ -1,0 +1,117 @@
+"""Every file in configs/ composes, and what it describes instantiates."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from coda_exp import pipeline
+
+from .conftest import ROOT
+
+CONFIGS = ROOT / "configs"
+GROUP_FILES = sorted(p for p in CONFIGS.rglob("*.yaml")
+                     if p.parent != CONFIGS and p.relative_to(CONFIGS).parts[0] not in ("tables", "local"))
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+
+
+TASKS, MODELS = options("task"), options("model")
+COVERED: set[Path] = set()  # filled by the parametrisations below, checked by test_every_config_file_is_tested
+
+
+def covers(group: str, names: list[str]) -> list[str]:
+    COVERED.update(CONFIGS / group / f"{n}.yaml" for n in names)
+    return names
+
+
+covers("model/attention", options("model/attention"))  # every attention is the default of some model, or swapped in
+covers("hydra", ["default"])  # composed by every test here (return_hydra_config)
+covers("paths", ["default"])  # every output path of every test comes from it
+
+
+@pytest.mark.parametrize("task", covers("task", TASKS))
+@pytest.mark.parametrize("model", covers("model", MODELS))
+def test_task_model_builds(make_cfg, task, model):
+    cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture")
+    dm = instantiate(cfg.data)
+    dm.setup()
+    net = pipeline.build_model(cfg, dm)
+    module = pipeline.build_task(cfg, net, dm)
+    assert sum(p.numel() for p in module.parameters()) > 0
+    assert cfg.task.name == task and cfg.model.name == model
+    assert cfg.task.monitor.startswith("val/")
+
+
+@pytest.mark.parametrize("attention", options("model/attention"))
+def test_attention_swaps_from_the_command_line(make_cfg, attention):
+    cfg = make_cfg("task=snli", f"model/attention={attention}", "scale=fixture")
+    dm = instantiate(cfg.data)
+    dm.setup()
+    net = pipeline.build_model(cfg, dm)
+    assert pipeline.attention_options(cfg)["name"] == attention
+    assert type(net.attention).__name__.lower().startswith(attention.split("_")[0])
+
+
+@pytest.mark.parametrize("trainer", covers("trainer", options("trainer")))
+def test_trainer_instantiates(make_cfg, trainer):
+    cfg = make_cfg(f"trainer={trainer}")
+    # GPU configs are checked on CPU by swapping only the accelerator: every other key must be accepted
+    extra = {} if trainer == "cpu" else {"accelerator": "cpu", "devices": 1, "strategy": "auto"}
+    if "precision" in cfg.trainer:
+        extra["precision"] = "32-true"
+    tr = instantiate(cfg.trainer, **extra)
+    assert tr.max_epochs == cfg.task.epochs
+
+
+@pytest.mark.parametrize("logger", covers("logger", options("logger")))
+def test_logger_instantiates(make_cfg, logger):
+    cfg = make_cfg(f"logger={logger}")
+    loggers = pipeline.build_loggers(cfg)
+    assert len(loggers) == (0 if logger == "none" else 1)
+    if logger == "wandb":
+        assert cfg.logger.wandb.offline is True  # offline unless the user opts in
+
+
+@pytest.mark.parametrize("callbacks", covers("callbacks", options("callbacks")))
+def test_callbacks_instantiate(make_cfg, callbacks):
+    cbs = pipeline.build_callbacks(make_cfg(f"callbacks={callbacks}"))
+    names = {type(c).__name__ for c in cbs}
+    assert {"ModelCheckpoint", "EarlyStopping", "RichProgressBar"} <= names
+
+
+@pytest.mark.parametrize("group", ["debug", "scale", "experiment"])
+def test_optional_groups_compose(make_cfg, group):
+    for name in covers(group, options(group)):
+        cfg = make_cfg(f"{group}={name}")
+        assert OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+        if group == "scale":
+            assert cfg.scale_name == name
+
+
+def test_launchers_compose(make_cfg):
+    from hydra import compose, initialize_config_dir
+
+    for launcher in covers("hydra/launcher", options("hydra/launcher")) + ["joblib", "submitit_local", "basic"]:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+            cfg = compose("train", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+        target = cfg.hydra.launcher._target_
+        module, _, cls = target.rpartition(".")
+        assert hasattr(importlib.import_module(module), cls), target
+
+
+def test_paper_hyperparameters_are_in_yaml(make_cfg):
+    cfg = make_cfg("task=wikiqa")
+    assert cfg.optimizer.lr == 0.0003 and cfg.data.batch_size == 64 and cfg.task.epochs == 20
+    assert cfg.model.hidden_size == 200 and cfg.model.dropout == 0.2
+    assert make_cfg("task=snli").task.epochs == 50
+
+
+def test_every_config_file_is_tested():
+    # runs last in this module (pytest keeps file order): every group file must have been exercised above
+    missing = [str(p.relative_to(CONFIGS)) for p in GROUP_FILES if p not in COVERED]
+    assert not missing, f"config files with no test: {missing}"

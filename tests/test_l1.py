@@ -1,0 +1,151 @@
+"""l1_distance: both backends against the explicit (..., la, lb, d) broadcast; gradients; memory; backend choice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from coda_exp.attention.l1 import ENV_VAR, l1_distance, resolve_backend
+
+BACKENDS = ["numba", "torch"]
+
+
+def l1_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Obviously right and memory-hungry: (..., la, 1, d) - (..., 1, lb, d), |.|, sum over d."""
+    return (x.unsqueeze(-2) - y.unsqueeze(-3)).abs().sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape_x,shape_y", [
+    ((5, 3), (7, 3)),  # no batch dim, odd unequal lengths
+    ((2, 3, 5, 4), (2, 3, 7, 4)),  # batch and heads
+    ((2, 3, 6, 4), (3, 1, 4)),  # broadcast batch dims
+    ((4, 1, 8), (4, 9, 8)),  # la = 1
+])
+def test_values_and_gradients_match_broadcast(backend, shape_x, shape_y):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(shape_x, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(shape_y, dtype=torch.float64, generator=gen, requires_grad=True)
+    out, ref = l1_distance(x, y, backend=backend), l1_reference(x, y)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    grad = torch.randn(ref.shape, dtype=torch.float64, generator=gen)
+    got = torch.autograd.grad(out, (x, y), grad)
+    want = torch.autograd.grad(ref, (x, y), grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("la,lb", [(5, 7), (4, 3), (1, 1)])
+def test_gradcheck_numba(la, lb):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, la, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(2, lb, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, backend="numba"), (x, y))
+
+
+def test_float32_numba_matches_float64_reference():
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(3, 33, 16, generator=gen), torch.randn(3, 20, 16, generator=gen)
+    torch.testing.assert_close(l1_distance(x, y, backend="numba").double(), l1_reference(x.double(), y.double()),
+                               rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sign_at_exact_ties_is_zero(backend):
+    """sign(0) = 0 at x_ik == y_jk, like torch.cdist's gradient (and unlike sign(0) = +1)."""
+    x = torch.tensor([[[1.0, 2.0], [0.5, -1.0]]], dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([[[1.0, 3.0]]], dtype=torch.float64, requires_grad=True)
+    gx, gy = torch.autograd.grad(l1_distance(x, y, backend=backend).sum(), (x, y))
+    torch.testing.assert_close(gx, torch.tensor([[[0.0, -1.0], [-1.0, -1.0]]], dtype=torch.float64))
+    torch.testing.assert_close(gy, torch.tensor([[[1.0, 2.0]]], dtype=torch.float64))
+
+
+def test_zero_gradient_pairs_are_skipped_correctly():
+    """Rows/columns with G = 0 (masked pairs) must not leak into the gradients of other rows."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(2, 6, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    grad = torch.randn(2, 5, 6, dtype=torch.float64, generator=gen)
+    grad[:, 1] = 0
+    grad[:, :, 4] = 0
+    grad[0, 2:4, :] = 0  # both rows of a 2-row block
+    got = torch.autograd.grad(l1_distance(x, y, backend="numba"), (x, y), grad)
+    want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_deterministic_bitwise():
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(8, 31, 24, generator=gen, requires_grad=True)
+    y = torch.randn(8, 17, 24, generator=gen, requires_grad=True)
+    grad = torch.randn(8, 31, 17, generator=gen)
+    runs = []
+    for _ in range(2):
+        out = l1_distance(x, y, backend="numba")
+        runs.append((out, *torch.autograd.grad(out, (x, y), grad)))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def test_empty_sizes():
+    x = torch.randn(2, 0, 3, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    out = l1_distance(x, y, backend="numba")
+    assert out.shape == (2, 0, 4)
+    out.sum().backward()
+    assert torch.equal(y.grad, torch.zeros_like(y))
+    x0, y0 = torch.randn(2, 3, 0), torch.randn(2, 4, 0)
+    assert torch.equal(l1_distance(x0, y0, backend="numba"), torch.zeros(2, 3, 4))
+
+
+def test_backend_resolution(monkeypatch):
+    x = torch.randn(2, 3)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert resolve_backend(x, x) == "numba"
+    assert resolve_backend(x.double(), x.double()) == "numba"
+    assert resolve_backend(x.bfloat16(), x.bfloat16()) == "torch"  # dtype the kernels do not support
+    assert resolve_backend(x, x, "numba") == "numba"
+    assert resolve_backend(x.half(), x.half(), "numba") == "torch"
+    monkeypatch.setenv(ENV_VAR, "torch")
+    assert resolve_backend(x, x) == "torch"
+    assert resolve_backend(x, x, "auto") == "numba"  # the argument wins over the environment
+    monkeypatch.setenv(ENV_VAR, "fast")
+    with pytest.raises(ValueError, match=ENV_VAR):
+        resolve_backend(x, x)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        l1_distance(x, x, backend="cuda")
+    with pytest.raises(ValueError, match="feature sizes differ"):
+        l1_distance(torch.randn(2, 3), torch.randn(2, 4))
+
+
+def test_numba_backward_is_first_order_only():
+    x = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    (gx,) = torch.autograd.grad(l1_distance(x, x.flip(0), backend="numba").sum(), (x,), create_graph=True)
+    with pytest.raises(RuntimeError):
+        gx.sum().backward()
+
+
+def test_peak_memory_grows_as_la_lb_not_la_lb_d():
+    """B*H = 256, L = 256, d = 64: the broadcast form needs 256*256*256*64*4 B = 4.3 GB for one temporary."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from coda_exp.attention import CoDAScoring
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(32, 8, 256, 64, requires_grad=True) for _ in range(3))
+        CoDAScoring(l1_backend="numba")(q[:1, :1, :8], k[:1, :1, :8], v[:1, :1, :8])  # load kernels first
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out, _ = CoDAScoring(l1_backend="numba")(q, k, v)
+        out.sum().backward()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(before // 1024, peak // 1024)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    before_mb, peak_mb = map(int, res.stdout.split()[-2:])
+    assert peak_mb < 1500, f"peak RSS {peak_mb} MB (before the call: {before_mb} MB)"

@@ -1,0 +1,114 @@
+"""End to end: fast_dev_run per task, a short run with its record, determinism, resuming, sweeps, errors."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import MissingConfigException
+
+from coda_exp import results, tables
+from coda_exp.pipeline import run
+
+from .conftest import FIXTURES, ROOT
+
+TASKS = ["snli", "wikiqa"]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_fast_dev_run_per_task(make_cfg, task, tmp_path):
+    cfg = make_cfg(f"task={task}", "scale=fixture", "debug=fdr", "logger=none")
+    run(cfg)
+    assert not (tmp_path / "results" / "runs").exists()  # debug runs write no record
+
+
+def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
+    cfg = make_cfg("task=wikiqa", "scale=fixture", "task.epochs=2", "seed=3")
+    monitored = run(cfg)
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert len(recs) == 1
+    rec = recs[0]
+    assert rec["task"] == "wikiqa" and rec["model"] == "decompatt" and rec["seed"] == 3
+    assert rec["scale"] == "fixture" and rec["attention"]["name"] == "softmax"
+    assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
+    assert rec["metrics"]["val/map"] == pytest.approx(monitored)
+    assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
+    assert any("random" in w for w in rec["warnings"])
+    with gzip.open(rec["predictions"], "rt") as f:
+        preds = [json.loads(line) for line in f]
+    assert len(preds) == rec["data"]["test_examples"]
+    assert {"index", "group", "label", "score"} <= set(preds[0])
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert list((tmp_path / "run" / "csv").rglob("metrics.csv"))
+
+
+def test_same_seed_same_result_on_cpu(tmp_path):
+    from .conftest import compose_cfg
+
+    out = []
+    for i in range(2):
+        run(compose_cfg(["task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_record=false"],
+                        tmp_path / str(i)))
+        import torch
+
+        ckpt = torch.load(tmp_path / str(i) / "run" / "checkpoints" / "last.ckpt", weights_only=False)
+        out.append(ckpt["state_dict"])
+    assert out[0].keys() == out[1].keys()
+    for k in out[0]:
+        assert (out[0][k] == out[1][k]).all(), k
+
+
+def test_resume_from_last_checkpoint(make_cfg, tmp_path):
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_record=false"))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    import torch
+
+    steps_before = torch.load(last, weights_only=False)["global_step"]
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=2", "logger=none", f"ckpt_path={last}"))
+    rec = results.load_records(tmp_path / "results" / "runs")[0]
+    assert rec["epochs"] == 2 and rec["steps"] == 2 * steps_before  # continued, not restarted
+
+
+def test_wandb_offline_run_is_finished(make_cfg, tmp_path):
+    import wandb
+
+    run(make_cfg("task=snli", "scale=fixture", "debug=fdr", "logger=wandb"))
+    assert wandb.run is None  # finished, so a sweep's next job starts a fresh run
+    assert list((tmp_path / "run").rglob("offline-run-*"))
+
+
+@pytest.mark.parametrize("override,missing", [("task=nope", "task/nope"), ("model=nope", "model/nope")])
+def test_unknown_task_or_model_lists_the_options(make_cfg, override, missing):
+    with pytest.raises(MissingConfigException) as e:
+        make_cfg(override)
+    msg = str(e.value)
+    assert missing in msg and "Available options" in msg and ("snli" in msg or "decompatt" in msg)
+
+
+def _train(args, tmp_path):
+    env = dict(os.environ, HYDRA_FULL_ERROR="1")
+    cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={tmp_path}/results",
+           f"paths.cache_dir={tmp_path}/cache", f"paths.log_dir={tmp_path}/outputs", "logger=none"]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_multirun_two_jobs_then_tables(tmp_path):
+    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert sorted(r["seed"] for r in recs) == [1, 2]
+    assert all(r["overrides"] and "task=wikiqa" in r["overrides"] for r in recs)
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
+    md = tables.render_markdown(tables.build_table(spec, recs))
+    assert "n=2" in md and "fixture" in md
+
+
+def test_a_failing_job_does_not_lose_the_others(tmp_path):
+    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
+                   f"data.dir={tmp_path}/missing,{FIXTURES}/wikiqa"], tmp_path)
+    assert proc.returncode != 0
+    assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
