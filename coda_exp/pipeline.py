@@ -153,7 +153,7 @@ def run(cfg: DictConfig) -> float | None:
             "device": device_description(trainer),
             "git_commit": results.git_commit(cfg.paths.root_dir),
             "overrides": _hydra_overrides(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "created": results.utc_now_iso(),
             "status": "finished" if not trainer.interrupted else "interrupted",
             "best_checkpoint": best,
             "output_dir": str(cfg.paths.output_dir),

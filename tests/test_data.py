@@ -162,3 +162,24 @@ def test_datamodule_loads_embeddings_and_records_missing_ones(tmp_path):
     vec.write_text("man 1 2\nwoman 3 4\n")
     m2 = dm(tmp_path / "e", embeddings={"path": str(vec)})
     assert m2.embedding_matrix.shape == (len(m2.vocab), 2) and m2.stats["embeddings_found"] == 2
+
+
+def test_hub_path_maps_the_hub_schema(tmp_path, monkeypatch):
+    import datasets
+
+    hub = {
+        ("snli", "train"): {"premise": ["A b .", "C d ."], "hypothesis": ["A .", "C ."], "label": [0, -1]},
+        ("snli", "validation"): {"premise": ["E f ."], "hypothesis": ["E ."], "label": [2]},
+        ("snli", "test"): {"premise": ["G h ."], "hypothesis": ["G ."], "label": [1]},
+    }
+    calls = []
+
+    def fake_load_dataset(name, split):
+        calls.append((name, split))
+        return datasets.Dataset.from_dict(hub[(name, split)])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
+    m.setup()
+    assert ("snli", "train") in calls and len(m.splits["train"]) == 1  # the hub's -1 ("no gold label") dropped
+    assert m.splits["validation"]["label"][0] == 2
