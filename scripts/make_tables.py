@@ -20,7 +20,8 @@ if str(ROOT) not in sys.path:  # run as a plain script from a checkout without `
     sys.path.insert(0, str(ROOT))
 
 from coda_exp.results import load_records
-from coda_exp.tables import find_specs, write_tables
+from coda_exp.table_render import write_tables
+from coda_exp.tables import find_specs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -11,18 +11,8 @@ from pathlib import Path
 import pytest
 
 from coda_exp.results import write_record
-from coda_exp.tables import (
-    NO_RUN,
-    NOT_RUN,
-    build_table,
-    choose_scale,
-    find_specs,
-    load_table_spec,
-    render_csv,
-    render_latex,
-    render_markdown,
-    write_tables,
-)
+from coda_exp.table_render import render_csv, render_latex, render_markdown, write_tables
+from coda_exp.tables import NO_RUN, NOT_RUN, build_table, choose_scale, find_specs, load_table_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "configs" / "tables"

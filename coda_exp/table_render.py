@@ -1,0 +1,119 @@
+"""Rendering of built tables (:mod:`coda_exp.tables`) as Markdown, LaTeX (booktabs) and CSV, and writing them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+from coda_exp.results import atomic_write_text, utc_now_iso
+from coda_exp.tables import PAPERS, Table, TableSpecError, build_table, load_table_spec
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(table: Table) -> str:
+    spec = table.spec
+    lines = [f"# {_md(spec.title)}", ""]
+    if spec.notes:
+        lines += [_md(spec.notes), ""]
+    legend = (
+        f"Paper: {PAPERS[spec.paper]}. Each column shows the paper's number beside ours: mean ± sample std "
+        "over seeds (n = runs, scale run at). `no run`: no run record yet; `not run`: a baseline only the "
+        "paper reports. Ours is never filled from the paper."
+    )
+    provenance = (
+        f"Generated {table.generated} from {table.records_used} run record(s) "
+        f"({table.records_total} loaded) by `scripts/make_tables.py`."
+    )
+    lines += [legend, "", provenance, ""]
+    header = [spec.row_header] + [f"{c.name} ({p})" for c in spec.columns for p in ("paper", "ours")]
+    lines.append("| " + " | ".join(_md(h) for h in header) + " |")
+    lines.append("| --- |" + " ---: |" * (2 * len(spec.columns)))
+    for row, cell_row in zip(spec.rows, table.cells):
+        texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
+        lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = (
+    {ch: "\\" + ch for ch in "&%$#_{}"}
+    | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
+    | {"±": r"$\pm$", "·": r"$\cdot$", "—": "---", "–": "--", "′": "$'$", "’": "'"}
+    | {"†": r"$^\dagger$", "³": r"$^3$", "→": r"$\rightarrow$"}
+)
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def render_latex(table: Table) -> str:
+    spec = table.spec
+    k = len(spec.columns)
+    lines = [
+        f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s)",
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\caption{" + latex_escape(spec.title) + "}",
+        r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are
+        r"\begin{tabular}{l" + " rr" * k + "}",
+        r"\toprule",
+        " & ".join([""] + [r"\multicolumn{2}{c}{" + latex_escape(c.name) + "}" for c in spec.columns])
+        + r" \\",
+        " ".join(rf"\cmidrule(lr){{{2 + 2 * j}-{3 + 2 * j}}}" for j in range(k)),
+        " & ".join([latex_escape(spec.row_header)] + ["paper", "ours"] * k) + r" \\",
+        r"\midrule",
+    ]
+    for row, cell_row in zip(spec.rows, table.cells):
+        texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
+        lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+_CSV_CELL = ("row", "column", "paper", "mean", "std", "n", "scale")
+_CSV_TRACE = ("task", "metric", "status", "other_scales", "run_ids")
+CSV_FIELDS = _CSV_CELL + _CSV_TRACE
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else format(x, ".10g")
+
+
+def render_csv(table: Table) -> str:
+    """One line per cell; numbers in display units (percent columns x100), empty when absent."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for cell_row in table.cells:
+        for cell in cell_row:
+            numbers = [_num(cell.paper), _num(cell.mean), _num(cell.std), cell.n, cell.scale or ""]
+            others = ";".join(f"{s}:{n}" for s, n in cell.other_scales.items())
+            extra = [cell.task, cell.metric, cell.status, others, ";".join(cell.run_ids)]
+            writer.writerow([cell.row, cell.column, *numbers, *extra])
+    return out.getvalue()
+
+
+def write_tables(
+    spec_paths: list[str | os.PathLike],
+    records: list[dict],
+    out_dir: str | os.PathLike,
+    generated: str | None = None,
+) -> list[Path]:
+    """Build each spec's table and write ``<out_dir>/<id>.md``, ``.tex`` and ``.csv`` atomically."""
+    specs = [load_table_spec(p) for p in spec_paths]
+    ids = [s.id for s in specs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TableSpecError(f"duplicate table id(s) {dupes} in {list(map(str, spec_paths))}")
+    generated = generated or utc_now_iso()
+    written = []
+    for spec in specs:
+        table = build_table(spec, records, generated=generated)
+        for suffix, render in ((".md", render_markdown), (".tex", render_latex), (".csv", render_csv)):
+            written.append(atomic_write_text(Path(out_dir) / f"{spec.id}{suffix}", render(table)))
+    return written
