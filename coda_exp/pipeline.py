@@ -49,15 +49,18 @@ def _strip(node: dict) -> dict:
 
 
 def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
+    """The network from ``cfg.model`` plus what only the data knows (``datamodule.model_kwargs()``: vocabulary
+    sizes, number of classes, pretrained vectors...)."""
     spec = _strip(OmegaConf.to_container(cfg.model, resolve=True))
-    return instantiate(spec, vocab_size=len(datamodule.vocab), num_classes=datamodule.num_classes,
-                       embeddings=datamodule.embedding_matrix)
+    return instantiate(spec, **datamodule.model_kwargs())
 
 
 def build_task(cfg: DictConfig, model: torch.nn.Module, datamodule) -> pl.LightningModule:
+    """The task's LightningModule around ``model``, with the optimiser/scheduler factories and what the data
+    tells the task (``datamodule.task_kwargs()``: number of classes, tokenizers for decoding...)."""
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
     return instantiate(cfg.task.module, model=model, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,
-                       num_classes=datamodule.num_classes)
+                       **datamodule.task_kwargs())
 
 
 def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[pl.Callback]:
@@ -97,6 +100,33 @@ def write_predictions(rows: list[dict], path: Path) -> Path:
     return path
 
 
+RESOLVED_CONFIG = "config_resolved.yaml"
+
+
+def save_resolved_config(cfg: DictConfig) -> Path:
+    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from."""
+    out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results.atomic_write_text(out / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+    return out / RESOLVED_CONFIG
+
+
+def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None = None):
+    """Rebuild (cfg, datamodule, network) of a finished run from a checkpoint; the config defaults to the
+    ``config_resolved.yaml`` of the run folder the checkpoint lies in (``<run>/checkpoints/x.ckpt``)."""
+    checkpoint = Path(checkpoint)
+    config = Path(config) if config else checkpoint.parent.parent / RESOLVED_CONFIG
+    if not config.is_file():
+        raise FileNotFoundError(f"no run config at {config}; pass the run's {RESOLVED_CONFIG} explicitly")
+    cfg = OmegaConf.load(config)
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    net = build_model(cfg, datamodule)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    net.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+    return cfg, datamodule, net.eval()
+
+
 def print_summary(record: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -120,6 +150,7 @@ def run(cfg: DictConfig) -> float | None:
     """Train, validate and test; write the run record. Returns the best monitored value (for sweepers)."""
     start = time.time()
     pl.seed_everything(cfg.seed, workers=True)
+    save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)

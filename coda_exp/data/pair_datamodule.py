@@ -94,6 +94,14 @@ class PairDataModule(pl.LightningDataModule):
     def label_names(self) -> tuple[str, ...]:
         return self.reader.label_names
 
+    def model_kwargs(self) -> dict:
+        """Constructor arguments of the network that come from the data (call after ``setup``)."""
+        return {"vocab_size": len(self.vocab), "num_classes": self.num_classes, "embeddings": self.embedding_matrix}
+
+    def task_kwargs(self) -> dict:
+        """Constructor arguments of the task module that come from the data."""
+        return {"num_classes": self.num_classes}
+
     # -- loading ------------------------------------------------------------------------------------------
     def _raw_split(self, split: str) -> datasets.Dataset:
         if self.dir is not None:

@@ -62,6 +62,13 @@ class DecompAtt(nn.Module):
         x = self.embed(ids)
         return self.intra(x, mask) if self.intra is not None else x
 
+    def attention_matrices(self, a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor,
+                           b_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The attend step's matrices (e.g. CoDA's E_act, N_act, M), each (B, la, lb), plus ``pair_mask``."""
+        a, b = self.encode(a_ids, a_mask), self.encode(b_ids, b_mask)
+        *_, matrices = self.attention(a, b, a_mask, b_mask, return_matrices=True)
+        return {**matrices, "pair_mask": pair_mask(a_mask, b_mask)}
+
     def forward(self, a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor,
                 b_mask: torch.Tensor) -> torch.Tensor:
         a, b = self.encode(a_ids, a_mask), self.encode(b_ids, b_mask)  # (B, la, d), (B, lb, d)
