@@ -52,9 +52,9 @@ def make_inputs(seed, batch=(2, 3), la=5, lb=7, de=4, dn=3, requires_grad=False)
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 @pytest.mark.parametrize("e_fn,n_fn,center_e,center_n,gate_scale", COMBOS)
 def test_forward_and_gradients_match_reference(e_fn, n_fn, center_e, center_n, gate_scale, backend):
-    tensors, mask = make_inputs(hash((e_fn, n_fn, center_e, center_n, gate_scale)) % 1000, requires_grad=True)
-    opts = dict(alpha=0.7, beta=0.4, e_fn=e_fn, n_fn=n_fn, center_e=center_e, center_n=center_n,
-                gate_scale=gate_scale)
+    tensors, mask = make_inputs(COMBOS.index((e_fn, n_fn, center_e, center_n, gate_scale)), requires_grad=True)
+    opts = {"alpha": 0.7, "beta": 0.4, "e_fn": e_fn, "n_fn": n_fn, "center_e": center_e, "center_n": center_n,
+            "gate_scale": gate_scale}
     got = coda_matrix(*tensors, mask=mask, l1_backend=backend, **opts)
     want = reference(*tensors, mask=mask, **opts)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
@@ -66,9 +66,26 @@ def test_forward_and_gradients_match_reference(e_fn, n_fn, center_e, center_n, g
 @pytest.mark.parametrize("e_fn,n_fn,center_e,center_n,gate_scale", COMBOS[::3] + [COMBOS[-1]])
 def test_gradcheck_numba(e_fn, n_fn, center_e, center_n, gate_scale):
     tensors, mask = make_inputs(7, batch=(2,), la=3, lb=4, de=2, dn=2, requires_grad=True)
-    opts = dict(e_fn=e_fn, n_fn=n_fn, center_e=center_e, center_n=center_n, gate_scale=gate_scale,
-                l1_backend="numba", mask=mask)
+    opts = {"e_fn": e_fn, "n_fn": n_fn, "center_e": center_e, "center_n": center_n, "gate_scale": gate_scale,
+            "l1_backend": "numba", "mask": mask}
     assert torch.autograd.gradcheck(lambda *t: coda_matrix(*t, **opts), tensors)
+
+
+@pytest.mark.parametrize("center_over", ["slice", "row"])
+def test_head_broadcast_mask_and_centring_axes(center_over):
+    """A (B, 1, 1, lb) key mask broadcast over heads and rows: means count every row it covers."""
+    (e_a, e_b, n_a, n_b), _ = make_inputs(11, batch=(2, 3), la=4, lb=6)
+    mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    mask[1, ..., 3:] = False
+    comps = coda_components(e_a, e_b, n_a, n_b, center_e=True, center_n=True, mask=mask, center_over=center_over)
+    full = mask.expand(comps["N"].shape)
+    for key in ("E", "N"):
+        sums = comps[key].sum(-1) if center_over == "row" else comps[key].sum((-1, -2))
+        assert sums.abs().max() < 1e-10
+        assert torch.equal(comps[key][~full], torch.zeros(int((~full).sum()), dtype=torch.float64))
+    if center_over == "slice":
+        want = reference(e_a, e_b, n_a, n_b, 1.0, 1.0, "tanh", "sigmoid", True, True, 2.0, mask)
+        torch.testing.assert_close(comps["M"], want, rtol=1e-10, atol=1e-12)
 
 
 def test_unmasked_defaults_are_tanh_times_two_sigmoid():
@@ -140,6 +157,7 @@ def test_compositional_pool_is_eq7():
     ("alpha", -1.0, "alpha must be"),
     ("beta", float("nan"), "beta must be"),
     ("gate_scale", 0.0, "gate_scale must be"),
+    ("center_over", "batch", "center_over must be one of ('slice', 'row')"),
 ])
 def test_bad_options_raise_value_error_naming_the_option(option, value, needle):
     (e_a, e_b, n_a, n_b), _ = make_inputs(0)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from hydra.errors import MissingConfigException
 
-from coda_exp import results, tables
+from coda_exp import results, table_render, tables
 from coda_exp.pipeline import run
 
 from .conftest import FIXTURES, ROOT
@@ -101,7 +101,7 @@ def test_multirun_two_jobs_then_tables(tmp_path):
     assert sorted(r["seed"] for r in recs) == [1, 2]
     assert all(r["overrides"] and "task=wikiqa" in r["overrides"] for r in recs)
     spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
-    md = tables.render_markdown(tables.build_table(spec, recs))
+    md = table_render.render_markdown(tables.build_table(spec, recs))
     assert "n=2" in md and "fixture" in md
 
 
@@ -112,3 +112,20 @@ def test_a_failing_job_does_not_lose_the_others(tmp_path):
     assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
+
+
+def test_coda_run_and_figure_2(make_cfg, tmp_path):
+    import importlib.util
+
+    run(make_cfg("task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=1", "logger=none",
+                 "model.attention.center_n=true"))
+    rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
+    assert rec["model"] == "decompatt_coda" and rec["attention"]["name"] == "coda"
+    assert rec["attention"]["center_n"] is True and rec["attention"]["gate_scale"] == 2.0
+    spec = importlib.util.spec_from_file_location("plot_coda", ROOT / "scripts" / "plot_coda.py")
+    plot_coda = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_coda)
+    out = tmp_path / "fig2.png"
+    assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
+                           "--out", str(out), "--batches", "2"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

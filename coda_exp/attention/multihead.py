@@ -1,0 +1,133 @@
+"""Multi-head attention with pluggable scoring: softmax (Vaswani et al. 2017) or CoDA (Tay et al. 2019, eq. 10).
+
+A scoring module maps per-head q (B, H, Lq, dk), k (B, H, Lk, dk), v (B, H, Lk, dv) and a bool mask broadcastable
+to (B, H, Lq, Lk) (True = may attend, or None) to ``(out (B, H, Lq, dv), weights (B, H, Lq, Lk) or None)``:
+``scoring(q, k, v, mask=None, dropout_p=0.0, need_weights=False)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coda_exp.attention.functional import check_coda_options, coda_matrix
+from coda_exp.attention.masking import masked_softmax
+
+GATES = ("scale", "center")
+
+
+def attention_mask(key_padding_mask: torch.Tensor | None, causal: bool, len_q: int, len_k: int,
+                   device: torch.device) -> torch.Tensor | None:
+    """Bool (B or 1, 1, Lq, Lk) mask, True = query i may attend key j; None when nothing is masked.
+
+    key_padding_mask (B, Lk) True = real key. ``causal``: key j <= i + (Lk - Lq), i.e. the last query is aligned
+    with the last key (plain lower-triangular mask for self-attention).
+    """
+    mask = None
+    if key_padding_mask is not None:
+        mask = key_padding_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, Lk)
+    if causal:
+        tri = torch.ones(len_q, len_k, dtype=torch.bool, device=device).tril(diagonal=len_k - len_q)
+        mask = tri[None, None] if mask is None else mask & tri  # (B or 1, 1, Lq, Lk)
+    return mask
+
+
+class SoftmaxScoring(nn.Module):
+    """softmax(Q K^T / sqrt(dk)) V through ``F.scaled_dot_product_attention``.
+
+    A query row with no valid key outputs 0 (instead of SDPA's NaN); with ``need_weights`` the explicit
+    masked-softmax path is used so the weights can be returned.
+    """
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                dropout_p: float = 0.0, need_weights: bool = False):
+        if need_weights:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+            weights = masked_softmax(scores, mask, dim=-1)  # fully-masked rows are all 0
+            return F.dropout(weights, dropout_p, training=dropout_p > 0) @ v, weights
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p), None
+        has_key = mask.any(-1, keepdim=True)  # (B|1, 1, Lq, 1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+        return out.masked_fill(~has_key, 0.0), None
+
+
+class CoDAScoring(nn.Module):
+    """CoDA-Transformer eq. 10 per head: (f_E(alpha Q K^T / s) * gate(-beta ||q_i - k_j||_1 / s)) V.
+
+    s = sqrt(dk) if ``scale`` else 1 (footnote 2: some tasks work better without it). gate="scale":
+    2 * f_N(G / s) (eq. 5 style, in [0, 1] for sigmoid); gate="center": f_N(G / s - mean), the mean over the valid
+    pairs of each query row (center_over="row", default: causal-safe, a decoder position never sees the future
+    through the mean) or of each (batch, head) slice (center_over="slice"; leaks the future under a causal mask).
+    Q and K feed both affinities (projected once). Masked pairs contribute exactly 0 and rows are NOT
+    renormalised; dropout (if any) is applied to M.
+    """
+
+    def __init__(self, scale: bool = True, gate: str = "scale", alpha: float = 1.0, beta: float = 1.0,
+                 e_fn: str = "tanh", n_fn: str = "sigmoid", center_over: str = "row",
+                 l1_backend: str | None = None):
+        super().__init__()
+        if gate not in GATES:
+            raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
+        if not isinstance(scale, bool):
+            raise ValueError(f"scale must be True or False, got {scale!r}")  # noqa: TRY004 (option value)
+        self.scale, self.gate, self.l1_backend = scale, gate, l1_backend
+        self.options = {"alpha": float(alpha), "beta": float(beta), "e_fn": e_fn, "n_fn": n_fn, "center_e": False,
+                        "center_n": gate == "center", "gate_scale": 2.0 if gate == "scale" else 1.0,
+                        "center_over": center_over}
+        check_coda_options(**self.options)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, gate={self.gate!r}, " + ", ".join(
+            f"{key}={self.options[key]}" for key in ("alpha", "beta", "e_fn", "n_fn", "center_over"))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                dropout_p: float = 0.0, need_weights: bool = False):
+        opts = dict(self.options)
+        if self.scale:
+            inv = 1.0 / math.sqrt(q.shape[-1])
+            opts["alpha"], opts["beta"] = opts["alpha"] * inv, opts["beta"] * inv
+        m = coda_matrix(q, k, q, k, mask=mask, l1_backend=self.l1_backend, **opts)  # (B, H, Lq, Lk)
+        out = F.dropout(m, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
+        return out, (m if need_weights else None)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention whose per-head scoring is a module (``SoftmaxScoring()`` or ``CoDAScoring(...)``).
+
+    Q, K, V and the output are linear maps of width d_model; dk = d_model / num_heads.
+    ``forward(query (B, Lq, d), key (B, Lk, d), value (B, Lk, d), key_padding_mask (B, Lk) True = real,
+    causal=False, return_weights=False) -> out (B, Lq, d)[, weights (B, H, Lq, Lk)]``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, scoring: nn.Module, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.dropout = dropout
+        self.scoring = scoring
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, d_model) -> (B, H, L, dk)
+        return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_weights: bool = False):
+        batch, len_q, _ = query.shape
+        q = self._heads(self.q_proj(query))  # (B, H, Lq, dk)
+        k = self._heads(self.k_proj(key))  # (B, H, Lk, dk)
+        v = self._heads(self.v_proj(value))  # (B, H, Lk, dk)
+        mask = attention_mask(key_padding_mask, causal, len_q, key.shape[1], query.device)
+        out, weights = self.scoring(q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0,
+                                    need_weights=return_weights)
+        out = self.out_proj(out.transpose(1, 2).reshape(batch, len_q, self.d_model))  # (B, Lq, d_model)
+        return (out, weights) if return_weights else out

@@ -1,0 +1,231 @@
+"""CoDACrossAttention and MultiHeadAttention (softmax / CoDA scoring): interface, masking, references."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from coda_exp.attention import (
+    CoDACrossAttention,
+    CoDAScoring,
+    MultiHeadAttention,
+    SoftmaxCrossAttention,
+    SoftmaxScoring,
+    coda_matrix,
+)
+
+
+def _pair(seed=0, batch=3, la=5, lb=7, dim=6):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(batch, la, dim, dtype=torch.float64, generator=gen)
+    b = torch.randn(batch, lb, dim, dtype=torch.float64, generator=gen)
+    mask_a = torch.ones(batch, la, dtype=torch.bool)
+    mask_b = torch.ones(batch, lb, dtype=torch.bool)
+    mask_a[0, 3:] = False
+    mask_b[1, 4:] = False
+    return a, b, mask_a, mask_b
+
+
+def _module(**kw):
+    torch.manual_seed(0)
+    return CoDACrossAttention(6, hidden=8, **kw).double().eval()
+
+
+def test_signature_matches_softmax_cross_attention_and_hydra_partial():
+    fwd, ref = inspect.signature(CoDACrossAttention.forward), inspect.signature(SoftmaxCrossAttention.forward)
+    assert list(fwd.parameters) == list(ref.parameters)
+    params = list(inspect.signature(CoDACrossAttention.__init__).parameters.values())[1:]
+    assert params[0].name == "dim" and params[0].default is inspect.Parameter.empty
+    for p in params[1:]:
+        assert p.default is not inspect.Parameter.empty and isinstance(p.default, (str, float, bool, int)), p.name
+    module = functools.partial(CoDACrossAttention, hidden=8, projection="linear", n_fn="tanh")(dim=6)
+    assert isinstance(module, nn.Module)
+
+
+@pytest.mark.parametrize("projection,share", [("mlp", True), ("mlp", False), ("linear", True), ("linear", False)])
+def test_outputs_are_eq7_of_the_projected_coda_matrix(projection, share):
+    a, b, mask_a, mask_b = _pair()
+    mod = _module(projection=projection, share_projections=share, center_e=True, alpha=0.5)
+    a2, b2, mats = mod(a, b, mask_a, mask_b, return_matrices=True)
+    assert a2.shape == a.shape and b2.shape == b.shape and set(mats) == {"E_act", "N_act", "M"}
+    pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
+    m = coda_matrix(mod.proj_e(a), mod.proj_e(b), mod.proj_n(a), mod.proj_n(b), alpha=0.5, center_e=True, mask=pm)
+    torch.testing.assert_close(mats["M"], m)
+    torch.testing.assert_close(a2, m @ b)
+    torch.testing.assert_close(b2, m.transpose(1, 2) @ a)
+    assert (mod.proj_n is mod.proj_e) == share
+    n_params = sum(p.numel() for p in mod.parameters())
+    assert n_params == (1 if share else 2) * (6 * 8 + 8)
+    out = mod(a, b, mask_a, mask_b)
+    assert len(out) == 2 and torch.equal(out[0], a2) and torch.equal(out[1], b2)
+
+
+def test_padded_rows_are_exactly_zero_and_padding_changes_nothing():
+    a, b, mask_a, mask_b = _pair(1)
+    mod = _module(center_e=True, center_n=True)
+    a2, b2 = mod(a, b, mask_a, mask_b)
+    assert torch.equal(a2[~mask_a], torch.zeros_like(a2[~mask_a]))
+    assert torch.equal(b2[~mask_b], torch.zeros_like(b2[~mask_b]))
+    # append 3 / 2 padding tokens with arbitrary content: valid outputs identical
+    gen = torch.Generator().manual_seed(2)
+    a_pad = torch.cat([a, 100 * torch.randn(3, 3, 6, dtype=torch.float64, generator=gen)], 1)
+    b_pad = torch.cat([b, 100 * torch.randn(3, 2, 6, dtype=torch.float64, generator=gen)], 1)
+    ma_pad = torch.cat([mask_a, torch.zeros(3, 3, dtype=torch.bool)], 1)
+    mb_pad = torch.cat([mask_b, torch.zeros(3, 2, dtype=torch.bool)], 1)
+    a3, b3 = mod(a_pad, b_pad, ma_pad, mb_pad)
+    torch.testing.assert_close(a3[:, :5][mask_a], a2[mask_a], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(b3[:, :7][mask_b], b2[mask_b], rtol=1e-12, atol=1e-12)
+    assert torch.equal(a3[:, 5:], torch.zeros_like(a3[:, 5:]))
+
+
+def test_gradients_reach_parameters_and_cpu_runs_are_bitwise_equal():
+    a, b, mask_a, mask_b = (t.float() if t.is_floating_point() else t for t in _pair(3))
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        mod = CoDACrossAttention(6, hidden=8, share_projections=False, dropout=0.0)
+        a2, b2 = mod(a, b, mask_a, mask_b)
+        (a2.square().sum() + b2.sum()).backward()
+        runs.append([a2, b2] + [p.grad for p in mod.parameters()])
+    assert all(g is not None and g.abs().sum() > 0 for g in runs[0][2:])
+    for x, y in zip(*runs):
+        assert torch.equal(x, y)
+
+
+def test_bad_module_options():
+    with pytest.raises(ValueError, match="projection must be one of"):
+        CoDACrossAttention(6, projection="conv")
+    with pytest.raises(ValueError, match="n_fn must be one of"):
+        CoDACrossAttention(6, n_fn="relu")
+    with pytest.raises(ValueError, match="gate must be one of"):
+        CoDAScoring(gate="both")
+    with pytest.raises(ValueError, match="divisible"):
+        MultiHeadAttention(10, 3, SoftmaxScoring())
+
+
+# ----------------------------------------------------------------------------- multi-head attention
+
+
+def _mha_inputs(seed=0, batch=2, lq=5, lk=7, d=8):
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, lq, d, dtype=torch.float64, generator=gen)
+    kv = torch.randn(batch, lk, d, dtype=torch.float64, generator=gen)
+    kpm = torch.ones(batch, lk, dtype=torch.bool)
+    kpm[0, 4:] = False
+    return q, kv, kpm
+
+
+def test_softmax_scoring_matches_torch_multihead_attention():
+    q, kv, kpm = _mha_inputs()
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+    mha = MultiHeadAttention(8, 2, SoftmaxScoring()).double().eval()
+    w = ref.in_proj_weight.detach().chunk(3)
+    bias = ref.in_proj_bias.detach().chunk(3)
+    with torch.no_grad():
+        for lin, wi, bi in zip((mha.q_proj, mha.k_proj, mha.v_proj), w, bias):
+            lin.weight.copy_(wi)
+            lin.bias.copy_(bi)
+        mha.out_proj.weight.copy_(ref.out_proj.weight)
+        mha.out_proj.bias.copy_(ref.out_proj.bias)
+    want, want_w = ref(q, kv, kv, key_padding_mask=~kpm, average_attn_weights=False)
+    torch.testing.assert_close(mha(q, kv, kv, key_padding_mask=kpm), want)
+    got, got_w = mha(q, kv, kv, key_padding_mask=kpm, return_weights=True)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_w, want_w)
+
+
+def coda_eq10(q, k, v, mask, scale, gate, center_over="slice"):
+    """Eq. 10 per head, written out with the (Lq, Lk, dk) broadcast; centring by explicit loops."""
+    s = math.sqrt(q.shape[-1]) if scale else 1.0
+    e = torch.tanh(q @ k.transpose(-1, -2) / s)
+    g = -(q.unsqueeze(-2) - k.unsqueeze(-3)).abs().sum(-1) / s
+    full = mask.expand(g.shape)
+    if gate == "center" and center_over == "slice":
+        means = torch.stack([gs[ms].mean() for gs, ms in zip(g.reshape(-1, *g.shape[-2:]),
+                                                              full.reshape(-1, *g.shape[-2:]))])
+        gated = torch.sigmoid(g - means.reshape(*g.shape[:-2], 1, 1))
+    elif gate == "center":
+        means = torch.stack([gs[ms].mean() if ms.any() else gs.new_zeros(())
+                             for gs, ms in zip(g.reshape(-1, g.shape[-1]), full.reshape(-1, g.shape[-1]))])
+        gated = torch.sigmoid(g - means.reshape(*g.shape[:-1], 1))
+    else:
+        gated = 2 * torch.sigmoid(g)
+    return (e * gated * full) @ v
+
+
+@pytest.mark.parametrize("scale", [True, False])
+@pytest.mark.parametrize("gate,center_over", [("scale", "row"), ("center", "row"), ("center", "slice")])
+@pytest.mark.parametrize("causal", [False, True])
+def test_coda_scoring_is_eq10(scale, gate, center_over, causal):
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
+    kpm = torch.ones(2, 6, dtype=torch.bool)
+    kpm[1, 4:] = False
+    mask = kpm[:, None, None, :] & (torch.ones(6, 6, dtype=torch.bool).tril() if causal else True)
+    out, weights = CoDAScoring(scale=scale, gate=gate, center_over=center_over)(q, k, v, mask=mask,
+                                                                                need_weights=True)
+    want = coda_eq10(q, k, v, mask, scale, gate, center_over)
+    torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
+    grad = torch.randn(want.shape, dtype=torch.float64, generator=gen)
+    for g, w in zip(torch.autograd.grad(out, (q, k, v), grad), torch.autograd.grad(want, (q, k, v), grad)):
+        torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
+    assert torch.equal(weights[~mask.expand(weights.shape)], torch.zeros(int((~mask.expand(weights.shape)).sum()),
+                                                                         dtype=torch.float64))
+
+
+def test_coda_masked_keys_contribute_exactly_zero_without_renormalisation():
+    q, kv, kpm = _mha_inputs(5)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, CoDAScoring()).double().eval()
+    out, weights = mha(q, kv, kv, key_padding_mask=kpm, return_weights=True)
+    kv2 = kv.clone()
+    kv2[0, 4:] = 1e3 * torch.randn(3, 8, dtype=torch.float64)  # change only the padded keys/values
+    assert torch.equal(mha(q, kv2, kv2, key_padding_mask=kpm), out)
+    row_sums = weights.sum(-1)
+    assert (row_sums - 1).abs().max() > 1e-3  # quasi-attention: rows are not normalised
+
+
+@pytest.mark.parametrize("scoring", [SoftmaxScoring(), CoDAScoring(), CoDAScoring(gate="center")])
+def test_causal_output_ignores_the_future_and_padding_queries_stay_finite(scoring):
+    q, _, _ = _mha_inputs(6, lq=6, lk=6)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, scoring).double().eval()
+    out = mha(q, q, q, causal=True)
+    q2 = q.clone()
+    q2[:, 4:] = torch.randn(2, 2, 8, dtype=torch.float64)
+    torch.testing.assert_close(mha(q2, q2, q2, causal=True)[:, :4], out[:, :4], rtol=1e-12, atol=1e-12)
+    kpm = torch.ones(2, 6, dtype=torch.bool)
+    kpm[1] = False  # a sequence that is all padding: every query row has no valid key
+    kpm[0, 0] = False  # with causal, query 0 of sequence 0 has no valid key either
+    for causal in (False, True):
+        res = mha(q, q, q, key_padding_mask=kpm, causal=causal, return_weights=True)
+        assert torch.isfinite(res[0]).all() and torch.isfinite(res[1]).all()
+        assert torch.isfinite(mha(q, q, q, key_padding_mask=kpm, causal=causal)).all()
+
+
+def test_slice_centring_leaks_the_future_row_centring_does_not():
+    """Why CoDAScoring centres per query row by default: the slice mean mixes in later positions."""
+    gen = torch.Generator().manual_seed(8)
+    q = torch.randn(1, 1, 6, 4, dtype=torch.float64, generator=gen)
+    q2 = q.clone()
+    q2[..., 5, :] += 3.0  # change the last position only
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    outs = {over: [CoDAScoring(gate="center", center_over=over)(x, x, x, mask=mask)[0][..., :5, :] for x in (q, q2)]
+            for over in ("row", "slice")}
+    torch.testing.assert_close(outs["row"][0], outs["row"][1], rtol=1e-12, atol=1e-12)
+    assert (outs["slice"][0] - outs["slice"][1]).abs().max() > 1e-4
+
+
+def test_multihead_trains_with_dropout_and_grads_flow():
+    q, kv, kpm = (t.float() if t.is_floating_point() else t for t in _mha_inputs(7))
+    mha = MultiHeadAttention(8, 2, CoDAScoring(scale=False), dropout=0.1).train()
+    out = mha(q, kv, kv, key_padding_mask=kpm)
+    out.square().sum().backward()
+    assert out.shape == q.shape
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in mha.parameters())
