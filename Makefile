@@ -9,9 +9,10 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 RUN_ARGS ?=
+SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-full tables bench fixtures lint clean
+.PHONY: help setup run test test-full tables bench fixtures lint clean reproduce-table-2 reproduce-table-3 reproduce-table-8
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -39,6 +40,18 @@ tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from resu
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
 	$(PY) scripts/bench_attention.py
+
+reproduce-table-2: $(STAMP) ## CoDA Table 2 (TrecQA, WikiQA, UDC; D-ATT vs +CoDA, 3 seeds) at SCALE=paper|cpu|fixture
+	$(PY) train.py -m experiment=table_2 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_2 --print
+
+reproduce-table-3: $(STAMP) ## CoDA Table 3 (SNLI, MNLI, SciTail, DNLI; D-ATT vs +CoDA, 3 seeds) at SCALE
+	$(PY) train.py -m experiment=table_3 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_3 --print
+
+reproduce-table-8: $(STAMP) ## CoDA Table 8 (centering ablation, dev scores; WikiQA, SciTail, DNLI, 3 seeds) at SCALE
+	$(PY) train.py -m experiment=table_8 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_8 --print
 
 fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
 	$(PY) scripts/make_fixtures.py

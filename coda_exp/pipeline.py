@@ -24,7 +24,7 @@ from coda_exp import results
 
 log = logging.getLogger(__name__)
 
-META_KEYS = ("name",)  # config keys that describe a node but are not constructor arguments
+META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
 
 
 def _hydra_overrides() -> list[str]:
@@ -36,8 +36,9 @@ def _hydra_overrides() -> list[str]:
 
 
 def attention_options(cfg: DictConfig) -> dict[str, Any]:
-    """The attention's options as recorded in the run record: its name and every value but Hydra's own keys."""
-    att = cfg.model.get("attention")
+    """The attention's options as recorded in the run record: its name and every value but Hydra's own keys
+    (``model.attention`` of pairwise models, ``model.scoring`` of Transformers)."""
+    att = cfg.model.get("attention", cfg.model.get("scoring"))
     if att is None:
         return {"name": "none"}
     opts = OmegaConf.to_container(att, resolve=True)
@@ -48,9 +49,18 @@ def _strip(node: dict) -> dict:
     return {k: (_strip(v) if isinstance(v, dict) else v) for k, v in node.items() if k not in META_KEYS}
 
 
+def check_compatible(cfg: DictConfig) -> None:
+    """A clear error for a model that cannot run a task (e.g. a seq2seq Transformer on SNLI)."""
+    families = cfg.model.get("families")
+    if families is not None and cfg.task.family not in families:
+        raise ValueError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
+                         f"{cfg.task.family}, the model serves {list(families)}")
+
+
 def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
     """The network from ``cfg.model`` plus what only the data knows (``datamodule.model_kwargs()``: vocabulary
     sizes, number of classes, pretrained vectors...)."""
+    check_compatible(cfg)
     spec = _strip(OmegaConf.to_container(cfg.model, resolve=True))
     return instantiate(spec, **datamodule.model_kwargs())
 
@@ -68,6 +78,37 @@ def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[pl.Callba
     if not with_logger:  # logger=none: nothing to send learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
     return callbacks
+
+
+def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
+    """With ``task.average_last = N > 0``: keep the last N checkpoints, one every validation interval."""
+    n = int(cfg.task.get("average_last") or 0)
+    if n <= 0:
+        return None
+    every = cfg.task.get("val_check_interval")
+    return pl.callbacks.ModelCheckpoint(
+        dirpath=Path(cfg.paths.output_dir) / "checkpoints" / "periodic", filename="step{step}",
+        auto_insert_metric_name=False, every_n_train_steps=int(every) if isinstance(every, int) else None,
+        save_top_k=n, monitor="step", mode="max")
+
+
+def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None:
+    """T2T's checkpoint averaging: the mean weights of the last ``task.average_last`` checkpoints, saved as
+    ``checkpoints/averaged.ckpt`` (tested instead of the best checkpoint). Returns (path, number averaged), or
+    None when it does not apply."""
+    from coda_exp import checkpoint_avg
+
+    n = int(cfg.task.get("average_last") or 0)
+    folder = Path(cfg.paths.output_dir) / "checkpoints" / "periodic"
+    available = len(list(folder.glob("*.ckpt"))) if folder.is_dir() else 0
+    if n <= 0 or available == 0 or not trainer.is_global_zero:
+        return None
+    if available < n:
+        log.warning("checkpoint averaging: only %d periodic checkpoints (task.average_last=%d)", available, n)
+    paths = checkpoint_avg.select_last(folder, min(n, available))
+    out = checkpoint_avg.save_atomic(checkpoint_avg.average_checkpoints(paths), folder.parent / "averaged.ckpt")
+    log.info("averaged %d checkpoints into %s", len(paths), out)
+    return str(out), len(paths)
 
 
 def build_loggers(cfg: DictConfig) -> list:
@@ -149,6 +190,7 @@ def _finish_wandb(loggers: list) -> None:
 def run(cfg: DictConfig) -> float | None:
     """Train, validate and test; write the run record. Returns the best monitored value (for sweepers)."""
     start = time.time()
+    check_compatible(cfg)
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
@@ -157,6 +199,9 @@ def run(cfg: DictConfig) -> float | None:
     task = build_task(cfg, model, datamodule)
     loggers = build_loggers(cfg)
     callbacks = build_callbacks(cfg, with_logger=bool(loggers))
+    periodic = periodic_checkpoints(cfg)
+    if periodic is not None:
+        callbacks.append(periodic)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     try:
         for lg in loggers:
@@ -164,6 +209,9 @@ def run(cfg: DictConfig) -> float | None:
         trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         ckpt = trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
+        averaged = average_last(cfg, trainer)
+        if averaged is not None:
+            best = averaged[0]
         metrics: dict[str, float] = {}
         if cfg.get("test_after_fit", True):
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
@@ -187,6 +235,7 @@ def run(cfg: DictConfig) -> float | None:
             "created": results.utc_now_iso(),
             "status": "finished" if not trainer.interrupted else "interrupted",
             "best_checkpoint": best,
+            "checkpoints_averaged": averaged[1] if averaged else 0,
             "output_dir": str(cfg.paths.output_dir),
             "data": dict(datamodule.stats),
             "warnings": list(datamodule.warnings),

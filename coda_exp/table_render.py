@@ -15,6 +15,21 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _comparison_rows(table: Table) -> list[list[str]]:
+    """One row per ``compare`` pair: its name, then (paper Δ, ours Δ with p) per column."""
+    rows: dict[str, list[str]] = {}
+    for comp in table.comparisons:
+        rows.setdefault(comp.row_name, [comp.row_name]).extend([comp.paper_text(), comp.ours_text()])
+    return list(rows.values())
+
+
+SIGNIFICANCE_LEGEND = (
+    "Δ rows: treatment − baseline of the means above (paper: the paper's difference); p: Welch's two-sided "
+    "t-test across seeds (n = seeds per cell); paired p: McNemar's exact test on the test predictions of the "
+    "seeds both models ran, pooled (accuracy, R@1 only). See coda_exp/significance.py."
+)
+
+
 def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
@@ -29,12 +44,17 @@ def render_markdown(table: Table) -> str:
         f"Generated {table.generated} from {table.records_used} run record(s) "
         f"({table.records_total} loaded) by `scripts/make_tables.py`."
     )
-    lines += [legend, "", provenance, ""]
+    lines += [legend, ""]
+    if table.comparisons:
+        lines += [SIGNIFICANCE_LEGEND, ""]
+    lines += [provenance, ""]
     header = [spec.row_header] + [f"{c.name} ({p})" for c in spec.columns for p in ("paper", "ours")]
     lines.append("| " + " | ".join(_md(h) for h in header) + " |")
     lines.append("| --- |" + " ---: |" * (2 * len(spec.columns)))
     for row, cell_row in zip(spec.rows, table.cells):
         texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
+        lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
+    for texts in _comparison_rows(table):
         lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
     return "\n".join(lines) + "\n"
 
@@ -71,13 +91,19 @@ def render_latex(table: Table) -> str:
     for row, cell_row in zip(spec.rows, table.cells):
         texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
         lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
+    comparison_rows = _comparison_rows(table)
+    if comparison_rows:
+        lines.append(r"\midrule")
+    for texts in comparison_rows:
+        lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 _CSV_CELL = ("row", "column", "paper", "mean", "std", "n", "scale")
 _CSV_TRACE = ("task", "metric", "status", "other_scales", "run_ids")
-CSV_FIELDS = _CSV_CELL + _CSV_TRACE
+_CSV_SIGNIFICANCE = ("p_welch", "df_welch", "p_paired", "paired_discordant", "paired_seeds")
+CSV_FIELDS = _CSV_CELL + _CSV_TRACE + _CSV_SIGNIFICANCE
 
 
 def _num(x: float | None) -> str:
@@ -94,7 +120,13 @@ def render_csv(table: Table) -> str:
             numbers = [_num(cell.paper), _num(cell.mean), _num(cell.std), cell.n, cell.scale or ""]
             others = ";".join(f"{s}:{n}" for s, n in cell.other_scales.items())
             extra = [cell.task, cell.metric, cell.status, others, ";".join(cell.run_ids)]
-            writer.writerow([cell.row, cell.column, *numbers, *extra])
+            writer.writerow([cell.row, cell.column, *numbers, *extra, "", "", "", "", ""])
+    for comp in table.comparisons:  # status "delta": mean = treatment − baseline, paper = the paper's difference
+        w, pr = comp.welch, comp.paired
+        numbers = [_num(comp.paper_delta), _num(w.delta if w else None), "", f"{w.n_a}/{w.n_b}" if w else "", ""]
+        paired = [_num(pr.p), f"{pr.b}/{pr.c}", pr.seeds] if pr and pr.p is not None else ["", "", ""]
+        writer.writerow([comp.row_name, comp.column, *numbers, "", comp.metric, "delta" if w else comp.note, "", "",
+                         _num(w.p if w else None), _num(w.df if w else None), *paired])
     return out.getvalue()
 
 
@@ -103,8 +135,11 @@ def write_tables(
     records: list[dict],
     out_dir: str | os.PathLike,
     generated: str | None = None,
+    predictions_dir: str | os.PathLike | None = None,
 ) -> list[Path]:
-    """Build each spec's table and write ``<out_dir>/<id>.md``, ``.tex`` and ``.csv`` atomically."""
+    """Build each spec's table and write ``<out_dir>/<id>.md``, ``.tex`` and ``.csv`` atomically.
+
+    ``predictions_dir``: where to look for a run's test predictions when its record's path does not exist."""
     specs = [load_table_spec(p) for p in spec_paths]
     ids = [s.id for s in specs]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -113,7 +148,7 @@ def write_tables(
     generated = generated or utc_now_iso()
     written = []
     for spec in specs:
-        table = build_table(spec, records, generated=generated)
+        table = build_table(spec, records, generated=generated, predictions_dir=predictions_dir)
         for suffix, render in ((".md", render_markdown), (".tex", render_latex), (".csv", render_csv)):
             written.append(atomic_write_text(Path(out_dir) / f"{spec.id}{suffix}", render(table)))
     return written

@@ -15,6 +15,8 @@ and how to select the run records (``coda_exp.results``) for each cell::
       - {name: "D-ATT + CoDA", match: {model: decompatt_coda, attention.center_e: false}, paper: [80.0, null]}
       - {name: "GA", match: null, paper: [26.4, 26.4]}        # paper-only baseline: ours says "not run"
       - {name: "dev: AttConv", split: val, match: {model: attconv_advanced}, paper: [62.26, 39.44]}
+    compare:                        # optional: [baseline row, treatment row] pairs tested for significance
+      - ["D-ATT", "D-ATT + CoDA"]
 
 Selection. A record fills cell (row, column) when ``record["task"] == column.task``, the cell's metric is in
 ``record["metrics"]``, and every ``key: value`` of the row's ``match`` merged with the column's ``match`` (the
@@ -36,6 +38,10 @@ e.g. ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several ru
 latest one (by ``created``) counts. When a cell has records at several scales, scale "paper" is used if
 present, else the scale with the most runs (ties: alphabetical); the others are listed in the CSV. A cell with
 no record says ``no run``: ours is never filled from the paper.
+
+Comparisons. Each ``compare`` pair adds, per column, the difference treatment − baseline of the two cells' means
+with Welch's p across seeds and, where both runs of a seed kept their test predictions, McNemar's paired p
+(:mod:`coda_exp.significance`); the renderers print them as extra rows ``Δ <treatment> − <baseline>``.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ PAPERS = {"coda": "CoDA (Compositional De-Attention Networks)", "attconv": "AttC
 NO_RUN = "no run"
 NOT_RUN = "not run"
 DASH = "–"
-_SPEC_KEYS = {"id", "title", "paper", "notes", "row_header", "columns", "rows"}
+_SPEC_KEYS = {"id", "title", "paper", "notes", "row_header", "columns", "rows", "compare"}
 _COLUMN_KEYS = {"name", "task", "metric", "percent", "decimals", "match"}
 _ROW_KEYS = {"name", "match", "paper", "split"}
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -99,6 +105,7 @@ class TableSpec:
     notes: str = ""
     row_header: str = "model"
     path: Path | None = None
+    compare: list[tuple[str, str]] = field(default_factory=list)  # (baseline row, treatment row)
 
     def decimals(self, j: int) -> int:
         """Digits after the point for column ``j``: its ``decimals``, else its paper numbers' (>= 1)."""
@@ -120,6 +127,7 @@ class Cell:
     scale: str | None = None
     other_scales: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -151,6 +159,7 @@ class Table:
     records_used: int
     records_total: int
     generated: str
+    comparisons: list = field(default_factory=list)  # coda_exp.significance.Comparison, one per pair x column
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,7 +271,23 @@ def load_table_spec(path: str | os.PathLike) -> TableSpec:
     if not isinstance(notes, str) or not isinstance(row_header, str):
         raise TableSpecError(f"{path}: keys 'notes' and 'row_header' must be strings")
     title = _need(raw, "title", str, str(path))
-    return TableSpec(spec_id, title, paper, columns, rows, notes.strip(), row_header, path)
+    compare = _parse_compare(raw.get("compare") or [], rows, f"{path}: compare")
+    return TableSpec(spec_id, title, paper, columns, rows, notes.strip(), row_header, path, compare)
+
+
+def _parse_compare(raw: Any, rows: list[Row], where: str) -> list[tuple[str, str]]:
+    runnable = {r.name for r in rows if r.match is not None}
+    if not isinstance(raw, list):
+        raise TableSpecError(f"{where}: must be a list of [baseline row, treatment row] pairs")
+    pairs = []
+    for k, pair in enumerate(raw):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise TableSpecError(f"{where}[{k}]: expected [baseline row, treatment row], got {pair!r}")
+        bad = [x for x in pair if x not in runnable]
+        if bad or pair[0] == pair[1]:
+            raise TableSpecError(f"{where}[{k}]: {bad or pair} must be two different rows with a `match`")
+        pairs.append((pair[0], pair[1]))
+    return pairs
 
 
 def find_specs(spec_dir: str | os.PathLike) -> list[Path]:
@@ -339,12 +364,19 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict]) -> Cell:
         )
     cell.values = [100.0 * x if col.percent else x for x in raw]
     cell.run_ids = [rec["run_id"] for rec in chosen]
+    cell.seeds = [rec["seed"] for rec in chosen]
     cell.status = "ok"
     return cell
 
 
-def build_table(spec: TableSpec, records: list[dict], generated: str | None = None) -> Table:
-    """Fill every cell of ``spec`` from ``records`` (validated run records)."""
+def build_table(spec: TableSpec, records: list[dict], generated: str | None = None,
+                predictions_dir: str | os.PathLike | None = None) -> Table:
+    """Fill every cell of ``spec`` from ``records`` (validated run records), and its ``compare`` pairs.
+
+    Test predictions are read from each record's ``predictions`` path, else ``<predictions_dir>/<run_id>.jsonl.gz``.
+    """
+    from coda_exp.significance import compare_table
+
     cells = [[_build_cell(spec, row, j, records) for j in range(len(spec.columns))] for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     return Table(
@@ -353,4 +385,5 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         records_used=len(used),
         records_total=len(records),
         generated=generated or utc_now_iso(),
+        comparisons=compare_table(spec, cells, records, Path(predictions_dir) if predictions_dir else None),
     )

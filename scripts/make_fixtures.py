@@ -91,6 +91,185 @@ def write(out: Path) -> list[Path]:
         path = wiki / f"WikiQA-{split}.tsv"
         path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
         written.append(path)
+    return written + write_pairwise(out)
+
+
+# ---- MNLI, SciTail, DNLI, TrecQA, UDC (CoDA Tables 2, 3, 8); each with its own seed so that adding one
+# ---- benchmark never changes another's files
+
+MATCHED_GENRES = ["fiction", "government", "slate", "telephone", "travel"]
+MISMATCHED_GENRES = ["facetoface", "letters", "nineeleven", "oup", "verbatim"]
+
+
+def mnli_rows(n: int, rng: random.Random, start: int, genres: list[str]) -> list[dict]:
+    rows = snli_rows(n, rng, start)
+    for k, row in enumerate(rows):
+        for key in ("captionID", "sentence1_parse", "sentence2_parse"):
+            row.pop(key)
+        row["genre"] = genres[k % len(genres)]
+        row["promptID"] = str(50000 + start + k)
+        row["pairID"] = f"{50000 + start + k}{row['gold_label'][0] if row['gold_label'] != '-' else 'n'}"
+    return rows
+
+
+FACTS = [("plants", "make food from sunlight", "grow faster in the dark"),
+         ("the moon", "orbits the earth", "is a star"), ("water", "boils at 100 degrees celsius", "is a metal"),
+         ("magnets", "attract iron", "attract wood"), ("the heart", "pumps blood", "digests food"),
+         ("ice", "is frozen water", "is hotter than steam"), ("bees", "pollinate flowers", "are mammals"),
+         ("the sun", "is a star", "orbits the moon"), ("copper", "conducts electricity", "is a gas"),
+         ("volcanoes", "erupt molten rock", "are made of ice")]
+
+
+def scitail_rows(n: int, rng: random.Random) -> list[tuple[str, str, str]]:
+    rows = []
+    for k in range(n):
+        topic, true, other = rng.choice(FACTS)
+        label = "entails" if k % 5 in (0, 2) else "neutral"  # SciTail is ~60 % neutral
+        premise = f"Students learn that {topic} {true} in science class ."
+        hyp = f"{topic.capitalize()} {true if label == 'entails' else other} ."
+        rows.append((premise, hyp, label))
+    return rows
+
+
+PERSONA = [("i have a dog", "i have a pet", "i have no pets"), ("i am a teacher", "i work at a school",
+           "i have never had a job"), ("i live in texas", "i live in the united states", "i live in france"),
+           ("i love to cook", "cooking is my hobby", "i hate cooking"), ("i am married", "i have a wife",
+           "i am single"), ("i play the piano", "i play an instrument", "i cannot play music")]
+NEUTRAL_PERSONA = ["i like to read", "my favorite color is blue", "i drive a truck", "i enjoy hiking"]
+
+
+def dnli_rows(n: int, rng: random.Random, split: str) -> list[dict]:
+    rows = []
+    for k in range(n):
+        base, pos, neg = rng.choice(PERSONA)
+        label = ["positive", "neutral", "negative"][k % 3]
+        other = {"positive": pos, "neutral": rng.choice(NEUTRAL_PERSONA), "negative": neg}[label]
+        rows.append({"id": f"dialogue_nli_{split}_{k}", "dtype": ["matchingtriple", "misc", "e2swap_up"][k % 3],
+                     "label": label, "sentence1": f"{base} .", "sentence2": f"{other} .",
+                     "triple1": ["i", "have", base.split()[-1]], "triple2": ["i", "have", other.split()[-1]]})
+    return rows
+
+
+def _tagged(tokens: list[str]) -> list[str]:
+    """A jacana element body: tokens, then POS, dependency label, head and NER lines (dummy values)."""
+    n = len(tokens)
+    return ["\t".join(tokens), "\t".join(["NN"] * n), "\t".join(["NMOD"] * n),
+            "\t".join(str(i) for i in range(n)), "\t".join(["-"] * n)]
+
+
+def trecqa_questions(topics, rng: random.Random, qstart: int, all_pos: int = 0, all_neg: int = 0):
+    """[(qid, question, [(answer, label), ...])]; the first ``all_pos`` questions have only correct candidates,
+    the next ``all_neg`` only wrong ones (what TrecQA's clean evaluation drops)."""
+    out = []
+    for qi, (name, what) in enumerate(topics):
+        pos = [f"{name.capitalize()} is a {what} ."]
+        neg = [f"{name.capitalize()} : {f}" for f in rng.sample(FILLERS, rng.randint(2, 3))]
+        if qi < all_pos:
+            cands = [(pos[0], 1), (f"Experts agree {name} is a {what} .", 1)]
+        elif qi < all_pos + all_neg:
+            cands = [(c, 0) for c in neg]
+        else:
+            cands = [(pos[0], 1)] + [(c, 0) for c in neg]
+            rng.shuffle(cands)
+        out.append((f"{qstart + qi}.{qi % 3 + 1}", f"What is {name} ?", cands))
+    return out
+
+
+def trecqa_xml(questions) -> str:
+    lines = []
+    for qid, question, cands in questions:
+        lines += [f"<QApairs id='{qid}'>", "<question>", *_tagged(question.split()), "</question>"]
+        for text, label in cands:
+            tag = "positive" if label else "negative"
+            lines += [f"<{tag}>", *_tagged(text.split()), f"</{tag}>"]
+        lines.append("</QApairs>")
+    return "\n".join(lines) + "\n"
+
+
+UDC_TOPICS = [("wifi", "restart network-manager with sudo service network-manager restart"),
+              ("sound", "open alsamixer and unmute the master channel"),
+              ("grub", "run sudo update-grub after editing /etc/default/grub"),
+              ("nvidia", "install the driver with sudo apt-get install nvidia-current"),
+              ("mount", "add the partition to /etc/fstab and run sudo mount -a"),
+              ("java", "install openjdk with sudo apt-get install default-jdk"),
+              ("firefox", "clear the cache in the firefox preferences"),
+              ("ssh", "check that openssh-server is installed and port 22 is open"),
+              ("printer", "add the printer in system settings printing"),
+              ("upgrade", "use sudo do-release-upgrade to move to the next release"),
+              ("swap", "create a swap file with fallocate and mkswap"),
+              ("keyboard", "change the layout in text entry settings")]
+
+
+def udc_context(topic: str, rng: random.Random) -> str:
+    opener = rng.choice(["hi all", "hello", "hey guys", "anyone around"])
+    return (f"{opener} __eou__ my {topic} is broken since the update __eou__ __eot__ "
+            f"which {topic} problem exactly ? __eou__ __eot__ it just stops working with {topic} __eou__ __eot__")
+
+
+def udc_files(rng: random.Random) -> dict[str, list[list[str]]]:
+    train = [["Context", "Utterance", "Label"]]
+    for k in range(64):
+        topic, answer = UDC_TOPICS[k % len(UDC_TOPICS)]
+        if k % 2 == 0:
+            train.append([udc_context(topic, rng), f"for {topic} {answer} __eou__", "1"])
+        else:
+            wrong_topic, wrong = rng.choice([t for t in UDC_TOPICS if t[0] != topic])
+            train.append([udc_context(topic, rng), f"for {wrong_topic} {wrong} __eou__", "0"])
+    out = {"train": train}
+    header = ["Context", "Ground Truth Utterance"] + [f"Distractor_{i}" for i in range(9)]
+    for split, offset in (("valid", 0), ("test", 6)):
+        rows = [header]
+        for k in range(6):
+            topic, answer = UDC_TOPICS[(k + offset) % len(UDC_TOPICS)]
+            distractors = rng.sample([t for t in UDC_TOPICS if t[0] != topic], 9)
+            rows.append([udc_context(topic, rng), f"for {topic} {answer} __eou__"]
+                        + [f"for {t} {a} __eou__" for t, a in distractors])
+        out[split] = rows
+    return out
+
+
+def write_pairwise(out: Path) -> list[Path]:
+    import csv
+    import io
+
+    written = []
+
+    def put(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+
+    rng = random.Random(5)
+    for split, n, start, genres in (("train", 90, 0, MATCHED_GENRES), ("dev_matched", 24, 100, MATCHED_GENRES),
+                                    ("dev_mismatched", 24, 200, MISMATCHED_GENRES)):
+        rows = mnli_rows(n, rng, start, genres)
+        put(out / "mnli" / f"multinli_1.0_{split}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    rng = random.Random(6)
+    for split, n in (("train", 60), ("dev", 20), ("test", 20)):
+        rows = scitail_rows(n, rng)
+        put(out / "scitail" / "tsv_format" / f"scitail_1.0_{split}.tsv", "".join("\t".join(r) + "\n" for r in rows))
+        snli = [{"annotator_labels": [lab], "gold_label": "entailment" if lab == "entails" else lab,
+                 "sentence1": p, "sentence2": h} for p, h, lab in rows]
+        put(out / "scitail" / "snli_format" / f"scitail_1.0_{split}.txt", "".join(json.dumps(r) + "\n" for r in snli))
+    rng = random.Random(7)
+    for split, n in (("train", 72), ("dev", 24), ("test", 24)):
+        put(out / "dnli" / f"dialogue_nli_{split}.jsonl", json.dumps(dnli_rows(n, rng, split)))  # one JSON array
+    rng = random.Random(8)
+    topics = list(TOPICS)
+    rng.shuffle(topics)
+    splits = (("TRAIN-ALL", "train-all", topics[:12], 0, 0), ("DEV", "raw-dev", topics[12:16], 1, 1),
+              ("TEST", "raw-test", topics[16:20], 1, 1))
+    for i, (xml_name, folder, tops, all_pos, all_neg) in enumerate(splits):
+        questions = trecqa_questions(tops, rng, 100 * (i + 1), all_pos, all_neg)
+        put(out / "trecqa" / f"{xml_name}.xml", trecqa_xml(questions))
+        flat = [(qid, q, a, y) for qid, q, cands in questions for a, y in cands]
+        for name, col in (("id.txt", 0), ("a.toks", 1), ("b.toks", 2), ("sim.txt", 3)):
+            put(out / "trecqa" / "toks" / folder / name, "".join(f"{r[col]}\n" for r in flat))
+    rng = random.Random(9)
+    for split, rows in udc_files(rng).items():
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        put(out / "udc" / f"{split}.csv", buf.getvalue())
     return written
 
 

@@ -31,6 +31,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--specs", type=Path, default=ROOT / "configs" / "tables", help="folder of table specs"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "tables", help="output folder")
+    parser.add_argument("--predictions", type=Path, default=None,
+                        help="folder of test predictions for the paired tests, used when a record's own path does not "
+                             "exist (default: predictions/ beside the runs folder)")
     parser.add_argument("--tables", nargs="+", metavar="ID", help="only these table ids (default: all)")
     parser.add_argument("--print", action="store_true", help="also print each table's markdown to stdout")
     parser.add_argument(
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         spec_paths = [by_id[t] for t in dict.fromkeys(args.tables)]
     try:
         records = load_records(args.runs, strict=args.strict)
-        written = write_tables(spec_paths, records, args.out)
+        predictions = args.predictions or args.runs.parent / "predictions"
+        written = write_tables(spec_paths, records, args.out, predictions_dir=predictions)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

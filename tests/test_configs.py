@@ -32,12 +32,19 @@ def covers(group: str, names: list[str]) -> list[str]:
 covers("model/attention", options("model/attention"))  # every attention is the default of some model, or swapped in
 covers("hydra", ["default"])  # composed by every test here (return_hydra_config)
 covers("paths", ["default"])  # every output path of every test comes from it
+covers("preset", options("preset"))  # chosen by the Transformer tasks, composed in test_task_model_builds
+covers("model/scoring", options("model/scoring"))  # the Transformers' attention, default or swapped in
 
 
 @pytest.mark.parametrize("task", covers("task", TASKS))
 @pytest.mark.parametrize("model", covers("model", MODELS))
 def test_task_model_builds(make_cfg, task, model):
     cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture")
+    assert cfg.model.families, f"model/{model}.yaml must list the task families it serves"
+    if cfg.task.family not in cfg.model.families:  # e.g. a seq2seq Transformer on SNLI: a clear error
+        with pytest.raises(ValueError, match=f"model={model} does not fit task={task}"):
+            pipeline.check_compatible(cfg)
+        return
     dm = instantiate(cfg.data)
     dm.setup()
     net = pipeline.build_model(cfg, dm)
@@ -91,6 +98,14 @@ def test_optional_groups_compose(make_cfg, group):
         assert OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
         if group == "scale":
             assert cfg.scale_name == name
+
+
+@pytest.mark.parametrize("name", covers("task_scale", options("task_scale")))
+def test_task_scales_compose(make_cfg, name):
+    task, scale = name.rsplit("_", 1)
+    assert task in TASKS and (CONFIGS / "scale" / f"{scale}.yaml").is_file(), f"task_scale/{name}.yaml: no such pair"
+    cfg = make_cfg(f"task={task}", f"scale={scale}")
+    assert OmegaConf.to_container(cfg, resolve=True) and cfg.scale_name == scale
 
 
 def test_launchers_compose(make_cfg):

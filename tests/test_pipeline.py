@@ -14,12 +14,15 @@ from coda_exp.pipeline import run
 
 from .conftest import FIXTURES, ROOT
 
-TASKS = ["snli", "wikiqa"]
+TASKS = ["snli", "wikiqa", "mnli", "scitail", "dnli", "trecqa", "udc"]
+# the other families, each with the model that serves it (softmax and CoDA variants alternate)
+TASK_MODELS = [("mlu", "coda_transformer"), ("algolisp", "transformer"), ("iwslt15_envi", "coda_transformer"),
+               ("imdb", "coda_transformer_classifier"), ("sst", "transformer_classifier")]
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_fast_dev_run_per_task(make_cfg, task, tmp_path):
-    cfg = make_cfg(f"task={task}", "scale=fixture", "debug=fdr", "logger=none")
+@pytest.mark.parametrize("task,model", [(t, "decompatt") for t in TASKS] + TASK_MODELS)
+def test_fast_dev_run_per_task(make_cfg, task, model, tmp_path):
+    cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture", "debug=fdr", "logger=none")
     run(cfg)
     assert not (tmp_path / "results" / "runs").exists()  # debug runs write no record
 
@@ -129,3 +132,18 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path):
     assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
                            "--out", str(out), "--batches", "2"]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("task,model", [("mlu", "coda_transformer"), ("iwslt15_envi", "transformer")])
+def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, task, model):
+    run(make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
+                 "task.val_check_interval=2"))
+    rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
+    assert {"test/acc_seq", "test/acc_seq_tf", "test/acc_tok_tf", "val/acc_seq"} <= set(rec["metrics"])
+    assert rec["attention"]["name"] == ("coda" if model.startswith("coda") else "softmax")
+    if task == "iwslt15_envi":  # BLEU against the raw references, and checkpoint averaging before the test
+        assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
+        assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
+    with gzip.open(rec["predictions"], "rt") as f:
+        first = json.loads(f.readline())
+    assert {"index", "hypothesis", "reference"} <= set(first)

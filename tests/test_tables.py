@@ -285,7 +285,7 @@ def test_shipped_paper_numbers_match_spec_md(shipped, key):
 
 def test_shipped_selection_details(shipped):
     t8 = shipped["table_8"]
-    assert t8.columns[0].match == {"model": "coda_transformer"} and t8.columns[0].metric == "val/bleu"
+    assert t8.columns[0].match == {"model": "coda_transformer"} and t8.columns[0].metric == "val/bleu_tok"
     assert [(r.match["attention.center_e"], r.match["attention.center_n"]) for r in t8.rows] == [
         (False, False),
         (True, False),
@@ -293,6 +293,8 @@ def test_shipped_selection_details(shipped):
     ]
     assert all(c.metric.startswith("val/") for c in t8.columns)
     t9 = shipped["table_9"]
+    assert all(r.match["attention.gate"] == "scale" for r in t9.rows)  # the Transformer's gate: 2·f_N, no centring
+    assert t9.columns[0].metric == "val/bleu_tok" and shipped["table_4"].columns[0].metric == "test/bleu_tok"
     assert {(r.match["attention.e_fn"], r.match["attention.n_fn"]) for r in t9.rows} == {
         (e, n) for e in ("tanh", "sigmoid") for n in ("sigmoid", "tanh", "arctan", "algebraic")
     }
@@ -344,3 +346,87 @@ def test_cli_all_tables_and_unknown_id(tmp_path, capsys):
     assert cli.main(["--out", str(tmp_path / "x"), "--tables", "table_42"]) == 2
     assert "table_42" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+# ---- significance rows (compare) -----------------------------------------------------------------------
+
+COMPARE_YAML = SPEC_YAML + 'compare:\n  - ["D-ATT", "D-ATT + CoDA"]\n'
+
+
+def _write_predictions(path, correct):
+    import gzip
+    import json
+
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for i, ok in enumerate(correct):
+            f.write(json.dumps({"index": i, "label": 2, "prediction": 2 if ok else 0}) + "\n")
+    return str(path)
+
+
+def _compare_records(tmp_path, where="record"):
+    pred_dir = tmp_path / "predictions"
+    pred_dir.mkdir(exist_ok=True)
+    base = [True] * 8 + [False] * 2
+    treat = [True] * 7 + [False] + [True] * 2  # per seed: b = 1 (index 7), c = 2 (indices 8, 9)
+    records = []
+    for seed, (a, b) in enumerate([(0.80, 0.84), (0.81, 0.86), (0.79, 0.85)]):
+        for model, acc, correct in (("decompatt", a, base), ("decompatt_coda", b, treat)):
+            r = rec(model=model, seed=seed, metrics={"test/acc": acc})
+            path = _write_predictions(pred_dir / f"{r['run_id']}.jsonl.gz", correct)
+            r["predictions"] = path if where == "record" else str(tmp_path / "moved" / "x.jsonl.gz")
+            records.append(r)
+    return records, pred_dir
+
+
+@pytest.mark.parametrize("where", ["record", "predictions_dir"])
+def test_comparison_row_with_welch_and_paired_p(tmp_path, where):
+    path = tmp_path / "t_demo.yaml"
+    path.write_text(COMPARE_YAML, encoding="utf-8")
+    spec = load_table_spec(path)
+    assert spec.compare == [("D-ATT", "D-ATT + CoDA")]
+    records, pred_dir = _compare_records(tmp_path, where)
+    table = build_table(spec, records, predictions_dir=pred_dir if where == "predictions_dir" else None)
+    # Welch on [80, 81, 79] vs [84, 86, 85]: t = 5 / sqrt(2/3) = 6.12, df = 4, p = 0.0036;
+    # McNemar pooled over 3 seeds: b = 3, c = 6, p = 2 * P(Bin(9, 1/2) <= 3) = 260/512 = 0.51
+    row = md_row(render_markdown(table), "Δ D-ATT + CoDA − D-ATT")
+    assert row[1:3] == ["+1.10", "Δ = +5.00, p = 0.004 (Welch, n=3/3); paired p = 0.51 (McNemar, 3 seeds)"]
+    assert row[3:5] == ["–", "no run"]
+    csv_rows = [r for r in csv.DictReader(io.StringIO(render_csv(table))) if r["status"] == "delta"]
+    assert len(csv_rows) == 1
+    assert float(csv_rows[0]["mean"]) == pytest.approx(5.0) and float(csv_rows[0]["paper"]) == pytest.approx(1.1)
+    assert float(csv_rows[0]["p_paired"]) == pytest.approx(260 / 512)
+    assert csv_rows[0]["paired_discordant"] == "3/6" and float(csv_rows[0]["p_welch"]) == pytest.approx(0.0036, 0.01)
+    tex = render_latex(table)
+    assert tex.count(r"\midrule") == 2 and tex.count(r"\\") == 2 + len(spec.rows) + 1
+
+
+def test_comparison_without_predictions_or_spread(tmp_path):
+    path = tmp_path / "t_demo.yaml"
+    path.write_text(COMPARE_YAML, encoding="utf-8")
+    spec = load_table_spec(path)
+    records = [rec(model="decompatt", seed=0, metrics={"test/acc": 0.8}),
+               rec(model="decompatt_coda", seed=0, metrics={"test/acc": 0.83})]
+    row = md_row(render_markdown(build_table(spec, records)), "Δ D-ATT + CoDA − D-ATT")
+    assert row[2] == "Δ = +3.00 (n=1/1: no Welch test)"
+    records.append(rec(model="decompatt_coda", seed=1, scale="paper", metrics={"test/acc": 0.83}))
+    row = md_row(render_markdown(build_table(spec, records)), "Δ D-ATT + CoDA − D-ATT")
+    assert row[2] == "scales differ (cpu vs paper)"
+
+
+@pytest.mark.parametrize("pair, message", [
+    ('["D-ATT", "nope"]', r"compare\[0\]: \['nope'\]"),
+    ('["D-ATT", "GA"]', r"compare\[0\]: \['GA'\]"),
+    ('["D-ATT", "D-ATT"]', r"two different rows"),
+    ('"D-ATT"', r"compare\[0\]: expected"),
+])
+def test_compare_validation(tmp_path, pair, message):
+    path = tmp_path / "t_demo.yaml"
+    path.write_text(SPEC_YAML + f"compare:\n  - {pair}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        load_table_spec(path)
+
+
+def test_shipped_compare_pairs(shipped):
+    assert shipped["table_2"].compare == [("D-ATT", "D-ATT + CoDA")]
+    assert shipped["table_3"].compare == [("D-ATT", "D-ATT + CoDA")]
+    assert [b for _, b in shipped["table_8"].compare] == ["tanh(E′) · sigmoid(N)", "tanh(E′) · sigmoid(N′)"]

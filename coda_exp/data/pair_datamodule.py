@@ -14,13 +14,15 @@ from torch.utils.data import DataLoader
 
 from coda_exp.data.embeddings import load_pretrained
 from coda_exp.data.errors import DataError
-from coda_exp.data.readers import SPLITS, Reader, get_reader
+from coda_exp.data.readers import Reader, get_reader
 from coda_exp.data.vocab import Vocab, tokenize
 
 log = logging.getLogger(__name__)
 
 
 def _file_key(path: Path) -> str:
+    if path.is_dir():  # a split stored as a folder of files (TrecQA's a.toks/b.toks/sim.txt/id.txt)
+        return ";".join(_file_key(p) for p in sorted(path.iterdir()) if p.is_file())
     st = path.stat()
     return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
 
@@ -50,14 +52,26 @@ def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
     return out
 
 
+EVAL_PROTOCOLS = ("answered", "clean", "raw")
+
+
 class PairDataModule(pl.LightningDataModule):
     """Reads a pair benchmark (``dataset``: snli, wikiqa, ...) from ``dir`` (official files) or the hub.
 
     ``dir=None`` loads ``hub_id`` with the ``datasets`` library. The vocabulary is built on the training split
     (``min_freq``, ``max_vocab``) and cached under ``cache_dir``; ``embeddings.path`` optionally loads GloVe /
-    word2vec text vectors for it. Ranking tasks (``ranking=True``) keep, for validation and test, only the
-    groups (questions) with at least one positive candidate when ``eval_only_answered`` is set (the standard
-    WikiQA protocol).
+    word2vec text vectors for it.
+
+    Ranking tasks (``ranking=True``): ``eval_protocol`` says which groups (questions) validation and test keep:
+    ``answered`` drops groups with no positive candidate (the standard WikiQA protocol), ``clean`` also drops
+    groups whose candidates are all positive (TrecQA "clean"), ``raw`` keeps every group (groups with no positive
+    are then skipped by MAP/MRR, which are undefined for them). ``eval_protocol=None`` means ``answered`` when
+    ``eval_only_answered`` is set, else ``raw``. Training keeps every candidate.
+
+    Benchmarks without a validation file (MNLI, whose development sets are its test sets here) take it from
+    the training file: ``validation_from_train`` (a fraction) of the training examples, drawn with the fixed
+    ``holdout_seed`` (not the run's seed, so every run selects its model on the same examples). Several test
+    sets (``test_<name>`` splits of the reader) give several test dataloaders, in the reader's order.
     """
 
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
@@ -65,7 +79,8 @@ class PairDataModule(pl.LightningDataModule):
                  lowercase: bool = True, min_freq: int = 1, max_vocab: int | None = None,
                  embeddings: dict | None = None, ranking: bool = False, eval_only_answered: bool = True,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0, seed: int = 0):
+                 num_workers: int = 0, seed: int = 0, eval_protocol: str | None = None,
+                 validation_from_train: float | None = None, holdout_seed: int = 0):
         super().__init__()
         self.reader = get_reader(dataset)
         self.dir = dir
@@ -77,8 +92,20 @@ class PairDataModule(pl.LightningDataModule):
         self.min_freq, self.max_vocab = min_freq, max_vocab
         self.embeddings_cfg = dict(embeddings or {})
         self.ranking, self.eval_only_answered = ranking, eval_only_answered
+        if eval_protocol is None:
+            eval_protocol = "answered" if eval_only_answered else "raw"
+        if eval_protocol not in EVAL_PROTOCOLS:
+            raise DataError(f"eval_protocol must be one of {list(EVAL_PROTOCOLS)}, got {eval_protocol!r}")
+        self.eval_protocol = eval_protocol
+        if validation_from_train is not None and not 0.0 < validation_from_train < 1.0:
+            raise DataError(f"validation_from_train must be a fraction in (0, 1), got {validation_from_train!r}")
+        if "validation" not in self.reader.splits() and validation_from_train is None:
+            raise DataError(f"{self.reader.name} has no validation file; set data.validation_from_train to the "
+                            "fraction of the training file to hold out for validation")
+        self.validation_from_train, self.holdout_seed = validation_from_train, holdout_seed
+        self.test_sets = self.reader.test_splits()
         self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
-                             "test": max_eval_examples}
+                             **{s: max_eval_examples for s in self.test_sets}}
         self.num_workers, self.seed = num_workers, seed
         self.splits: dict[str, datasets.Dataset] = {}
         self.vocab: Vocab | None = None
@@ -99,8 +126,12 @@ class PairDataModule(pl.LightningDataModule):
         return {"vocab_size": len(self.vocab), "num_classes": self.num_classes, "embeddings": self.embedding_matrix}
 
     def task_kwargs(self) -> dict:
-        """Constructor arguments of the task module that come from the data."""
-        return {"num_classes": self.num_classes}
+        """Constructor arguments of the task module that come from the data: the number of classes and, when
+        there are several test sets, their names (``test_matched`` -> ``matched``: metrics ``test/acc_matched``)."""
+        kwargs: dict = {"num_classes": self.num_classes}
+        if self.test_sets != ["test"]:
+            kwargs["test_sets"] = [s.removeprefix("test_") for s in self.test_sets]
+        return kwargs
 
     # -- loading ------------------------------------------------------------------------------------------
     def _raw_split(self, split: str) -> datasets.Dataset:
@@ -139,13 +170,20 @@ class PairDataModule(pl.LightningDataModule):
 
     def _prepare_split(self, split: str, ds: datasets.Dataset) -> datasets.Dataset:
         limit = self.max_examples[split]
-        if self.ranking and split != "train" and self.eval_only_answered:
-            answered = {g for g, y in zip(ds["group"], ds["label"]) if y == 1}
-            before = len(set(ds["group"]))
-            ds = ds.filter(lambda g: g in answered, input_columns="group")
-            self.stats[f"{split}_groups_dropped_no_positive"] = before - len(answered)
+        if self.ranking and split != "train" and self.eval_protocol != "raw":
+            positive, negative = set(), set()
+            for g, y in zip(ds["group"], ds["label"]):
+                (positive if y == 1 else negative).add(g)
+            keep = positive if self.eval_protocol == "answered" else positive & negative
+            groups = positive | negative
+            ds = ds.filter(lambda g: g in keep, input_columns="group")
+            self.stats[f"{split}_groups_dropped_no_positive"] = len(groups - positive)
+            if self.eval_protocol == "clean":
+                self.stats[f"{split}_groups_dropped_all_positive"] = len(positive - negative)
             if len(ds) == 0:
-                raise DataError(f"{self.reader.name}: split {split!r} has no question with a correct answer")
+                raise DataError(f"{self.reader.name}: split {split!r} has no question left under eval_protocol="
+                                f"{self.eval_protocol!r} (it needs a correct answer"
+                                + (" and a wrong one)" if self.eval_protocol == "clean" else ")"))
         if limit is not None and len(ds) > limit:
             if self.ranking:  # keep whole groups (first groups up to ~limit pairs) so MAP/MRR stay meaningful
                 keep, groups = [], set()
@@ -184,10 +222,25 @@ class PairDataModule(pl.LightningDataModule):
         vocab.save(path)
         return vocab
 
+    def _raw_splits(self) -> dict[str, datasets.Dataset]:
+        names = ["train", *(["validation"] if self.validation_from_train is None else []), *self.test_sets]
+        raw = {s: self._raw_split(s) for s in names}
+        if self.validation_from_train is not None:
+            if self.ranking:
+                raise DataError("validation_from_train is for classification; ranking tasks need whole groups")
+            train = raw["train"]
+            k = max(1, round(self.validation_from_train * len(train)))
+            if k >= len(train):
+                raise DataError(f"{self.reader.name}: cannot hold out {k} of {len(train)} training examples")
+            perm = train.shuffle(seed=self.holdout_seed)
+            raw["validation"], raw["train"] = perm.select(range(k)), perm.select(range(k, len(train)))
+            self.stats["validation_held_out_from_train"] = k
+        return raw
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        raw = {s: self._prepare_split(s, self._raw_split(s)) for s in SPLITS}
+        raw = {s: self._prepare_split(s, d) for s, d in self._raw_splits().items()}
         self.vocab = self._build_vocab(raw["train"])
         self.splits = {s: self._encode(d) for s, d in raw.items()}
         for s, d in self.splits.items():
@@ -219,11 +272,13 @@ class PairDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader("validation", shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """One loader per test set (a list when there are several; their order is ``task_kwargs()["test_sets"]``)."""
+        loaders = [self._loader(s, shuffle=False) for s in self.test_sets]
+        return loaders[0] if len(loaders) == 1 else loaders
 
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self.test_dataloader()
 
     def split_groups(self, split: str) -> list[str]:
         """Group (query) ids of a split, in ``group_idx`` order, for writing predictions."""

@@ -31,9 +31,18 @@ class Reader(ABC):
     hub_id: str | None
     hub_splits: dict[str, str] = field(default_factory=dict)
     source_hint: str = ""
+    hub_config: str | None = None  # the hub dataset's configuration name, if it has several
 
     def expected_files(self) -> list[str]:
-        return [self.files[s] for s in SPLITS]
+        return list(self.files.values())
+
+    def splits(self) -> list[str]:
+        """The splits this benchmark ships files for: ``train``, usually ``validation``, and one or more test
+        sets (``test``, or named ``test_<name>``, e.g. MNLI's ``test_matched`` and ``test_mismatched``)."""
+        return list(self.files)
+
+    def test_splits(self) -> list[str]:
+        return [s for s in self.files if s == "test" or s.startswith("test_")]
 
     def missing_message(self, directory: Path, missing: list[str]) -> str:
         return (
@@ -62,9 +71,41 @@ class Reader(ABC):
     def read_local(self, path: Path) -> Iterator[dict]:
         """Examples of one official file, validated row by row."""
 
-    @abstractmethod
     def read_hub(self, split: str) -> Iterator[dict]:
-        """Examples of one split of the hub dataset ``hub_id``."""
+        """Examples of one split of the hub dataset ``hub_id`` (readers with a hub id override this)."""
+        raise DataError(f"{self.name}: there is no Hugging Face hub dataset for this benchmark; download the "
+                        f"official files {', '.join(self.expected_files())} and pass data.dir=DIR. "
+                        f"{self.source_hint}")
+
+    def load_hub(self, split: str):
+        """``datasets.load_dataset`` of ``hub_id`` (and ``hub_config``) for ``split``."""
+        import datasets
+
+        args = (self.hub_id,) if self.hub_config is None else (self.hub_id, self.hub_config)
+        return datasets.load_dataset(*args, split=self.hub_splits.get(split, split))
+
+
+def read_jsonl_objects(path: Path) -> Iterator[tuple[str, dict]]:
+    """``(where, object)`` for each non-empty line of a JSON-lines file; malformed lines are a :class:`DataError`
+    naming ``file:line``."""
+    with open(path, encoding="utf-8-sig") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            yield where, row
+
+
+def require_str(row: dict, keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if not isinstance(row.get(key), str):
+            raise DataError(f"{where}: missing or non-string field {key!r}")
 
 
 class SnliReader(Reader):
@@ -133,15 +174,26 @@ class WikiQAReader(Reader):
                    "group": row["question_id"]}
 
 
-READERS: dict[str, Reader] = {
-    "snli": SnliReader(
+READERS: dict[str, Reader] = {}
+
+
+def register(reader: Reader) -> Reader:
+    """Add ``reader`` to :data:`READERS` under its name (benchmark modules call this on import)."""
+    if reader.name in READERS and READERS[reader.name] != reader:
+        raise ValueError(f"a reader named {reader.name!r} is already registered")
+    READERS[reader.name] = reader
+    return reader
+
+
+for _reader in (
+    SnliReader(
         name="snli",
         label_names=("entailment", "neutral", "contradiction"),
         files={"train": "snli_1.0_train.jsonl", "validation": "snli_1.0_dev.jsonl", "test": "snli_1.0_test.jsonl"},
         hub_id="snli",
         source_hint="Get them from https://nlp.stanford.edu/projects/snli/ (snli_1.0.zip, folder snli_1.0/).",
     ),
-    "wikiqa": WikiQAReader(
+    WikiQAReader(
         name="wikiqa",
         label_names=("0", "1"),
         files={"train": "WikiQA-train.tsv", "validation": "WikiQA-dev.tsv", "test": "WikiQA-test.tsv"},
@@ -149,7 +201,8 @@ READERS: dict[str, Reader] = {
         source_hint="Get them from the WikiQA corpus release by Microsoft Research "
                     "(WikiQACorpus.zip, folder WikiQACorpus/).",
     ),
-}
+):
+    register(_reader)
 
 
 def get_reader(name: str) -> Reader:

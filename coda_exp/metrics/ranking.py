@@ -1,42 +1,102 @@
-"""Grouped ranking metrics: MAP and MRR over queries (answer selection, response selection).
+"""Grouped ranking metrics: MAP, MRR and recall R_N@k over queries (answer selection, response selection).
 
 Written here rather than taken from torchmetrics because ``torchmetrics.retrieval.RetrievalMAP`` 1.9.0 returns 0
 for a query whose scores are all negative (it pads with zeros internally); our models score with log-odds,
-which are often negative. Ties are broken by input order (a stable sort), so results are deterministic.
+which are often negative.
+
+Ties (deterministic, documented):
+
+- MAP and MRR: tied items keep their input order (``order``, default the order of the tensors; a stable sort).
+- R_N@k: *pessimistic*: among tied scores the non-relevant items are ranked first, so a model that scores
+  everything equal gets no credit (a constant scorer has R10@1 = 0, not the 1/10 a random tie-break would
+  give on average, nor the 1 that "relevant first" would give).
+
+R_N@k (Lowe et al. 2015, Ubuntu Dialogue Corpus): each query keeps its relevant candidates plus its first
+``N - #relevant`` non-relevant ones in input order; the recall is the fraction of those relevant candidates
+ranked in the top ``k``, averaged over queries. On UDC (one ground truth, nine distractors, ground truth given
+first) R10@k uses the full group and R2@1 compares the ground truth with the first distractor only. A query with
+fewer than ``N`` candidates is an error: its R_N@k would not be the metric the name promises.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import torch
 from torchmetrics import Metric
 
+_RECALL = re.compile(r"^r(\d+)@(\d+)$")
+METRICS = ("map", "mrr", "rN@k (e.g. r10@1, r2@1)")
 
-def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor) -> dict[str, float | int]:
-    """MAP and MRR over the groups with at least one relevant item; also how many groups were skipped.
 
-    scores (N,) float, labels (N,) 0/1, groups (N,) int query ids (any order, not necessarily contiguous).
+def _check_names(metrics: Sequence[str]) -> None:
+    for name in metrics:
+        m = _RECALL.match(name)
+        if name not in ("map", "mrr") and not (m and 1 <= int(m.group(2)) <= int(m.group(1))):
+            raise ValueError(f"unknown ranking metric {name!r}; known: {', '.join(METRICS)} with 1 <= k <= N")
+
+
+def _recall(scores: list[float], labels: list[bool], n: int, k: int, where: str) -> float:
+    """R_n@k of one query (items in input order), pessimistic ties."""
+    if len(labels) < n:
+        raise ValueError(f"r{n}@{k}: {where} has {len(labels)} candidates, fewer than {n}")
+    positives = sum(labels)
+    if positives >= n:
+        raise ValueError(f"r{n}@{k}: {where} has {positives} relevant candidates; needs fewer than {n}")
+    keep, negatives = [], 0
+    for i, y in enumerate(labels):
+        if y:
+            keep.append(i)
+        elif negatives < n - positives:
+            keep.append(i)
+            negatives += 1
+    # descending score; among ties non-relevant first (pessimistic), then input order
+    ranked = sorted(keep, key=lambda i: (-scores[i], labels[i], i))
+    return sum(labels[i] for i in ranked[:k]) / positives
+
+
+def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
+                   metrics: Sequence[str] = ("map", "mrr"), order: torch.Tensor | None = None) -> dict:
+    """``metrics`` over the groups with at least one relevant item; also how many groups were skipped.
+
+    scores (N,) float, labels (N,) 0/1, groups (N,) int query ids (any order, not necessarily contiguous);
+    ``order`` (N,) optional int positions defining the input order (default: tensor order), e.g. the example
+    index, so that results do not depend on how batches were gathered.
     """
+    _check_names(metrics)
     scores, labels, groups = scores.detach().double().cpu(), labels.detach().cpu().bool(), groups.detach().cpu()
     if not (scores.shape == labels.shape == groups.shape) or scores.dim() != 1:
         raise ValueError(f"scores, labels and groups must be 1-D of one length, got {scores.shape}, "
                          f"{labels.shape}, {groups.shape}")
-    # order by group, then by descending score; stable so ties keep their input order
-    order = torch.argsort(-scores, stable=True)
-    order = order[torch.argsort(groups[order], stable=True)]
-    g, y = groups[order], labels[order]
-    _, counts = torch.unique_consecutive(g, return_counts=True)
-    aps, rrs, skipped = [], [], 0
-    for yy in torch.split(y, counts.tolist()):
+    if order is not None:  # put items in input order first; every later sort is stable
+        perm = torch.argsort(order.detach().cpu(), stable=True)
+        scores, labels, groups = scores[perm], labels[perm], groups[perm]
+    by_group = torch.argsort(groups, stable=True)  # groups contiguous, input order inside each
+    g, s, y = groups[by_group], scores[by_group], labels[by_group]
+    ids, counts = torch.unique_consecutive(g, return_counts=True)
+    sums = {name: 0.0 for name in metrics}
+    n, skipped = 0, 0
+    for gid, ss, yy in zip(ids.tolist(), torch.split(s, counts.tolist()), torch.split(y, counts.tolist())):
         if not yy.any():
             skipped += 1
             continue
-        ranks = torch.nonzero(yy).squeeze(1).double() + 1.0  # 1-based ranks of the relevant items
-        hits = torch.arange(1, len(ranks) + 1, dtype=torch.float64)
-        aps.append((hits / ranks).mean().item())
-        rrs.append(1.0 / ranks[0].item())
-    n = len(aps)
-    return {"map": sum(aps) / n if n else 0.0, "mrr": sum(rrs) / n if n else 0.0, "queries": n,
-            "skipped_queries": skipped}
+        n += 1
+        if "map" in sums or "mrr" in sums:
+            ranked = yy[torch.argsort(-ss, stable=True)]  # ties keep input order
+            ranks = torch.nonzero(ranked).squeeze(1).double() + 1.0  # 1-based ranks of the relevant items
+            hits = torch.arange(1, len(ranks) + 1, dtype=torch.float64)
+            if "map" in sums:
+                sums["map"] += (hits / ranks).mean().item()
+            if "mrr" in sums:
+                sums["mrr"] += 1.0 / ranks[0].item()
+        for name in sums:
+            m = _RECALL.match(name)
+            if m:
+                sums[name] += _recall(ss.tolist(), yy.tolist(), int(m.group(1)), int(m.group(2)), f"group {gid}")
+    out: dict = {name: (v / n if n else 0.0) for name, v in sums.items()}
+    out.update(queries=n, skipped_queries=skipped)
+    return out
 
 
 class GroupedRanking(Metric):
@@ -44,22 +104,28 @@ class GroupedRanking(Metric):
 
     full_state_update = False
 
-    def __init__(self, **kwargs):
+    def __init__(self, metrics: Sequence[str] = ("map", "mrr"), **kwargs):
         super().__init__(**kwargs)
-        self.add_state("scores", default=[], dist_reduce_fx="cat")
-        self.add_state("labels", default=[], dist_reduce_fx="cat")
-        self.add_state("groups", default=[], dist_reduce_fx="cat")
+        _check_names(metrics)
+        self.names = tuple(metrics)
+        for state in ("scores", "labels", "groups", "order"):
+            self.add_state(state, default=[], dist_reduce_fx="cat")
 
-    def update(self, scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor) -> None:
+    def update(self, scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
+               order: torch.Tensor | None = None) -> None:
         self.scores.append(scores.detach().float())
         self.labels.append(labels.detach().long())
         self.groups.append(groups.detach().long())
+        if order is None:  # running position: input order within this process
+            start = sum(len(x) for x in self.order)
+            order = torch.arange(start, start + len(scores), device=scores.device)
+        self.order.append(order.detach().long())
 
     def compute(self) -> dict[str, torch.Tensor]:
         def cat(x):
             return torch.cat(x) if isinstance(x, list) else x
 
         if isinstance(self.scores, list) and not self.scores:
-            return {"map": torch.tensor(0.0), "mrr": torch.tensor(0.0)}
-        out = ranking_scores(cat(self.scores), cat(self.labels), cat(self.groups))
-        return {"map": torch.tensor(out["map"]), "mrr": torch.tensor(out["mrr"])}
+            return {name: torch.tensor(0.0) for name in self.names}
+        out = ranking_scores(cat(self.scores), cat(self.labels), cat(self.groups), self.names, cat(self.order))
+        return {name: torch.tensor(out[name]) for name in self.names}

@@ -3,5 +3,7 @@
 from coda_exp.tasks.base import TaskModule
 from coda_exp.tasks.classification import PairClassificationTask
 from coda_exp.tasks.ranking import RankingTask
+from coda_exp.tasks.seq2seq import Seq2SeqTask
+from coda_exp.tasks.text_classification import TextClassificationTask
 
-__all__ = ["PairClassificationTask", "RankingTask", "TaskModule"]
+__all__ = ["PairClassificationTask", "RankingTask", "Seq2SeqTask", "TaskModule", "TextClassificationTask"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 import torchmetrics
@@ -9,31 +11,59 @@ import torchmetrics
 from coda_exp.tasks.base import TaskModule
 
 
-class PairClassificationTask(TaskModule):
-    """Logs ``{train,val,test}/loss`` and ``{val,test}/acc`` (a fraction in [0, 1])."""
+def metric_suffixes(test_sets: Sequence[str] | None) -> list[str]:
+    """Metric-name suffixes of the test sets: ``[""]`` for one unnamed test set, ``["_matched", ...]`` else."""
+    return [""] if not test_sets else [f"_{name}" for name in test_sets]
 
-    def __init__(self, model, optimizer, num_classes: int, **kwargs):
+
+class PairClassificationTask(TaskModule):
+    """Logs ``{train,val,test}/loss`` and ``{val,test}/acc`` (a fraction in [0, 1]).
+
+    With several test sets (``test_sets=["matched", "mismatched"]``: MNLI, one test dataloader each, in that
+    order) the test metrics are ``test/acc_matched``, ``test/loss_matched``, ...; every test prediction row then
+    carries its ``test_set`` name.
+    """
+
+    def __init__(self, model, optimizer, num_classes: int, test_sets: Sequence[str] | None = None, **kwargs):
         super().__init__(model, optimizer, **kwargs)
         self.num_classes = num_classes
+        self.test_sets = list(test_sets or [])
         self.val_acc = torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
-        self.test_acc = torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
+        self.test_accs = torch.nn.ModuleList(torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
+                                             for _ in metric_suffixes(self.test_sets))
+        self.test_acc = self.test_accs[0]
 
     def training_step(self, batch, batch_idx):
         loss = F.cross_entropy(self(batch), batch["label"])
         self.log_loss("train", loss, batch["label"].numel())
         return loss
 
-    def _eval_step(self, batch, stage: str, metric: torchmetrics.Metric) -> torch.Tensor:
+    def _eval_step(self, batch, stage: str, metric: torchmetrics.Metric, suffix: str = "") -> torch.Tensor:
         logits = self(batch)
+        n = batch["label"].numel()
         loss = F.cross_entropy(logits, batch["label"])
         metric.update(logits.argmax(-1), batch["label"])
-        self.log_loss(stage, loss, batch["label"].numel())
-        self.log(f"{stage}/acc", metric, on_epoch=True, prog_bar=True, batch_size=batch["label"].numel())
+        self.log(f"{stage}/loss{suffix}", loss, on_epoch=True, batch_size=n, sync_dist=True, add_dataloader_idx=False)
+        self.log(f"{stage}/acc{suffix}", metric, on_epoch=True, prog_bar=True, batch_size=n,
+                 add_dataloader_idx=False)
         return logits
 
     def validation_step(self, batch, batch_idx):
         self._eval_step(batch, "val", self.val_acc)
 
-    def test_step(self, batch, batch_idx):
-        logits = self._eval_step(batch, "test", self.test_acc)
-        self.buffer_predictions(index=batch["index"], label=batch["label"], prediction=logits.argmax(-1))
+    def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        suffix = metric_suffixes(self.test_sets)[dataloader_idx]
+        logits = self._eval_step(batch, "test", self.test_accs[dataloader_idx], suffix)
+        extra = {"test_set": torch.full_like(batch["index"], dataloader_idx)} if self.test_sets else {}
+        self.buffer_predictions(index=batch["index"], label=batch["label"], prediction=logits.argmax(-1), **extra)
+
+    def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
+        name_test_sets(self.test_predictions, self.test_sets)
+
+
+def name_test_sets(rows: list[dict], test_sets: list[str]) -> None:
+    """Replace the ``test_set`` index of each prediction row by its name."""
+    for row in rows:
+        if "test_set" in row:
+            row["test_set"] = test_sets[row["test_set"]]

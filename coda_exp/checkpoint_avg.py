@@ -1,0 +1,126 @@
+"""Checkpoint averaging (CoDA paper Table 4: "checkpoint averaging", as T2T's ``avg_checkpoints.py``).
+
+The ``state_dict`` of the last N Lightning checkpoints (ordered by the ``global_step`` stored in each, not by file
+name) is averaged element-wise for floating-point tensors (accumulated in float64, cast back); other tensors and
+every other key (optimizer state, loops, hyper-parameters...) are taken from the newest checkpoint, so Lightning
+and ``pipeline.load_trained`` load the result as any checkpoint. The output is written atomically.
+
+CLI: ``python scripts/average_checkpoints.py --dir RUN/checkpoints --last 5 --out RUN/checkpoints/avg.ckpt`` or
+``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def _load(path: Path, mmap: bool = False) -> dict:
+    ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise ValueError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
+    return ckpt
+
+
+def global_step(path: str | os.PathLike) -> int:
+    """The ``global_step`` stored in a checkpoint (memory-mapped: the tensors are not read)."""
+    ckpt = _load(Path(path), mmap=True)
+    if "global_step" not in ckpt:
+        raise ValueError(f"{path} has no 'global_step'; pass the checkpoints explicitly with --ckpts")
+    return int(ckpt["global_step"])
+
+
+def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str | os.PathLike] = ()) -> list[Path]:
+    """The ``last`` *.ckpt files of ``directory`` with the highest global_step, oldest first.
+
+    Files with the same global_step (e.g. Lightning's ``last.ckpt`` beside ``epoch=..-step=...ckpt``) count once.
+    """
+    if last < 1:
+        raise ValueError(f"--last must be >= 1, got {last}")
+    skip = {Path(p).resolve() for p in exclude}
+    by_step: dict[int, Path] = {}
+    for path in sorted(Path(directory).glob("*.ckpt")):
+        if path.resolve() in skip:
+            continue
+        step = global_step(path)
+        if step in by_step:
+            keep = by_step[step] if path.name == "last.ckpt" else path
+            log.info("%s and %s share global_step %d; using %s", by_step[step], path, step, keep)
+            path = keep
+        by_step[step] = path
+    if len(by_step) < last:
+        raise ValueError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer than "
+                         f"--last {last}")
+    return [by_step[s] for s in sorted(by_step)[-last:]]
+
+
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
+    """The newest (highest global_step) of ``paths`` with its float tensors replaced by the mean over all.
+
+    Checkpoints are read one at a time (memory: the newest one plus one float64 accumulator).
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    paths = sorted((Path(p) for p in paths), key=lambda p: int(_load(p, mmap=True).get("global_step", 0)))
+    base_path, base = paths[-1], _load(paths[-1])
+    keys = set(base["state_dict"])
+    sums: dict[str, torch.Tensor] = {}
+    for path in paths:
+        state = base["state_dict"] if path == base_path else _load(path)["state_dict"]
+        if set(state) != keys:
+            diff = sorted(set(state) ^ keys)
+            raise ValueError(f"{path} and {base_path} have different parameters: {diff[:5]}")
+        for key, value in state.items():
+            if not torch.is_floating_point(value):
+                continue
+            if value.shape != base["state_dict"][key].shape:
+                raise ValueError(f"{key}: shape {tuple(value.shape)} in {path} but "
+                                 f"{tuple(base['state_dict'][key].shape)} in {base_path}")
+            acc = value.detach().to(torch.float64)
+            sums[key] = acc if key not in sums else sums[key] + acc
+    out = dict(base)
+    out["state_dict"] = {key: ((sums[key] / len(paths)).to(value.dtype) if key in sums else value)
+                         for key, value in base["state_dict"].items()}
+    out["averaged_checkpoints"] = [str(p) for p in paths]
+    return out
+
+
+def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
+    """torch.save to a temporary file in the target folder, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".ckpt.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(ckpt, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description="Average the weights of the last N Lightning checkpoints "
+                                                 "(T2T avg_checkpoints).")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dir", help="folder of *.ckpt files; the last N by global_step are averaged")
+    source.add_argument("--ckpts", nargs="+", help="explicit checkpoint files")
+    parser.add_argument("--last", type=int, default=5, help="with --dir: how many checkpoints (default 5)")
+    parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")
+    args = parser.parse_args(argv)
+    paths = select_last(args.dir, args.last, exclude=[args.out]) if args.dir else [Path(p) for p in args.ckpts]
+    out = save_atomic(average_checkpoints(paths), args.out)
+    print(f"averaged {len(paths)} checkpoints -> {out}")
+    for p in paths:
+        print(f"  {p}")
+    return out

@@ -1,0 +1,119 @@
+"""Token-based batching (Tensor2Tensor's ``batch_size`` counts tokens): similar lengths together, padded cost bounded.
+
+Examples are grouped into length buckets of width ``bucket_width`` (lengths 1..w, w+1..2w, ...). A bucket whose
+longest example has ``L`` tokens is cut into batches of ``max(1, max_tokens // L)`` examples, so every batch has
+``batch_size × max_len_in_batch ≤ max_tokens``. With ``shuffle`` the members of each bucket and then the list of
+batches are permuted with a generator seeded by ``(seed, epoch)``: batches change from epoch to epoch while their
+number does not (``len()`` is fixed). Without ``shuffle`` batches come bucket by bucket (shortest first), in
+index order within a bucket (evaluation).
+
+Distributed training: every rank builds the same global list and keeps every ``num_replicas``-th batch from
+``rank`` on. To give all ranks the same number of batches without repeating an example, the largest batches are
+halved until the count divides ``num_replicas`` (only when there are fewer examples than ranks are examples
+repeated); with ``drop_last`` the surplus batches are dropped instead. Under Lightning nothing needs setting:
+Lightning re-creates this sampler with a ``DistributedSampler`` as ``sampler`` and the replica count, rank and
+epoch are read from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import BatchSampler, DistributedSampler, Sampler
+
+
+class _EpochCounter:
+    """Holds the epoch; Lightning calls ``set_epoch`` on a batch sampler's ``sampler`` attribute."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+
+class TokenBatchSampler(BatchSampler):
+    """Yields lists of dataset indices whose padded size ``len(batch) × max length`` is at most ``max_tokens``."""
+
+    def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
+                 bucket_width: int = 8, drop_last: bool = False, num_replicas: int | None = None,
+                 rank: int | None = None, sampler: Sampler | None = None):
+        if max_tokens < 1 or bucket_width < 1:
+            raise ValueError(f"max_tokens ({max_tokens}) and bucket_width ({bucket_width}) must be positive")
+        self.lengths = np.maximum(np.asarray(lengths, dtype=np.int64).reshape(-1), 1)  # empty rows still pad to 1
+        if len(self.lengths) == 0:
+            raise ValueError("TokenBatchSampler got no examples")
+        longest = int(self.lengths.max())
+        if longest > max_tokens:
+            i = int(self.lengths.argmax())
+            raise ValueError(f"example {i} has {longest} tokens, more than max_tokens={max_tokens}; truncate the "
+                             f"inputs (max_len) or raise max_tokens")
+        if isinstance(sampler, DistributedSampler):  # injected by Lightning under DDP
+            num_replicas = sampler.num_replicas if num_replicas is None else num_replicas
+            rank = sampler.rank if rank is None else rank
+        self.num_replicas = 1 if num_replicas is None else int(num_replicas)
+        self.rank = 0 if rank is None else int(rank)
+        if not 0 <= self.rank < self.num_replicas:
+            raise ValueError(f"rank {self.rank} outside 0..{self.num_replicas - 1}")
+        self.max_tokens, self.shuffle, self.seed = int(max_tokens), shuffle, int(seed)
+        self.bucket_width, self.drop_last = int(bucket_width), drop_last
+        # the epoch lives on ``sampler``: Lightning's DistributedSampler, or our own counter
+        self.sampler = sampler if hasattr(sampler, "epoch") and hasattr(sampler, "set_epoch") else _EpochCounter()
+        keys = (self.lengths - 1) // self.bucket_width
+        self.buckets: list[np.ndarray] = [np.flatnonzero(keys == k) for k in np.unique(keys)]
+        self.bucket_sizes = [max(1, self.max_tokens // int(self.lengths[b].max())) for b in self.buckets]
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    @property
+    def epoch(self) -> int:
+        return int(self.sampler.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    @property
+    def batch_size(self) -> int:  # the largest number of examples in a batch (for code that asks for one)
+        return max(self.bucket_sizes)
+
+    def global_batches(self, epoch: int | None = None) -> list[list[int]]:
+        """Every rank's batches of ``epoch`` (before sharding): rank r gets items r, r + R, r + 2R, ..."""
+        epoch = self.epoch if epoch is None else epoch
+        rng = np.random.default_rng([self.seed, epoch])
+        batches: list[list[int]] = []
+        for members, size in zip(self.buckets, self.bucket_sizes):
+            order = rng.permutation(members) if self.shuffle else members
+            batches += [order[i: i + size].tolist() for i in range(0, len(order), size)]
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return self._even_out(batches)
+
+    def _even_out(self, batches: list[list[int]]) -> list[list[int]]:
+        r = self.num_replicas
+        surplus = len(batches) % r
+        if surplus == 0:
+            return batches
+        if self.drop_last and len(batches) >= r:
+            return batches[: len(batches) - surplus]
+        n = len(batches)
+        for k in range(r - surplus):
+            j = max(range(len(batches)), key=lambda i: (len(batches[i]), -i))  # largest, earliest
+            b = batches[j]
+            if len(b) < 2:  # fewer examples than ranks: repeat examples from the start
+                batches.append([batches[k % n][0]])
+                continue
+            half = (len(b) + 1) // 2
+            batches[j: j + 1] = [b[:half], b[half:]]
+        return batches
+
+    def _local(self) -> list[list[int]]:
+        epoch = self.epoch
+        if self._cache is None or self._cache[0] != epoch:
+            self._cache = (epoch, self.global_batches(epoch)[self.rank:: self.num_replicas])
+        return self._cache[1]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._local()
+
+    def __len__(self) -> int:
+        return len(self._local())

@@ -1,0 +1,261 @@
+"""Is CoDA's gain over softmax real or noise? Significance tests for pairs of table cells.
+
+Two tests, both two-sided, both with no dependency beyond the standard library:
+
+- **Across seeds: Welch's t-test** (unequal variances) on the two cells' per-seed values, ``t = (mean_b -
+  mean_a) / sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite degrees of freedom. The Student t tail comes
+  from the regularized incomplete beta function, ``p = I_{df/(df+t²)}(df/2, 1/2)``, evaluated with its continued
+  fraction (modified Lentz). Needs at least two seeds per cell and a non-zero spread.
+- **On the test predictions of matched seeds: McNemar's exact test**, for metrics with one right/wrong outcome
+  per test unit (accuracy: per example; R_N@1 on UDC: per context). For every seed run by both models on the
+  same test set, ``b`` counts units the baseline gets right and the treatment wrong, ``c`` the reverse; ``b`` and
+  ``c`` are summed over the matched seeds and ``p = min(1, 2 · P[X <= min(b, c)])`` with ``X ~ Binomial(b + c,
+  1/2)``. Pooling treats (seed, example) outcomes as independent, which ignores the correlation between seeds of
+  one model: the seed-level Welch test is the conservative one, the pooled McNemar test the powerful one.
+
+The table glue (:func:`compare_table`) fills, for each ``compare: [[baseline row, treatment row]]`` of a table
+spec and each column, a :class:`Comparison`: the difference of means (treatment − baseline, display units), the
+paper's difference, Welch's p and, where predictions were kept, McNemar's p.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+# ---- distributions ---------------------------------------------------------------------------------------
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b) for a, b > 0, 0 <= x <= 1."""
+    if a <= 0 or b <= 0 or not 0.0 <= x <= 1.0:
+        raise ValueError(f"betainc needs a, b > 0 and 0 <= x <= 1, got a={a}, b={b}, x={x}")
+    if x in (0.0, 1.0):
+        return x
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x > (a + 1.0) / (a + b + 2.0):  # the continued fraction converges fast below this point
+        return 1.0 - math.exp(log_front) * _beta_cf(b, a, 1.0 - x) / b
+    return math.exp(log_front) * _beta_cf(a, b, x) / a
+
+
+def _beta_cf(a: float, b: float, x: float, eps: float = 1e-15, max_iter: int = 10_000) -> float:
+    """Continued fraction of I_x(a, b) (the ``1 / (1 + d1 / (1 + d2 / ...))`` form), modified Lentz method."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, max_iter + 1):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),          # even step d_{2m}
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # odd step d_{2m+1}
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < eps:
+            return f
+    raise ArithmeticError(f"betainc: continued fraction did not converge (a={a}, b={b}, x={x})")
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` > 0 degrees of freedom (``df`` need not be an integer)."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
+
+
+@dataclass(frozen=True)
+class Welch:
+    delta: float  # mean(b) - mean(a)
+    t: float | None
+    df: float | None
+    p: float | None  # None when the test is undefined (n < 2 or no spread in either cell)
+    n_a: int
+    n_b: int
+
+
+def welch_test(a: list[float], b: list[float]) -> Welch:
+    """Welch's unequal-variance t-test of mean(b) - mean(a); two-sided p."""
+    if not a or not b:
+        raise ValueError("welch_test needs at least one value per group")
+    delta = statistics.fmean(b) - statistics.fmean(a)
+    if len(a) < 2 or len(b) < 2:
+        return Welch(delta, None, None, None, len(a), len(b))
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0.0:
+        return Welch(delta, None, None, None, len(a), len(b))
+    t = delta / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return Welch(delta, t, df, t_two_sided_p(t, df), len(a), len(b))
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p for ``b`` and ``c`` discordant pairs: ``min(1, 2 P[Bin(b+c, 1/2) <= min(b, c)])``."""
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {b}, {c}")
+    n, k = b + c, min(b, c)
+    if n == 0:
+        return 1.0
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2) for i in range(k + 1)]
+    top = max(logs)
+    return min(1.0, 2.0 * math.exp(top) * sum(math.exp(v - top) for v in logs))
+
+
+# ---- per-unit outcomes from saved test predictions -------------------------------------------------------
+
+_ACC = re.compile(r"^test/acc(?:_(\w+))?$")
+_RECALL_AT_1 = re.compile(r"^test/r(\d+)@1(?:_(\w+))?$")
+
+
+def read_predictions(path: str | Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
+    """Right/wrong per test unit for ``metric``, keyed by unit, or None when the metric has none.
+
+    ``test/acc[_set]``: per example (``prediction == label``; rows of test set ``set`` only).
+    ``test/rN@1[_set]``: per group with one relevant candidate, as :mod:`coda_exp.metrics.ranking` counts it
+    (its relevant candidate and the first N-1 others in input order; ties counted against it).
+    """
+    m = _ACC.match(metric)
+    if m:
+        rows = [r for r in rows if r.get("test_set") == m.group(1)] if m.group(1) else rows
+        return {(r["index"], r["label"]): r["prediction"] == r["label"] for r in rows}
+    m = _RECALL_AT_1.match(metric)
+    if m:
+        from coda_exp.metrics.ranking import _recall
+
+        rows = [r for r in rows if r.get("test_set") == m.group(2)] if m.group(2) else rows
+        groups: dict[int, list[dict]] = {}
+        for r in sorted(rows, key=lambda r: r["index"]):
+            groups.setdefault(r["group"], []).append(r)
+        out = {}
+        for g, items in groups.items():
+            labels = [bool(r["label"]) for r in items]
+            if sum(labels) != 1:
+                continue
+            ok = _recall([r["score"] for r in items], labels, int(m.group(1)), 1, f"group {g}")
+            out[(g, tuple(r["index"] for r in items))] = ok == 1.0
+        return out
+    return None
+
+
+@dataclass(frozen=True)
+class Paired:
+    p: float | None
+    b: int  # baseline right, treatment wrong (pooled over seeds)
+    c: int  # baseline wrong, treatment right
+    seeds: int
+    note: str = ""
+
+
+def paired_test(metric: str, pairs: list[tuple[list[dict], list[dict]]]) -> Paired:
+    """McNemar's exact test pooled over matched seeds; ``pairs`` holds (baseline rows, treatment rows) per seed."""
+    b = c = 0
+    for rows_a, rows_b in pairs:
+        oa, ob = outcomes(metric, rows_a), outcomes(metric, rows_b)
+        if oa is None or ob is None:
+            return Paired(None, 0, 0, 0, f"no per-example outcome for {metric}")
+        if oa.keys() != ob.keys() or not oa:
+            return Paired(None, 0, 0, 0, "the two runs' test sets differ")
+        b += sum(oa[k] and not ob[k] for k in oa)
+        c += sum(ob[k] and not oa[k] for k in oa)
+    if not pairs:
+        return Paired(None, 0, 0, 0, "no matched seeds with predictions")
+    return Paired(mcnemar_exact_p(b, c), b, c, len(pairs))
+
+
+# ---- table glue ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    baseline: str  # row names
+    treatment: str
+    column: str
+    metric: str
+    paper_delta: float | None
+    decimals: int
+    welch: Welch | None = None
+    paired: Paired | None = None
+    note: str = ""  # why there is no comparison ("no run", "scales differ")
+
+    @property
+    def row_name(self) -> str:
+        return f"Δ {self.treatment} − {self.baseline}"
+
+    def paper_text(self) -> str:
+        return "–" if self.paper_delta is None else f"{self.paper_delta:+.{self.decimals}f}"
+
+    def ours_text(self) -> str:
+        if self.welch is None:
+            return self.note
+        w = self.welch
+        text = f"Δ = {w.delta:+.{self.decimals}f}"
+        text += (f", p = {format_p(w.p)} (Welch, n={w.n_a}/{w.n_b})" if w.p is not None
+                 else f" (n={w.n_a}/{w.n_b}: no Welch test)")
+        if self.paired is not None and self.paired.p is not None:
+            seeds = f"{self.paired.seeds} seed" + ("s" if self.paired.seeds != 1 else "")
+            text += f"; paired p = {format_p(self.paired.p)} (McNemar, {seeds})"
+        return text
+
+
+def format_p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def _predictions(record: dict, predictions_dir: Path | None) -> list[dict] | None:
+    candidates = [Path(record["predictions"])] if record.get("predictions") else []
+    if predictions_dir is not None:
+        candidates.append(Path(predictions_dir) / f"{record['run_id']}.jsonl.gz")
+    for path in candidates:
+        if path.is_file():
+            return read_predictions(path)
+    return None
+
+
+def compare_cells(cell_a, cell_b, records_by_id: dict[str, dict], predictions_dir: Path | None,
+                  decimals: int) -> Comparison:
+    """Treatment ``cell_b`` against baseline ``cell_a`` (two :class:`coda_exp.tables.Cell` of one column)."""
+    paper = None if cell_a.paper is None or cell_b.paper is None else cell_b.paper - cell_a.paper
+    comp = Comparison(cell_a.row, cell_b.row, cell_a.column, cell_b.metric, paper, decimals)
+    if cell_a.status != "ok" or cell_b.status != "ok":
+        comp.note = "no run"
+        return comp
+    if cell_a.scale != cell_b.scale:
+        comp.note = f"scales differ ({cell_a.scale} vs {cell_b.scale})"
+        return comp
+    comp.welch = welch_test(cell_a.values, cell_b.values)
+    by_seed_a = dict(zip(cell_a.seeds, cell_a.run_ids))
+    by_seed_b = dict(zip(cell_b.seeds, cell_b.run_ids))
+    if outcomes(cell_b.metric, []) is None:
+        return comp  # no per-unit outcome for this metric (MAP, MRR, BLEU, validation scores)
+    pairs = []
+    for seed in sorted(set(by_seed_a) & set(by_seed_b)):
+        rows_a = _predictions(records_by_id[by_seed_a[seed]], predictions_dir)
+        rows_b = _predictions(records_by_id[by_seed_b[seed]], predictions_dir)
+        if rows_a is not None and rows_b is not None:
+            pairs.append((rows_a, rows_b))
+    comp.paired = paired_test(cell_b.metric, pairs)
+    return comp
+
+
+def compare_table(spec, cells, records: list[dict], predictions_dir: Path | None = None) -> list[Comparison]:
+    """One :class:`Comparison` per (``spec.compare`` pair, column), in spec order."""
+    names = [row.name for row in spec.rows]
+    by_id = {r["run_id"]: r for r in records}
+    out = []
+    for base, treat in spec.compare:
+        i, k = names.index(base), names.index(treat)
+        for j in range(len(spec.columns)):
+            out.append(compare_cells(cells[i][j], cells[k][j], by_id, predictions_dir, spec.decimals(j)))
+    return out

@@ -1,0 +1,133 @@
+"""Sequence-to-sequence (MLU, AlgoLisp, MT): label-smoothed training, free decoding, sequence/token/BLEU metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from coda_exp.models.decoding import beam_search, greedy_decode
+from coda_exp.optim import label_smoothed_nll
+from coda_exp.tasks.base import TaskModule
+
+
+def strip_special(ids: list[int], pad_id: int, bos_id: int, eos_id: int) -> list[int]:
+    """Token ids up to the first EOS, without padding or BOS."""
+    out = []
+    for i in ids:
+        if i == eos_id:
+            break
+        if i not in (pad_id, bos_id):
+            out.append(i)
+    return out
+
+
+class Seq2SeqTask(TaskModule):
+    """Teacher-forced training with label smoothing; evaluation by free decoding.
+
+    Logged per stage (``val``, ``test``):
+    - ``acc_seq``: exact match of the *generated* output (greedy on validation, ``decoding`` on test) — the
+      CoDA paper's "accuracy per sequence" for MLU and AlgoLisp, as we read it;
+    - ``acc_seq_tf``: teacher-forced per-sequence accuracy (every argmax of one forward pass right) — what
+      Tensor2Tensor's ``accuracy_per_sequence`` metric computes during evaluation;
+    - ``acc_tok_tf``: teacher-forced per-token accuracy; ``loss``: label-smoothed loss; ``nll``;
+    - whatever the data module's ``evaluator`` returns, scored against the *raw* references it holds: BLEU for
+      MT (``bleu``, ``bleu_tok``), execution accuracy for AlgoLisp (``acc_exec``).
+
+    ``decode_text`` maps target ids to text (predictions and the evaluator). ``evaluator(split, indices,
+    hypotheses) -> dict[str, float]``.
+    """
+
+    def __init__(self, model, optimizer, pad_id: int, bos_id: int, eos_id: int,
+                 decode_text: Callable[[list[int]], str], evaluator: Callable | None = None,
+                 label_smoothing: float = 0.1, decoding: dict | None = None, val_decoding: dict | None = None,
+                 **kwargs):
+        super().__init__(model, optimizer, **kwargs)
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.decode_text, self.evaluator = decode_text, evaluator
+        self.label_smoothing = label_smoothing
+        self.decoding = dict(decoding or {"strategy": "greedy"})
+        caps = {k: self.decoding[k] for k in ("max_len_a", "max_len_b") if k in self.decoding}
+        self.val_decoding = dict(val_decoding or {"strategy": "greedy", **caps})  # greedy: cheap model selection
+        self._eval: dict[str, list] = {}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(batch["src_ids"], batch["src_mask"], batch["tgt_in"], batch["tgt_mask"])
+
+    def _loss(self, logits: torch.Tensor, batch: dict[str, torch.Tensor]):
+        return label_smoothed_nll(logits, batch["tgt_out"], self.pad_id, self.label_smoothing)
+
+    def training_step(self, batch, batch_idx):
+        loss, _ = self._loss(self(batch), batch)
+        self.log_loss("train", loss, int(batch["tgt_mask"].sum()))
+        return loss
+
+    def generate(self, batch: dict[str, torch.Tensor], decoding: dict) -> torch.Tensor:
+        """Free decoding: ``strategy`` greedy or beam; output length capped per example at
+        ``min(max_len, max_len_a * source length + max_len_b)``; beam options (``beam_size``, ``length_penalty``)."""
+        opts = {"max_len": 512, **decoding}
+        strategy = opts.pop("strategy", "greedy")
+        if strategy == "greedy":
+            caps = {k: opts[k] for k in ("max_len", "max_len_a", "max_len_b") if k in opts}
+            return greedy_decode(self.model, batch["src_ids"], batch["src_mask"], **caps)
+        if strategy == "beam":
+            return beam_search(self.model, batch["src_ids"], batch["src_mask"], **opts)
+        raise ValueError(f"decoding.strategy must be 'greedy' or 'beam', got {strategy!r}")
+
+    # -- evaluation ---------------------------------------------------------------------------------------
+    def _start(self, stage: str) -> None:
+        self._eval[stage] = []
+
+    def _eval_step(self, batch, stage: str) -> None:
+        logits = self(batch)
+        loss, nll = self._loss(logits, batch)
+        n_tok = int(batch["tgt_mask"].sum())
+        self.log_loss(stage, loss, n_tok)
+        self.log(f"{stage}/nll", nll, on_epoch=True, batch_size=n_tok, sync_dist=True)
+        mask = batch["tgt_mask"]
+        correct = (logits.argmax(-1) == batch["tgt_out"]) & mask  # (B, T)
+        tf_seq = (correct.sum(1) == mask.sum(1)).float()
+        self.log(f"{stage}/acc_tok_tf", correct.sum() / mask.sum(), on_epoch=True, batch_size=n_tok,
+                 sync_dist=True)
+        self.log(f"{stage}/acc_seq_tf", tf_seq.mean(), on_epoch=True, batch_size=len(tf_seq), sync_dist=True)
+        hyps = self.generate(batch, self.decoding if stage == "test" else self.val_decoding)
+        for i in range(len(hyps)):
+            hyp = strip_special(hyps[i].tolist(), self.pad_id, self.bos_id, self.eos_id)
+            ref = strip_special(batch["tgt_out"][i].tolist(), self.pad_id, self.bos_id, self.eos_id)
+            self._eval[stage].append((int(batch["index"][i]), hyp, ref))
+
+    def _finish(self, stage: str) -> None:
+        rows = self._eval.pop(stage, [])
+        if not rows:
+            return
+        exact = sum(h == r for _, h, r in rows) / len(rows)
+        metrics = {f"{stage}/acc_seq": exact}
+        hyp_text = [self.decode_text(h) for _, h, _ in rows]
+        ref_text = [self.decode_text(r) for _, _, r in rows]
+        if self.evaluator is not None:
+            split = "validation" if stage == "val" else "test"
+            extra = self.evaluator(split, [i for i, _, _ in rows], hyp_text)
+            metrics.update({f"{stage}/{k}": v for k, v in extra.items()})
+        # each process scores its own shard; the mean over processes is exact for equal shard sizes
+        self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
+        if stage == "test":
+            self.test_predictions = [{"index": i, "hypothesis": h, "reference": r}
+                                     for (i, _, _), h, r in zip(rows, hyp_text, ref_text)]
+
+    def on_validation_epoch_start(self) -> None:
+        self._start("val")
+
+    def validation_step(self, batch, batch_idx):
+        self._eval_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._finish("val")
+
+    def on_test_epoch_start(self) -> None:
+        self._start("test")
+
+    def test_step(self, batch, batch_idx):
+        self._eval_step(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._finish("test")

@@ -1,0 +1,31 @@
+"""Single-text classification (sentiment, CoDA paper Table 5): cross-entropy over the labels, accuracy."""
+
+from __future__ import annotations
+
+import torch
+
+from coda_exp.optim import label_smoothed_nll
+from coda_exp.tasks.classification import PairClassificationTask
+
+
+class TextClassificationTask(PairClassificationTask):
+    """The network reads one text: ``model(ids, mask) -> logits`` (e.g. a Transformer encoder classifier).
+
+    Metrics and test predictions are those of :class:`PairClassificationTask` (a ``TaskModule``):
+    ``{train,val,test}/loss`` (plain cross-entropy for val/test), ``{val,test}/acc`` (a fraction in [0, 1]) and one
+    buffered prediction per test example ``{"index", "label", "prediction"}``. Training may use Tensor2Tensor's
+    label smoothing (``label_smoothing``: 1 - eps on the gold class, eps / (K - 1) on each other one; T2T's
+    ``transformer_tiny`` uses 0.1 for class labels too); 0 is plain cross-entropy.
+    """
+
+    def __init__(self, model, optimizer, num_classes: int, label_smoothing: float = 0.0, **kwargs):
+        super().__init__(model, optimizer, num_classes=num_classes, **kwargs)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(batch["ids"], batch["mask"])  # (B, num_classes)
+
+    def training_step(self, batch, batch_idx):
+        loss, _ = label_smoothed_nll(self(batch), batch["label"], None, self.label_smoothing)
+        self.log_loss("train", loss, batch["label"].numel())
+        return loss

@@ -1,0 +1,162 @@
+"""T2T learning-rate schedules, label-smoothed loss (coda_exp.optim) and checkpoint averaging
+(coda_exp.checkpoint_avg), against hand-computed values."""
+
+import math
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from coda_exp.checkpoint_avg import average_checkpoints, main, select_last
+from coda_exp.optim import (
+    label_smoothed_nll,
+    linear_warmup_rsqrt_decay,
+    linear_warmup_rsqrt_decay_lambda,
+    noam_lambda,
+    noam_schedule,
+)
+
+
+def test_noam_values():
+    # 2.0 * min(1, s/8000) * rsqrt(max(s, 8000)) * rsqrt(128), s = step + 1, by hand:
+    # s = 1:     2 * (1/8000) / 89.4427191 / 11.3137085 = 2.4705294e-07
+    # s = 4000:  2 * 0.5 / 89.4427191 / 11.3137085      = 9.8821177e-04
+    # s = 8000:  2 / 89.4427191 / 11.3137085            = 1.9764235e-03 (the peak)
+    # s = 32000: 2 / 178.8854382 / 11.3137085           = 9.8821177e-04
+    for step, value in [(0, 2.4705294e-07), (3999, 9.8821177e-04), (7999, 1.9764235e-03), (31999, 9.8821177e-04)]:
+        assert noam_lambda(step, d_model=128, warmup=8000) == pytest.approx(value, rel=1e-7)
+    # Vaswani et al. eq. 3 form: d^-0.5 * min(s^-0.5, s * warmup^-1.5)
+    for s in (1, 100, 4000, 8000, 12345):
+        assert noam_lambda(s - 1, 512, 4000, factor=1.0) == pytest.approx(512 ** -0.5 * min(s ** -0.5,
+                                                                                            s * 4000 ** -1.5))
+
+
+def test_linear_warmup_rsqrt_decay_is_t2t_single_gpu():
+    # T2T transformer_base_single_gpu: 0.1 * min(1, s/16000) * rsqrt(max(s, 16000))
+    peak = 0.1 / math.sqrt(16000)
+    assert peak == pytest.approx(7.905694150420949e-4)
+    for step in (0, 99, 15999, 16000, 63999, 200000):
+        s = step + 1
+        t2t = 0.1 * min(1.0, s / 16000) / math.sqrt(max(s, 16000))
+        assert linear_warmup_rsqrt_decay_lambda(step, 16000, peak) == pytest.approx(t2t, rel=1e-12)
+    assert linear_warmup_rsqrt_decay_lambda(63999, 16000, peak) == pytest.approx(peak / 2)  # s = 4w: half
+
+
+@pytest.mark.parametrize("make", [lambda opt: noam_schedule(opt, d_model=64, warmup_steps=10),
+                                  lambda opt: linear_warmup_rsqrt_decay(opt, warmup_steps=10, peak_lr=1e-3)])
+def test_schedulers_set_the_learning_rate(make):
+    param = torch.nn.Parameter(torch.zeros(2))
+    opt = torch.optim.Adam([param], lr=1.0)
+    sched = make(opt)
+    fn = sched.lr_lambdas[0]
+    for step in range(25):
+        assert opt.param_groups[0]["lr"] == pytest.approx(fn(step), rel=1e-12)  # the lambda IS the rate
+        param.grad = torch.ones(2)
+        opt.step()
+        sched.step()
+    state = sched.state_dict()  # resumable (Lightning saves it)
+    assert state["last_epoch"] == 25
+    with pytest.raises(ValueError, match="lr must be 1.0"):
+        make(torch.optim.Adam([param], lr=0.1))
+
+
+def test_label_smoothing_by_hand():
+    # V = 3, p = softmax([0, ln 2, 0]) = [1/4, 1/2, 1/4], gold 1, eps 0.1: q = [0.05, 0.9, 0.05]
+    # loss = KL(q || p) = 2 * 0.05 ln(0.05 / 0.25) + 0.9 ln(0.9 / 0.5) = 0.36806421; nll = ln 2
+    logits = torch.tensor([[[0.0, math.log(2.0), 0.0], [5.0, -3.0, 1.0]]], dtype=torch.float64)
+    target = torch.tensor([[1, 0]])  # the second position is padding (pad_id 0): ignored
+    loss, nll = label_smoothed_nll(logits, target, pad_id=0, epsilon=0.1)
+    by_hand = 0.1 * math.log(0.2) + 0.9 * math.log(1.8)
+    assert by_hand == pytest.approx(0.36806421, abs=1e-8)
+    assert loss.item() == pytest.approx(by_hand, rel=1e-12)
+    assert nll.item() == pytest.approx(math.log(2.0), rel=1e-12)
+
+
+def test_label_smoothing_means_and_limits():
+    torch.manual_seed(0)
+    logits, target = torch.randn(4, 7, 11, dtype=torch.float64), torch.randint(0, 11, (4, 7))
+    target[0, 3:] = 0
+    loss, nll = label_smoothed_nll(logits, target, pad_id=0, epsilon=0.0)
+    ref = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, ignore_index=0)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-12) and nll.item() == pytest.approx(ref.item())
+    # smoothed: mean over real tokens of the cross-entropy to q minus q's entropy
+    loss, nll = label_smoothed_nll(logits, target, pad_id=0, epsilon=0.2)
+    q = torch.full_like(logits, 0.2 / 10).scatter(-1, target[..., None], 0.8)
+    per_token = (q * (q.log() - logits.log_softmax(-1))).sum(-1)
+    real = target != 0
+    assert loss.item() == pytest.approx(per_token[real].mean().item(), rel=1e-12)
+    assert nll.item() == pytest.approx(ref.item(), rel=1e-12)
+    # classification: no padding id
+    loss, _ = label_smoothed_nll(logits[:, 0], target[:, 0], None, 0.2)
+    assert loss.item() == pytest.approx(per_token[:, 0].mean().item(), rel=1e-12)
+
+
+# --- checkpoint averaging ------------------------------------------------------------------------------------
+def fake_ckpt(path, step, value):
+    torch.save({"global_step": step, "epoch": step // 10, "pytorch-lightning_version": pl.__version__,
+                "state_dict": {"model.w": torch.full((2, 3), float(value)),
+                               "model.h": torch.full((4,), float(value), dtype=torch.float16),
+                               "model.count": torch.tensor([step])},
+                "optimizer_states": [{"marker": step}]}, path)
+
+
+def test_average_is_exact(tmp_path):
+    # file names sort opposite to global steps: "last" must follow the steps
+    for name, step, value in [("c.ckpt", 100, 1.0), ("b.ckpt", 200, 2.0), ("a.ckpt", 300, 4.5), ("z.ckpt", 50, 9)]:
+        fake_ckpt(tmp_path / name, step, value)
+    chosen = select_last(tmp_path, 3)
+    assert [p.name for p in chosen] == ["c.ckpt", "b.ckpt", "a.ckpt"]
+    avg = average_checkpoints(chosen)
+    assert torch.equal(avg["state_dict"]["model.w"], torch.full((2, 3), (1.0 + 2.0 + 4.5) / 3))
+    assert avg["state_dict"]["model.h"].dtype == torch.float16
+    assert torch.equal(avg["state_dict"]["model.h"], torch.full((4,), 2.5, dtype=torch.float16))
+    assert avg["state_dict"]["model.count"].tolist() == [300]  # non-float: from the newest
+    assert avg["global_step"] == 300 and avg["optimizer_states"] == [{"marker": 300}]  # other keys: newest
+
+
+def test_cli(tmp_path):
+    for name, step, value in [("epoch=0-step=10.ckpt", 10, 1.0), ("epoch=1-step=20.ckpt", 20, 3.0)]:
+        fake_ckpt(tmp_path / name, step, value)
+    fake_ckpt(tmp_path / "last.ckpt", 20, 3.0)  # Lightning's copy of the newest: counted once
+    out = main(["--dir", str(tmp_path), "--last", "2", "--out", str(tmp_path / "avg.ckpt")])
+    avg = torch.load(out, weights_only=False)
+    assert torch.equal(avg["state_dict"]["model.w"], torch.full((2, 3), 2.0))
+    assert len(avg["averaged_checkpoints"]) == 2
+    # the output lies in the folder now, but is never averaged with the inputs
+    main(["--dir", str(tmp_path), "--last", "2", "--out", str(tmp_path / "avg.ckpt")])
+    assert torch.equal(torch.load(out, weights_only=False)["state_dict"]["model.w"], torch.full((2, 3), 2.0))
+    main(["--ckpts", str(tmp_path / "epoch=0-step=10.ckpt"), "--out", str(tmp_path / "one.ckpt")])
+    assert torch.equal(torch.load(tmp_path / "one.ckpt", weights_only=False)["state_dict"]["model.w"],
+                       torch.full((2, 3), 1.0))
+    assert not list(tmp_path.glob("*.tmp"))
+    with pytest.raises(ValueError, match="fewer than"):
+        select_last(tmp_path, 5, exclude=[tmp_path / "avg.ckpt", tmp_path / "one.ckpt"])
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.model = torch.nn.Linear(3, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.model(batch[0]).pow(2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_lightning_loads_the_average(tmp_path):
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 3)), batch_size=2)
+    ckpt_cb = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=1, save_top_k=-1)
+    trainer = pl.Trainer(max_steps=3, callbacks=[ckpt_cb], logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu")
+    trainer.fit(Tiny(), data)
+    paths = select_last(tmp_path, 3)
+    weights = [torch.load(p, weights_only=False)["state_dict"]["model.weight"] for p in paths]
+    out = main(["--dir", str(tmp_path), "--last", "3", "--out", str(tmp_path / "averaged.ckpt")])
+    model = Tiny.load_from_checkpoint(out)
+    assert torch.allclose(model.model.weight, sum(weights) / 3, atol=1e-7)
+    trainer = pl.Trainer(max_steps=4, logger=False, enable_progress_bar=False, enable_checkpointing=False,
+                         enable_model_summary=False, accelerator="cpu")
+    trainer.fit(Tiny(), data, ckpt_path=out)  # resumes from it
+    assert trainer.global_step == 4
