@@ -8,11 +8,14 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
+export OMP_WAIT_POLICY ?= PASSIVE
 RUN_ARGS ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-full tables bench fixtures lint clean reproduce-table-2 reproduce-table-3 reproduce-table-8
+.PHONY: help setup run quickstart test test-full tables bench fixtures lint clean \
+	reproduce-table-2 reproduce-table-3 reproduce-table-4 reproduce-table-5 reproduce-table-6 reproduce-table-7 \
+	reproduce-table-8 reproduce-table-9
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -25,7 +28,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install the package with test and launcher extras (torch CPU pinned)
 
-run: $(STAMP) ## the main job: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, then print Table 2
+run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~15 min), then print it
+	$(PY) train.py -m experiment=table_6 scale=cpu seed=1 $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_6 --print
+
+quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_2 --print
 
@@ -52,6 +59,26 @@ reproduce-table-3: $(STAMP) ## CoDA Table 3 (SNLI, MNLI, SciTail, DNLI; D-ATT vs
 reproduce-table-8: $(STAMP) ## CoDA Table 8 (centering ablation, dev scores; WikiQA, SciTail, DNLI, 3 seeds) at SCALE
 	$(PY) train.py -m experiment=table_8 scale=$(SCALE) $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_8 --print
+
+reproduce-table-4: $(STAMP) ## CoDA Table 4 (IWSLT'15 En-Vi BLEU; Transformer vs CoDA, 3 seeds) at SCALE
+	$(PY) train.py -m experiment=table_4 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_4 --print
+
+reproduce-table-5: $(STAMP) ## CoDA Table 5 (IMDb, SST-2; Transformer vs CoDA classifiers, 3 seeds) at SCALE
+	$(PY) train.py -m experiment=table_5 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_5 --print
+
+reproduce-table-6: $(STAMP) ## CoDA Table 6 (MLU; Transformer vs CoDA, 3 seeds) at SCALE (paper: 100K steps)
+	$(PY) train.py -m experiment=table_6 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_6 --print
+
+reproduce-table-7: $(STAMP) ## CoDA Table 7 (AlgoLisp; Transformer vs CoDA, 3 seeds) at SCALE
+	$(PY) train.py -m experiment=table_7 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_7 --print
+
+reproduce-table-9: $(STAMP) ## CoDA Table 9 (IWSLT dev BLEU for all 8 E/N compositions) at SCALE
+	$(PY) train.py -m experiment=table_9 scale=$(SCALE) $(RUN_ARGS)
+	$(PY) scripts/make_tables.py --tables table_9 --print
 
 fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
 	$(PY) scripts/make_fixtures.py

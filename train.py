@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("CODA_EXP_ROOT", str(Path(__file__).resolve().parent))
+# torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower steps)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

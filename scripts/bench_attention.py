@@ -1,7 +1,8 @@
 """Forward+backward time and peak memory of CoDA vs softmax attention (docs/attention.md has the numbers).
 
 Shapes: Transformer self-attention per head (B=32, H=8, L=64/128/256, dk=64): SDPA (``SoftmaxScoring``) vs
-``CoDAScoring`` with the numba L1 kernel ("coda") and with torch.cdist's autograd ("coda-cdist").
+``CoDAScoring`` with the fused numba kernel ("coda", the default), with the plain PyTorch composition on the numba
+L1 kernel ("coda-plain", ``CODA_FUSED=0``) and with torch.cdist's autograd ("coda-cdist", all PyTorch).
 DecompAtt cross-attention (B=64, la=lb=40, d=200, no projections): softmax both ways + pooling vs
 ``coda_matrix`` + ``compositional_pool``.
 
@@ -16,7 +17,9 @@ kernels are loaded: every temporary the call needs, including the gradients it a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -25,10 +28,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# torch's and numba's OpenMP runtimes are separate; with spinning idle workers (the default) each pool steals the
+# cores from the other, which on a loaded 2-core machine made every row (SDPA included) up to 20x slower. Passive
+# waiting must be chosen before torch loads its runtime (docs/attention.md, "Thread pools").
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
 from coda_exp.attention import CoDAScoring, SoftmaxScoring, coda_matrix, compositional_pool, masked_softmax
+from coda_exp.attention.fused import ENV_VAR as FUSED_ENV
+from coda_exp.attention.l1 import HAVE_NUMBA
 
 BASELINE = {"transformer": "sdpa", "decompatt": "softmax"}
 
@@ -40,7 +49,22 @@ def configs(quick: bool) -> list[dict]:
 
 
 def impls(kind: str) -> list[str]:
-    return ["sdpa", "coda", "coda-cdist"] if kind == "transformer" else ["softmax", "coda", "coda-cdist"]
+    return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-plain", "coda-cdist"]
+
+
+@contextlib.contextmanager
+def fused_env(impl: str):
+    """CODA_FUSED=0 for "coda-plain" (plain PyTorch composition on the numba L1 kernel), unchanged otherwise."""
+    old = os.environ.get(FUSED_ENV)
+    if impl == "coda-plain":
+        os.environ[FUSED_ENV] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(FUSED_ENV, None)
+        else:
+            os.environ[FUSED_ENV] = old
 
 
 def make_step(cfg: dict, impl: str, device: str):
@@ -49,11 +73,12 @@ def make_step(cfg: dict, impl: str, device: str):
     if cfg["kind"] == "transformer":
         shape = (cfg["B"], cfg["H"], cfg["L"], cfg["d"])
         q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
-        scoring = {"sdpa": SoftmaxScoring(), "coda": CoDAScoring(),
+        scoring = {"sdpa": SoftmaxScoring(), "coda": CoDAScoring(), "coda-plain": CoDAScoring(),
                    "coda-cdist": CoDAScoring(l1_backend="torch")}[impl]
 
         def step():
-            out, _ = scoring(q, k, v)
+            with fused_env(impl):
+                out, _ = scoring(q, k, v)
             out.sum().backward()
         return step
     a, b = (torch.randn(cfg["B"], cfg["L"], cfg["d"], generator=gen).to(device).requires_grad_() for _ in range(2))
@@ -64,7 +89,8 @@ def make_step(cfg: dict, impl: str, device: str):
             a2 = masked_softmax(scores, None, dim=-1) @ b
             b2 = masked_softmax(scores, None, dim=-2).transpose(1, 2) @ a
         else:
-            m = coda_matrix(a, b, a, b, l1_backend="torch" if impl == "coda-cdist" else None)
+            with fused_env(impl):
+                m = coda_matrix(a, b, a, b, l1_backend="torch" if impl == "coda-cdist" else None)
             a2, b2 = compositional_pool(m, a, b)
         (a2.sum() + b2.sum()).backward()
     return step
@@ -150,7 +176,9 @@ def main() -> None:
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     rows = []
     header = f"{'device':6} {'shape':28} {'impl':11} {'fwd+bwd ms':>11} {'x base':>7} {'peak MB':>9} {'x base':>7}"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads\n{header}\n{'-' * len(header)}")
+    kernels = "numba fused CoDA + numba L1 kernels" if HAVE_NUMBA else "numba missing: coda = coda-plain = cdist"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {kernels}, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}\n{header}\n{'-' * len(header)}")
     for device in devices:
         for cfg in configs(args.quick):
             shape = (f"B={cfg['B']} H={cfg['H']} L={cfg['L']} d={cfg['d']}" if cfg["kind"] == "transformer"

@@ -16,6 +16,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ["CODA_EXP_ROOT"] = str(ROOT)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch + numba OpenMP pools: see docs/attention.md
 
 
 def compose_cfg(overrides: list[str], tmp: Path):

@@ -149,3 +149,22 @@ def test_peak_memory_grows_as_la_lb_not_la_lb_d():
     assert res.returncode == 0, res.stderr
     before_mb, peak_mb = map(int, res.stdout.split()[-2:])
     assert peak_mb < 1500, f"peak RSS {peak_mb} MB (before the call: {before_mb} MB)"
+
+
+@pytest.mark.parametrize("la,lb", [(11, 13), (8, 8), (3, 17)])
+def test_row_blocks_and_zero_gradient_spans(la, lb):
+    """Four-row blocks plus remainder rows; G zero outside causal / padded spans is skipped without leaking."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(3, la, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(3, lb, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    grad = torch.randn(3, la, lb, dtype=torch.float64, generator=gen)
+    grad[0] *= torch.ones(la, lb, dtype=torch.float64).tril(diagonal=lb - la)  # causal
+    grad[1, :, lb - 3:] = 0  # padded keys
+    grad[2, 1:3] = 0  # zero rows inside a block
+    grad[2, :, :2] = 0
+    out = l1_distance(x, y, backend="numba")
+    torch.testing.assert_close(out, l1_reference(x, y), rtol=1e-12, atol=1e-12)
+    got = torch.autograd.grad(out, (x, y), grad)
+    want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)

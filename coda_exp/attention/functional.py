@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from coda_exp.attention.fused import fused_coda_matrix, use_fused
 from coda_exp.attention.l1 import l1_distance
 
 
@@ -62,9 +63,13 @@ def masked_center(x: torch.Tensor, mask: torch.Tensor | None, over: str = "slice
 
 
 def _coda(e_a, e_b, n_a, n_b, alpha, beta, e_fn, n_fn, center_e, center_n, gate_scale, mask, l1_backend,
-          center_over, keep_all: bool) -> dict[str, torch.Tensor]:
+          center_over, keep_all: bool, fused: bool | None = False) -> dict[str, torch.Tensor]:
     check_coda_options(alpha=alpha, beta=beta, e_fn=e_fn, n_fn=n_fn, center_e=center_e, center_n=center_n,
                        gate_scale=gate_scale, center_over=center_over)
+    if not keep_all and use_fused(e_a, e_b, n_a, n_b, mask, center_e=center_e, center_n=center_n,
+                                  l1_backend=l1_backend, fused=fused):
+        return {"M": fused_coda_matrix(e_a, e_b, n_a, n_b, alpha=alpha, beta=beta, e_fn=e_fn, n_fn=n_fn,
+                                       gate_scale=gate_scale, mask=mask)}  # eqs. 1-5 in one numba pass
     # temperatures are applied to the (..., l, d) inputs, not the (..., la, lb) products: beta >= 0 scales the L1
     # distance exactly, and one pass over a (..., la, lb) tensor is saved per temperature.
     if alpha != 1:
@@ -112,13 +117,16 @@ def coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: to
                 alpha: float = 1.0, beta: float = 1.0, e_fn: str = "tanh", n_fn: str = "sigmoid",
                 center_e: bool = False, center_n: bool = False, gate_scale: float = 2.0,
                 mask: torch.Tensor | None = None, l1_backend: str | None = None,
-                center_over: str = "slice") -> torch.Tensor:
+                center_over: str = "slice", fused: bool | None = None) -> torch.Tensor:
     """Quasi-attention matrix M = f_E(E) * gate_scale * f_N(N) (eqs. 1-6), (..., la, lb); invalid pairs exactly 0.
 
-    Defaults: Table 8's best row (no centring) with the gate scaled to [0, 1] (eq. 5).
+    Defaults: Table 8's best row (no centring) with the gate scaled to [0, 1] (eq. 5). Without centring, on CPU
+    with the numba L1 backend, eqs. 1-5 run as one fused kernel (``fused``); ``fused=False`` (or
+    ``CODA_FUSED=0``; None reads it, default on) keeps the plain PyTorch composition, which ``l1_backend="torch"``
+    always uses.
     """
     return _coda(e_a, e_b, n_a, n_b, alpha, beta, e_fn, n_fn, center_e, center_n, gate_scale, mask, l1_backend,
-                 center_over, keep_all=False)["M"]
+                 center_over, keep_all=False, fused=fused)["M"]
 
 
 def compositional_pool(m: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
