@@ -11,12 +11,12 @@ went through ``str.split`` and back parses to the same program.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from coda_exp.data.errors import DataError
+from coda_exp.data.readers import read_jsonl_objects
 
 ALGOLISP_FILES = {"train": "metaset3.train.jsonl", "validation": "metaset3.dev.jsonl", "test": "metaset3.test.jsonl"}
 ALGOLISP_SOURCE_HINT = ("AlgoLisp is published by NEAR (github.com/nearai/program_synthesis, algolisp/README); "
@@ -128,35 +128,23 @@ def read_algolisp(path: str | os.PathLike) -> Iterator[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"AlgoLisp: no file {str(path)!r}. {ALGOLISP_SOURCE_HINT}")
-    index = 0
-    with open(path, encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            missing = [k for k in ("text", "short_tree", "args", "return_type", "tests") if k not in row]
-            if missing:
-                raise DataError(f"{where}: missing field(s) {missing}")
-            text = row["text"]
-            if isinstance(text, list) and all(isinstance(t, str) for t in text):
-                text = " ".join(text)
-            elif not isinstance(text, str):
-                raise DataError(f"{where}: field 'text' must be a list of token strings or a string")
-            if not isinstance(row["args"], dict):
-                raise DataError(f"{where}: field 'args' must be an object mapping argument names to types")
-            try:
-                tgt = " ".join(flatten_tree(row["short_tree"]))
-            except AlgoLispError as e:
-                raise DataError(f"{where}: field 'short_tree' is not a program: {e}") from None
-            yield {"src": text, "tgt": tgt, "tests": _check_tests(row["tests"], where), "args": row["args"],
-                   "return_type": row["return_type"], "index": index}
-            index += 1
+    for index, (where, row) in enumerate(read_jsonl_objects(path)):
+        missing = [k for k in ("text", "short_tree", "args", "return_type", "tests") if k not in row]
+        if missing:
+            raise DataError(f"{where}: missing field(s) {missing}")
+        text = row["text"]
+        if isinstance(text, list) and all(isinstance(t, str) for t in text):
+            text = " ".join(text)
+        elif not isinstance(text, str):
+            raise DataError(f"{where}: field 'text' must be a list of token strings or a string")
+        if not isinstance(row["args"], dict):
+            raise DataError(f"{where}: field 'args' must be an object mapping argument names to types")
+        try:
+            tgt = " ".join(flatten_tree(row["short_tree"]))
+        except AlgoLispError as e:
+            raise DataError(f"{where}: field 'short_tree' is not a program: {e}") from None
+        yield {"src": text, "tgt": tgt, "tests": _check_tests(row["tests"], where), "args": row["args"],
+               "return_type": row["return_type"], "index": index}
 
 
 def algolisp_path(data_dir: str | os.PathLike, split: str) -> Path:

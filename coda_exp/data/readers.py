@@ -112,24 +112,12 @@ class SnliReader(Reader):
     """SNLI 1.0 (Bowman et al. 2015): ``snli_1.0_{train,dev,test}.jsonl``; pairs with gold label ``-`` are dropped."""
 
     def read_local(self, path: Path) -> Iterator[dict]:
-        with open(path, encoding="utf-8-sig") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-                for key in ("gold_label", "sentence1", "sentence2"):
-                    if not isinstance(row.get(key), str):
-                        raise DataError(f"{where}: missing or non-string field {key!r}")
-                if row["gold_label"] == "-":
-                    continue
-                yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
-                       "label": self.label_id(row["gold_label"], where), "group": ""}
+        for where, row in read_jsonl_objects(path):
+            require_str(row, ("gold_label", "sentence1", "sentence2"), where)
+            if row["gold_label"] == "-":
+                continue
+            yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
+                   "label": self.label_id(row["gold_label"], where), "group": ""}
 
     def read_hub(self, split: str) -> Iterator[dict]:
         import datasets
