@@ -102,8 +102,10 @@ def test_bad_module_options():
         CoDACrossAttention(6, projection="conv")
     with pytest.raises(ValueError, match="n_fn must be one of"):
         CoDACrossAttention(6, n_fn="relu")
-    with pytest.raises(ValueError, match="gate must be one of"):
-        CoDAScoring(gate="both")
+    with pytest.raises(ValueError, match="center_n must be True or False"):
+        CoDAScoring(center_n="both")
+    with pytest.raises(ValueError, match="gate_scale must be"):
+        CoDAScoring(gate_scale=0.0)
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(10, 3, SoftmaxScoring())
 
@@ -140,43 +142,54 @@ def test_softmax_scoring_matches_torch_multihead_attention():
     torch.testing.assert_close(got_w, want_w)
 
 
-def coda_eq10(q, k, v, mask, scale, gate, center_over="slice"):
+def _centred(x, full, center_over):
+    """x minus the mean of its valid entries, per (..., Lq, Lk) slice or per query row, by explicit loops."""
+    if center_over == "slice":
+        means = torch.stack([xs[ms].mean() for xs, ms in zip(x.reshape(-1, *x.shape[-2:]),
+                                                              full.reshape(-1, *x.shape[-2:]))])
+        return x - means.reshape(*x.shape[:-2], 1, 1)
+    means = torch.stack([xs[ms].mean() if ms.any() else xs.new_zeros(())
+                         for xs, ms in zip(x.reshape(-1, x.shape[-1]), full.reshape(-1, x.shape[-1]))])
+    return x - means.reshape(*x.shape[:-1], 1)
+
+
+def coda_eq10(q, k, v, mask, scale, center_e=False, center_n=False, center_over="slice"):
     """Eq. 10 per head, written out with the (Lq, Lk, dk) broadcast; centring by explicit loops."""
     s = math.sqrt(q.shape[-1]) if scale else 1.0
-    e = torch.tanh(q @ k.transpose(-1, -2) / s)
+    e = q @ k.transpose(-1, -2) / s
     g = -(q.unsqueeze(-2) - k.unsqueeze(-3)).abs().sum(-1) / s
     full = mask.expand(g.shape)
-    if gate == "center" and center_over == "slice":
-        means = torch.stack([gs[ms].mean() for gs, ms in zip(g.reshape(-1, *g.shape[-2:]),
-                                                              full.reshape(-1, *g.shape[-2:]))])
-        gated = torch.sigmoid(g - means.reshape(*g.shape[:-2], 1, 1))
-    elif gate == "center":
-        means = torch.stack([gs[ms].mean() if ms.any() else gs.new_zeros(())
-                             for gs, ms in zip(g.reshape(-1, g.shape[-1]), full.reshape(-1, g.shape[-1]))])
-        gated = torch.sigmoid(g - means.reshape(*g.shape[:-1], 1))
-    else:
-        gated = 2 * torch.sigmoid(g)
+    e = torch.tanh(_centred(e, full, center_over) if center_e else e)
+    gated = torch.sigmoid(_centred(g, full, center_over)) if center_n else 2 * torch.sigmoid(g)
     return (e * gated * full) @ v
 
 
 @pytest.mark.parametrize("scale", [True, False])
-@pytest.mark.parametrize("gate,center_over", [("scale", "row"), ("center", "row"), ("center", "slice")])
+@pytest.mark.parametrize("center_e,center_n,center_over", [(False, False, "row"), (False, True, "row"),
+                                                           (False, True, "slice"), (True, False, "row"),
+                                                           (True, True, "row"), (True, True, "slice")])
 @pytest.mark.parametrize("causal", [False, True])
-def test_coda_scoring_is_eq10(scale, gate, center_over, causal):
+def test_coda_scoring_is_eq10(scale, center_e, center_n, center_over, causal):
     gen = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
     kpm = torch.ones(2, 6, dtype=torch.bool)
     kpm[1, 4:] = False
     mask = kpm[:, None, None, :] & (torch.ones(6, 6, dtype=torch.bool).tril() if causal else True)
-    out, weights = CoDAScoring(scale=scale, gate=gate, center_over=center_over)(q, k, v, mask=mask,
-                                                                                need_weights=True)
-    want = coda_eq10(q, k, v, mask, scale, gate, center_over)
+    scoring = CoDAScoring(scale=scale, center_e=center_e, center_n=center_n, center_over=center_over)
+    out, weights = scoring(q, k, v, mask=mask, need_weights=True)
+    want = coda_eq10(q, k, v, mask, scale, center_e, center_n, center_over)
     torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
     grad = torch.randn(want.shape, dtype=torch.float64, generator=gen)
     for g, w in zip(torch.autograd.grad(out, (q, k, v), grad), torch.autograd.grad(want, (q, k, v), grad)):
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-10)
     assert torch.equal(weights[~mask.expand(weights.shape)], torch.zeros(int((~mask.expand(weights.shape)).sum()),
                                                                          dtype=torch.float64))
+
+
+def test_coda_scoring_gate_scale_defaults_to_eq5_without_centring_and_1_with_it():
+    assert CoDAScoring().options["gate_scale"] == 2.0
+    assert CoDAScoring(center_n=True).options["gate_scale"] == 1.0
+    assert CoDAScoring(center_n=True, gate_scale=2.0).options["gate_scale"] == 2.0
 
 
 def test_coda_masked_keys_contribute_exactly_zero_without_renormalisation():
@@ -191,7 +204,8 @@ def test_coda_masked_keys_contribute_exactly_zero_without_renormalisation():
     assert (row_sums - 1).abs().max() > 1e-3  # quasi-attention: rows are not normalised
 
 
-@pytest.mark.parametrize("scoring", [SoftmaxScoring(), CoDAScoring(), CoDAScoring(gate="center")])
+@pytest.mark.parametrize("scoring", [SoftmaxScoring(), CoDAScoring(), CoDAScoring(center_n=True),
+                                     CoDAScoring(center_e=True, center_n=True)])
 def test_causal_output_ignores_the_future_and_padding_queries_stay_finite(scoring):
     q, _, _ = _mha_inputs(6, lq=6, lk=6)
     torch.manual_seed(0)
@@ -216,7 +230,7 @@ def test_slice_centring_leaks_the_future_row_centring_does_not():
     q2 = q.clone()
     q2[..., 5, :] += 3.0  # change the last position only
     mask = torch.ones(6, 6, dtype=torch.bool).tril()
-    outs = {over: [CoDAScoring(gate="center", center_over=over)(x, x, x, mask=mask)[0][..., :5, :] for x in (q, q2)]
+    outs = {over: [CoDAScoring(center_n=True, center_over=over)(x, x, x, mask=mask)[0][..., :5, :] for x in (q, q2)]
             for over in ("row", "slice")}
     torch.testing.assert_close(outs["row"][0], outs["row"][1], rtol=1e-12, atol=1e-12)
     assert (outs["slice"][0] - outs["slice"][1]).abs().max() > 1e-4

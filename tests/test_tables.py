@@ -293,7 +293,7 @@ def test_shipped_selection_details(shipped):
     ]
     assert all(c.metric.startswith("val/") for c in t8.columns)
     t9 = shipped["table_9"]
-    assert all(r.match["attention.gate"] == "scale" for r in t9.rows)  # the Transformer's gate: 2·f_N, no centring
+    assert all(not r.match["attention.center_e"] and not r.match["attention.center_n"] for r in t9.rows)
     assert t9.columns[0].metric == "val/bleu_tok" and shipped["table_4"].columns[0].metric == "test/bleu_tok"
     assert {(r.match["attention.e_fn"], r.match["attention.n_fn"]) for r in t9.rows} == {
         (e, n) for e in ("tanh", "sigmoid") for n in ("sigmoid", "tanh", "arctan", "algebraic")
@@ -430,3 +430,23 @@ def test_shipped_compare_pairs(shipped):
     assert shipped["table_2"].compare == [("D-ATT", "D-ATT + CoDA")]
     assert shipped["table_3"].compare == [("D-ATT", "D-ATT + CoDA")]
     assert [b for _, b in shipped["table_8"].compare] == ["tanh(E′) · sigmoid(N)", "tanh(E′) · sigmoid(N′)"]
+
+
+@pytest.mark.parametrize("experiment,task", [("table_8", "wikiqa"), ("table_8", "scitail"), ("table_8", "dnli"),
+                                             ("table_8_nmt", "iwslt15_envi")])
+def test_table_8_experiments_fill_exactly_their_row_and_column(tmp_path, experiment, task):
+    """Each centring of both Table 8 experiments lands in its own row of its own columns, and nowhere else."""
+    from coda_exp import pipeline
+    from coda_exp.tables import record_matches
+    from tests.conftest import compose_cfg
+
+    t8 = load_table_spec(Path(__file__).parents[1] / "configs" / "tables" / "table_8.yaml")
+    for k, centering in enumerate(("none", "e", "e_n")):
+        extra = [f"task={task}"] if experiment == "table_8" else []
+        cfg = compose_cfg([f"experiment={experiment}", f"centering={centering}", "scale=fixture", *extra], tmp_path)
+        record = {"task": cfg.task.name, "model": cfg.model.name, "attention": pipeline.attention_options(cfg),
+                  "metrics": {c.metric: 1.0 for c in t8.columns}}
+        hits = {(r.name, c.name) for r in t8.rows for c in t8.columns
+                if record_matches(record, c.task, c.metric, {**r.match, **c.match})}
+        assert hits and {row for row, _ in hits} == {t8.rows[k].name}, (centering, hits)
+        assert all(next(c for c in t8.columns if c.name == col).task == task for _, col in hits)

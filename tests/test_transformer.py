@@ -26,8 +26,8 @@ def one_thread():
 
 SCORINGS = {
     "softmax": SoftmaxScoring,
-    "coda_scale": functools.partial(CoDAScoring, gate="scale"),
-    "coda_center": functools.partial(CoDAScoring, gate="center", center_over="row"),
+    "coda_scale": CoDAScoring,
+    "coda_center": functools.partial(CoDAScoring, center_e=True, center_n=True, center_over="row"),
 }
 
 
@@ -229,10 +229,11 @@ def test_presets(tmp_path, preset):
 
 
 def test_coda_scoring_options_from_the_command_line(tmp_path):
-    cfg = compose_cfg(["model=coda_transformer", "model.scoring.gate=center", "model.scoring.n_fn=tanh",
+    cfg = compose_cfg(["model=coda_transformer", "model.scoring.center_n=true", "model.scoring.n_fn=tanh",
                        "model.scoring.scale=false"], tmp_path)
     net = build(cfg, **SEQ2SEQ_KW)
     scoring = net.encoder.layers[0].self_attn.scoring
-    assert scoring.gate == "center" and scoring.scale is False and scoring.options["n_fn"] == "tanh"
+    assert scoring.options["center_n"] and scoring.options["gate_scale"] == 1.0
+    assert scoring.scale is False and scoring.options["n_fn"] == "tanh"
     cfg = compose_cfg(["model=transformer", "model/scoring=coda"], tmp_path)
     assert isinstance(build(cfg, **SEQ2SEQ_KW).decoder_layers[0].cross_attn.scoring, CoDAScoring)

@@ -16,9 +16,6 @@ from torch import nn
 from coda_exp.attention.functional import check_coda_options, coda_matrix
 from coda_exp.attention.masking import masked_softmax
 
-GATES = ("scale", "center")
-
-
 def attention_mask(key_padding_mask: torch.Tensor | None, causal: bool, len_q: int, len_k: int,
                    device: torch.device) -> torch.Tensor | None:
     """Bool (B or 1, 1, Lq, Lk) mask, True = query i may attend key j; None when nothing is masked.
@@ -56,33 +53,34 @@ class SoftmaxScoring(nn.Module):
 
 
 class CoDAScoring(nn.Module):
-    """CoDA-Transformer eq. 10 per head: (f_E(alpha Q K^T / s) * gate(-beta ||q_i - k_j||_1 / s)) V.
+    """CoDA-Transformer eq. 10 per head: (f_E(E) * g * f_N(N)) V with E = alpha Q K^T / s, N = -beta ||q_i - k_j||_1 / s.
 
-    s = sqrt(dk) if ``scale`` else 1 (footnote 2: some tasks work better without it). gate="scale":
-    2 * f_N(G / s) (eq. 5 style, in [0, 1] for sigmoid); gate="center": f_N(G / s - mean), the mean over the valid
-    pairs of each query row (center_over="row", default: causal-safe, a decoder position never sees the future
-    through the mean) or of each (batch, head) slice (center_over="slice"; leaks the future under a causal mask).
-    Q and K feed both affinities (projected once). Masked pairs contribute exactly 0 and rows are NOT
-    renormalised; dropout (if any) is applied to M.
+    s = sqrt(dk) if ``scale`` else 1 (footnote 2: some tasks work better without it). ``center_e`` / ``center_n``
+    subtract the mean of E / N over the valid pairs (eqs. 6 / 4; Table 8's rows), of each query row
+    (center_over="row", default: causal-safe, a decoder position never sees the future through the mean) or of
+    each (batch, head) slice (center_over="slice"; leaks the future under a causal mask). ``gate_scale`` g:
+    None = 2 without ``center_n`` (eq. 5, a sigmoid gate in [0, 1]) and 1 with it. Q and K feed both affinities
+    (projected once). Masked pairs contribute exactly 0 and rows are NOT renormalised; dropout (if any) is
+    applied to M.
     """
 
-    def __init__(self, scale: bool = True, gate: str = "scale", alpha: float = 1.0, beta: float = 1.0,
-                 e_fn: str = "tanh", n_fn: str = "sigmoid", center_over: str = "row",
-                 l1_backend: str | None = None):
+    def __init__(self, scale: bool = True, center_e: bool = False, center_n: bool = False,
+                 gate_scale: float | None = None, alpha: float = 1.0, beta: float = 1.0, e_fn: str = "tanh",
+                 n_fn: str = "sigmoid", center_over: str = "row", l1_backend: str | None = None):
         super().__init__()
-        if gate not in GATES:
-            raise ValueError(f"gate must be one of {GATES}, got {gate!r}")
-        if not isinstance(scale, bool):
-            raise ValueError(f"scale must be True or False, got {scale!r}")  # noqa: TRY004 (option value)
-        self.scale, self.gate, self.l1_backend = scale, gate, l1_backend
-        self.options = {"alpha": float(alpha), "beta": float(beta), "e_fn": e_fn, "n_fn": n_fn, "center_e": False,
-                        "center_n": gate == "center", "gate_scale": 2.0 if gate == "scale" else 1.0,
+        for name, value in (("scale", scale), ("center_e", center_e), ("center_n", center_n)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}")  # noqa: TRY004 (option value)
+        if gate_scale is None:
+            gate_scale = 1.0 if center_n else 2.0
+        self.scale, self.l1_backend = scale, l1_backend
+        self.options = {"alpha": float(alpha), "beta": float(beta), "e_fn": e_fn, "n_fn": n_fn,
+                        "center_e": center_e, "center_n": center_n, "gate_scale": float(gate_scale),
                         "center_over": center_over}
         check_coda_options(**self.options)
 
     def extra_repr(self) -> str:
-        return f"scale={self.scale}, gate={self.gate!r}, " + ", ".join(
-            f"{key}={self.options[key]}" for key in ("alpha", "beta", "e_fn", "n_fn", "center_over"))
+        return f"scale={self.scale}, " + ", ".join(f"{key}={value}" for key, value in self.options.items())
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                 dropout_p: float = 0.0, need_weights: bool = False):

@@ -219,7 +219,7 @@ class TransformerSeq2Seq(nn.Module):
 
         ``cache``: per decoder layer, the self-attention inputs of the positions decoded so far (B, t, d); the
         key/value projections are recomputed from it, which is exact for any row-local scoring (softmax, CoDA
-        with gate="scale" or center_over="row"). ``use_cache=False`` recomputes the whole prefix every step.
+        without centring or with center_over="row"). ``use_cache=False`` recomputes the whole prefix every step.
         """
         if src_mask is None:
             src_mask = torch.ones(src_ids.shape, dtype=torch.bool, device=src_ids.device)
