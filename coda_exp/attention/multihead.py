@@ -16,6 +16,7 @@ from torch import nn
 from coda_exp.attention.functional import check_coda_options, coda_matrix
 from coda_exp.attention.masking import masked_softmax
 
+
 def attention_mask(key_padding_mask: torch.Tensor | None, causal: bool, len_q: int, len_k: int,
                    device: torch.device) -> torch.Tensor | None:
     """Bool (B or 1, 1, Lq, Lk) mask, True = query i may attend key j; None when nothing is masked.
