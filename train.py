@@ -11,8 +11,8 @@ os.environ.setdefault("CODA_EXP_ROOT", str(Path(__file__).resolve().parent))
 # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower steps)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import hydra
+from omegaconf import DictConfig
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")

@@ -35,8 +35,8 @@ def collect(net, loader, batches: int) -> dict:
                 break
             mats = net.attention_matrices(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])
             valid = mats["pair_mask"]
-            for k in values:
-                values[k].append(mats[k][valid].flatten())
+            for k, collected in values.items():
+                collected.append(mats[k][valid].flatten())
     return {k: torch.cat(v).numpy() for k, v in values.items()}
 
 

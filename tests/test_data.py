@@ -24,7 +24,7 @@ def copy_fixture(tmp_path, name):
 
 
 def test_snli_drops_dash_and_maps_labels(tmp_path):
-    rows = [json.loads(line) for line in open(FIXTURES / "snli" / "snli_1.0_train.jsonl")]
+    rows = [json.loads(line) for line in (FIXTURES / "snli" / "snli_1.0_train.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["gold_label"] != "-"]
     assert len(kept) < len(rows)  # the fixture has pairs without a gold label
     m = dm(tmp_path)
