@@ -29,7 +29,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch and numba share the
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds:,.0f} s = {seconds / 3600:.2f} h"
+    if seconds < 2 * 3600:
+        return f"{seconds:,.0f} s = {seconds / 60:.1f} min"
+    return f"{seconds:,.0f} s = {seconds / 3600:.1f} h"
 
 
 def _num_batches(loader) -> int | None:
@@ -46,7 +48,7 @@ class _StepTimer:
         import pytorch_lightning as pl
 
         class Callback(pl.Callback):
-            def on_train_batch_end(cb, trainer, *args) -> None:  # noqa: N805 (closure over the timer)
+            def on_train_batch_end(cb, trainer, *args) -> None:
                 if trainer.global_step == warmup:
                     self.start = time.perf_counter()
                 self.end, self.steps = time.perf_counter(), trainer.global_step - warmup

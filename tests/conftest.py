@@ -38,3 +38,15 @@ def compose_cfg(overrides: list[str], tmp: Path):
 @pytest.fixture
 def make_cfg(tmp_path):
     return lambda *overrides: compose_cfg(list(overrides), tmp_path)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test: tiny models run faster without pool wake-ups, much faster on a busy
+    machine (``pytestmark = pytest.mark.usefixtures("one_thread")`` in a module)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

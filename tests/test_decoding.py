@@ -12,14 +12,7 @@ from coda_exp.attention import CoDAScoring, SoftmaxScoring
 from coda_exp.models import TransformerSeq2Seq, beam_search, greedy_decode, strip_special
 from coda_exp.models.decoding import length_limits, length_penalty_factor
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tiny models run faster on one thread (no pool wake-ups), much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -147,3 +147,24 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, task, model):
     with gzip.open(rec["predictions"], "rt") as f:
         first = json.loads(f.readline())
     assert {"index", "hypothesis", "reference"} <= set(first)
+
+
+@pytest.mark.parametrize("overrides,steps", [
+    (["task=mlu", "model=transformer", "scale=fixture", "task.max_steps=40", "task.val_check_interval=10"], 40),
+    (["task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=3"], None),
+])
+def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("estimate_runtime", ROOT / "scripts" / "estimate_runtime.py")
+    est = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(est)
+    out = est.main([*overrides, "--steps", "2", "--warmup", "1", "--eval-batches", "1"])
+    assert out["per_step_s"] > 0 and out["per_eval_batch_s"] > 0
+    if steps is not None:  # step-based: max_steps and one validation per val_check_interval
+        assert out["steps"] == steps and out["validations"] == 4
+    else:  # epoch-based: epochs x batches per epoch, one validation per epoch
+        assert out["validations"] == 3 and out["steps"] % 3 == 0 and out["steps"] > 0
+    assert out["train_s"] == pytest.approx(out["steps"] * out["per_step_s"])
+    assert out["total_s"] == pytest.approx(out["train_s"] + out["eval_s"])
+    assert "total:" in capsys.readouterr().out

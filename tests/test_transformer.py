@@ -15,14 +15,7 @@ from coda_exp.models.transformer import timing_signal
 
 from .conftest import ROOT, compose_cfg
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tiny models run faster on one thread (no pool wake-ups), much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 SCORINGS = {
     "softmax": SoftmaxScoring,

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from coda_exp.data.errors import DataError
+from coda_exp.data.errors import DataError, require_files
 from coda_exp.data.readers import read_jsonl_objects
 
 ALGOLISP_FILES = {"train": "metaset3.train.jsonl", "validation": "metaset3.dev.jsonl", "test": "metaset3.test.jsonl"}
@@ -151,9 +151,5 @@ def algolisp_path(data_dir: str | os.PathLike, split: str) -> Path:
     """The official file of ``split`` (train / validation / test) in ``data_dir``, or a DataError naming all three."""
     if split not in ALGOLISP_FILES:
         raise ValueError(f"AlgoLisp split {split!r} unknown; expected one of {list(ALGOLISP_FILES)}")
-    directory = Path(data_dir)
-    missing = [name for name in ALGOLISP_FILES.values() if not (directory / name).is_file()]
-    if missing:
-        raise DataError(f"AlgoLisp: data directory {str(directory)!r} lacks {', '.join(missing)}. "
-                        f"Expected the official files {', '.join(ALGOLISP_FILES.values())}. {ALGOLISP_SOURCE_HINT}")
-    return directory / ALGOLISP_FILES[split]
+    files = list(ALGOLISP_FILES.values())
+    return require_files("AlgoLisp", data_dir, files, files, ALGOLISP_SOURCE_HINT) / ALGOLISP_FILES[split]

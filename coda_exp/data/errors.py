@@ -1,5 +1,25 @@
 """Errors raised for bad or missing data: each message names the file, line or key and what was expected."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
 
 class DataError(ValueError):
     """A dataset could not be read: missing files, a malformed row, an unknown label."""
+
+
+def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str], expected: Iterable[str],
+                  hint: str = "") -> Path:
+    """``directory`` as a Path, or a DataError naming what it lacks, every file expected there and where to get
+    them (``hint``). ``needed``: the files this call reads; ``expected``: all the benchmark's files."""
+    directory = Path(directory)
+    tail = f"Expected the official files {', '.join(expected)} in it. {hint}".rstrip()
+    if not directory.is_dir():
+        raise DataError(f"{name}: data directory {str(directory)!r} does not exist. {tail}")
+    missing = [f for f in needed if not (directory / f).is_file()]
+    if missing:
+        raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}. {tail}")
+    return directory

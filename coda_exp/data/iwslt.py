@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.errors import DataError
+from coda_exp.data.errors import DataError, require_files
 from coda_exp.data.tokenization import WordVocabTokenizer
 
 SPLITS = ("train", "validation", "test")
@@ -73,13 +73,7 @@ class ParallelReader:
                [f"{self.vocab_prefix}.{lang}" for lang in (self.src_lang, self.tgt_lang)]
 
     def _check_dir(self, directory: Path, needed: list[str]) -> None:
-        if not directory.is_dir():
-            raise DataError(f"{self.name}: data directory {str(directory)!r} does not exist. Expected the files "
-                            f"{', '.join(self.expected_files())} in it. {self.source_hint}")
-        missing = [f for f in needed if not (directory / f).is_file()]
-        if missing:
-            raise DataError(f"{self.name}: data directory {str(directory)!r} lacks {', '.join(missing)}. "
-                            f"Expected the files {', '.join(self.expected_files())} in it. {self.source_hint}")
+        require_files(self.name, directory, needed, self.expected_files(), self.source_hint)
 
     def paths(self, directory: str | os.PathLike, split: str) -> tuple[Path, Path]:
         if split not in self.prefixes:

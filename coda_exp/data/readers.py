@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coda_exp.data.errors import DataError
+from coda_exp.data.errors import DataError, require_files
 
 SPLITS = ("train", "validation", "test")
 
@@ -51,13 +51,8 @@ class Reader(ABC):
         )
 
     def path(self, directory: str | os.PathLike, split: str) -> Path:
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise DataError(self.missing_message(directory, ["everything (not a directory)"]))
-        missing = [f for f in self.expected_files() if not (directory / f).is_file()]
-        if missing:
-            raise DataError(self.missing_message(directory, missing))
-        return directory / self.files[split]
+        expected = self.expected_files()
+        return require_files(self.name, directory, expected, expected, self.source_hint) / self.files[split]
 
     def label_id(self, label: str, where: str) -> int:
         try:

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.errors import DataError
+from coda_exp.data.errors import DataError, require_files
 
 SPLITS = ("train", "validation", "test")
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -201,14 +201,7 @@ class SstReader(TextReader):
 
     def path(self, directory: Path, split: str) -> Path:
         names = [f"{self.prefix}.{s}" for s in ("train", "dev", "test")]
-        if not directory.is_dir():
-            raise DataError(f"{self.name}: data directory {str(directory)!r} does not exist; expected "
-                            f"{self.layout()} in it. {self.source_hint}")
-        missing = [n for n in names if not (directory / n).is_file()]
-        if missing:
-            raise DataError(f"{self.name}: data directory {str(directory)!r} lacks {', '.join(missing)}; "
-                            f"expected {self.layout()}. {self.source_hint}")
-        return directory / names[SPLITS.index(split)]
+        return require_files(self.name, directory, names, names, self.source_hint) / names[SPLITS.index(split)]
 
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         path = self.path(directory, split)
