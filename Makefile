@@ -13,7 +13,7 @@ RUN_ARGS ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run quickstart test test-full tables bench fixtures lint clean \
+.PHONY: help setup run quickstart test test-full tables bench estimate fixtures lint clean \
 	reproduce-table-2 reproduce-table-3 reproduce-table-4 reproduce-table-5 reproduce-table-6 reproduce-table-7 \
 	reproduce-table-8 reproduce-table-9
 
@@ -47,6 +47,9 @@ tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from resu
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
 	$(PY) scripts/bench_attention.py
+
+estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu model=coda_transformer [scale=cpu]"
+	$(PY) scripts/estimate_runtime.py $(ARGS)
 
 reproduce-table-2: $(STAMP) ## CoDA Table 2 (TrecQA, WikiQA, UDC; D-ATT vs +CoDA, 3 seeds) at SCALE=paper|cpu|fixture
 	$(PY) train.py -m experiment=table_2 scale=$(SCALE) $(RUN_ARGS)
