@@ -46,7 +46,7 @@ tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from resu
 	$(PY) scripts/make_tables.py
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
-	$(PY) scripts/bench_attention.py
+	$(PY) scripts/bench_attention.py --omp-policy both
 
 estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu model=coda_transformer [scale=cpu]"
 	$(PY) scripts/estimate_runtime.py $(ARGS)

@@ -35,6 +35,24 @@ def _hydra_overrides() -> list[str]:
     return []
 
 
+# Overrides that change a run's training or evaluation budget: a run with any of them is not at its scale group's
+# setting, so its record's scale says so (``cpu (task.max_steps=10000)``) and tables never pool it with runs at the
+# plain scale. An explicit ``scale_name=...`` override is taken as the user's own label.
+BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs",
+               "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
+               "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
+               "trainer.limit_test_batches")
+
+
+def scale_label(scale_name: str, overrides: list[str]) -> str:
+    """The record's ``scale``: the scale group's name, plus every budget-changing override (``BUDGET_KEYS``)."""
+    parsed = [(o.lstrip("+~").split("=", 1)[0].strip(), o.lstrip("+~")) for o in overrides]
+    if any(key == "scale_name" for key, _ in parsed):
+        return str(scale_name)
+    changed = [text for key, text in parsed if key in BUDGET_KEYS]
+    return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)
+
+
 def attention_options(cfg: DictConfig) -> dict[str, Any]:
     """The attention's options as recorded in the run record: its name and every value but Hydra's own keys
     (``model.attention`` of pairwise models, ``model.scoring`` of Transformers)."""
@@ -224,7 +242,7 @@ def run(cfg: DictConfig) -> float | None:
             "model": cfg.model.name,
             "attention": attention_options(cfg),
             "seed": int(cfg.seed),
-            "scale": cfg.scale_name,
+            "scale": scale_label(cfg.scale_name, _hydra_overrides()),
             "metrics": metrics,
             "steps": int(trainer.global_step),
             "epochs": int(trainer.current_epoch),

@@ -11,7 +11,17 @@ what was allocated before the call; on CPU the growth of the peak resident set (
 call) over the resident set before it, during one fwd+bwd run in a fresh subprocess, after the inputs exist and
 kernels are loaded: every temporary the call needs, including the gradients it allocates.
 
+Timed runs of the implementations of one shape are interleaved (rep 1 of each, rep 2 of each, ...), so a drift
+in the machine's speed hits numerator and denominator of a ratio alike.
+
+OpenMP wait policy (``--omp-policy``; it must be fixed before torch loads, so each policy runs in its own
+subprocess): PASSIVE (idle workers sleep) is what train.py, the Makefile and the tests use, because with spinning
+workers a machine whose cores are also busy with other work slowed steps 20-600x; ACTIVE (spinning) is faster on a
+dedicated machine (thread wake-ups cost every small op). ``both`` (what ``make bench`` runs) prints the table
+under each and a summary of the ratios side by side.
+
     python scripts/bench_attention.py [--quick] [--device cpu|cuda|all] [--json OUT] [--reps N]
+                                      [--omp-policy PASSIVE|ACTIVE|both]
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # cores from the other, which on a loaded 2-core machine made every row (SDPA included) up to 20x slower. Passive
 # waiting must be chosen before torch loads its runtime (docs/attention.md, "Thread pools").
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if not os.environ["OMP_WAIT_POLICY"]:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import torch
 
@@ -101,17 +114,20 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_ms(step, device: str, reps: int) -> float:
-    for _ in range(2):
-        step()
+def time_ms(steps: dict, device: str, reps: int) -> dict[str, float]:
+    """Median fwd+bwd ms of each step after 2 warm-ups, the timed runs interleaved across the steps."""
+    for step in steps.values():
+        for _ in range(2):
+            step()
     sync(device)
-    times = []
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(reps):
-        start = time.perf_counter()
-        step()
-        sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            sync(device)
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def peak_mb(cfg: dict, impl: str, device: str) -> float:
@@ -160,40 +176,85 @@ def _probe(spec: str) -> None:
     print((peak - before) / 1024)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="L=128 and the DecompAtt shape only, 3 reps")
-    parser.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
-    parser.add_argument("--reps", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")
-    parser.add_argument("--json", default=None, help="write the rows to this JSON file")
-    parser.add_argument("--_probe", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args._probe:
-        _probe(args._probe)
-        return
+def _shape(cfg: dict) -> str:
+    if cfg["kind"] == "transformer":
+        return f"B={cfg['B']} H={cfg['H']} L={cfg['L']} d={cfg['d']}"
+    return f"DecompAtt B={cfg['B']} L={cfg['L']} d={cfg['d']}"
+
+
+def run_all(args) -> list[dict]:
     reps = args.reps or (3 if args.quick else 7)
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     rows = []
     header = f"{'device':6} {'shape':28} {'impl':11} {'fwd+bwd ms':>11} {'x base':>7} {'peak MB':>9} {'x base':>7}"
     kernels = "numba fused CoDA + numba L1 kernels" if HAVE_NUMBA else "numba missing: coda = coda-plain = cdist"
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {kernels}, "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}\n{header}\n{'-' * len(header)}")
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, load average {load}\n{header}\n{'-' * len(header)}",
+          flush=True)
     for device in devices:
         for cfg in configs(args.quick):
-            shape = (f"B={cfg['B']} H={cfg['H']} L={cfg['L']} d={cfg['d']}" if cfg["kind"] == "transformer"
-                     else f"DecompAtt B={cfg['B']} L={cfg['L']} d={cfg['d']}")
-            base = None
-            for impl in impls(cfg["kind"]):
-                ms = time_ms(make_step(cfg, impl, device), device, reps)
+            names = impls(cfg["kind"])
+            ms = time_ms({impl: make_step(cfg, impl, device) for impl in names}, device, reps)
+            base_ms, base_mb = ms[BASELINE[cfg["kind"]]], None
+            for impl in names:
                 mb = peak_mb(cfg, impl, device)
-                if impl == BASELINE[cfg["kind"]]:
-                    base = (ms, mb)
-                row = dict(device=device, **cfg, impl=impl, ms=ms, peak_mb=mb, time_ratio=ms / base[0],
-                           mem_ratio=mb / base[1] if base[1] > 0 else float("nan"))
+                base_mb = mb if impl == BASELINE[cfg["kind"]] else base_mb
+                row = dict(device=device, **cfg, impl=impl, ms=ms[impl], peak_mb=mb,
+                           omp_wait_policy=os.environ["OMP_WAIT_POLICY"], time_ratio=ms[impl] / base_ms,
+                           mem_ratio=mb / base_mb if base_mb > 0 else float("nan"))
                 rows.append(row)
-                print(f"{device:6} {shape:28} {impl:11} {ms:11.1f} {row['time_ratio']:7.2f} {mb:9.1f} "
+                print(f"{device:6} {_shape(cfg):28} {impl:11} {ms[impl]:11.1f} {row['time_ratio']:7.2f} {mb:9.1f} "
                       f"{row['mem_ratio']:7.2f}", flush=True)
+    return rows
+
+
+def run_policies(args, policies: list[str]) -> list[dict]:
+    """Each policy in a fresh subprocess (libgomp reads OMP_WAIT_POLICY once, when torch loads it)."""
+    rows = []
+    forwarded = ["--device", args.device] + (["--quick"] if args.quick else []) + (
+        ["--reps", str(args.reps)] if args.reps else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        for policy in policies:
+            out = Path(tmp) / f"{policy}.json"
+            env = dict(os.environ, OMP_WAIT_POLICY=policy)
+            res = subprocess.run([sys.executable, __file__, *forwarded, "--omp-policy", policy, "--json", str(out)],
+                                 check=False, env=env)
+            if res.returncode != 0 or not out.exists():  # keep the other policy's rows
+                print(f"bench under OMP_WAIT_POLICY={policy} failed (exit {res.returncode}); its rows are missing",
+                      file=sys.stderr)
+                continue
+            rows += json.loads(out.read_text())
+            print()
+    print("CoDA (fused) time / softmax time, each measured side by side within one policy's run:")
+    print(f"{'device':6} {'shape':28} " + " ".join(f"{p:>8}" for p in policies))
+    keys = list(dict.fromkeys((r["device"], _shape(r)) for r in rows if r["impl"] == "coda"))
+    for device, shape in keys:
+        ratios = [next((f"{r['time_ratio']:7.2f}x" for r in rows if r["impl"] == "coda" and r["device"] == device
+                        and _shape(r) == shape and r["omp_wait_policy"] == p), "       -") for p in policies]
+        print(f"{device:6} {shape:28} " + " ".join(ratios))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="L=128 and the DecompAtt shape only, 3 reps")
+    parser.add_argument("--device", default="all", choices=["cpu", "cuda", "all"])
+    parser.add_argument("--reps", type=int, default=None, help="timed runs per measurement (default 7, quick 3)")
+    parser.add_argument("--json", default=None, help="write the rows to this JSON file")
+    parser.add_argument("--omp-policy", default=None, choices=["PASSIVE", "ACTIVE", "both"],
+                        help="OpenMP wait policy (default: $OMP_WAIT_POLICY, else PASSIVE); both: one run each")
+    parser.add_argument("--_probe", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._probe:
+        _probe(args._probe)
+        return
+    wanted = args.omp_policy or os.environ["OMP_WAIT_POLICY"]
+    if wanted == "both" or wanted.upper() != os.environ["OMP_WAIT_POLICY"].upper():
+        rows = run_policies(args, ["PASSIVE", "ACTIVE"] if wanted == "both" else [wanted])
+    else:
+        rows = run_all(args)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

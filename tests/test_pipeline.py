@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from coda_exp import results, table_render, tables
-from coda_exp.pipeline import run
+from coda_exp.pipeline import run, scale_label
 
 from .conftest import FIXTURES, ROOT
 
@@ -103,9 +103,20 @@ def test_multirun_two_jobs_then_tables(tmp_path):
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert sorted(r["seed"] for r in recs) == [1, 2]
     assert all(r["overrides"] and "task=wikiqa" in r["overrides"] for r in recs)
+    assert {r["scale"] for r in recs} == {"fixture (task.epochs=1)"}  # a budget override is part of the scale
     spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
     md = table_render.render_markdown(tables.build_table(spec, recs))
     assert "n=2" in md and "fixture" in md
+
+
+@pytest.mark.parametrize("overrides,label", [
+    (["model=transformer", "seed=1", "scale=cpu"], "cpu"),
+    (["scale=cpu", "task.max_steps=10000", "task.val_check_interval=2500"], "cpu (task.max_steps=10000)"),
+    (["+data.num_test=50", "debug=limit"], "cpu (data.num_test=50, debug=limit)"),
+    (["task.max_steps=10000", "scale_name=cpu-10k"], "cpu"),  # the user's own label (cfg.scale_name) wins
+])
+def test_scale_label_names_budget_overrides(overrides, label):
+    assert scale_label("cpu", overrides) == label
 
 
 def test_a_failing_job_does_not_lose_the_others(tmp_path):
