@@ -179,3 +179,18 @@ def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys):
     assert out["train_s"] == pytest.approx(out["steps"] * out["per_step_s"])
     assert out["total_s"] == pytest.approx(out["train_s"] + out["eval_s"])
     assert "total:" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_attention_runs_under_both_wait_policies(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_attention.py"), "--quick", "--reps", "1",
+                           "--device", "cpu", "--omp-policy", "both", "--json", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {r["omp_wait_policy"] for r in rows} == {"PASSIVE", "ACTIVE"}
+    assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in rows)
+    base = [r for r in rows if r["impl"] in ("sdpa", "softmax")]
+    assert len(base) == 4 and all(r["time_ratio"] == 1.0 for r in base)
+    assert "PASSIVE   ACTIVE" in proc.stdout
