@@ -34,7 +34,7 @@ def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     assert len(recs) == 1
     rec = recs[0]
     assert rec["task"] == "wikiqa" and rec["model"] == "decompatt" and rec["seed"] == 3
-    assert rec["scale"] == "fixture" and rec["attention"]["name"] == "softmax"
+    assert rec["scale"] == "fixture (task.epochs=2)" and rec["attention"]["name"] == "softmax"
     assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
     assert rec["metrics"]["val/map"] == pytest.approx(monitored)
     assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
