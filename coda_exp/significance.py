@@ -111,6 +111,8 @@ def mcnemar_exact_p(b: int, c: int) -> float:
 # ---- per-unit outcomes from saved test predictions -------------------------------------------------------
 
 _ACC = re.compile(r"^test/acc(?:_(\w+))?$")
+_ACC_SEQ = re.compile(r"^test/acc_seq$")  # exact match of the generated output (sequence tasks)
+_TEACHER_FORCED = re.compile(r"^test/acc_(?:seq|tok)_tf$")
 _RECALL_AT_1 = re.compile(r"^test/r(\d+)@1(?:_(\w+))?$")
 
 
@@ -123,9 +125,16 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
     """Right/wrong per test unit for ``metric``, keyed by unit, or None when the metric has none.
 
     ``test/acc[_set]``: per example (``prediction == label``; rows of test set ``set`` only).
+    ``test/acc_seq``: per example of a sequence task (its saved ``exact``: generated tokens == reference tokens).
     ``test/rN@1[_set]``: per group with one relevant candidate, as :mod:`coda_exp.metrics.ranking` counts it
     (its relevant candidate and the first N-1 others in input order; ties counted against it).
     """
+    if _TEACHER_FORCED.match(metric):
+        return None  # computed under teacher forcing; no per-example outcome is saved
+    if _ACC_SEQ.match(metric) and rows and "reference" in rows[0]:
+        # records written before ``exact`` was saved: the detokenised texts (equal for character-level tasks)
+        return {(r["index"], r["reference"]): bool(r.get("exact", r["hypothesis"] == r["reference"]))
+                for r in rows}
     m = _ACC.match(metric)
     if m:
         rows = [r for r in rows if r.get("test_set") == m.group(1)] if m.group(1) else rows

@@ -156,8 +156,10 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, task, model):
         assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
         assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
     with gzip.open(rec["predictions"], "rt") as f:
-        first = json.loads(f.readline())
-    assert {"index", "hypothesis", "reference"} <= set(first)
+        rows = [json.loads(line) for line in f]
+    assert all({"index", "hypothesis", "reference", "exact"} <= set(r) for r in rows)
+    # the saved per-example outcomes reproduce the recorded exact-match accuracy (for paired tests)
+    assert sum(r["exact"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_seq"])
 
 
 @pytest.mark.parametrize("overrides,steps", [

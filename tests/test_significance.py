@@ -128,3 +128,18 @@ def test_outcomes_per_test_set_and_per_ranking_group():
 def test_format_p():
     assert [format_p(p) for p in (0.0004, 0.0213, 0.05, 0.2187, 1.0)] == ["< 0.001", "0.021", "0.050", "0.22",
                                                                           "1.00"]
+
+
+def test_outcomes_of_sequence_exact_match():
+    # saved ``exact`` (token match) wins; older rows without it fall back to comparing the texts
+    rows = [{"index": 0, "hypothesis": "12", "reference": "12", "exact": True},
+            {"index": 1, "hypothesis": "a b", "reference": "a  b", "exact": True},
+            {"index": 2, "hypothesis": "-7", "reference": "-9"}]
+    assert outcomes("test/acc_seq", rows) == {(0, "12"): True, (1, "a  b"): True, (2, "-9"): False}
+    assert outcomes("test/acc_seq_tf", rows) is None and outcomes("test/acc_tok_tf", rows) is None
+    base = [dict(r, exact=ok) for r, ok in zip(rows, [True, False, False])]
+    treat = [dict(r, exact=ok) for r, ok in zip(rows, [True, True, True])]
+    res = paired_test("test/acc_seq", [(base, treat)])
+    assert (res.b, res.c) == (0, 2) and res.p == pytest.approx(0.5)  # Binomial(2, 1/2): 2 * P(X <= 0)
+    other = [dict(r, reference=r["reference"] + "0") for r in treat]
+    assert "differ" in paired_test("test/acc_seq", [(base, other)]).note

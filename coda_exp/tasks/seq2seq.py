@@ -111,8 +111,9 @@ class Seq2SeqTask(TaskModule):
         # each process scores its own shard; the mean over processes is exact for equal shard sizes
         self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
         if stage == "test":
-            self.test_predictions = [{"index": i, "hypothesis": h, "reference": r}
-                                     for (i, _, _), h, r in zip(rows, hyp_text, ref_text)]
+            # ``exact``: the token sequences match (what acc_seq counts), kept for paired tests across models
+            self.test_predictions = [{"index": i, "hypothesis": h, "reference": r, "exact": hyp == ref}
+                                     for (i, hyp, ref), h, r in zip(rows, hyp_text, ref_text)]
 
     def on_validation_epoch_start(self) -> None:
         self._start("val")
