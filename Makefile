@@ -10,6 +10,8 @@ export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 export OMP_WAIT_POLICY ?= PASSIVE
 RUN_ARGS ?=
+# e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
+TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
@@ -23,10 +25,11 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[dev,launchers]'
 	touch $(STAMP)
 
-setup: $(STAMP) ## create .venv and install the package with test and launcher extras (torch CPU pinned)
+setup: $(STAMP) ## create .venv and install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build)
 
 run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~15 min), then print it
 	$(PY) train.py -m experiment=table_6 scale=cpu seed=1 $(RUN_ARGS)

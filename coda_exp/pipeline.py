@@ -130,7 +130,17 @@ def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None
 
 
 def build_loggers(cfg: DictConfig) -> list:
-    return [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    out = []
+    for c in (cfg.get("logger") or {}).values():
+        if c is None:
+            continue
+        extra = {}
+        if str(c.get("_target_", "")).endswith("WandbLogger") and "mode" not in c:
+            # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline
+            # logger leaves set for later jobs of a sweep): logger.wandb.offline=false really goes online
+            extra["mode"] = "offline" if c.get("offline", False) else "online"
+        out.append(instantiate(c, **extra))
+    return out
 
 
 def device_description(trainer: pl.Trainer) -> str:

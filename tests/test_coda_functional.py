@@ -144,7 +144,7 @@ def test_compositional_pool_is_eq7():
     m = torch.randn(2, 5, 7, dtype=torch.float64, generator=gen)
     a = torch.randn(2, 5, 3, dtype=torch.float64, generator=gen)
     b = torch.randn(2, 7, 3, dtype=torch.float64, generator=gen)
-    a2, b2 = compositional_pool(m, a, b)
+    a2, b2 = compositional_pool(M=m, a=a, b=b)  # the issue names the argument M
     torch.testing.assert_close(a2[1, 2], sum(m[1, 2, j] * b[1, j] for j in range(7)))
     torch.testing.assert_close(b2[0, 6], sum(m[0, i, 6] * a[0, i] for i in range(5)))
 

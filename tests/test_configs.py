@@ -82,6 +82,13 @@ def test_logger_instantiates(make_cfg, logger):
     assert len(loggers) == (0 if logger == "none" else 1)
     if logger == "wandb":
         assert cfg.logger.wandb.offline is True  # offline unless the user opts in
+        assert loggers[0]._wandb_init["mode"] == "offline"
+
+
+def test_wandb_online_opt_in_beats_the_offline_environment(make_cfg, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # what `make` exports
+    (lg,) = pipeline.build_loggers(make_cfg("logger=wandb", "logger.wandb.offline=false"))
+    assert lg._wandb_init["mode"] == "online"  # passed to wandb.init, which prefers it to WANDB_MODE
 
 
 @pytest.mark.parametrize("callbacks", covers("callbacks", options("callbacks")))
@@ -130,3 +137,9 @@ def test_every_config_file_is_tested():
     # runs last in this module (pytest keeps file order): every group file must have been exercised above
     missing = [str(p.relative_to(CONFIGS)) for p in GROUP_FILES if p not in COVERED]
     assert not missing, f"config files with no test: {missing}"
+
+
+@pytest.mark.parametrize("task,default", [("wikiqa", "answered"), ("trecqa", "clean"), ("udc", "raw")])
+def test_ranking_eval_protocol_is_a_command_line_option(make_cfg, task, default):
+    assert instantiate(make_cfg(f"task={task}").data).eval_protocol == default
+    assert instantiate(make_cfg(f"task={task}", "data.eval_protocol=raw").data).eval_protocol == "raw"

@@ -6,12 +6,12 @@ from coda_exp.metrics import GroupedRanking, ranking_scores
 
 def test_map_mrr_hand_computed():
     # query 0: ranking by score = [pos, neg, pos]       AP = (1/1 + 2/3) / 2 = 0.8333, RR = 1
-    # query 1: ranking by score = [neg, neg, pos, neg]  AP = 1/3,                     RR = 1/3
+    # query 1: ranking by score = [neg, neg, neg, pos]  AP = 1/4,                     RR = 1/4
     # query 2: no positive -> skipped
     scores = torch.tensor([0.9, 0.5, 0.1, -0.2, -0.1, -0.7, -0.3, 3.0, 2.0])
     labels = torch.tensor([1, 0, 1, 0, 0, 1, 0, 0, 0])
     groups = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2])
-    # query 1 order: -0.1 (neg), -0.2 (neg), -0.3 (neg), -0.7 (pos) -> AP = 1/4, RR = 1/4
+    # (query 1 by score: -0.1 neg, -0.2 neg, -0.3 neg, -0.7 pos)
     out = ranking_scores(scores, labels, groups)
     assert out["queries"] == 2 and out["skipped_queries"] == 1
     assert out["map"] == pytest.approx(((1 + 2 / 3) / 2 + 1 / 4) / 2)

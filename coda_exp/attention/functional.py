@@ -129,6 +129,6 @@ def coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: to
                  center_over, keep_all=False, fused=fused)["M"]
 
 
-def compositional_pool(m: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def compositional_pool(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 7: A' = M B (..., la, d) and B' = M^T A (..., lb, d), for M (..., la, lb), a (..., la, d), b (..., lb, d)."""
-    return m @ b, m.transpose(-1, -2) @ a
+    return M @ b, M.transpose(-1, -2) @ a
