@@ -183,3 +183,43 @@ def test_hub_path_maps_the_hub_schema(tmp_path, monkeypatch):
     m.setup()
     assert ("snli", "train") in calls and len(m.splits["train"]) == 1  # the hub's -1 ("no gold label") dropped
     assert m.splits["validation"]["label"][0] == 2
+
+
+def test_pretrained_vectors_extend_the_vocabulary_with_evaluation_words(tmp_path):
+    base = dm(tmp_path / "base")
+    train_words = set(base.vocab.stoi)
+    test_texts = list(base.splits["test"]["text_a"]) + list(base.splits["test"]["text_b"])
+    test_only = sorted({w for t in test_texts for w in tokenize(t, True)} - train_words)
+    assert test_only, "the SNLI fixture's test split should have words the training split lacks"
+    word = test_only[0]
+    vec = tmp_path / "vec.txt"
+    vec.write_text(f"man 1 2\n{word} 5 6\nzzz-in-no-split 7 8\n")
+    m = dm(tmp_path / "ext", embeddings={"path": str(vec)})
+    wid = m.vocab.stoi[word]
+    assert wid >= len(base.vocab) and "zzz-in-no-split" not in m.vocab.stoi  # appended; only evaluation words
+    assert torch.equal(m.embedding_matrix[wid], torch.tensor([5.0, 6.0]))
+    assert m.stats["vocab_added_from_embeddings"] == 1
+    assert any(wid in ids for ids in list(m.splits["test"]["a_ids"]) + list(m.splits["test"]["b_ids"]))
+    assert all(m.vocab.stoi[w] == i for i, w in enumerate(base.vocab.itos))  # training ids unchanged
+    off = dm(tmp_path / "off", embeddings={"path": str(vec), "extend_vocab": False})
+    assert word not in off.vocab.stoi and len(off.vocab) == len(base.vocab)
+
+
+def test_vocab_extend_and_load_pretrained_extra_words(tmp_path):
+    vocab = Vocab(["the", "cat"])
+    vocab.extend(["dog", "the", "dog"])
+    assert vocab.itos == ["<pad>", "<unk>", "the", "cat", "dog"] and vocab.stoi["dog"] == 4
+    vec = tmp_path / "v.txt"
+    vec.write_text("Emu 1 1\nthe 2 2\nyak 3 3\nemu 9 9\n")
+    matrix, found = load_pretrained(vec, vocab, extra_words={"emu", "gnu"})
+    assert vocab.itos[-1] == "emu" and "gnu" not in vocab.stoi  # the first casing of a lowercased word wins
+    assert found == 2 and torch.equal(matrix[vocab.stoi["emu"]], torch.tensor([1.0, 1.0]))
+
+
+def test_capped_splits_are_the_same_subset_for_every_run_seed(tmp_path):
+    a = dm(tmp_path / "a", seed=1, max_train_examples=5, max_eval_examples=3)
+    b = dm(tmp_path / "b", seed=2, max_train_examples=5, max_eval_examples=3)
+    c = dm(tmp_path / "c", seed=1, max_train_examples=5, max_eval_examples=3, subset_seed=7)
+    texts = [list(m.splits[s]["text_a"]) for m in (a, b, c) for s in ("train", "test")]
+    assert texts[0] == texts[2] and texts[1] == texts[3]  # seeds 1 and 2: the same subsets
+    assert len(texts[0]) == 5 and texts[0] != texts[4]  # another subset_seed: another subset

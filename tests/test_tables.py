@@ -285,12 +285,11 @@ def test_shipped_paper_numbers_match_spec_md(shipped, key):
 
 def test_shipped_selection_details(shipped):
     t8 = shipped["table_8"]
-    assert t8.columns[0].match == {"model": "coda_transformer"} and t8.columns[0].metric == "val/bleu_tok"
-    assert [(r.match["attention.center_e"], r.match["attention.center_n"]) for r in t8.rows] == [
-        (False, False),
-        (True, False),
-        (True, True),
-    ]
+    assert t8.columns[0].match == {"model": "coda_transformer", "attention.gate_scale": None}
+    assert t8.columns[0].metric == "val/bleu_tok"
+    # the row's own f_N(N) gate: 2·sigmoid(N) uncentred (eq. 5), sigmoid(N′) as printed when N is centred
+    assert [(r.match["attention.center_e"], r.match["attention.center_n"], r.match["attention.gate_scale"])
+            for r in t8.rows] == [(False, False, 2.0), (True, False, 2.0), (True, True, 1.0)]
     assert all(c.metric.startswith("val/") for c in t8.columns)
     t9 = shipped["table_9"]
     assert all(not r.match["attention.center_e"] and not r.match["attention.center_n"] for r in t9.rows)

@@ -29,9 +29,15 @@ def _first_line(path: Path) -> list[str]:
                         "convert it to the text format first") from None
 
 
-def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = True,
-                    seed: int = 0) -> tuple[torch.Tensor, int]:
-    """Return ``(matrix (len(vocab), dim), number of vocabulary words found in the file)``."""
+def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = True, seed: int = 0,
+                    extra_words: set[str] | None = None) -> tuple[torch.Tensor, int]:
+    """Return ``(matrix (len(vocab), dim), number of vocabulary words found in the file)``.
+
+    ``extra_words`` (words outside ``vocab``, e.g. those only the development and test texts contain): the ones
+    the file has a vector for are appended to ``vocab`` in place (in the file's order) before the matrix is built,
+    so frozen pretrained vectors cover them instead of ``<unk>``; words the file lacks stay unknown. One pass over
+    the file either way.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
@@ -42,6 +48,8 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
     if dim < 1:
         raise DataError(f"{path}:1: cannot infer the vector size from the first line")
     found: dict[int, torch.Tensor] = {}
+    extra_found: dict[str, torch.Tensor] = {}
+    extra_words = extra_words or set()
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if has_header and lineno == 1:
@@ -55,12 +63,20 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
             if lowercase:
                 word = word.lower()
             idx = vocab.stoi.get(word)
-            if idx is None or idx in found or idx == vocab.pad_id:
+            is_extra = idx is None and word in extra_words and word not in extra_found
+            if not is_extra and (idx is None or idx in found or idx == vocab.pad_id):
                 continue  # with lowercasing, the first (most frequent) casing wins
             try:
-                found[idx] = torch.tensor([float(x) for x in parts[-dim:]])
+                vec = torch.tensor([float(x) for x in parts[-dim:]])
             except ValueError:
                 raise DataError(f"{path}:{lineno}: non-numeric vector component for {word!r}") from None
+            if is_extra:
+                extra_found[word] = vec
+            else:
+                found[idx] = vec
+    if extra_found:
+        vocab.extend(extra_found)
+        found.update((vocab.stoi[w], v) for w, v in extra_found.items())
     gen = torch.Generator().manual_seed(seed)
     if found:
         stacked = torch.stack(list(found.values()))

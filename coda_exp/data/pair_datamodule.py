@@ -60,7 +60,8 @@ class PairDataModule(pl.LightningDataModule):
 
     ``dir=None`` loads ``hub_id`` with the ``datasets`` library. The vocabulary is built on the training split
     (``min_freq``, ``max_vocab``) and cached under ``cache_dir``; ``embeddings.path`` optionally loads GloVe /
-    word2vec text vectors for it.
+    word2vec text vectors for it, and with ``embeddings.extend_vocab`` (default) adds the validation/test words
+    that the vectors cover (frozen vectors need no training; other unseen words stay ``<unk>``).
 
     Ranking tasks (``ranking=True``): ``eval_protocol`` says which groups (questions) validation and test keep:
     ``answered`` drops groups with no positive candidate (the standard WikiQA protocol), ``clean`` also drops
@@ -70,7 +71,10 @@ class PairDataModule(pl.LightningDataModule):
 
     Benchmarks without a validation file (MNLI, whose development sets are its test sets here) take it from
     the training file: ``validation_from_train`` (a fraction) of the training examples, drawn with the fixed
-    ``holdout_seed`` (not the run's seed, so every run selects its model on the same examples). Several test
+    ``holdout_seed`` (not the run's seed, so every run selects its model on the same examples). Likewise a split
+    capped by ``max_train_examples`` / ``max_eval_examples`` is a random subset drawn with the fixed
+    ``subset_seed``: runs of different seeds train and are tested on the same examples, so a comparison across
+    seeds measures the models, not which subset each seed drew. Several test
     sets (``test_<name>`` splits of the reader) give several test dataloaders, in the reader's order.
     """
 
@@ -80,7 +84,7 @@ class PairDataModule(pl.LightningDataModule):
                  embeddings: dict | None = None, ranking: bool = False, eval_only_answered: bool = True,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
                  num_workers: int = 0, seed: int = 0, eval_protocol: str | None = None,
-                 validation_from_train: float | None = None, holdout_seed: int = 0):
+                 validation_from_train: float | None = None, holdout_seed: int = 0, subset_seed: int = 0):
         super().__init__()
         self.reader = get_reader(dataset)
         self.dir = dir
@@ -103,6 +107,7 @@ class PairDataModule(pl.LightningDataModule):
             raise DataError(f"{self.reader.name} has no validation file; set data.validation_from_train to the "
                             "fraction of the training file to hold out for validation")
         self.validation_from_train, self.holdout_seed = validation_from_train, holdout_seed
+        self.subset_seed = subset_seed
         self.test_sets = self.reader.test_splits()
         self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
                              **{s: max_eval_examples for s in self.test_sets}}
@@ -194,7 +199,7 @@ class PairDataModule(pl.LightningDataModule):
                     keep.append(i)
                 ds = ds.select(keep)
             else:
-                ds = ds.shuffle(seed=self.seed).select(range(limit))
+                ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
         groups = {g: i for i, g in enumerate(dict.fromkeys(ds["group"]))}
         ds = ds.map(lambda g, idx: {"group_idx": groups[g], "index": idx}, input_columns="group",
                     with_indices=True)
@@ -222,6 +227,16 @@ class PairDataModule(pl.LightningDataModule):
         vocab.save(path)
         return vocab
 
+    def _eval_words(self, raw: dict[str, datasets.Dataset]) -> set[str]:
+        """Words of the validation and test texts that the training vocabulary lacks (candidates for pretrained
+        vectors: with frozen embeddings they need no training, as in Parikh et al.'s and the CoDA setups)."""
+        words: set[str] = set()
+        for split, ds in raw.items():
+            if split != "train":
+                for col in ("text_a", "text_b"):
+                    words.update(w for t in ds[col] for w in tokenize(t, self.lowercase))
+        return words - set(self.vocab.stoi)
+
     def _raw_splits(self) -> dict[str, datasets.Dataset]:
         names = ["train", *(["validation"] if self.validation_from_train is None else []), *self.test_sets]
         raw = {s: self._raw_split(s) for s in names}
@@ -242,16 +257,19 @@ class PairDataModule(pl.LightningDataModule):
             return
         raw = {s: self._prepare_split(s, d) for s, d in self._raw_splits().items()}
         self.vocab = self._build_vocab(raw["train"])
+        path = self.embeddings_cfg.get("path")
+        if path:  # before encoding: the vocabulary may grow by evaluation words the vectors cover
+            extra = self._eval_words(raw) if self.embeddings_cfg.get("extend_vocab", True) else None
+            train_size = len(self.vocab)
+            self.embedding_matrix, found = load_pretrained(path, self.vocab, lowercase=self.lowercase,
+                                                           seed=self.seed, extra_words=extra)
+            self.stats["embeddings_found"] = found
+            self.stats["vocab_added_from_embeddings"] = len(self.vocab) - train_size
         self.splits = {s: self._encode(d) for s, d in raw.items()}
         for s, d in self.splits.items():
             self.stats[f"{s}_examples"] = len(d)
         self.stats["vocab_size"] = len(self.vocab)
-        path = self.embeddings_cfg.get("path")
-        if path:
-            self.embedding_matrix, found = load_pretrained(path, self.vocab, lowercase=self.lowercase,
-                                                           seed=self.seed)
-            self.stats["embeddings_found"] = found
-        else:
+        if not path:
             msg = ("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised "
                    "and trained, so numbers will not match the paper's")
             log.warning(msg)

@@ -53,7 +53,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
     class-label problems). Batches hold ``batch_size`` examples, or, when ``max_tokens`` is set, as many as fit in
     ``max_tokens`` padded tokens (:class:`~coda_exp.data.batching.TokenBatchSampler`, also for evaluation).
     ``index`` is the example's position in its split as the reader yields it (kept through subsetting), so test
-    predictions map back to the files. ``val_fraction`` is IMDb's held-out share of ``train`` (0: validate on
+    predictions map back to the files; a split capped by ``max_*_examples`` is a random subset drawn with the
+    fixed ``subset_seed`` (the same examples for every run seed). ``val_fraction`` is IMDb's held-out share of ``train`` (0: validate on
     the test set, as Tensor2Tensor did); it is ignored for SST, whose files have a dev split.
     """
 
@@ -62,7 +63,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
                  append_eos: bool = True, batch_size: int = 64, eval_batch_size: int | None = None,
                  max_tokens: int | None = None, bucket_width: int = 8, val_fraction: float = 0.1,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0, seed: int = 0):
+                 num_workers: int = 0, seed: int = 0, subset_seed: int = 0):
         super().__init__()
         if tokenizer != "bpe":
             raise DataError(f"unknown tokenizer {tokenizer!r} for text classification; available: 'bpe'")
@@ -81,7 +82,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.max_tokens, self.bucket_width = max_tokens, bucket_width
         self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
                              "test": max_eval_examples}
-        self.num_workers, self.seed = num_workers, seed
+        self.num_workers, self.seed, self.subset_seed = num_workers, seed, subset_seed
         self.splits: dict[str, datasets.Dataset] = {}
         self.tokenizer: BPETokenizer | None = None
         self.tokenizer_path: Path | None = None  # the cached BPE file (its name is the data + settings key)
@@ -124,7 +125,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             raise DataError(f"{self.reader.name}: split {split!r} ({where}) has no examples")
         limit = self.max_examples[split]
         if limit is not None and len(ds) > limit:
-            ds = ds.shuffle(seed=self.seed).select(range(limit))
+            ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
         return ds
 
     def _build_tokenizer(self, train: datasets.Dataset) -> BPETokenizer:
@@ -153,6 +154,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
         raw = {s: self._raw_split(s) for s in SPLITS}
         self.tokenizer = self._build_tokenizer(raw["train"])
         self.splits = {s: self._encode(d, s) for s, d in raw.items()}

@@ -39,6 +39,13 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
+    def extend(self, tokens: Iterable[str]) -> None:
+        """Append the tokens not yet in the vocabulary (in order); existing ids never change."""
+        for t in tokens:
+            if t not in self.stoi:
+                self.stoi[t] = len(self.itos)
+                self.itos.append(t)
+
     def encode(self, tokens: Iterable[str]) -> list[int]:
         get = self.stoi.get
         return [get(t, 1) for t in tokens]
