@@ -64,6 +64,7 @@ _LATEX_SPECIAL = (
     | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
     | {"±": r"$\pm$", "·": r"$\cdot$", "—": "---", "–": "--", "′": "$'$", "’": "'"}
     | {"†": r"$^\dagger$", "³": r"$^3$", "→": r"$\rightarrow$"}
+    | {"Δ": r"$\Delta$", "−": "$-$", "≥": r"$\geq$", "≤": r"$\leq$", "×": r"$\times$", "≈": r"$\approx$"}
 )
 
 

@@ -27,6 +27,13 @@ def test_fast_dev_run_per_task(make_cfg, task, model, tmp_path):
     assert not (tmp_path / "results" / "runs").exists()  # debug runs write no record
 
 
+@pytest.mark.parametrize("debug", ["limit", "overfit"])
+def test_debug_modes_run_on_the_fixtures_and_write_nothing(make_cfg, tmp_path, debug):
+    extra = ["trainer.max_epochs=2"] if debug == "overfit" else []
+    run(make_cfg("task=wikiqa", "scale=fixture", f"debug={debug}", "logger=none", *extra))
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.*"))
+
+
 def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     cfg = make_cfg("task=wikiqa", "scale=fixture", "task.epochs=2", "seed=3")
     monitored = run(cfg)
