@@ -2,7 +2,8 @@
 
 Shapes: Transformer self-attention per head (B=32, H=8, L=64/128/256, dk=64): SDPA (``SoftmaxScoring``) vs
 ``CoDAScoring`` with the fused numba kernel ("coda", the default), with the plain PyTorch composition on the numba
-L1 kernel ("coda-plain", ``CODA_FUSED=0``) and with torch.cdist's autograd ("coda-cdist", all PyTorch).
+L1 kernel ("coda-plain", ``CODA_FUSED=0``), with the chunked plain-PyTorch L1 backward ("coda-chunked", the
+default on CUDA, where "coda" and "coda-plain" are the same path) and with torch.cdist's autograd ("coda-cdist").
 DecompAtt cross-attention (B=64, la=lb=40, d=200, no projections): softmax both ways + pooling vs
 ``coda_matrix`` + ``compositional_pool``.
 
@@ -62,7 +63,10 @@ def configs(quick: bool) -> list[dict]:
 
 
 def impls(kind: str) -> list[str]:
-    return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-plain", "coda-cdist"]
+    return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-plain", "coda-chunked", "coda-cdist"]
+
+
+L1_BACKEND = {"coda-chunked": "chunked", "coda-cdist": "torch"}  # other impls: l1_backend=None (auto)
 
 
 @contextlib.contextmanager
@@ -86,8 +90,7 @@ def make_step(cfg: dict, impl: str, device: str):
     if cfg["kind"] == "transformer":
         shape = (cfg["B"], cfg["H"], cfg["L"], cfg["d"])
         q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
-        scoring = {"sdpa": SoftmaxScoring(), "coda": CoDAScoring(), "coda-plain": CoDAScoring(),
-                   "coda-cdist": CoDAScoring(l1_backend="torch")}[impl]
+        scoring = SoftmaxScoring() if impl == "sdpa" else CoDAScoring(l1_backend=L1_BACKEND.get(impl))
 
         def step():
             with fused_env(impl):
@@ -103,7 +106,7 @@ def make_step(cfg: dict, impl: str, device: str):
             b2 = masked_softmax(scores, None, dim=-2).transpose(1, 2) @ a
         else:
             with fused_env(impl):
-                m = coda_matrix(a, b, a, b, l1_backend="torch" if impl == "coda-cdist" else None)
+                m = coda_matrix(a, b, a, b, l1_backend=L1_BACKEND.get(impl))
             a2, b2 = compositional_pool(m, a, b)
         (a2.sum() + b2.sum()).backward()
     return step
@@ -187,7 +190,7 @@ def run_all(args) -> list[dict]:
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     devices = [d for d in devices if d == "cpu" or torch.cuda.is_available()]
     rows = []
-    header = f"{'device':6} {'shape':28} {'impl':11} {'fwd+bwd ms':>11} {'x base':>7} {'peak MB':>9} {'x base':>7}"
+    header = f"{'device':6} {'shape':28} {'impl':12} {'fwd+bwd ms':>11} {'x base':>7} {'peak MB':>9} {'x base':>7}"
     kernels = "numba fused CoDA + numba L1 kernels" if HAVE_NUMBA else "numba missing: coda = coda-plain = cdist"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {kernels}, "
@@ -205,7 +208,7 @@ def run_all(args) -> list[dict]:
                            omp_wait_policy=os.environ["OMP_WAIT_POLICY"], time_ratio=ms[impl] / base_ms,
                            mem_ratio=mb / base_mb if base_mb > 0 else float("nan"))
                 rows.append(row)
-                print(f"{device:6} {_shape(cfg):28} {impl:11} {ms[impl]:11.1f} {row['time_ratio']:7.2f} {mb:9.1f} "
+                print(f"{device:6} {_shape(cfg):28} {impl:12} {ms[impl]:11.1f} {row['time_ratio']:7.2f} {mb:9.1f} "
                       f"{row['mem_ratio']:7.2f}", flush=True)
     return rows
 

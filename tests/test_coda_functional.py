@@ -98,13 +98,15 @@ def test_unmasked_defaults_are_tanh_times_two_sigmoid():
 def test_components_are_consistent_and_invalid_pairs_exactly_zero():
     tensors, mask = make_inputs(2)
     comps = coda_components(*tensors, mask=mask, center_e=True, center_n=True)
-    assert set(comps) == {"E", "N", "E_act", "N_act", "M"}
+    assert set(comps) == {"E", "N", "E_act", "f_N", "N_act", "M"}
     full = mask.expand(comps["M"].shape)
     for value in comps.values():
         assert value.shape == full.shape
         assert torch.equal(value[~full], torch.zeros_like(value[~full]))
     torch.testing.assert_close(comps["M"], comps["E_act"] * comps["N_act"])
     torch.testing.assert_close(comps["E_act"][full], torch.tanh(comps["E"])[full])
+    torch.testing.assert_close(comps["f_N"][full], torch.sigmoid(comps["N"])[full])  # unscaled: issue 3's sigmoid(N)
+    torch.testing.assert_close(comps["N_act"], 2.0 * comps["f_N"])  # the gate, gate_scale = 2 (eq. 5)
     assert torch.equal(comps["M"], coda_matrix(*tensors, mask=mask, center_e=True, center_n=True))
     # centring: the valid pairs of every slice have zero mean
     for key in ("E", "N"):
@@ -164,3 +166,14 @@ def test_bad_options_raise_value_error_naming_the_option(option, value, needle):
     with pytest.raises(ValueError) as err:
         coda_matrix(e_a, e_b, n_a, n_b, **{option: value})
     assert needle in str(err.value)
+
+
+@pytest.mark.parametrize("e_fn,n_fn,gate_scale", [("sigmoid", "arctan", 3.0), ("tanh", "algebraic", 1.0)])
+def test_components_return_the_unscaled_f_n_beside_the_gate(e_fn, n_fn, gate_scale):
+    tensors, mask = make_inputs(12)
+    comps = coda_components(*tensors, mask=mask, e_fn=e_fn, n_fn=n_fn, gate_scale=gate_scale)
+    full = mask.expand(comps["M"].shape)
+    torch.testing.assert_close(comps["E_act"][full], REF_FN[e_fn](comps["E"])[full])
+    torch.testing.assert_close(comps["f_N"][full], REF_FN[n_fn](comps["N"])[full])
+    torch.testing.assert_close(comps["N_act"], gate_scale * comps["f_N"])
+    assert torch.equal(comps["f_N"][~full], torch.zeros_like(comps["f_N"][~full]))

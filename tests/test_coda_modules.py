@@ -52,7 +52,8 @@ def test_outputs_are_eq7_of_the_projected_coda_matrix(projection, share):
     a, b, mask_a, mask_b = _pair()
     mod = _module(projection=projection, share_projections=share, center_e=True, alpha=0.5)
     a2, b2, mats = mod(a, b, mask_a, mask_b, return_matrices=True)
-    assert a2.shape == a.shape and b2.shape == b.shape and set(mats) == {"E_act", "N_act", "M"}
+    assert a2.shape == a.shape and b2.shape == b.shape and set(mats) == {"E_act", "f_N", "N_act", "M"}
+    torch.testing.assert_close(mats["N_act"], 2.0 * mats["f_N"])  # default gate_scale = 2: the gate is 2 f_N(N)
     pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
     m = coda_matrix(mod.proj_e(a), mod.proj_e(b), mod.proj_n(a), mod.proj_n(b), alpha=0.5, center_e=True, mask=pm)
     torch.testing.assert_close(mats["M"], m)
@@ -243,3 +244,60 @@ def test_multihead_trains_with_dropout_and_grads_flow():
     out.square().sum().backward()
     assert out.shape == q.shape
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in mha.parameters())
+
+
+def _append_padding(x, mask, extra, gen):
+    """Append ``extra`` padded positions with large arbitrary content: (B, L + extra, d), (B, L + extra)."""
+    junk = 50 * torch.randn(x.shape[0], extra, x.shape[2], dtype=x.dtype, generator=gen)
+    return torch.cat([x, junk], 1), torch.cat([mask, torch.zeros(x.shape[0], extra, dtype=torch.bool)], 1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("self_attention", [True, False])
+@pytest.mark.parametrize("center_e,center_n", [(True, True), (False, True), (True, False), (False, False)])
+def test_slice_centring_ignores_padded_queries(self_attention, causal, center_e, center_n):
+    """center_over="slice": padded query rows (and keys) must stay out of the means of E and N."""
+    gen = torch.Generator().manual_seed(9)
+    lq, lk = (6, 6) if self_attention else (5, 7)
+    q = torch.randn(2, lq, 8, dtype=torch.float64, generator=gen)
+    kv = q if self_attention else torch.randn(2, lk, 8, dtype=torch.float64, generator=gen)
+    qpm = torch.ones(2, lq, dtype=torch.bool)
+    qpm[1, 4:] = False
+    kpm = qpm if self_attention else torch.ones(2, lk, dtype=torch.bool)
+    if not self_attention:
+        kpm[0, 5:] = False
+    torch.manual_seed(0)
+    scoring = CoDAScoring(center_e=center_e, center_n=center_n, center_over="slice")
+    mha = MultiHeadAttention(8, 2, scoring).double().eval()
+    q2, qpm2 = _append_padding(q, qpm, 3, gen)
+    if self_attention:  # the query mask is taken from the key mask
+        out = mha(q, q, q, key_padding_mask=qpm, causal=causal)
+        out2 = mha(q2, q2, q2, key_padding_mask=qpm2, causal=causal)
+    else:  # causal cross-attention aligns the last query with the last key: append as many keys as queries
+        kv2, kpm2 = _append_padding(kv, kpm, 3 if causal else 2, gen)
+        out = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, query_padding_mask=qpm)
+        out2 = mha(q2, kv2, kv2, key_padding_mask=kpm2, causal=causal, query_padding_mask=qpm2)
+    torch.testing.assert_close(out2[:, :lq][qpm], out[qpm], rtol=1e-12, atol=1e-12)
+    # padded query rows attend to nothing: their output is out_proj(0) = its bias
+    torch.testing.assert_close(out2[~qpm2], mha.out_proj.bias.expand(int((~qpm2).sum()), 8), rtol=0, atol=0)
+    # per head: the query mask is the reference's pair mask restricted to real queries
+    gen = torch.Generator().manual_seed(10)
+    qh, kh, vh = (torch.randn(2, 2, 5, 4, dtype=torch.float64, generator=gen) for _ in range(3))
+    qm = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)[:, None, :, None]  # (B, 1, Lq, 1)
+    km = qm.transpose(-1, -2) & (torch.ones(5, 5, dtype=torch.bool).tril() if causal else True)  # (B, 1, Lq|1, Lk)
+    got, _ = scoring(qh, kh, vh, mask=km, query_mask=qm)
+    want = coda_eq10(qh, kh, vh, km & qm, True, center_e, center_n, "slice")
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_path_is_unchanged_by_a_query_mask(causal):
+    q, kv, kpm = _mha_inputs(11, lq=7, lk=7)
+    qpm = kpm.clone()
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, SoftmaxScoring()).double().eval()
+    for kw in ({}, {"return_weights": True}):
+        want = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, **kw)
+        got = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, query_padding_mask=qpm, **kw)
+        for g, w in zip(got if kw else [got], want if kw else [want]):
+            assert torch.equal(g, w)

@@ -1,4 +1,4 @@
-"""l1_distance: both backends against the explicit (..., la, lb, d) broadcast; gradients; memory; backend choice."""
+"""l1_distance: every backend against the explicit (..., la, lb, d) broadcast; gradients; memory; backend choice."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import textwrap
 import pytest
 import torch
 
-from coda_exp.attention.l1 import ENV_VAR, l1_distance, resolve_backend
+from coda_exp.attention.l1 import CHUNK_BYTES, ENV_VAR, chunk_plan, l1_distance, resolve_backend
 
-BACKENDS = ["numba", "torch"]
+BACKENDS = ["numba", "chunked", "torch"]
 
 
 def l1_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -112,6 +112,10 @@ def test_backend_resolution(monkeypatch):
     assert resolve_backend(x.bfloat16(), x.bfloat16()) == "torch"  # dtype the kernels do not support
     assert resolve_backend(x, x, "numba") == "numba"
     assert resolve_backend(x.half(), x.half(), "numba") == "torch"
+    assert resolve_backend(x, x, "chunked") == "chunked"
+    meta = x.to("meta")  # a tensor off the CPU (as on CUDA): auto and numba take the chunked backward
+    assert resolve_backend(meta, meta) == resolve_backend(meta, meta, "numba") == "chunked"
+    assert resolve_backend(meta, meta, "torch") == "torch"
     monkeypatch.setenv(ENV_VAR, "torch")
     assert resolve_backend(x, x) == "torch"
     assert resolve_backend(x, x, "auto") == "numba"  # the argument wins over the environment
@@ -120,6 +124,8 @@ def test_backend_resolution(monkeypatch):
         resolve_backend(x, x)
     with pytest.raises(ValueError, match="backend must be one of"):
         l1_distance(x, x, backend="cuda")
+    with pytest.raises(ValueError, match="chunk_bytes must be"):
+        l1_distance(x, x, backend="chunked", chunk_bytes=0)
     with pytest.raises(ValueError, match="feature sizes differ"):
         l1_distance(torch.randn(2, 3), torch.randn(2, 4))
 
@@ -168,3 +174,80 @@ def test_row_blocks_and_zero_gradient_spans(la, lb):
     want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- chunked backward (CUDA default)
+
+
+def test_chunk_plan_fits_the_budget():
+    assert chunk_plan(2, 5, 7, 3, 8, 10**9) == (5, 3)  # everything in one block
+    assert chunk_plan(2, 5, 7, 3, 8, 2 * 7 * 8 * 5 * 2) == (5, 2)  # all rows, 2 of 3 features
+    assert chunk_plan(2, 5, 7, 3, 8, 2 * 7 * 8 * 3) == (3, 1)  # one feature, 3 rows
+    assert chunk_plan(2, 5, 7, 3, 8, 1) == (1, 1)  # a budget below one (S, 1, lb, 1) block: one row, one feature
+    rows, width = chunk_plan(256, 256, 256, 64, 4, CHUNK_BYTES)  # B*H=256, L=256, d=64, float32
+    assert 256 * rows * 256 * width * 4 <= CHUNK_BYTES and width < 64
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2 * 13 * 8 * 3, 2 * 13 * 8 * 11 * 2, 10**9])
+@pytest.mark.parametrize("la,lb,d", [(11, 13, 5), (1, 13, 1), (7, 13, 4)])
+def test_chunked_matches_reference_for_any_block_size(chunk_bytes, la, lb, d):
+    """Row blocks and feature chunks (chunk < d, remainders, single row/feature) give the reference gradients."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(2, la, d, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(2, lb, d, dtype=torch.float64, generator=gen, requires_grad=True)
+    x.data[0, 0, 0] = y.data[0, 3, 0]  # an exact tie: sign 0
+    grad = torch.randn(2, la, lb, dtype=torch.float64, generator=gen)
+    out = l1_distance(x, y, backend="chunked", chunk_bytes=chunk_bytes)
+    torch.testing.assert_close(out, l1_reference(x, y), rtol=1e-12, atol=1e-12)
+    got = torch.autograd.grad(out, (x, y), grad)
+    want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 64, None])
+def test_gradcheck_chunked(chunk_bytes):
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(2, 1, 5, 3, dtype=torch.float64, generator=gen, requires_grad=True)  # broadcast over dim 1
+    y = torch.randn(2, 2, 4, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, backend="chunked", chunk_bytes=chunk_bytes),
+                                     (x, y))
+
+
+def test_chunked_float32_and_empty_sizes():
+    gen = torch.Generator().manual_seed(8)
+    x, y = torch.randn(3, 33, 16, generator=gen), torch.randn(3, 20, 16, generator=gen)
+    torch.testing.assert_close(l1_distance(x, y, backend="chunked").double(), l1_reference(x.double(), y.double()),
+                               rtol=1e-5, atol=1e-4)
+    x0 = torch.randn(2, 0, 3, dtype=torch.float64, requires_grad=True)
+    y0 = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    out = l1_distance(x0, y0, backend="chunked")
+    assert out.shape == (2, 0, 4)
+    out.sum().backward()
+    assert torch.equal(y0.grad, torch.zeros_like(y0))
+
+
+def test_chunked_backward_peak_memory_stays_within_its_budget():
+    """B*H = 64, L = 256, d = 64: one (la, lb, d) temporary would be 64*256*256*64*4 B = 1.07 GB; with a 16 MiB
+    budget the backward's peak RSS growth (after inputs exist) stays near out + grad + dx + dy + one block."""
+    code = textwrap.dedent("""
+        from pathlib import Path
+        import torch
+        from coda_exp.attention.l1 import l1_distance
+
+        def kb(field):
+            return next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
+                        if x.startswith(field + ":"))
+
+        torch.manual_seed(0)
+        x, y = (torch.randn(64, 256, 64, requires_grad=True) for _ in range(2))
+        l1_distance(x[:1, :4], y[:1, :4], backend="chunked").sum().backward()  # warm up
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM)
+        before = kb("VmRSS")
+        l1_distance(x, y, backend="chunked", chunk_bytes=16 * 2**20).sum().backward()
+        print((kb("VmHWM") - before) // 1024)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr
+    growth_mb = int(res.stdout.split()[-1])
+    assert growth_mb < 200, f"peak RSS grew by {growth_mb} MB during fwd+bwd"

@@ -3,16 +3,19 @@ import functools
 import pytest
 import torch
 
-from coda_exp.attention import SoftmaxCrossAttention, masked_max, masked_mean, masked_softmax
+from coda_exp.attention import (
+    CoDACrossAttention,
+    SoftmaxCrossAttention,
+    masked_max,
+    masked_mean,
+    masked_softmax,
+)
 from coda_exp.models import DecompAtt
 
-ATTENTIONS = {"softmax": functools.partial(SoftmaxCrossAttention, hidden=16, dropout=0.0)}
-try:  # CoDA cross-attention joins the padding-invariance test once it exists
-    from coda_exp.attention import CoDACrossAttention
-
-    ATTENTIONS["coda"] = functools.partial(CoDACrossAttention, hidden=16, dropout=0.0)
-except ImportError:
-    pass
+ATTENTIONS = {"softmax": functools.partial(SoftmaxCrossAttention, hidden=16, dropout=0.0),
+              "coda": functools.partial(CoDACrossAttention, hidden=16, dropout=0.0),
+              "coda_centred": functools.partial(CoDACrossAttention, hidden=16, dropout=0.0, center_e=True,
+                                                center_n=True)}
 
 
 def make_model(attention, intra=False, seed=0):

@@ -26,7 +26,8 @@ class CoDACrossAttention(nn.Module):
     a (B, la, dim), b (B, lb, dim), masks bool (B, la)/(B, lb) True = real token. E = alpha F_E(a) F_E(b)^T,
     N = -beta ||F_N(a_i) - F_N(b_j)||_1, M = f_E(E) * gate_scale * f_N(N) (eqs. 1-6, options as in
     ``coda_matrix``); a_aligned = M b (B, la, dim), b_aligned = M^T a (B, lb, dim) (eq. 7). Padded rows of both
-    outputs are exactly 0. ``matrices`` = {"E_act": f_E(E), "N_act": gate_scale f_N(N), "M": M}, each (B, la, lb).
+    outputs are exactly 0. ``matrices`` = {"E_act": f_E(E), "f_N": f_N(N), "N_act": gate_scale f_N(N), "M": M},
+    each (B, la, lb) (issue 3's "tanh(E), sigmoid(N), M" with the default functions: E_act, f_N, M).
 
     projection: "linear" (default) or "mlp" (dropout, linear, ReLU — note that with shared projections a ReLU
     makes E >= 0, so tanh(E) could never subtract; Figure 2 of the paper shows tanh(E) of both signs); share_projections: F_N is F_E (the paper's
@@ -65,4 +66,4 @@ class CoDACrossAttention(nn.Module):
             return compositional_pool(m, a, b)  # (B, la, dim), (B, lb, dim)
         comps = coda_components(e_a, e_b, n_a, n_b, mask=pm, **self.options)
         a_aligned, b_aligned = compositional_pool(comps["M"], a, b)
-        return a_aligned, b_aligned, {key: comps[key] for key in ("E_act", "N_act", "M")}
+        return a_aligned, b_aligned, {key: comps[key] for key in ("E_act", "f_N", "N_act", "M")}

@@ -83,12 +83,11 @@ def _coda(e_a, e_b, n_a, n_b, alpha, beta, e_fn, n_fn, center_e, center_n, gate_
     if center_n:
         neg = masked_center(neg, mask, center_over)  # eq. 4
     e_act = E_FUNCTIONS[e_fn](energy)
-    n_act = N_FUNCTIONS[n_fn](neg)
-    if gate_scale != 1:
-        n_act = n_act * gate_scale  # eq. 5
+    f_n = N_FUNCTIONS[n_fn](neg)
+    n_act = f_n * gate_scale if gate_scale != 1 else f_n  # eq. 5
     out = {"M": e_act * n_act}  # eq. 3
     if keep_all:
-        out.update(E=energy, N=neg, E_act=e_act, N_act=n_act)
+        out.update(E=energy, N=neg, E_act=e_act, N_act=n_act, f_N=f_n)
     if mask is not None:
         zero = torch.zeros((), dtype=energy.dtype, device=energy.device)
         out = {key: torch.where(mask, value, zero) for key, value in out.items()}
@@ -100,12 +99,12 @@ def coda_components(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b
                     center_e: bool = False, center_n: bool = False, gate_scale: float = 2.0,
                     mask: torch.Tensor | None = None, l1_backend: str | None = None,
                     center_over: str = "slice") -> dict[str, torch.Tensor]:
-    """Dual affinities and their composition; returns {"E", "N", "E_act", "N_act", "M"}, each (..., la, lb).
+    """Dual affinities and their composition; {"E", "N", "E_act", "f_N", "N_act", "M"}, each (..., la, lb).
 
     E = alpha e_a e_b^T (eq. 1), N = -beta ||n_a_i - n_b_j||_1 (eq. 2), optionally centred over the valid pairs
-    (eqs. 6, 4); "E"/"N" are the values fed to the activations (after centring). E_act = f_E(E),
-    N_act = gate_scale * f_N(N) (the gate; gate_scale=2 with sigmoid is eq. 5, 1 is eq. 3), M = E_act * N_act.
-    Invalid pairs (mask False) are exactly 0 in all five. ``l1_backend`` picks the L1 kernel (see ``l1``).
+    (eqs. 6, 4); "E"/"N" are the values fed to the activations (after centring). E_act = f_E(E) (e.g. tanh(E)),
+    f_N = f_N(N) (e.g. sigmoid(N)), N_act = gate_scale * f_N(N) (the gate; gate_scale=2 with sigmoid is eq. 5, 1 is
+    eq. 3), M = E_act * N_act. Invalid pairs (mask False) are exactly 0 in all six. ``l1_backend`` picks the L1 kernel (see ``l1``).
     ``center_over``: "slice" centres over all valid pairs of each (..., la, lb) slice (the paper's Mean(N) read
     per example); "row" over the valid pairs of each row i, which keeps causal self-attention causal.
     """

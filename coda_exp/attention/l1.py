@@ -2,11 +2,17 @@
 
 ``l1_distance(x, y)[..., i, j] = sum_k |x[..., i, k] - y[..., j, k]|``.
 
-Two backends, chosen per call by ``backend=`` or the ``CODA_L1_BACKEND`` environment variable
-(``auto`` | ``numba`` | ``torch``, default ``auto``):
+Three backends, chosen per call by ``backend=`` or the ``CODA_L1_BACKEND`` environment variable
+(``auto`` | ``numba`` | ``chunked`` | ``torch``, default ``auto``):
 
-* ``torch``: ``torch.cdist(x, y, p=1)`` and its autograd. Reference and fallback; works on every device/dtype and
-  supports double backward. Slow on CPU (its backward dominates CoDA's cost).
+* ``torch``: ``torch.cdist(x, y, p=1)`` and its autograd. Reference; works on every device/dtype, first-order only
+  (``_cdist_backward`` has no derivative). Slow on CPU (its backward dominates CoDA's cost), and its CUDA backward
+  allocates a (..., lb, la, d) buffer (4.3 GB at B*H=256, L=256, d=64 in float32).
+* ``chunked``: plain PyTorch on any device and dtype, a ``torch.autograd.Function`` whose forward is
+  ``torch.cdist`` (its p=1 forward reduces over d per pair on CPU and CUDA, no (la, lb, d) buffer) and whose
+  backward forms dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk) in blocks of
+  (..., rows, lb, features): one temporary at a time, at most ``chunk_bytes`` (default ``CHUNK_BYTES``, 256 MiB)
+  unless a single (..., 1, lb, 1) block is larger. First-order only.
 * ``numba``: a ``torch.autograd.Function`` over the parallel numba kernels of ``_kernels`` (float32/float64 CPU
   tensors only), ``prange`` over the batch x heads slices. Forward: y transposed once per slice to (d, lb), four
   rows of x per block, innermost loop over contiguous j. Backward: dX_ik = sum_j G_ij sign(x_ik - y_jk) and
@@ -15,7 +21,8 @@ Two backends, chosen per call by ``backend=`` or the ``CODA_L1_BACKEND`` environ
   (masked / causal pairs skipped). Extra memory: O(lb * d) per thread. sign(0) = 0, as in torch.cdist's gradient.
   First-order only (double backward raises).
 
-``auto`` uses numba for float32/float64 CPU tensors when numba imports, torch otherwise (CUDA, half precision...).
+``auto`` uses numba for float32/float64 CPU tensors when numba imports, ``chunked`` for tensors on any other
+device (CUDA...), ``torch`` for the remaining CPU cases (half precision, numba missing).
 Kernels are compiled on first use per dtype (a few seconds) and cached on disk (``cache=True``).
 """
 
@@ -30,13 +37,14 @@ from torch.autograd.function import once_differentiable
 
 from coda_exp.attention import _kernels
 
-BACKENDS = ("auto", "numba", "torch")
+BACKENDS = ("auto", "numba", "chunked", "torch")
 ENV_VAR = "CODA_L1_BACKEND"
 HAVE_NUMBA = _kernels.HAVE_NUMBA
 if HAVE_NUMBA:
     import numba
 
 _NUMBA_DTYPES = (torch.float32, torch.float64)
+CHUNK_BYTES = 256 * 2**20  # default bound of the chunked backward's one (..., rows, lb, features) temporary
 
 
 def set_numba_threads() -> None:
@@ -76,33 +84,85 @@ class _L1DistanceNumba(torch.autograd.Function):
         return torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape)
 
 
-def resolve_backend(x: torch.Tensor, y: torch.Tensor, backend: str | None = None) -> str:
-    """The backend ('numba' or 'torch') ``l1_distance`` uses for these tensors.
+def chunk_plan(n_slices: int, la: int, lb: int, d: int, itemsize: int, chunk_bytes: int) -> tuple[int, int]:
+    """(rows, features) per block of the chunked backward, so that its (S, rows, lb, features) temporary fits
+    ``chunk_bytes``: all la rows and as many features as fit, else one feature and as many rows as fit (at least
+    one row and one feature, whatever the budget)."""
+    units = max(1, chunk_bytes // max(1, n_slices * lb * itemsize))  # (row, feature) units of one block
+    if units >= la * d:
+        return max(la, 1), max(d, 1)
+    if units >= la:
+        return la, units // la
+    return units, 1
 
-    ``backend=None`` reads ``CODA_L1_BACKEND`` (default 'auto'). 'numba' silently falls back to 'torch' for
-    tensors it cannot handle (CUDA, dtypes other than float32/float64, numba missing).
+
+class _L1DistanceChunked(torch.autograd.Function):
+    """cdist forward, memory-bounded plain-PyTorch backward; x, y already expanded to the same batch shape."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, y: torch.Tensor, chunk_bytes: int) -> torch.Tensor:
+        ctx.save_for_backward(x, y)
+        ctx.chunk_bytes = chunk_bytes
+        return torch.cdist(x, y, p=1)  # (..., la, lb)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        x, y = ctx.saved_tensors  # (..., la, d), (..., lb, d)
+        la, lb, d = x.shape[-2], y.shape[-2], x.shape[-1]
+        grad = grad.to(x.dtype)  # (..., la, lb)
+        dx = torch.zeros(x.shape, dtype=x.dtype, device=x.device)  # dense even though x is an expanded view
+        dy = torch.zeros(y.shape, dtype=y.dtype, device=y.device)
+        if x.numel() == 0 or y.numel() == 0:
+            return dx, dy, None
+        rows, width = chunk_plan(math.prod(x.shape[:-2]), la, lb, d, x.element_size(), ctx.chunk_bytes)
+        for r0 in range(0, la, rows):
+            g = grad[..., r0:r0 + rows, :].unsqueeze(-1)  # (..., r, lb, 1)
+            for c0 in range(0, d, width):
+                xc = x[..., r0:r0 + rows, c0:c0 + width]  # (..., r, w)
+                yc = y[..., c0:c0 + width]  # (..., lb, w)
+                t = (xc.unsqueeze(-2) - yc.unsqueeze(-3)).sign_().mul_(g)  # (..., r, lb, w), sign(0) = 0
+                dx[..., r0:r0 + rows, c0:c0 + width] = t.sum(-2)
+                dy[..., c0:c0 + width] -= t.sum(-3)
+                del t
+        return dx, dy, None
+
+
+def resolve_backend(x: torch.Tensor, y: torch.Tensor, backend: str | None = None) -> str:
+    """The backend ('numba', 'chunked' or 'torch') ``l1_distance`` uses for these tensors.
+
+    ``backend=None`` reads ``CODA_L1_BACKEND`` (default 'auto'). 'auto' and 'numba' take numba for tensors it can
+    handle (float32/float64 CPU, numba installed), else 'chunked' off the CPU (CUDA...) and 'torch' on it.
     """
     choice = backend if backend is not None else os.environ.get(ENV_VAR, "auto")
     if choice not in BACKENDS:
         source = "backend" if backend is not None else ENV_VAR
         raise ValueError(f"{source} must be one of {BACKENDS}, got {choice!r}")
-    if choice == "torch":
-        return "torch"
-    usable = (HAVE_NUMBA and x.device.type == "cpu" and y.device.type == "cpu"
-              and x.dtype in _NUMBA_DTYPES and y.dtype == x.dtype)
-    return "numba" if usable else "torch"
+    if choice in ("torch", "chunked"):
+        return choice
+    on_cpu = x.device.type == "cpu" and y.device.type == "cpu"
+    if HAVE_NUMBA and on_cpu and x.dtype in _NUMBA_DTYPES and y.dtype == x.dtype:
+        return "numba"
+    return "torch" if on_cpu else "chunked"
 
 
-def l1_distance(x: torch.Tensor, y: torch.Tensor, backend: str | None = None) -> torch.Tensor:
+def l1_distance(x: torch.Tensor, y: torch.Tensor, backend: str | None = None,
+                chunk_bytes: int | None = None) -> torch.Tensor:
     """All-pairs L1 distance: x (..., la, d), y (..., lb, d) -> (..., la, lb); batch dims broadcast.
 
-    Peak memory grows with la*lb, never la*lb*d. See the module docstring for the backends.
+    Peak memory grows with la*lb, never la*lb*d (except the ``torch`` backend's CUDA backward). See the module
+    docstring for the backends; ``chunk_bytes`` bounds the ``chunked`` backward's temporary (None: ``CHUNK_BYTES``).
     """
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
-    if resolve_backend(x, y, backend) == "torch":
+    if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):
+        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
+    resolved = resolve_backend(x, y, backend)
+    if resolved == "torch":
         return torch.cdist(x, y, p=1)
     batch = torch.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     x = x.expand(batch + x.shape[-2:])  # autograd sums the gradient back over broadcast dims
     y = y.expand(batch + y.shape[-2:])
+    if resolved == "chunked":
+        return _L1DistanceChunked.apply(x, y, CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     return _L1DistanceNumba.apply(x, y)

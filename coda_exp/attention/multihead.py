@@ -1,8 +1,11 @@
 """Multi-head attention with pluggable scoring: softmax (Vaswani et al. 2017) or CoDA (Tay et al. 2019, eq. 10).
 
-A scoring module maps per-head q (B, H, Lq, dk), k (B, H, Lk, dk), v (B, H, Lk, dv) and a bool mask broadcastable
-to (B, H, Lq, Lk) (True = may attend, or None) to ``(out (B, H, Lq, dv), weights (B, H, Lq, Lk) or None)``:
-``scoring(q, k, v, mask=None, dropout_p=0.0, need_weights=False)``.
+A scoring module maps per-head q (B, H, Lq, dk), k (B, H, Lk, dk), v (B, H, Lk, dv), a bool mask broadcastable
+to (B, H, Lq, Lk) (True = may attend, or None) and, when the query padding is known, a bool ``query_mask``
+broadcastable to (B, H, Lq, 1) (True = real query) to ``(out (B, H, Lq, dv), weights (B, H, Lq, Lk) or None)``:
+``scoring(q, k, v, mask=None, dropout_p=0.0, need_weights=False[, query_mask=...])``. ``MultiHeadAttention`` passes
+``query_mask`` only when it has one, so a scoring whose rows are independent (softmax) may ignore it; a scoring that
+pools over rows (CoDA's slice centring) must keep padded queries out.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class SoftmaxScoring(nn.Module):
     """
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                dropout_p: float = 0.0, need_weights: bool = False):
+                dropout_p: float = 0.0, need_weights: bool = False, query_mask: torch.Tensor | None = None):
+        del query_mask  # each row's softmax sees only its own keys: a padded query row cannot leak into others
         if need_weights:
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
             weights = masked_softmax(scores, mask, dim=-1)  # fully-masked rows are all 0
@@ -62,7 +66,8 @@ class CoDAScoring(nn.Module):
     each (batch, head) slice (center_over="slice"; leaks the future under a causal mask). ``gate_scale`` g:
     None = 2 without ``center_n`` (eq. 5, a sigmoid gate in [0, 1]) and 1 with it. Q and K feed both affinities
     (projected once). Masked pairs contribute exactly 0 and rows are NOT renormalised; dropout (if any) is
-    applied to M.
+    applied to M. ``query_mask`` (broadcastable to (B, H, Lq, 1), True = real query) masks every pair of a padded
+    query: its row of M and of the output is 0 and it enters no slice mean.
     """
 
     def __init__(self, scale: bool = True, center_e: bool = False, center_n: bool = False,
@@ -84,7 +89,9 @@ class CoDAScoring(nn.Module):
         return f"scale={self.scale}, " + ", ".join(f"{key}={value}" for key, value in self.options.items())
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                dropout_p: float = 0.0, need_weights: bool = False):
+                dropout_p: float = 0.0, need_weights: bool = False, query_mask: torch.Tensor | None = None):
+        if query_mask is not None:
+            mask = query_mask if mask is None else mask & query_mask  # (B|1, 1, Lq, Lk or 1)
         opts = dict(self.options)
         if self.scale:
             inv = 1.0 / math.sqrt(q.shape[-1])
@@ -99,7 +106,9 @@ class MultiHeadAttention(nn.Module):
 
     Q, K, V and the output are linear maps of width d_model; dk = d_model / num_heads.
     ``forward(query (B, Lq, d), key (B, Lk, d), value (B, Lk, d), key_padding_mask (B, Lk) True = real,
-    causal=False, return_weights=False) -> out (B, Lq, d)[, weights (B, H, Lq, Lk)]``.
+    causal=False, return_weights=False, query_padding_mask (B, Lq) True = real) -> out (B, Lq, d)[, weights
+    (B, H, Lq, Lk)]``. Self-attention (``query is key``) takes ``query_padding_mask`` from ``key_padding_mask``
+    when it is not given; cross-attention must pass it for padded queries to stay out of a CoDA slice mean.
     """
 
     def __init__(self, d_model: int, num_heads: int, scoring: nn.Module, dropout: float = 0.0, bias: bool = True):
@@ -120,13 +129,19 @@ class MultiHeadAttention(nn.Module):
         return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_weights: bool = False):
+                key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_weights: bool = False,
+                query_padding_mask: torch.Tensor | None = None):
         batch, len_q, _ = query.shape
+        if query_padding_mask is None and query is key:  # self-attention: the queries are the keys
+            query_padding_mask = key_padding_mask
         q = self._heads(self.q_proj(query))  # (B, H, Lq, dk)
         k = self._heads(self.k_proj(key))  # (B, H, Lk, dk)
         v = self._heads(self.v_proj(value))  # (B, H, Lk, dk)
         mask = attention_mask(key_padding_mask, causal, len_q, key.shape[1], query.device)
+        extra = {}
+        if query_padding_mask is not None:
+            extra["query_mask"] = query_padding_mask[:, None, :, None].to(torch.bool)  # (B, 1, Lq, 1)
         out, weights = self.scoring(q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0,
-                                    need_weights=return_weights)
+                                    need_weights=return_weights, **extra)
         out = self.out_proj(out.transpose(1, 2).reshape(batch, len_q, self.d_model))  # (B, Lq, d_model)
         return (out, weights) if return_weights else out

@@ -102,9 +102,12 @@ class DecoderLayer(nn.Module):
         keys = h if cache is None else torch.cat([cache, h], dim=1)  # (B, t + T, d)
         key_mask = tgt_mask if cache is None or tgt_mask is None else torch.cat(
             [torch.ones(cache.shape[:2], dtype=torch.bool, device=x.device), tgt_mask], dim=1)
-        x = self.self_block.residual(x, self.self_attn(h, keys, keys, key_padding_mask=key_mask, causal=True))
+        # query_padding_mask: padded target positions never enter a CoDA centring mean (center_over="slice")
+        x = self.self_block.residual(x, self.self_attn(h, keys, keys, key_padding_mask=key_mask, causal=True,
+                                                       query_padding_mask=tgt_mask))
         h = self.cross_block.inputs(x)
-        x = self.cross_block.residual(x, self.cross_attn(h, memory, memory, key_padding_mask=src_mask))
+        x = self.cross_block.residual(x, self.cross_attn(h, memory, memory, key_padding_mask=src_mask,
+                                                         query_padding_mask=tgt_mask))
         return self.ffn_block.residual(x, self.ffn(self.ffn_block.inputs(x))), keys
 
 
