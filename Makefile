@@ -83,7 +83,7 @@ reproduce-table-7: $(STAMP) ## CoDA Table 7 (AlgoLisp; Transformer vs CoDA, 3 se
 	$(PY) train.py -m experiment=table_7 scale=$(SCALE) $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_7 --print
 
-reproduce-table-9: $(STAMP) ## CoDA Table 9 (IWSLT dev BLEU for all 8 E/N compositions) at SCALE
+reproduce-table-9: $(STAMP) ## CoDA Table 9 (IWSLT dev BLEU for all 8 E/N compositions, 3 seeds) at SCALE
 	$(PY) train.py -m experiment=table_9 scale=$(SCALE) $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_9 --print
 

@@ -113,20 +113,31 @@ def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
 def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None:
     """T2T's checkpoint averaging: the mean weights of the last ``task.average_last`` checkpoints, saved as
     ``checkpoints/averaged.ckpt`` (tested instead of the best checkpoint). Returns (path, number averaged), or
-    None when it does not apply."""
+    None when it does not apply.
+
+    Under DDP rank 0 writes the file and broadcasts its answer (``trainer.strategy.broadcast``, which every rank
+    reaches: a synchronisation point after the file is written), so every rank tests the same averaged
+    checkpoint. On one device the broadcast returns rank 0's own answer.
+    """
     from coda_exp import checkpoint_avg
 
     n = int(cfg.task.get("average_last") or 0)
-    folder = Path(cfg.paths.output_dir) / "checkpoints" / "periodic"
-    available = len(list(folder.glob("*.ckpt"))) if folder.is_dir() else 0
-    if n <= 0 or available == 0 or not trainer.is_global_zero:
+    if n <= 0:  # the same config on every rank: no rank enters the broadcast
         return None
-    if available < n:
-        log.warning("checkpoint averaging: only %d periodic checkpoints (task.average_last=%d)", available, n)
-    paths = checkpoint_avg.select_last(folder, min(n, available))
-    out = checkpoint_avg.save_atomic(checkpoint_avg.average_checkpoints(paths), folder.parent / "averaged.ckpt")
-    log.info("averaged %d checkpoints into %s", len(paths), out)
-    return str(out), len(paths)
+    result = None
+    if trainer.is_global_zero:
+        folder = Path(cfg.paths.output_dir) / "checkpoints" / "periodic"
+        available = len(list(folder.glob("*.ckpt"))) if folder.is_dir() else 0
+        if 0 < available < n:
+            log.warning("checkpoint averaging: only %d periodic checkpoints (task.average_last=%d)", available, n)
+        if available:
+            paths = checkpoint_avg.select_last(folder, min(n, available))
+            out = checkpoint_avg.save_atomic(checkpoint_avg.average_checkpoints(paths),
+                                             folder.parent / "averaged.ckpt")
+            log.info("averaged %d checkpoints into %s", len(paths), out)
+            result = (str(out), len(paths))
+    result = trainer.strategy.broadcast(result, src=0)
+    return None if result is None else (str(result[0]), int(result[1]))
 
 
 def build_loggers(cfg: DictConfig) -> list:
@@ -242,6 +253,7 @@ def run(cfg: DictConfig) -> float | None:
             best = averaged[0]
         metrics: dict[str, float] = {}
         if cfg.get("test_after_fit", True):
+            task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
         monitored = metrics.get(cfg.task.monitor)

@@ -110,8 +110,9 @@ def mcnemar_exact_p(b: int, c: int) -> float:
 
 # ---- per-unit outcomes from saved test predictions -------------------------------------------------------
 
-_ACC = re.compile(r"^test/acc(?:_(\w+))?$")
+_ACC = re.compile(r"^test/acc(?:_(\w+))?$")  # test/acc_<set>: a named test set (MNLI matched/mismatched)
 _ACC_SEQ = re.compile(r"^test/acc_seq$")  # exact match of the generated output (sequence tasks)
+_ACC_EXEC = re.compile(r"^test/acc_exec$")  # AlgoLisp: the generated program passes all its tests
 _TEACHER_FORCED = re.compile(r"^test/acc_(?:seq|tok)_tf$")
 _RECALL_AT_1 = re.compile(r"^test/r(\d+)@1(?:_(\w+))?$")
 
@@ -126,11 +127,17 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
 
     ``test/acc[_set]``: per example (``prediction == label``; rows of test set ``set`` only).
     ``test/acc_seq``: per example of a sequence task (its saved ``exact``: generated tokens == reference tokens).
+    ``test/acc_exec``: per AlgoLisp example (its saved ``exec``: the program passed all its tests); None for
+    predictions saved without ``exec``. Neither ``acc_seq`` nor ``acc_exec`` names a test set ("seq", "exec").
     ``test/rN@1[_set]``: per group with one relevant candidate, as :mod:`coda_exp.metrics.ranking` counts it
     (its relevant candidate and the first N-1 others in input order; ties counted against it).
     """
     if _TEACHER_FORCED.match(metric):
         return None  # computed under teacher forcing; no per-example outcome is saved
+    if _ACC_EXEC.match(metric):
+        if rows and "exec" not in rows[0]:
+            return None  # predictions written before ``exec`` was saved
+        return {(r["index"], r["reference"]): bool(r["exec"]) for r in rows}
     if _ACC_SEQ.match(metric) and rows and "reference" in rows[0]:
         # records written before ``exact`` was saved: the detokenised texts (equal for character-level tasks)
         return {(r["index"], r["reference"]): bool(r.get("exact", r["hypothesis"] == r["reference"]))

@@ -14,7 +14,7 @@ from coda_exp.data.algolisp import (
     read_algolisp,
 )
 from coda_exp.data.errors import DataError
-from coda_exp.metrics.algolisp_exec import execution_accuracy, passes_tests, run_program
+from coda_exp.metrics.algolisp_exec import execution_accuracy, execution_outcomes, passes_tests, run_program
 from tests.conftest import FIXTURES
 
 FIX = FIXTURES / "algolisp"
@@ -141,6 +141,18 @@ def test_execution_accuracy_counts_only_programs_passing_all_tests():
     assert not passes_tests(parse_program("a"), [])
     with pytest.raises(ValueError, match="2 hypotheses for 1"):
         execution_accuracy([right, wrong], examples[:1])
+
+
+def test_execution_outcomes_per_example_and_saved_by_the_data_module():
+    from coda_exp.data import AlgoLispDataModule
+
+    examples = fixture_examples("test")[:3]
+    hyps = [examples[0]["tgt"], "( map a", examples[1]["tgt"]]  # right, unparsable, the wrong problem's program
+    assert execution_outcomes(hyps, examples) == [True, False, False]
+    dm = AlgoLispDataModule(dir=str(FIX), batch_size=4)
+    dm.setup()
+    got = dm.evaluate("test", [0, 1, 2], hyps)
+    assert got == {"acc_exec": pytest.approx(1 / 3), "exec": [True, False, False]}  # exec: one per hypothesis
 
 
 def write_lines(tmp_path, *rows) -> str:

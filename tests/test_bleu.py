@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from coda_exp.metrics.bleu import multi_bleu, sacrebleu_score, tokenized_bleu
+from coda_exp.metrics.bleu import detokenize, multi_bleu, sacrebleu_score, tokenized_bleu, unescape_moses
 
 
 def test_hand_computed_precisions():
@@ -68,3 +68,54 @@ def test_misaligned_inputs():
         tokenized_bleu(["a", "b"], ["a"])
     with pytest.raises(TypeError):
         tokenized_bleu("a b", "a b")
+
+
+def test_unescape_moses_in_one_pass():
+    text = "it &apos;s &quot;x&quot; &amp; y &lt;b&gt; &#91;1&#93; a &#124; b &amp;apos;"
+    assert unescape_moses(text) == "it 's \"x\" & y <b> [1] a | b &apos;"  # an escaped & stays one character
+
+
+@pytest.mark.parametrize("tokenized, plain", [
+    ("the cat sat on the mat .", "the cat sat on the mat."),
+    ("well , I do n&apos;t know !", "well, I don't know!"),
+    ("it &apos;s 5 % of ( all ) cats ; see &#91; 1 &#93; : yes ?", "it's 5% of (all) cats; see [1]: yes?"),
+    ("we &apos;re , they &apos;ve , I &apos;m , you &apos;ll , he &apos;d", "we're, they've, I'm, you'll, he'd"),
+    ("he said &quot; hello &quot; and &quot; bye &quot; .", 'he said "hello" and "bye".'),
+    ("a well @-@ known { x } ...", "a well-known {x}..."),
+    ("rock &apos; n &apos; roll", "rock ' n ' roll"),  # a lone apostrophe: ambiguous, left alone
+    ("họ thấy , đúng &quot; vậy &quot; .", 'họ thấy, đúng "vậy".'),
+    ("", ""),
+])
+def test_detokenize(tokenized, plain):
+    assert detokenize(tokenized) == plain
+
+
+def test_iwslt_sacrebleu_is_on_detokenized_text_and_bleu_tok_on_tokens(monkeypatch):
+    from coda_exp.data import IWSLTDataModule
+    from coda_exp.metrics import bleu
+
+    from .conftest import FIXTURES
+
+    dm = IWSLTDataModule(dir=str(FIXTURES / "iwslt15_envi"), batch_size=4)
+    dm.setup()
+    refs = dm.references["test"]
+    hyps = [r.replace(" .", " !") for r in refs]
+    seen = []
+    monkeypatch.setattr(bleu, "sacrebleu_score", lambda h, r: seen.append((h, r)) or sacrebleu_score(h, r))
+    got = dm.evaluate("test", list(range(len(refs))), hyps)
+    assert seen == [([detokenize(h) for h in hyps], [detokenize(r) for r in refs])]
+    assert 'họ thấy một lớn bài_hát hôm_nay, đúng "vậy".' in seen[0][1]
+    assert got["bleu"] == pytest.approx(sacrebleu_score(*seen[0])[0])
+    assert got["bleu_tok"] == pytest.approx(tokenized_bleu(hyps, refs))  # on the tokenised text, unchanged
+    assert "tok:13a" in dm.stats["sacrebleu_signature"]
+
+
+def test_table_4_notes_print_the_sacrebleu_signature():
+    from pathlib import Path
+
+    from coda_exp.tables import load_table_spec
+
+    _, sig = sacrebleu_score(["a b c d"], ["a b c d"])
+    settings = sig.rsplit("|version:", 1)[0]  # the version is in each run record
+    spec = load_table_spec(Path(__file__).parents[1] / "configs" / "tables" / "table_4.yaml")
+    assert f"`{settings}`" in spec.notes and "detokenize" in spec.notes

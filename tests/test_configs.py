@@ -115,6 +115,38 @@ def test_task_scales_compose(make_cfg, name):
     assert OmegaConf.to_container(cfg, resolve=True) and cfg.scale_name == scale
 
 
+@pytest.mark.parametrize("task", ["mlu", "algolisp", "iwslt15_envi"])
+def test_cpu_scale_of_sequence_tasks_warms_up_early_to_the_presets_peak(make_cfg, task):
+    """scale=cpu keeps each sequence task's step budget small and reaches the paper preset's peak learning rate
+    early in it (the presets' 8000 / 16000 warm-up steps would never end in a CPU budget)."""
+    import torch
+
+    assert (CONFIGS / "task_scale" / f"{task}_cpu.yaml").is_file()
+    paper, cpu = make_cfg(f"task={task}"), make_cfg(f"task={task}", "scale=cpu")
+
+    def lr_curve(cfg, steps):
+        opt = instantiate(cfg.optimizer)([torch.nn.Parameter(torch.zeros(1))])
+        sched = instantiate(cfg.scheduler)(opt)
+        return [sched.lr_lambdas[0](s) for s in steps]
+
+    warmup, steps = cpu.scheduler.warmup_steps, cpu.task.max_steps
+    assert steps <= 3000 and cpu.task.val_check_interval <= steps // 4 and warmup <= steps // 4
+    peak = max(lr_curve(paper, [paper.scheduler.warmup_steps - 1]))  # the preset's peak, at its last warm-up step
+    assert lr_curve(cpu, [warmup - 1])[0] == pytest.approx(peak, rel=1e-3)
+    if task != "mlu":  # (MLU's generated epoch is 12M examples long)
+        assert cpu.task.epochs == paper.task.epochs  # not scale=cpu's 3 epochs: the step budget decides
+        assert cpu.data.max_eval_examples <= 1000
+
+
+def test_every_table_experiment_sweeps_three_seeds(make_cfg):
+    from hydra import compose, initialize_config_dir
+
+    for name in options("experiment"):
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+            cfg = compose("train", overrides=[f"experiment={name}"], return_hydra_config=True)
+        assert str(cfg.hydra.sweeper.params.seed).split(",") == ["1", "2", "3"], name
+
+
 def test_launchers_compose(make_cfg):
     from hydra import compose, initialize_config_dir
 

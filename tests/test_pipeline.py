@@ -152,21 +152,71 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("task,model", [("mlu", "coda_transformer"), ("iwslt15_envi", "transformer")])
-def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, task, model):
+@pytest.mark.parametrize("task,model", [("mlu", "coda_transformer"), ("iwslt15_envi", "transformer"),
+                                        ("algolisp", "coda_transformer")])
+def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, task, model):
+    from coda_exp.metrics.bleu import tokenized_bleu
+    from coda_exp.tasks import Seq2SeqTask
+
+    decoded, generate = [], Seq2SeqTask.generate
+    monkeypatch.setattr(Seq2SeqTask, "generate", lambda self, batch, decoding: decoded.append(
+        (str(self.trainer.state.fn.value), decoding["strategy"])) or generate(self, batch, decoding))
     run(make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
                  "task.val_check_interval=2"))
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert {"test/acc_seq", "test/acc_seq_tf", "test/acc_tok_tf", "val/acc_seq"} <= set(rec["metrics"])
     assert rec["attention"]["name"] == ("coda" if model.startswith("coda") else "softmax")
-    if task == "iwslt15_envi":  # BLEU against the raw references, and checkpoint averaging before the test
-        assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
-        assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
     with gzip.open(rec["predictions"], "rt") as f:
         rows = [json.loads(line) for line in f]
     assert all({"index", "hypothesis", "reference", "exact"} <= set(r) for r in rows)
     # the saved per-example outcomes reproduce the recorded exact-match accuracy (for paired tests)
     assert sum(r["exact"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_seq"])
+    if task == "iwslt15_envi":  # BLEU against the raw references, and checkpoint averaging before the test
+        assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
+        assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
+        # model selection decodes greedily; the final validation of the tested checkpoint decodes as the test
+        assert {s for fn, s in decoded if fn == "fit"} == {"greedy"}
+        assert {s for fn, s in decoded if fn in ("validate", "test")} == {"beam"}
+        # the saved references are the raw tst2013.vi lines (no <unk>): BLEU recomputes from the predictions
+        lines = (FIXTURES / task / "tst2013.vi").read_text(encoding="utf-8").splitlines()
+        assert [r["reference"] for r in rows] == lines and "<unk>" not in lines[0]
+        assert not rows[0]["exact"]  # its reference holds an out-of-vocabulary word: never an exact match
+        bleu = tokenized_bleu([r["hypothesis"] for r in rows], [r["reference"] for r in rows])
+        assert bleu == pytest.approx(rec["metrics"]["test/bleu_tok"])
+    if task == "algolisp":  # per-example execution outcomes, for Table 7's paired test
+        assert sum(r["exec"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_exec"])
+        assert rows[0]["reference"].startswith("( ")
+
+
+def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path):
+    """Rank 0 averages and broadcasts (path, count); another rank writes nothing and returns the broadcast."""
+    import types
+    from pathlib import Path
+
+    import torch
+
+    from coda_exp import pipeline
+
+    cfg = make_cfg("task=iwslt15_envi", "task.average_last=2")
+    folder = tmp_path / "run" / "checkpoints" / "periodic"
+    folder.mkdir(parents=True)
+    for step in (2, 4, 6):
+        torch.save({"state_dict": {"w": torch.full((2,), float(step))}, "global_step": step}, folder / f"s{step}.ckpt")
+    sent = []
+
+    def trainer(rank_zero: bool, received=None):
+        def broadcast(obj, src=0):
+            sent.append(obj)
+            return obj if rank_zero else received
+        return types.SimpleNamespace(is_global_zero=rank_zero, strategy=types.SimpleNamespace(broadcast=broadcast))
+
+    path, n = pipeline.average_last(cfg, trainer(True))
+    assert n == 2 and path.endswith("averaged.ckpt") and sent == [(path, 2)]
+    assert torch.load(path, weights_only=False)["state_dict"]["w"].tolist() == [5.0, 5.0]
+    Path(path).unlink()
+    assert pipeline.average_last(cfg, trainer(False, received=(path, 2))) == (path, 2)
+    assert not Path(path).exists() and sent[-1] is None  # only rank 0 writes
+    assert pipeline.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
 
 
 @pytest.mark.parametrize("overrides,steps", [

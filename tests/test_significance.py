@@ -143,3 +143,56 @@ def test_outcomes_of_sequence_exact_match():
     assert (res.b, res.c) == (0, 2) and res.p == pytest.approx(0.5)  # Binomial(2, 1/2): 2 * P(X <= 0)
     other = [dict(r, reference=r["reference"] + "0") for r in treat]
     assert "differ" in paired_test("test/acc_seq", [(base, other)]).note
+
+
+def _seq_rows(exact, passed, with_exec=True):
+    rows = [{"index": i, "hypothesis": "h", "reference": f"( r{i} )", "exact": e} for i, e in enumerate(exact)]
+    for r, ok in zip(rows, passed):
+        if with_exec:
+            r["exec"] = ok
+    return rows
+
+
+def test_outcomes_of_execution_accuracy():
+    rows = _seq_rows([True, False, False], [True, True, False])
+    # test/acc_exec is AlgoLisp's execution accuracy (the saved ``exec``), not a test set named "exec"
+    assert outcomes("test/acc_exec", rows) == {(0, "( r0 )"): True, (1, "( r1 )"): True, (2, "( r2 )"): False}
+    assert outcomes("test/acc_seq", rows) == {(0, "( r0 )"): True, (1, "( r1 )"): False, (2, "( r2 )"): False}
+    assert outcomes("test/acc_exec", []) == {}  # a metric with per-example outcomes
+    old = _seq_rows([True], [True], with_exec=False)  # predictions saved before ``exec`` was
+    assert outcomes("test/acc_exec", old) is None
+    assert "no per-example outcome" in paired_test("test/acc_exec", [(old, old)]).note
+    res = paired_test("test/acc_exec", [(_seq_rows([0] * 3, [True, False, False]), rows)])
+    assert (res.b, res.c) == (0, 1) and res.p == pytest.approx(1.0)
+
+
+def test_table_7_execution_accuracy_column(tmp_path):
+    """Table 7's acc_exec column: ours beside a paper dash, with a paired McNemar test on the saved ``exec``."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from coda_exp.table_render import render_markdown
+    from coda_exp.tables import build_table, load_table_spec
+
+    spec = load_table_spec(Path(__file__).parents[1] / "configs" / "tables" / "table_7.yaml")
+    assert [c.metric for c in spec.columns] == ["test/acc_seq", "test/acc_exec"]
+    assert all(row.paper[1] is None for row in spec.rows)
+    records = []
+    for seed in (1, 2):
+        for model, passed in (("transformer", [True, False, False, False]), ("coda_transformer", [True] * 4)):
+            path = tmp_path / f"{model}_{seed}.jsonl.gz"
+            with gzip.open(path, "wt", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in _seq_rows([False] * 4, passed))
+            attention = {"name": "softmax"} if model == "transformer" else {
+                "name": "coda", "e_fn": "tanh", "n_fn": "sigmoid", "center_e": False, "center_n": False,
+                "gate_scale": None}
+            records.append({"run_id": f"{model}-{seed}", "task": "algolisp", "model": model, "seed": seed,
+                            "attention": attention,
+                            "scale": "cpu", "created": f"2025-01-01T00:00:0{seed}+00:00", "predictions": str(path),
+                            "metrics": {"test/acc_seq": 0.0, "test/acc_exec": sum(passed) / 4}})
+    md = render_markdown(build_table(spec, records))
+    row = [p.strip() for p in next(ln for ln in md.splitlines() if ln.startswith("| CoDA Transformer")).split("|")]
+    assert row[4:6] == ["–", "100.0 ± 0.0 (n=2, cpu)"]  # execution accuracy: a paper dash beside ours
+    delta = next(ln for ln in md.splitlines() if ln.startswith("| Δ"))
+    assert "Δ = +75.0" in delta and "paired p = 0.031 (McNemar, 2 seeds)" in delta  # b = 0, c = 6: 2 / 64

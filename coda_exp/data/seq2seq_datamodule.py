@@ -89,12 +89,19 @@ class Seq2SeqDataModule(pl.LightningDataModule, ABC):
                 "pad_id": PAD, "bos_id": BOS, "eos_id": EOS}
 
     def task_kwargs(self) -> dict:
-        return {"pad_id": PAD, "bos_id": BOS, "eos_id": EOS, "decode_text": self.tgt_tokenizer.decode,
-                "evaluator": self.evaluate}
+        return {"pad_id": PAD, "bos_id": BOS, "eos_id": EOS, "unk_id": UNK,
+                "decode_text": self.tgt_tokenizer.decode, "evaluator": self.evaluate,
+                "reference_text": self.reference_text}
 
-    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float]:
-        """Extra metrics of decoded hypotheses (BLEU, execution accuracy...); none by default."""
+    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float | list]:
+        """Extra metrics of decoded hypotheses (BLEU, execution accuracy...); none by default. A list value (one
+        entry per hypothesis) is a per-example outcome, saved with the test predictions."""
         return {}
+
+    def reference_text(self, split: str, index: int) -> str | None:
+        """The raw target text of example ``index`` of ``split`` (as in the data files), or None when this data
+        module keeps none (then the task decodes the reference ids, where unknown words read ``<unk>``)."""
+        return None
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         ds = self.splits[split]

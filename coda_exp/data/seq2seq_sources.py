@@ -27,7 +27,7 @@ class AlgoLispDataModule(Seq2SeqDataModule):
     Reads ``metaset3.{train,dev,test}.jsonl`` from ``dir``. Source and target vocabularies are built on the
     training split (words of the statement; program tokens, brackets included). Besides the exact-sequence
     accuracy of the task module, ``evaluate`` runs every decoded program on the problem's input/output tests with
-    our AlgoLisp interpreter (``acc_exec``: all tests pass).
+    our AlgoLisp interpreter (``acc_exec``: all tests pass; per example ``exec``, saved with the test predictions).
     """
 
     def __init__(self, dir: str | None = None, min_freq: int = 1, max_train_examples: int | None = None,
@@ -58,11 +58,14 @@ class AlgoLispDataModule(Seq2SeqDataModule):
                                                 self.tgt_tokenizer.encode(r["tgt"])) for r in rows])
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size)
 
-    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float]:
-        from coda_exp.metrics.algolisp_exec import execution_accuracy
+    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float | list]:
+        from coda_exp.metrics.algolisp_exec import execution_outcomes
 
-        rows = [self.examples[split][i] for i in indices]
-        return {"acc_exec": execution_accuracy(hypotheses, rows)}
+        passed = execution_outcomes(hypotheses, [self.examples[split][i] for i in indices])
+        return {"acc_exec": sum(passed) / len(passed) if passed else 0.0, "exec": passed}
+
+    def reference_text(self, split: str, index: int) -> str:
+        return self.examples[split][index]["tgt"]
 
 
 class IWSLTDataModule(Seq2SeqDataModule):
@@ -71,9 +74,10 @@ class IWSLTDataModule(Seq2SeqDataModule):
     ``tokenizer="word"`` uses the release's own vocabularies ``vocab.{en,vi}`` on its tokenised text (the
     setting of the paper's Table 4 and Luong & Manning); ``"bpe"`` trains a joint BPE of ``bpe_vocab_size``
     locally on the training text (cached). ``evaluate`` scores decoded hypotheses against the *raw* reference
-    lines: tokenized BLEU as ``multi-bleu.perl`` (``bleu_tok``, the paper's metric, comparable to 28.43) and
-    sacreBLEU on the same text (``bleu``; signature kept in ``stats``). ``max_len`` drops training pairs longer
-    than that many tokens on either side (evaluation keeps everything).
+    lines: tokenized BLEU as ``multi-bleu.perl`` on the tokenised text (``bleu_tok``, the paper's metric,
+    comparable to 28.43) and sacreBLEU on both sides detokenized (``bleu``, :func:`coda_exp.metrics.bleu.detokenize`;
+    signature kept in ``stats``). ``max_len`` drops training pairs longer than that many tokens on either side
+    (evaluation keeps everything). ``reference_text`` is the raw line, saved as the test predictions' reference.
     """
 
     def __init__(self, dir: str | None = None, tokenizer: str = "word", bpe_vocab_size: int = 16000,
@@ -116,9 +120,12 @@ class IWSLTDataModule(Seq2SeqDataModule):
                           tokenizer=self.tokenizer)
 
     def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float]:
-        from coda_exp.metrics.bleu import sacrebleu_score, tokenized_bleu
+        from coda_exp.metrics.bleu import detokenize, sacrebleu_score, tokenized_bleu
 
         refs = [self.references[split][i] for i in indices]
-        score, signature = sacrebleu_score(hypotheses, refs)
+        score, signature = sacrebleu_score([detokenize(h) for h in hypotheses], [detokenize(r) for r in refs])
         self.stats["sacrebleu_signature"] = signature
         return {"bleu": score, "bleu_tok": tokenized_bleu(hypotheses, refs)}
+
+    def reference_text(self, split: str, index: int) -> str:
+        return self.references[split][index]

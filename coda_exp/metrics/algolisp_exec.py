@@ -377,22 +377,27 @@ def passes_tests(tree, tests: Sequence[dict], max_steps: int = DEFAULT_MAX_STEPS
         return False
 
 
-def execution_accuracy(hyp_tokens_list: Sequence, examples: Sequence[dict],
-                       max_steps: int = DEFAULT_MAX_STEPS) -> float:
-    """Fraction of examples whose hypothesis (tokens or a string, brackets as tokens) passes ALL of its ``tests``.
+def execution_outcomes(hyp_tokens_list: Sequence, examples: Sequence[dict],
+                       max_steps: int = DEFAULT_MAX_STEPS) -> list[bool]:
+    """Per example: whether its hypothesis (tokens or a string, brackets as tokens) passes ALL of its ``tests``.
 
     A hypothesis that does not parse, fails at run time or exhausts ``max_steps`` on any test fails the example;
     an example with no tests counts as failed.
     """
     if len(hyp_tokens_list) != len(examples):
         raise ValueError(f"{len(hyp_tokens_list)} hypotheses for {len(examples)} examples")
-    if not examples:
-        return 0.0
-    passed = 0
-    for hyp, ex in zip(hyp_tokens_list, examples):
-        try:
-            tree = parse_program(hyp)
-        except AlgoLispError:
-            continue
-        passed += passes_tests(tree, ex["tests"], max_steps)
-    return passed / len(examples)
+    return [_passes_text(hyp, ex["tests"], max_steps) for hyp, ex in zip(hyp_tokens_list, examples)]
+
+
+def _passes_text(hyp, tests: Sequence[dict], max_steps: int) -> bool:
+    try:
+        return passes_tests(parse_program(hyp), tests, max_steps)
+    except AlgoLispError:  # does not parse
+        return False
+
+
+def execution_accuracy(hyp_tokens_list: Sequence, examples: Sequence[dict],
+                       max_steps: int = DEFAULT_MAX_STEPS) -> float:
+    """Fraction of examples passing all their tests (:func:`execution_outcomes`); 0 for no examples."""
+    passed = execution_outcomes(hyp_tokens_list, examples, max_steps)
+    return sum(passed) / len(passed) if passed else 0.0

@@ -7,7 +7,9 @@ and references are split on whitespace and nothing else (no further tokenization
 ``lowercase``), clipped n-gram precisions for n = 1..4, geometric mean without smoothing (any zero precision
 gives 0), brevity penalty ``exp(1 - r/c)`` when the hypothesis corpus is shorter, as ``multi-bleu.perl`` does.
 :func:`sacrebleu_score` is the modern, comparable-across-papers number (sacreBLEU defaults: 13a tokenization,
-exp smoothing) on detokenized text; report it beside the tokenized score with its signature.
+exp smoothing) on *detokenized* text; report it beside the tokenized score with its signature. The Stanford text
+is tokenized, so the IWSLT data module first runs both hypotheses and references through :func:`detokenize`, our
+own small inverse of the Moses tokenizer (below); ``bleu_tok`` stays on the tokenized text.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from typing import NamedTuple
 
 _ASCII_WS = re.compile(r"[ \t\n\r\f\v]+")  # Perl's split ' ' on bytes: ASCII whitespace only
 
+# The Moses tokenizer's XML escapes (escape-special-chars), undone in one left-to-right pass so that an escaped
+# ampersand followed by text (``&amp;apos;``) becomes the literal ``&apos;``, not an apostrophe.
+MOSES_ESCAPES = {"&apos;": "'", "&quot;": '"', "&amp;": "&", "&lt;": "<", "&gt;": ">", "&#91;": "[",
+                 "&#93;": "]", "&#124;": "|"}
+_ESCAPE = re.compile("|".join(map(re.escape, MOSES_ESCAPES)))
+_CLOSING = frozenset(".,!?:;%)]}")  # a token made only of these joins the previous one: "mat ." -> "mat."
+_OPENING = frozenset("([{")  # a token made only of these joins the next one: "( a" -> "(a"
+_CLITIC = re.compile(r"^(?:n't|'(?:s|re|ve|m|ll|d))$", re.IGNORECASE)  # "do n't" -> "don't", "it 's" -> "it's"
+
 
 class BleuStats(NamedTuple):
     score: float  # 0-100
@@ -28,6 +39,38 @@ class BleuStats(NamedTuple):
     ratio: float  # hypothesis length / reference length
     hyp_len: int
     ref_len: int
+
+
+def unescape_moses(text: str) -> str:
+    """``&apos;`` -> ``'``, ``&quot;`` -> ``"`` and the other :data:`MOSES_ESCAPES`, in one pass."""
+    return _ESCAPE.sub(lambda m: MOSES_ESCAPES[m.group()], text)
+
+
+def detokenize(text: str) -> str:
+    """Moses-tokenized text -> plain text, for sacreBLEU: a small inverse of the Moses tokenizer.
+
+    Rules, on whitespace-separated tokens after :func:`unescape_moses`: a token made only of ``. , ! ? : ; % ) ]
+    }`` and an English clitic (``n't``, ``'s``, ``'re``, ``'ve``, ``'m``, ``'ll``, ``'d``) join the previous token;
+    a token made only of ``( [ {`` joins the next one; ``"`` alternates between opening (joins the next token)
+    and closing (joins the previous one); ``@-@`` (aggressive hyphen splitting) joins both neighbours with ``-``.
+    Everything else is left as is (a lone ``'`` keeps its spaces: quote or possessive cannot be told apart).
+    """
+    out: list[str] = []
+    glue_next = False  # the previous token takes no space after it
+    quotes = 0
+    for tok in unescape_moses(text).split():
+        if tok == "@-@":
+            out.append("-")
+            glue_next = True
+            continue
+        opening_quote = tok == '"' and quotes % 2 == 0
+        quotes += tok == '"'
+        closes = (tok == '"' and not opening_quote) or set(tok) <= _CLOSING or bool(_CLITIC.match(tok))
+        if out and not glue_next and not closes:
+            out.append(" ")
+        out.append(tok)
+        glue_next = opening_quote or set(tok) <= _OPENING
+    return "".join(out)
 
 
 def _words(text: str, lowercase: bool) -> list[str]:
@@ -78,7 +121,8 @@ def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = F
 
 
 def sacrebleu_score(hyps: Sequence[str], refs: Sequence[str]) -> tuple[float, str]:
-    """sacreBLEU corpus score (0-100, default settings) on detokenized text, and its signature string."""
+    """sacreBLEU corpus score (0-100, default settings) and its signature string; pass detokenized text
+    (:func:`detokenize` for Moses-tokenized data), as sacreBLEU applies its own 13a tokenization."""
     from sacrebleu.metrics import BLEU
 
     _check(hyps, refs)

@@ -42,6 +42,13 @@ class TaskModule(pl.LightningModule):
         self.log(f"{stage}/loss", loss, prog_bar=stage == "train", on_step=stage == "train", on_epoch=True,
                  batch_size=batch_size, sync_dist=stage != "train")
 
+    def prepare_final_evaluation(self) -> None:
+        """Called by the pipeline after training, before the final validation and test of the chosen checkpoint.
+
+        A no-op here; a task whose cheap in-training evaluation differs from its test protocol (sequence tasks:
+        greedy model selection, beam test) switches to the test protocol.
+        """
+
     # test predictions: kept so tests/metrics can be recomputed without retraining
     def on_test_epoch_start(self) -> None:
         self._test_buffer = []

@@ -25,9 +25,15 @@ def strip_special(ids: list[int], pad_id: int, bos_id: int, eos_id: int) -> list
 class Seq2SeqTask(TaskModule):
     """Teacher-forced training with label smoothing; evaluation by free decoding.
 
+    Decoding: the test uses ``decoding`` (beam where configured); validation *during training* uses
+    ``val_decoding`` (greedy by default: cheap model selection). Once training is over the pipeline calls
+    :meth:`prepare_final_evaluation`, after which validation decodes like the test, so the development scores
+    of the tested checkpoint (Tables 8 and 9 report dev BLEU) come from the same decoder as its test scores.
+
     Logged per stage (``val``, ``test``):
-    - ``acc_seq``: exact match of the *generated* output (greedy on validation, ``decoding`` on test) — the
-      CoDA paper's "accuracy per sequence" for MLU and AlgoLisp, as we read it;
+    - ``acc_seq``: exact match of the *generated* output — the CoDA paper's "accuracy per sequence" for MLU and
+      AlgoLisp, as we read it. A pair whose tokens include ``unk_id`` never counts: a reference holding the
+      unknown token cannot truly be produced, so generating ``<unk>`` where it stands is not a match;
     - ``acc_seq_tf``: teacher-forced per-sequence accuracy (every argmax of one forward pass right) — what
       Tensor2Tensor's ``accuracy_per_sequence`` metric computes during evaluation;
     - ``acc_tok_tf``: teacher-forced per-token accuracy; ``loss``: label-smoothed loss; ``nll``;
@@ -35,21 +41,39 @@ class Seq2SeqTask(TaskModule):
       MT (``bleu``, ``bleu_tok``), execution accuracy for AlgoLisp (``acc_exec``).
 
     ``decode_text`` maps target ids to text (predictions and the evaluator). ``evaluator(split, indices,
-    hypotheses) -> dict[str, float]``.
+    hypotheses) -> dict``: a float value is a metric; a list (one value per hypothesis) is a per-example outcome,
+    saved under its key in the test predictions (AlgoLisp: ``exec``, for paired significance tests).
+    ``reference_text(split, index)`` gives the raw reference text where the data holds it (IWSLT, AlgoLisp), so
+    the saved ``reference`` is the file's line (no ``<unk>``), from which BLEU can be recomputed; else (None,
+    or it returns None) the reference ids are decoded.
     """
 
-    def __init__(self, model, optimizer, pad_id: int, bos_id: int, eos_id: int,
+    def __init__(self, model, optimizer, pad_id: int, bos_id: int, eos_id: int, unk_id: int | None,
                  decode_text: Callable[[list[int]], str], evaluator: Callable | None = None,
+                 reference_text: Callable[[str, int], str | None] | None = None,
                  label_smoothing: float = 0.1, decoding: dict | None = None, val_decoding: dict | None = None,
                  **kwargs):
         super().__init__(model, optimizer, **kwargs)
-        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.decode_text, self.evaluator = decode_text, evaluator
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = pad_id, bos_id, eos_id, unk_id
+        self.decode_text, self.evaluator, self.reference_text = decode_text, evaluator, reference_text
         self.label_smoothing = label_smoothing
         self.decoding = dict(decoding or {"strategy": "greedy"})
         caps = {k: self.decoding[k] for k in ("max_len_a", "max_len_b") if k in self.decoding}
         self.val_decoding = dict(val_decoding or {"strategy": "greedy", **caps})  # greedy: cheap model selection
+        self.final_evaluation = False  # set by prepare_final_evaluation: validation decodes like the test
         self._eval: dict[str, list] = {}
+
+    def prepare_final_evaluation(self) -> None:
+        """Training is over: validation now decodes with ``decoding`` (as the test), not ``val_decoding``."""
+        self.final_evaluation = True
+
+    def eval_decoding(self, stage: str) -> dict:
+        """The decoding options of ``stage``: ``decoding`` for the test and the final validation."""
+        return self.decoding if stage == "test" or self.final_evaluation else self.val_decoding
+
+    def is_exact(self, hyp: list[int], ref: list[int]) -> bool:
+        """Exact sequence match, never through the unknown token (see the class docstring)."""
+        return hyp == ref and (self.unk_id is None or self.unk_id not in ref)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["src_ids"], batch["src_mask"], batch["tgt_in"], batch["tgt_mask"])
@@ -90,7 +114,7 @@ class Seq2SeqTask(TaskModule):
         self.log(f"{stage}/acc_tok_tf", correct.sum() / mask.sum(), on_epoch=True, batch_size=n_tok,
                  sync_dist=True)
         self.log(f"{stage}/acc_seq_tf", tf_seq.mean(), on_epoch=True, batch_size=len(tf_seq), sync_dist=True)
-        hyps = self.generate(batch, self.decoding if stage == "test" else self.val_decoding)
+        hyps = self.generate(batch, self.eval_decoding(stage))
         for i in range(len(hyps)):
             hyp = strip_special(hyps[i].tolist(), self.pad_id, self.bos_id, self.eos_id)
             ref = strip_special(batch["tgt_out"][i].tolist(), self.pad_id, self.bos_id, self.eos_id)
@@ -100,20 +124,33 @@ class Seq2SeqTask(TaskModule):
         rows = self._eval.pop(stage, [])
         if not rows:
             return
-        exact = sum(h == r for _, h, r in rows) / len(rows)
-        metrics = {f"{stage}/acc_seq": exact}
+        exact = [self.is_exact(h, r) for _, h, r in rows]
+        metrics = {f"{stage}/acc_seq": sum(exact) / len(rows)}
         hyp_text = [self.decode_text(h) for _, h, _ in rows]
-        ref_text = [self.decode_text(r) for _, _, r in rows]
+        per_example: dict[str, list] = {}
         if self.evaluator is not None:
             split = "validation" if stage == "val" else "test"
-            extra = self.evaluator(split, [i for i, _, _ in rows], hyp_text)
-            metrics.update({f"{stage}/{k}": v for k, v in extra.items()})
+            for k, v in self.evaluator(split, [i for i, _, _ in rows], hyp_text).items():
+                if isinstance(v, (list, tuple)):
+                    if len(v) != len(rows):
+                        raise ValueError(f"evaluator's per-example {k!r} has {len(v)} values for {len(rows)} "
+                                         f"hypotheses")
+                    per_example[k] = list(v)
+                else:
+                    metrics[f"{stage}/{k}"] = v
         # each process scores its own shard; the mean over processes is exact for equal shard sizes
         self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
         if stage == "test":
-            # ``exact``: the token sequences match (what acc_seq counts), kept for paired tests across models
-            self.test_predictions = [{"index": i, "hypothesis": h, "reference": r, "exact": hyp == ref}
-                                     for (i, hyp, ref), h, r in zip(rows, hyp_text, ref_text)]
+            # ``exact``: what acc_seq counts, kept (with the evaluator's per-example outcomes) for paired tests
+            self.test_predictions = [
+                {"index": i, "hypothesis": h, "reference": self._reference(i, ref), "exact": ok,
+                 **{k: v[j] for k, v in per_example.items()}}
+                for j, ((i, _, ref), h, ok) in enumerate(zip(rows, hyp_text, exact))]
+
+    def _reference(self, index: int, ref_ids: list[int]) -> str:
+        """The raw reference text of test example ``index`` where the data holds it, else its decoded ids."""
+        raw = self.reference_text("test", index) if self.reference_text is not None else None
+        return raw if raw is not None else self.decode_text(ref_ids)
 
     def on_validation_epoch_start(self) -> None:
         self._start("val")
