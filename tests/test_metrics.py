@@ -41,3 +41,19 @@ def test_metric_accumulates_batches():
     assert m.compute()["map"].item() == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="1-D"):
         ranking_scores(torch.zeros(2), torch.zeros(3), torch.zeros(2))
+
+
+def test_repeated_example_ids_count_once():
+    """DDP's sampler pads shards with repeats: the same example id (``order``) must not count twice."""
+    once, twice = GroupedRanking(), GroupedRanking()
+    scores, labels, groups, ids = (torch.tensor([0.3, 0.2, 0.1]), torch.tensor([0, 0, 1]), torch.tensor([0, 0, 0]),
+                                   torch.tensor([5, 6, 7]))
+    once.update(scores, labels, groups, ids)
+    twice.update(scores, labels, groups, ids)
+    twice.update(scores[:2], labels[:2], groups[:2], ids[:2])  # the padding repeats two wrong candidates
+    assert once.compute()["map"].item() == pytest.approx(1 / 3)
+    assert twice.compute()["map"].item() == pytest.approx(1 / 3)
+    plain = GroupedRanking()  # without ids, positions are not example ids: nothing is dropped
+    plain.update(scores, labels, groups)
+    plain.update(scores[:2], labels[:2], groups[:2])
+    assert plain.compute()["map"].item() == pytest.approx(1 / 5)

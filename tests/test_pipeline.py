@@ -253,3 +253,22 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     base = [r for r in rows if r["impl"] in ("sdpa", "softmax")]
     assert len(base) == 4 and all(r["time_ratio"] == 1.0 for r in base)
     assert "PASSIVE   ACTIVE" in proc.stdout
+
+
+@pytest.mark.parametrize("task,model,extra", [
+    ("wikiqa", "decompatt_coda", ["task.epochs=1"]),
+    ("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"]),
+])
+def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
+    """trainer=ddp with two CPU processes (gloo): the record's predictions hold every test example exactly once
+    (each process tested a shard) and the sequence metrics are those of the whole test set."""
+    proc = _train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
+                   "trainer.devices=2", *extra], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    with gzip.open(ROOT / rec["predictions"] if not os.path.isabs(rec["predictions"]) else rec["predictions"],
+                   "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert sorted(r["index"] for r in rows) == list(range(rec["data"]["test_examples"]))
+    if task == "mlu":
+        assert rec["metrics"]["test/acc_seq"] == pytest.approx(sum(r["exact"] for r in rows) / len(rows))

@@ -99,6 +99,25 @@ def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
     return out
 
 
+def _first_of_each_key(order: torch.Tensor, keyed: torch.Tensor) -> torch.Tensor | None:
+    """Positions to keep so that each keyed example id counts once (None: nothing repeats). Under DDP the
+    distributed sampler pads the shards with repeats of a few examples; unkeyed positions are always kept."""
+    if not bool(keyed.any()):
+        return None
+    ids = order[keyed]
+    if torch.unique(ids).numel() == ids.numel():
+        return None
+    seen: set[int] = set()
+    keep = []
+    for i, (o, k) in enumerate(zip(order.tolist(), keyed.tolist())):
+        if k:
+            if o in seen:
+                continue
+            seen.add(o)
+        keep.append(i)
+    return torch.tensor(keep, dtype=torch.long, device=order.device)
+
+
 class GroupedRanking(Metric):
     """torchmetrics wrapper around :func:`ranking_scores`; states are concatenated across processes (DDP)."""
 
@@ -108,7 +127,7 @@ class GroupedRanking(Metric):
         super().__init__(**kwargs)
         _check_names(metrics)
         self.names = tuple(metrics)
-        for state in ("scores", "labels", "groups", "order"):
+        for state in ("scores", "labels", "groups", "order", "keyed"):
             self.add_state(state, default=[], dist_reduce_fx="cat")
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
@@ -116,10 +135,12 @@ class GroupedRanking(Metric):
         self.scores.append(scores.detach().float())
         self.labels.append(labels.detach().long())
         self.groups.append(groups.detach().long())
+        keyed = order is not None  # an example id: a repeat of it (DDP sampler padding) is counted once
         if order is None:  # running position: input order within this process
             start = sum(len(x) for x in self.order)
             order = torch.arange(start, start + len(scores), device=scores.device)
         self.order.append(order.detach().long())
+        self.keyed.append(torch.full((len(scores),), keyed, dtype=torch.bool, device=scores.device))
 
     def compute(self) -> dict[str, torch.Tensor]:
         def cat(x):
@@ -127,5 +148,9 @@ class GroupedRanking(Metric):
 
         if isinstance(self.scores, list) and not self.scores:
             return {name: torch.tensor(0.0) for name in self.names}
-        out = ranking_scores(cat(self.scores), cat(self.labels), cat(self.groups), self.names, cat(self.order))
+        scores, labels, groups, order = cat(self.scores), cat(self.labels), cat(self.groups), cat(self.order)
+        keep = _first_of_each_key(order, cat(self.keyed))
+        if keep is not None:
+            scores, labels, groups, order = scores[keep], labels[keep], groups[keep], order[keep]
+        out = ranking_scores(scores, labels, groups, self.names, order)
         return {name: torch.tensor(out[name]) for name in self.names}

@@ -57,9 +57,23 @@ class TaskModule(pl.LightningModule):
         self._test_buffer.append({k: v.detach().cpu() for k, v in tensors.items()})
 
     def on_test_epoch_end(self) -> None:
-        if not self._test_buffer:
-            self.test_predictions = []
-            return
-        cols = {k: torch.cat([b[k] for b in self._test_buffer]).tolist() for k in self._test_buffer[0]}
-        self.test_predictions = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+        rows: list[dict] = []
+        if self._test_buffer:
+            cols = {k: torch.cat([b[k] for b in self._test_buffer]).tolist() for k in self._test_buffer[0]}
+            rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+        self.test_predictions = self.gather_rows(rows, key=lambda r: (r.get("test_set", 0), r["index"]))
         self._test_buffer = []
+
+    def gather_rows(self, rows: list, key: Callable) -> list:
+        """Every process's ``rows`` on every process (under DDP each one evaluated a shard), each ``key`` once
+        (the distributed sampler pads the shards with repeats), sorted by ``key``. A single process: ``rows``."""
+        trainer = self._trainer
+        world = trainer.world_size if trainer is not None else 1
+        if world <= 1 or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return rows
+        parts: list = [None] * world
+        torch.distributed.all_gather_object(parts, rows)
+        unique = {}
+        for row in (r for part in parts for r in part):
+            unique.setdefault(key(row), row)
+        return [unique[k] for k in sorted(unique)]

@@ -121,7 +121,8 @@ class Seq2SeqTask(TaskModule):
             self._eval[stage].append((int(batch["index"][i]), hyp, ref))
 
     def _finish(self, stage: str) -> None:
-        rows = self._eval.pop(stage, [])
+        # under DDP every process scores the whole evaluation set (corpus BLEU is not a mean of shard BLEUs)
+        rows = self.gather_rows(self._eval.pop(stage, []), key=lambda r: r[0])
         if not rows:
             return
         exact = [self.is_exact(h, r) for _, h, r in rows]
@@ -138,7 +139,7 @@ class Seq2SeqTask(TaskModule):
                     per_example[k] = list(v)
                 else:
                     metrics[f"{stage}/{k}"] = v
-        # each process scores its own shard; the mean over processes is exact for equal shard sizes
+        # the rows are the same on every process (gathered above), so are the metrics
         self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
         if stage == "test":
             # ``exact``: what acc_seq counts, kept (with the evaluator's per-example outcomes) for paired tests
