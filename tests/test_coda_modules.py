@@ -55,7 +55,9 @@ def test_outputs_are_eq7_of_the_projected_coda_matrix(projection, share):
     assert a2.shape == a.shape and b2.shape == b.shape and set(mats) == {"E_act", "f_N", "N_act", "M"}
     torch.testing.assert_close(mats["N_act"], 2.0 * mats["f_N"])  # default gate_scale = 2: the gate is 2 f_N(N)
     pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
-    m = coda_matrix(mod.proj_e(a), mod.proj_e(b), mod.proj_n(a), mod.proj_n(b), alpha=0.5, center_e=True, mask=pm)
+    t = 8 ** -0.5  # scale=True (default): both temperatures divided by sqrt(hidden)
+    m = coda_matrix(mod.proj_e(a), mod.proj_e(b), mod.proj_n(a), mod.proj_n(b), alpha=0.5 * t, beta=t,
+                    center_e=True, mask=pm)
     torch.testing.assert_close(mats["M"], m)
     torch.testing.assert_close(a2, m @ b)
     torch.testing.assert_close(b2, m.transpose(1, 2) @ a)
@@ -64,6 +66,29 @@ def test_outputs_are_eq7_of_the_projected_coda_matrix(projection, share):
     assert n_params == (1 if share else 2) * (6 * 8 + 8)
     out = mod(a, b, mask_a, mask_b)
     assert len(out) == 2 and torch.equal(out[0], a2) and torch.equal(out[1], b2)
+
+
+def test_scale_divides_both_temperatures_by_sqrt_hidden_and_keeps_the_gate_alive():
+    a, b, mask_a, mask_b = _pair()
+    literal = _module(scale=False, alpha=0.5, beta=2.0)
+    scaled = _module(scale=True, alpha=0.5, beta=2.0)
+    scaled.load_state_dict(literal.state_dict())
+    pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
+    e_a, e_b = literal.proj_e(a), literal.proj_e(b)
+    for mod, t in ((literal, 1.0), (scaled, 8 ** -0.5)):
+        _, _, mats = mod(a, b, mask_a, mask_b, return_matrices=True)
+        torch.testing.assert_close(mats["M"], coda_matrix(e_a, e_b, e_a, e_b, alpha=0.5 * t, beta=2.0 * t, mask=pm))
+    with pytest.raises(ValueError, match="scale"):
+        _module(scale="yes")
+    # DecompAtt's size (hidden 200) at initialisation: the literal gate is dead, the scaled one is not
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 12, 200), torch.randn(4, 9, 200)
+    gates = {}
+    for scale in (False, True):
+        torch.manual_seed(1)
+        mod = CoDACrossAttention(200, 200, dropout=0.0, scale=scale)
+        gates[scale] = mod(x, y, return_matrices=True)[2]["N_act"].mean().item()
+    assert gates[False] < 1e-15 and 1e-5 < gates[True] < 1.0  # ~1e-4 vs far below float32 resolution of 1
 
 
 def test_padded_rows_are_exactly_zero_and_padding_changes_nothing():

@@ -44,7 +44,7 @@ def rec(task="snli", model="decompatt_coda", seed=0, scale="cpu", metrics=None, 
         "model": model,
         "attention": ({"name": "softmax"} if model == "decompatt" else
                       {"name": "coda", "e_fn": "tanh", "n_fn": "sigmoid", "center_e": center_e, "center_n": False,
-                       "gate_scale": 2.0}),
+                       "gate_scale": 2.0, "scale": True}),
         "seed": seed,
         "scale": scale,
         "metrics": metrics if metrics is not None else {"test/acc": 0.85},

@@ -29,6 +29,13 @@ class CoDACrossAttention(nn.Module):
     outputs are exactly 0. ``matrices`` = {"E_act": f_E(E), "f_N": f_N(N), "N_act": gate_scale f_N(N), "M": M},
     each (B, la, lb) (issue 3's "tanh(E), sigmoid(N), M" with the default functions: E_act, f_N, M).
 
+    scale (default True): E and N are divided by sqrt(hidden), i.e. the effective temperatures are
+    alpha/sqrt(hidden) and beta/sqrt(hidden) — eq. 10's scaling, within the paper's "alpha, beta <= 1 for large d".
+    With scale=False (eqs. 1-2 with alpha = beta = 1, literally) and hidden = 200, N = -||.||_1 sums 200 terms: at
+    initialisation the gate 2 sigmoid(N) is ~1e-27 on average (exactly 0 in float32 once training grows the
+    projections), so no gradient reaches F_N and M only keeps pairs of identical tokens; tanh(E) saturates too.
+    With scale=True the gate starts around 0.01-0.2 and tanh(E) in its linear range (docs/attention.md).
+
     projection: "linear" (default) or "mlp" (dropout, linear, ReLU — note that with shared projections a ReLU
     makes E >= 0, so tanh(E) could never subtract; Figure 2 of the paper shows tanh(E) of both signs); share_projections: F_N is F_E (the paper's
     "in practice, we may share parameters"). Every argument but ``dim`` is a plain value with a default so Hydra
@@ -37,7 +44,8 @@ class CoDACrossAttention(nn.Module):
 
     def __init__(self, dim: int, hidden: int = 200, projection: str = "linear", share_projections: bool = True,
                  dropout: float = 0.2, alpha: float = 1.0, beta: float = 1.0, e_fn: str = "tanh",
-                 n_fn: str = "sigmoid", center_e: bool = False, center_n: bool = False, gate_scale: float = 2.0):
+                 n_fn: str = "sigmoid", center_e: bool = False, center_n: bool = False, gate_scale: float = 2.0,
+                 scale: bool = True):
         super().__init__()
         if projection not in PROJECTIONS:
             raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
@@ -47,11 +55,15 @@ class CoDACrossAttention(nn.Module):
                            gate_scale=gate_scale)
         self.proj_e = _projection(projection, dim, hidden, dropout)
         self.proj_n = self.proj_e if share_projections else _projection(projection, dim, hidden, dropout)
-        self.options = {"alpha": float(alpha), "beta": float(beta), "e_fn": e_fn, "n_fn": n_fn,
+        if not isinstance(scale, bool):
+            raise ValueError(f"scale must be True or False, got {scale!r}")  # noqa: TRY004
+        self.scale = scale
+        temp = hidden ** -0.5 if scale else 1.0  # 1/sqrt(d) on both affinities, as eq. 10 does per head
+        self.options = {"alpha": float(alpha) * temp, "beta": float(beta) * temp, "e_fn": e_fn, "n_fn": n_fn,
                         "center_e": center_e, "center_n": center_n, "gate_scale": float(gate_scale)}
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{key}={value}" for key, value in self.options.items())
+        return ", ".join([f"scale={self.scale}", *(f"{key}={value}" for key, value in self.options.items())])
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor | None = None,
                 mask_b: torch.Tensor | None = None, return_matrices: bool = False):
