@@ -28,6 +28,7 @@ def compose_cfg(overrides: list[str], tmp: Path):
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "configs")):
         cfg = compose("train", overrides=[
             f"paths.results_dir={tmp}/results", f"paths.cache_dir={tmp}/cache", f"paths.log_dir={tmp}/outputs",
+            f"paths.data_dir={tmp}/data",
             f"paths.output_dir={tmp}/run", *overrides], return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):

@@ -71,14 +71,19 @@ def test_same_seed_same_result_on_cpu(tmp_path):
 
 
 def test_resume_from_last_checkpoint(make_cfg, tmp_path):
-    run(make_cfg("task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_record=false"))
-    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     import torch
 
-    steps_before = torch.load(last, weights_only=False)["global_step"]
-    run(make_cfg("task=snli", "scale=fixture", "task.epochs=2", "logger=none", f"ckpt_path={last}"))
+    # the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): last.ckpt must still follow the run
+    best_first = ["callbacks.model_checkpoint.monitor=epoch", "callbacks.model_checkpoint.mode=min"]
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=2", "logger=none", "save_record=false", *best_first))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=False)
+    assert state["epoch"] == 1  # the end of the second epoch, not the best (first) one
+    steps_per_epoch = state["global_step"] // 2
+    # resume with a larger budget: the configured patience (= task.epochs) applies, not the checkpoint's old one
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=4", "logger=none", f"ckpt_path={last}", *best_first))
     rec = results.load_records(tmp_path / "results" / "runs")[0]
-    assert rec["epochs"] == 2 and rec["steps"] == 2 * steps_before  # continued, not restarted
+    assert rec["epochs"] == 4 and rec["steps"] == 4 * steps_per_epoch  # continued, not restarted
 
 
 def test_wandb_offline_run_is_finished(make_cfg, tmp_path):
@@ -272,3 +277,17 @@ def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     assert sorted(r["index"] for r in rows) == list(range(rec["data"]["test_examples"]))
     if task == "mlu":
         assert rec["metrics"]["test/acc_seq"] == pytest.approx(sum(r["exact"] for r in rows) / len(rows))
+
+
+def test_official_files_in_data_task_are_read_without_data_dir(make_cfg, tmp_path):
+    """README: "put the official files in data/<task>/" — a plain run (data.dir null) reads them there."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    shutil.copytree(FIXTURES / "snli", tmp_path / "data" / "snli")
+    run(make_cfg("task=snli", "task.epochs=1", "logger=none"))
+    resolved = OmegaConf.load(tmp_path / "run" / "config_resolved.yaml")
+    assert resolved.data.dir == str(tmp_path / "data" / "snli")
+    (rec,) = results.load_records(tmp_path / "results" / "runs")
+    assert rec["data"]["train_examples"] > 0

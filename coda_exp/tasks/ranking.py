@@ -54,7 +54,8 @@ class RankingTask(TaskModule):
 
     def _log_epoch(self, stage: str, key: str, suffix: str = "") -> None:
         values = self.metrics[key].compute()
-        self.log_dict({f"{stage}/{k}{suffix}": v for k, v in values.items()}, prog_bar=True,
+        # compute() already gathered every process's states: the values agree, so averaging them changes nothing
+        self.log_dict({f"{stage}/{k}{suffix}": v for k, v in values.items()}, prog_bar=True, sync_dist=True,
                       add_dataloader_idx=False)
         self.metrics[key].reset()
 
