@@ -57,3 +57,20 @@ def test_repeated_example_ids_count_once():
     plain.update(scores, labels, groups)
     plain.update(scores[:2], labels[:2], groups[:2])
     assert plain.compute()["map"].item() == pytest.approx(1 / 5)
+
+
+def test_indexed_accuracy_counts_each_example_once():
+    import torchmetrics
+
+    from coda_exp.metrics import IndexedAccuracy
+
+    preds, target, index = torch.tensor([1, 0, 2, 2]), torch.tensor([1, 1, 2, 0]), torch.tensor([10, 11, 12, 13])
+    acc, ref = IndexedAccuracy(), torchmetrics.Accuracy(task="multiclass", num_classes=3)
+    acc.update(preds[:2], target[:2], index[:2])
+    acc.update(preds[2:], target[2:], index[2:])
+    ref.update(preds, target)
+    assert acc.compute().item() == pytest.approx(ref.compute().item()) == pytest.approx(0.5)
+    acc.update(preds[:1], target[:1], index[:1])  # DDP padding: example 10 (correct) again
+    assert acc.compute().item() == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="one shape"):
+        acc.update(preds, target, index[:2])

@@ -262,6 +262,7 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
 
 @pytest.mark.parametrize("task,model,extra", [
     ("wikiqa", "decompatt_coda", ["task.epochs=1"]),
+    ("snli", "decompatt", ["task.epochs=1"]),
     ("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"]),
 ])
 def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
@@ -277,6 +278,9 @@ def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     assert sorted(r["index"] for r in rows) == list(range(rec["data"]["test_examples"]))
     if task == "mlu":
         assert rec["metrics"]["test/acc_seq"] == pytest.approx(sum(r["exact"] for r in rows) / len(rows))
+    if task == "snli":  # accuracy over every example once, not over the padded shards
+        correct = sum(r["prediction"] == r["label"] for r in rows) / len(rows)
+        assert rec["metrics"]["test/acc"] == pytest.approx(correct)
 
 
 def test_official_files_in_data_task_are_read_without_data_dir(make_cfg, tmp_path):

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-import torchmetrics
-
+from coda_exp.metrics import IndexedAccuracy
 from coda_exp.tasks.base import TaskModule
 
 
@@ -28,9 +27,9 @@ class PairClassificationTask(TaskModule):
         super().__init__(model, optimizer, **kwargs)
         self.num_classes = num_classes
         self.test_sets = list(test_sets or [])
-        self.val_acc = torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
-        self.test_accs = torch.nn.ModuleList(torchmetrics.Accuracy(task="multiclass", num_classes=num_classes)
-                                             for _ in metric_suffixes(self.test_sets))
+        # each example once even under DDP (the sampler's padding repeats are not counted twice)
+        self.val_acc = IndexedAccuracy()
+        self.test_accs = torch.nn.ModuleList(IndexedAccuracy() for _ in metric_suffixes(self.test_sets))
         self.test_acc = self.test_accs[0]
 
     def training_step(self, batch, batch_idx):
@@ -38,11 +37,11 @@ class PairClassificationTask(TaskModule):
         self.log_loss("train", loss, batch["label"].numel())
         return loss
 
-    def _eval_step(self, batch, stage: str, metric: torchmetrics.Metric, suffix: str = "") -> torch.Tensor:
+    def _eval_step(self, batch, stage: str, metric: IndexedAccuracy, suffix: str = "") -> torch.Tensor:
         logits = self(batch)
         n = batch["label"].numel()
         loss = F.cross_entropy(logits, batch["label"])
-        metric.update(logits.argmax(-1), batch["label"])
+        metric.update(logits.argmax(-1), batch["label"], batch["index"])
         self.log(f"{stage}/loss{suffix}", loss, on_epoch=True, batch_size=n, sync_dist=True, add_dataloader_idx=False)
         self.log(f"{stage}/acc{suffix}", metric, on_epoch=True, prog_bar=True, batch_size=n,
                  add_dataloader_idx=False)
