@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+
 from coda_exp.metrics import IndexedAccuracy
 from coda_exp.tasks.base import TaskModule
 
