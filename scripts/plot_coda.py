@@ -4,20 +4,29 @@ default), to PNG.
 
     python scripts/plot_coda.py --ckpt outputs/runs/wikiqa-decompatt_coda/<time>-s1/checkpoints/last.ckpt
     python scripts/plot_coda.py --record results/runs/<run-id>.json        # its best checkpoint
+    python scripts/plot_coda.py --record results/runs/<mlu-coda_transformer-run>.json --layers enc.0,dec.1.cross
 
 The run is rebuilt from the ``config_resolved.yaml`` of its output folder; the matrices are collected over the
-real (non-padding) token pairs of up to ``--batches`` validation batches. The paper's observations (d = 200):
-sigmoid(N) saturates at {0, 1}; tanh(E) concentrates around 0 with both signs; M follows tanh(E) with more mass
-near 0. The middle panel is f_N(N) itself, unscaled (the gate is ``gate_scale * f_N(N)``); panel titles name the
-model's own e_fn, n_fn, centring (E', N') and gate_scale.
+real (non-padding) token pairs of up to ``--batches`` validation batches. DecompAtt + CoDA: its one cross-attention.
+CoDA Transformer (seq2seq or classifier): every head of the ``--layers`` attention layers (default all, pooled;
+names ``enc.<i>``, ``dec.<i>.self``, ``dec.<i>.cross``), run with teacher forcing; a forward hook on each chosen
+``CoDAScoring`` recomputes its components from the very q, k and masks it received (the model's outputs are
+untouched) and only valid query-key pairs enter: not padded keys or queries, not the future of a causal decoder.
+The paper's observations (d = 200): sigmoid(N) saturates at {0, 1}; tanh(E) concentrates around 0 with both
+signs; M follows tanh(E) with more mass near 0. The middle panel is f_N(N) itself, unscaled (the gate is
+``gate_scale * f_N(N)``); panel titles name the model's own e_fn, n_fn, centring (E', N') and gate_scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
+import math
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
 
 KEYS = ("E_act", "f_N", "M")  # keys of the attention's matrices, one panel each
+CAPTURED = ("E_act", "f_N", "N_act", "M")  # what the Transformer hooks keep: f_E(E), f_N(N), the gate, M
 
 
 def coda_options(net) -> dict:
@@ -89,6 +99,141 @@ def plot(values: dict, out: Path, title: str, options: dict) -> Path:
     return out
 
 
+def layer_name(qualified: str) -> str:
+    """``encoder.layers.0.self_attn`` -> ``enc.0``; ``decoder_layers.1.cross_attn`` -> ``dec.1.cross`` (else as is)."""
+    parts = qualified.split(".")
+    if len(parts) == 4 and parts[:2] == ["encoder", "layers"] and parts[3] == "self_attn":
+        return f"enc.{parts[2]}"
+    if len(parts) == 3 and parts[0] == "decoder_layers" and parts[2] in ("self_attn", "cross_attn"):
+        return f"dec.{parts[1]}.{parts[2].removesuffix('_attn')}"
+    return qualified
+
+
+def coda_layers(net) -> dict:
+    """{layer name: CoDAScoring} of every multi-head attention of ``net`` that scores with CoDA, in model order."""
+    from coda_exp.attention.multihead import CoDAScoring, MultiHeadAttention
+
+    return {layer_name(name): module.scoring for name, module in net.named_modules()
+            if isinstance(module, MultiHeadAttention) and isinstance(module.scoring, CoDAScoring)}
+
+
+def select_layers(available: list[str], spec: str) -> list[str]:
+    """``all`` or a comma list of names from ``available``; ValueError listing the available names otherwise."""
+    if spec.strip() == "all":
+        return list(available)
+    names = list(dict.fromkeys(s.strip() for s in spec.split(",") if s.strip()))
+    unknown = [n for n in names if n not in available]
+    if not names or unknown:
+        raise ValueError(f"--layers {spec!r}: unknown layer(s) {', '.join(unknown) or '(none given)'}; "
+                         f"available: all, {', '.join(available)}")
+    return names
+
+
+def scoring_components(scoring, args: tuple, kwargs: dict):
+    """The components of one ``CoDAScoring`` call: ({E_act, f_N, N_act, M} (B, H, Lq, Lk), valid pairs (B, H, Lq,
+    Lk)), from the q, k, mask and query_mask it was called with, the way its forward combines them (eq. 10)."""
+    import torch
+
+    from coda_exp.attention.functional import coda_components
+
+    call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
+    q, k, mask, query_mask = call["q"], call["k"], call.get("mask"), call.get("query_mask")
+    if query_mask is not None:
+        mask = query_mask if mask is None else mask & query_mask  # (B|1, 1, Lq, Lk or 1)
+    opts = dict(scoring.options)
+    if scoring.scale:
+        inv = 1.0 / math.sqrt(q.shape[-1])
+        opts["alpha"], opts["beta"] = opts["alpha"] * inv, opts["beta"] * inv
+    comps = coda_components(q, k, q, k, mask=mask, l1_backend=scoring.l1_backend, **opts)
+    shape = comps["M"].shape  # (B, H, Lq, Lk)
+    valid = torch.ones(shape, dtype=torch.bool, device=q.device) if mask is None else torch.broadcast_to(mask, shape)
+    return comps, valid
+
+
+def _record(name: str, store: dict, scoring, args, kwargs, output) -> None:
+    """Forward hook: keep the valid pairs of the components; check they reproduce the layer's own output."""
+    comps, valid = scoring_components(scoring, args, kwargs)
+    call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
+    if not call.get("dropout_p"):  # in eval: out = M V exactly as the layer computed it
+        diff = (comps["M"] @ call["v"] - output[0]).abs().max().item() if output[0].numel() else 0.0
+        if diff > 1e-4 * max(1.0, output[0].abs().max().item()):
+            raise RuntimeError(f"layer {name}: the recomputed CoDA matrix does not reproduce the layer's output "
+                               f"(max difference {diff:.3g}); CoDAScoring.forward and scoring_components disagree")
+    for key in CAPTURED:
+        store[key].append(comps[key][valid].detach().flatten().cpu())
+
+
+@contextmanager
+def capture(layers: dict):
+    """Within the block, every forward of the ``layers`` ({name: CoDAScoring}) appends its valid pairs' E_act,
+    f_N, N_act and M to ``values[name][key]`` (yielded); the hooks are removed on exit, outputs never change."""
+    values = {name: {key: [] for key in CAPTURED} for name in layers}
+    handles = [scoring.register_forward_hook(functools.partial(_record, name, values[name]), with_kwargs=True)
+               for name, scoring in layers.items()]
+    try:
+        yield values
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def run_batch(net, batch: dict):
+    """One teacher-forced forward of a Transformer on a batch of its task (seq2seq or text classification)."""
+    if "src_ids" in batch:
+        return net(batch["src_ids"], batch["src_mask"], batch["tgt_in"], batch["tgt_mask"])
+    if "ids" in batch:
+        return net(batch["ids"], batch.get("mask"))
+    raise ValueError(f"cannot feed a batch with keys {sorted(batch)} to {type(net).__name__}")
+
+
+def collect_layers(net, loader, batches: int, names: list[str]) -> dict:
+    """{E_act, f_N, N_act, M}: 1-D arrays pooled over the valid pairs of every head of the ``names`` layers."""
+    import torch
+
+    layers = coda_layers(net)
+    with torch.no_grad(), capture({n: layers[n] for n in names}) as values:
+        for i, batch in enumerate(loader):
+            if i >= batches:
+                break
+            run_batch(net, batch)
+    return {key: torch.cat([t for n in names for t in values[n][key]] or [torch.zeros(0)]).numpy()
+            for key in CAPTURED}
+
+
+def _checkpoint(ap: argparse.ArgumentParser, args) -> Path:
+    """The checkpoint to load (``--ckpt`` or the record's best_checkpoint); a parser error naming what is missing."""
+    if args.record:
+        if not args.record.is_file():
+            ap.error(f"no run record at {args.record}")
+        ckpt = json.loads(args.record.read_text()).get("best_checkpoint")
+        if not ckpt:
+            ap.error(f"{args.record}: the record has no best_checkpoint")
+        if not Path(ckpt).is_file():
+            ap.error(f"{args.record}: its best_checkpoint {ckpt} no longer exists (checkpoints are not committed; "
+                     f"re-run the experiment or pass --ckpt)")
+        return Path(ckpt)
+    if not args.ckpt.is_file():
+        ap.error(f"checkpoint {args.ckpt} does not exist")
+    return args.ckpt
+
+
+def _transformer_values(ap, args, cfg, dm, net):
+    """(values, options, title) of a CoDA Transformer's ``--layers``; parser errors for what cannot be plotted."""
+    layers = coda_layers(net)
+    if not layers:
+        ap.error(f"model {cfg.model.name!r} has no CoDA attention layer to plot")
+    try:
+        names = select_layers(list(layers), args.layers)
+    except ValueError as err:
+        ap.error(str(err))
+    options = layers[names[0]].options
+    if any(layers[n].options != options for n in names):
+        ap.error(f"layers {', '.join(names)} have different CoDA options; pick layers that share them (--layers)")
+    values = collect_layers(net, dm.val_dataloader(), args.batches, names)
+    label = f"all {len(names)} CoDA layers" if names == list(layers) else "layers " + ", ".join(names)
+    return values, options, f"{cfg.model.name} on {cfg.task.name}, {label} (valid pairs × heads: {len(values['M'])})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
@@ -96,30 +241,28 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--record", type=Path, help="a run record; its best checkpoint is used")
     ap.add_argument("--config", type=Path, help="the run's config_resolved.yaml (default: beside the checkpoint)")
     ap.add_argument("--batches", type=int, default=20, help="validation batches to collect (default 20)")
+    ap.add_argument("--layers", default="all", help="CoDA Transformer: 'all' (default, pooled) or a comma list of "
+                    "layer names such as enc.0,dec.1.self,dec.1.cross")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "figures" / "figure_2.png")
     args = ap.parse_args(argv)
 
     from coda_exp.pipeline import load_trained
 
-    ckpt = args.ckpt
-    if args.record:
-        rec = json.loads(args.record.read_text())
-        ckpt = rec.get("best_checkpoint")
-        if not ckpt:
-            ap.error(f"{args.record}: the record has no best_checkpoint")
-    cfg, dm, net = load_trained(ckpt, args.config)
-    if not hasattr(net, "attention_matrices"):
-        ap.error(f"model {cfg.model.name!r} has no attend step to plot")
-    try:
-        options = coda_options(net)
-    except ValueError as err:
-        ap.error(f"model {cfg.model.name!r}: {err}")
-    values = collect(net, dm.val_dataloader(), args.batches)
+    cfg, dm, net = load_trained(_checkpoint(ap, args), args.config)
+    if hasattr(net, "attention_matrices"):  # DecompAtt: its one cross-attention
+        if args.layers != "all":
+            ap.error(f"--layers applies to CoDA Transformer models; {cfg.model.name!r} has one attend step")
+        try:
+            options = coda_options(net)
+        except ValueError as err:
+            ap.error(f"model {cfg.model.name!r}: {err}")
+        values = collect(net, dm.val_dataloader(), args.batches)
+        title = f"{cfg.model.name} on {cfg.task.name} (validation pairs: {len(values['M'])})"
+    else:
+        values, options, title = _transformer_values(ap, args, cfg, dm, net)
     if "M" not in values or not len(values["M"]):
         ap.error("no attention values collected")
-    out = plot(values, args.out, f"{cfg.model.name} on {cfg.task.name} (validation pairs: {len(values['M'])})",
-               options)
-    print(out)
+    print(plot(values, args.out, title, options))
     return 0
 
 
