@@ -23,7 +23,6 @@ import argparse
 import functools
 import inspect
 import json
-import math
 import os
 import sys
 from contextlib import contextmanager
@@ -137,14 +136,9 @@ def scoring_components(scoring, args: tuple, kwargs: dict):
     from coda_exp.attention.functional import coda_components
 
     call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
-    q, k, mask, query_mask = call["q"], call["k"], call.get("mask"), call.get("query_mask")
-    if query_mask is not None:
-        mask = query_mask if mask is None else mask & query_mask  # (B|1, 1, Lq, Lk or 1)
-    opts = dict(scoring.options)
-    if scoring.scale:
-        inv = 1.0 / math.sqrt(q.shape[-1])
-        opts["alpha"], opts["beta"] = opts["alpha"] * inv, opts["beta"] * inv
-    comps = coda_components(q, k, q, k, mask=mask, l1_backend=scoring.l1_backend, **opts)
+    q, k = call["q"], call["k"]
+    mask, opts = scoring.matrix_options(q, call.get("mask"), call.get("query_mask"))  # as the layer's forward
+    comps = coda_components(q, k, q, k, mask=mask, **opts)
     shape = comps["M"].shape  # (B, H, Lq, Lk)
     valid = torch.ones(shape, dtype=torch.bool, device=q.device) if mask is None else torch.broadcast_to(mask, shape)
     return comps, valid

@@ -88,15 +88,22 @@ class CoDAScoring(nn.Module):
     def extra_repr(self) -> str:
         return f"scale={self.scale}, " + ", ".join(f"{key}={value}" for key, value in self.options.items())
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                dropout_p: float = 0.0, need_weights: bool = False, query_mask: torch.Tensor | None = None):
+    def matrix_options(self, q: torch.Tensor, mask: torch.Tensor | None,
+                       query_mask: torch.Tensor | None) -> tuple[torch.Tensor | None, dict]:
+        """(pair mask, keyword options) of the ``coda_matrix`` call for queries ``q`` (B, H, Lq, dk): the key
+        mask combined with the query mask, the temperatures divided by sqrt(dk) when ``scale``."""
         if query_mask is not None:
             mask = query_mask if mask is None else mask & query_mask  # (B|1, 1, Lq, Lk or 1)
-        opts = dict(self.options)
+        opts = dict(self.options, l1_backend=self.l1_backend)
         if self.scale:
             inv = 1.0 / math.sqrt(q.shape[-1])
             opts["alpha"], opts["beta"] = opts["alpha"] * inv, opts["beta"] * inv
-        m = coda_matrix(q, k, q, k, mask=mask, l1_backend=self.l1_backend, **opts)  # (B, H, Lq, Lk)
+        return mask, opts
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+                dropout_p: float = 0.0, need_weights: bool = False, query_mask: torch.Tensor | None = None):
+        mask, opts = self.matrix_options(q, mask, query_mask)
+        m = coda_matrix(q, k, q, k, mask=mask, **opts)  # (B, H, Lq, Lk)
         out = F.dropout(m, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
         return out, (m if need_weights else None)
 
