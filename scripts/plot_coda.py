@@ -128,14 +128,14 @@ def select_layers(available: list[str], spec: str) -> list[str]:
     return names
 
 
-def scoring_components(scoring, args: tuple, kwargs: dict):
+def scoring_components(scoring, call: dict):
     """The components of one ``CoDAScoring`` call: ({E_act, f_N, N_act, M} (B, H, Lq, Lk), valid pairs (B, H, Lq,
-    Lk)), from the q, k, mask and query_mask it was called with, the way its forward combines them (eq. 10)."""
+    Lk)), from the q, k, mask and query_mask it was called with (``call``: its bound arguments by name), the way
+    its forward combines them (eq. 10)."""
     import torch
 
     from coda_exp.attention.functional import coda_components
 
-    call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
     q, k = call["q"], call["k"]
     mask, opts = scoring.matrix_options(q, call.get("mask"), call.get("query_mask"))  # as the layer's forward
     comps = coda_components(q, k, q, k, mask=mask, **opts)
@@ -146,8 +146,8 @@ def scoring_components(scoring, args: tuple, kwargs: dict):
 
 def _record(name: str, store: dict, scoring, args, kwargs, output) -> None:
     """Forward hook: keep the valid pairs of the components; check they reproduce the layer's own output."""
-    comps, valid = scoring_components(scoring, args, kwargs)
     call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
+    comps, valid = scoring_components(scoring, call)
     if not call.get("dropout_p"):  # in eval: out = M V exactly as the layer computed it
         diff = (comps["M"] @ call["v"] - output[0]).abs().max().item() if output[0].numel() else 0.0
         if diff > 1e-4 * max(1.0, output[0].abs().max().item()):

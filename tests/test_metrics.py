@@ -74,3 +74,11 @@ def test_indexed_accuracy_counts_each_example_once():
     assert acc.compute().item() == pytest.approx(0.5)
     with pytest.raises(ValueError, match="one shape"):
         acc.update(preds, target, index[:2])
+
+
+def test_first_occurrence_marks_each_id_once_in_input_order():
+    from coda_exp.metrics.states import first_occurrence
+
+    ids = torch.tensor([7, 3, 7, 5, 3, 3, 9])
+    assert first_occurrence(ids).tolist() == [True, True, False, True, False, False, True]
+    assert first_occurrence(torch.tensor([], dtype=torch.long)).tolist() == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
+from coda_exp.metrics.states import cat_state, first_occurrence
+
 
 class IndexedAccuracy(Metric):
     """Fraction of correct predictions, each example id counted once.
@@ -30,14 +32,7 @@ class IndexedAccuracy(Metric):
         self.index.append(index.detach().long())
 
     def compute(self) -> torch.Tensor:
-        def cat(x):
-            return torch.cat(x) if isinstance(x, list) else x
-
         if isinstance(self.correct, list) and not self.correct:
             return torch.tensor(0.0)
-        correct, index = cat(self.correct), cat(self.index)
-        order = torch.argsort(index, stable=True)  # the first occurrence of each id comes first among its repeats
-        ids = index[order]
-        first = torch.ones_like(ids, dtype=torch.bool)
-        first[1:] = ids[1:] != ids[:-1]
-        return correct[order][first].float().mean()
+        correct, index = cat_state(self.correct), cat_state(self.index)
+        return correct[first_occurrence(index)].float().mean()

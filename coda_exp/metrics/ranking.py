@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import torch
 from torchmetrics import Metric
 
+from coda_exp.metrics.states import cat_state, first_occurrence
+
 _RECALL = re.compile(r"^r(\d+)@(\d+)$")
 METRICS = ("map", "mrr", "rN@k (e.g. r10@1, r2@1)")
 
@@ -99,25 +101,6 @@ def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
     return out
 
 
-def _first_of_each_key(order: torch.Tensor, keyed: torch.Tensor) -> torch.Tensor | None:
-    """Positions to keep so that each keyed example id counts once (None: nothing repeats). Under DDP the
-    distributed sampler pads the shards with repeats of a few examples; unkeyed positions are always kept."""
-    if not bool(keyed.any()):
-        return None
-    ids = order[keyed]
-    if torch.unique(ids).numel() == ids.numel():
-        return None
-    seen: set[int] = set()
-    keep = []
-    for i, (o, k) in enumerate(zip(order.tolist(), keyed.tolist())):
-        if k:
-            if o in seen:
-                continue
-            seen.add(o)
-        keep.append(i)
-    return torch.tensor(keep, dtype=torch.long, device=order.device)
-
-
 class GroupedRanking(Metric):
     """torchmetrics wrapper around :func:`ranking_scores`; states are concatenated across processes (DDP)."""
 
@@ -143,14 +126,11 @@ class GroupedRanking(Metric):
         self.keyed.append(torch.full((len(scores),), keyed, dtype=torch.bool, device=scores.device))
 
     def compute(self) -> dict[str, torch.Tensor]:
-        def cat(x):
-            return torch.cat(x) if isinstance(x, list) else x
-
         if isinstance(self.scores, list) and not self.scores:
             return {name: torch.tensor(0.0) for name in self.names}
-        scores, labels, groups, order = cat(self.scores), cat(self.labels), cat(self.groups), cat(self.order)
-        keep = _first_of_each_key(order, cat(self.keyed))
-        if keep is not None:
-            scores, labels, groups, order = scores[keep], labels[keep], groups[keep], order[keep]
-        out = ranking_scores(scores, labels, groups, self.names, order)
+        scores, labels, groups, order = (cat_state(s) for s in (self.scores, self.labels, self.groups, self.order))
+        keyed = cat_state(self.keyed)
+        keep = ~keyed  # running positions are never repeats; an example id counts at its first position only
+        keep[keyed] = first_occurrence(order[keyed])
+        out = ranking_scores(scores[keep], labels[keep], groups[keep], self.names, order[keep])
         return {name: torch.tensor(out[name]) for name in self.names}
