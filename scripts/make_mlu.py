@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from coda_exp.data.mlu import (
+from coda_exp.data.seq2seq.mlu import (
     MLU_DEFAULT_SEED,
     MLU_PAPER_TEST,
     MLU_PAPER_TRAIN,

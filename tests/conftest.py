@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
+from tests import ROOT
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,7 +39,28 @@ def compose_cfg(overrides: list[str], tmp: Path):
 
 @pytest.fixture
 def make_cfg(tmp_path):
+    """``make_cfg(*overrides)``: the composed train config, every output path under the test's ``tmp_path``."""
     return lambda *overrides: compose_cfg(list(overrides), tmp_path)
+
+
+@pytest.fixture(scope="session")
+def compose():
+    """``compose(overrides, folder)``: :func:`compose_cfg` for tests that choose the output folder."""
+    return compose_cfg
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script("plot_coda")``: a module of ``scripts/`` imported from its file (scripts are not a package)."""
+    def load(name: str):
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    return load
 
 
 @pytest.fixture

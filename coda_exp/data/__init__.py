@@ -1,15 +1,18 @@
-"""Data: official-format readers (or the hub) -> examples -> vocabulary -> tensors -> batches."""
+"""Data, one folder per task family: official-format readers (or the hub) -> examples -> vocabulary -> tensors.
 
-from coda_exp.data import readers_nli, readers_ranking  # noqa: F401  (register MNLI, SciTail, DNLI, TrecQA, UDC)
-from coda_exp.data.batching import TokenBatchSampler
-from coda_exp.data.errors import DataError
-from coda_exp.data.pair_datamodule import PairDataModule
-from coda_exp.data.readers import READERS, get_reader
-from coda_exp.data.seq2seq_datamodule import MLUDataModule, Seq2SeqDataModule
-from coda_exp.data.seq2seq_sources import AlgoLispDataModule, IWSLTDataModule
-from coda_exp.data.text_datamodule import TextClassificationDataModule
-from coda_exp.data.tokenization import BPETokenizer, WordVocabTokenizer, cached_bpe, train_bpe
-from coda_exp.data.vocab import Vocab, tokenize
+- ``common/``: errors, file reading, split names, the word vocabulary, tokenizers, pretrained vectors, batching;
+- ``pair/``: sentence-pair classification and ranking (SNLI, MNLI, SciTail, DNLI, WikiQA, TrecQA, UDC);
+- ``text/``: single-text classification (IMDb, SST);
+- ``seq2seq/``: sequence to sequence (MLU, AlgoLisp, IWSLT'15).
+"""
+
+from coda_exp.data.common.batching import TokenBatchSampler
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.tokenization import BPETokenizer, WordVocabTokenizer, cached_bpe, train_bpe
+from coda_exp.data.common.vocab import Vocab, tokenize
+from coda_exp.data.pair import READERS, PairDataModule, get_reader
+from coda_exp.data.seq2seq import AlgoLispDataModule, IWSLTDataModule, MLUDataModule, Seq2SeqDataModule
+from coda_exp.data.text import TextClassificationDataModule
 
 __all__ = [
     "READERS",

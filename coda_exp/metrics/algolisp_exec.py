@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from coda_exp.data.algolisp import AlgoLispError, parse_program
+from coda_exp.data.seq2seq.algolisp import AlgoLispError, parse_program
 
 DEFAULT_MAX_STEPS = 100_000
 MAX_DEPTH = 200

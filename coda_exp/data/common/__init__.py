@@ -1,0 +1,1 @@
+"""What every data family shares: errors, file reading, split names, vocabulary, tokenizers, vectors, batching."""

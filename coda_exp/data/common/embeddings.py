@@ -1,0 +1,92 @@
+"""Pretrained word vectors (GloVe or word2vec *text* format) for a vocabulary.
+
+GloVe files have no header; word2vec text files start with ``<count> <dim>``. GloVe 840B contains a few tokens
+with spaces, so the vector is taken as the last ``dim`` fields of a line. Words of the vocabulary missing from the
+file (OOV) get random vectors drawn with the spread of the found ones; the padding row is zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.vocab import Vocab
+
+log = logging.getLogger(__name__)
+
+
+def _first_line(path: Path) -> list[str]:
+    with open(path, "rb") as f:
+        head = f.readline()
+    try:
+        return head.decode("utf-8").rstrip("\n").rstrip().split(" ")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 text file; binary word2vec (.bin) is not supported, "
+                        "convert it to the text format first") from None
+
+
+def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = True, seed: int = 0,
+                    extra_words: set[str] | None = None) -> tuple[torch.Tensor, int]:
+    """Return ``(matrix (len(vocab), dim), number of vocabulary words found in the file)``.
+
+    ``extra_words`` (words outside ``vocab``, e.g. those only the development and test texts contain): the ones
+    the file has a vector for are appended to ``vocab`` in place (in the file's order) before the matrix is built,
+    so frozen pretrained vectors cover them instead of ``<unk>``; words the file lacks stay unknown. One pass over
+    the file either way.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
+                        "word2vec text file, or null for random initialisation")
+    first = _first_line(path)
+    has_header = len(first) == 2 and all(x.isdigit() for x in first)
+    dim = int(first[1]) if has_header else len(first) - 1
+    if dim < 1:
+        raise DataError(f"{path}:1: cannot infer the vector size from the first line")
+    found: dict[int, torch.Tensor] = {}
+    extra_found: dict[str, torch.Tensor] = {}
+    extra_words = extra_words or set()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if has_header and lineno == 1:
+                continue
+            parts = line.rstrip("\n").rstrip().split(" ")
+            if len(parts) < dim + 1:
+                if not line.strip():
+                    continue
+                raise DataError(f"{path}:{lineno}: expected a word and {dim} numbers, got {len(parts)} fields")
+            word = " ".join(parts[:-dim])
+            if lowercase:
+                word = word.lower()
+            idx = vocab.stoi.get(word)
+            is_extra = idx is None and word in extra_words and word not in extra_found
+            if not is_extra and (idx is None or idx in found or idx == vocab.pad_id):
+                continue  # with lowercasing, the first (most frequent) casing wins
+            try:
+                vec = torch.tensor([float(x) for x in parts[-dim:]])
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: non-numeric vector component for {word!r}") from None
+            if is_extra:
+                extra_found[word] = vec
+            else:
+                found[idx] = vec
+    if extra_found:
+        vocab.extend(extra_found)
+        found.update((vocab.stoi[w], v) for w, v in extra_found.items())
+    gen = torch.Generator().manual_seed(seed)
+    if found:
+        stacked = torch.stack(list(found.values()))
+        std = stacked.std().item() if stacked.numel() > 1 else 1.0
+    else:
+        std = 1.0
+    matrix = torch.randn(len(vocab), dim, generator=gen) * std
+    for idx, vec in found.items():
+        matrix[idx] = vec
+    matrix[vocab.pad_id] = 0.0
+    log.info("embeddings %s: %d of %d vocabulary words found (%.1f%%), dim %d", path, len(found), len(vocab),
+             100.0 * len(found) / max(1, len(vocab)), dim)
+    return matrix, len(found)

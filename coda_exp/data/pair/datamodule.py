@@ -1,0 +1,304 @@
+"""LightningDataModule for text-pair tasks (classification and ranking): files/hub -> examples -> ids -> batches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import datasets
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from coda_exp.data.common.embeddings import load_pretrained
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.vocab import Vocab, tokenize
+from coda_exp.data.pair.readers import Reader, get_reader
+
+log = logging.getLogger(__name__)
+
+
+def _file_key(path: Path) -> str:
+    if path.is_dir():  # a split stored as a folder of files (TrecQA's a.toks/b.toks/sim.txt/id.txt)
+        return ";".join(_file_key(p) for p in sorted(path.iterdir()) if p.is_file())
+    st = path.stat()
+    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _fingerprint(*parts: object) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _examples(reader: Reader, path: str | None, split: str):  # generator for datasets.Dataset.from_generator
+    yield from (reader.read_local(Path(path)) if path else reader.read_hub(split))
+
+
+def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
+    """Pad ``a_ids``/``b_ids`` to the longest in the batch; masks are True on real tokens."""
+    out: dict[str, torch.Tensor] = {}
+    for side in ("a", "b"):
+        seqs = [r[f"{side}_ids"] for r in rows]
+        width = max(1, max(len(s) for s in seqs))
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        out[f"{side}_ids"] = ids
+        out[f"{side}_mask"] = ids != 0
+    out["label"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
+    out["group"] = torch.tensor([r["group_idx"] for r in rows], dtype=torch.long)
+    out["index"] = torch.tensor([r["index"] for r in rows], dtype=torch.long)
+    return out
+
+
+EVAL_PROTOCOLS = ("answered", "clean", "raw")
+
+
+class PairDataModule(pl.LightningDataModule):
+    """Reads a pair benchmark (``dataset``: snli, wikiqa, ...) from ``dir`` (official files) or the hub.
+
+    ``dir=None`` loads ``hub_id`` with the ``datasets`` library. The vocabulary is built on the training split
+    (``min_freq``, ``max_vocab``) and cached under ``cache_dir``; ``embeddings.path`` optionally loads GloVe /
+    word2vec text vectors for it, and with ``embeddings.extend_vocab`` (default) adds the validation/test words
+    that the vectors cover (frozen vectors need no training; other unseen words stay ``<unk>``).
+
+    Ranking tasks (``ranking=True``): ``eval_protocol`` says which groups (questions) validation and test keep:
+    ``answered`` drops groups with no positive candidate (the standard WikiQA protocol), ``clean`` also drops
+    groups whose candidates are all positive (TrecQA "clean"), ``raw`` keeps every group (groups with no positive
+    are then skipped by MAP/MRR, which are undefined for them). ``eval_protocol=None`` means ``answered`` when
+    ``eval_only_answered`` is set, else ``raw``. Training keeps every candidate.
+
+    Benchmarks without a validation file (MNLI, whose development sets are its test sets here) take it from
+    the training file: ``validation_from_train`` (a fraction) of the training examples, drawn with the fixed
+    ``holdout_seed`` (not the run's seed, so every run selects its model on the same examples). Likewise a split
+    capped by ``max_train_examples`` / ``max_eval_examples`` is a random subset drawn with the fixed
+    ``subset_seed``: runs of different seeds train and are tested on the same examples, so a comparison across
+    seeds measures the models, not which subset each seed drew. Several test
+    sets (``test_<name>`` splits of the reader) give several test dataloaders, in the reader's order.
+    """
+
+    def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
+                 eval_batch_size: int | None = None, max_len_a: int | None = None, max_len_b: int | None = None,
+                 lowercase: bool = True, min_freq: int = 1, max_vocab: int | None = None,
+                 embeddings: dict | None = None, ranking: bool = False, eval_only_answered: bool = True,
+                 max_train_examples: int | None = None, max_eval_examples: int | None = None,
+                 num_workers: int = 0, seed: int = 0, eval_protocol: str | None = None,
+                 validation_from_train: float | None = None, holdout_seed: int = 0, subset_seed: int = 0):
+        super().__init__()
+        self.reader = get_reader(dataset)
+        self.dir = dir
+        self.cache_dir = Path(cache_dir)
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.max_len = {"a": max_len_a, "b": max_len_b}
+        self.lowercase = lowercase
+        self.min_freq, self.max_vocab = min_freq, max_vocab
+        self.embeddings_cfg = dict(embeddings or {})
+        self.ranking, self.eval_only_answered = ranking, eval_only_answered
+        if eval_protocol is None:
+            eval_protocol = "answered" if eval_only_answered else "raw"
+        if eval_protocol not in EVAL_PROTOCOLS:
+            raise DataError(f"eval_protocol must be one of {list(EVAL_PROTOCOLS)}, got {eval_protocol!r}")
+        self.eval_protocol = eval_protocol
+        if validation_from_train is not None and not 0.0 < validation_from_train < 1.0:
+            raise DataError(f"validation_from_train must be a fraction in (0, 1), got {validation_from_train!r}")
+        if "validation" not in self.reader.splits() and validation_from_train is None:
+            raise DataError(f"{self.reader.name} has no validation file; set data.validation_from_train to the "
+                            "fraction of the training file to hold out for validation")
+        self.validation_from_train, self.holdout_seed = validation_from_train, holdout_seed
+        self.subset_seed = subset_seed
+        self.test_sets = self.reader.test_splits()
+        self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
+                             **{s: max_eval_examples for s in self.test_sets}}
+        self.num_workers, self.seed = num_workers, seed
+        self.splits: dict[str, datasets.Dataset] = {}
+        self.vocab: Vocab | None = None
+        self.embedding_matrix: torch.Tensor | None = None
+        self.stats: dict[str, int] = {}
+        self.warnings: list[str] = []
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.reader.label_names)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.reader.label_names
+
+    def model_kwargs(self) -> dict:
+        """Constructor arguments of the network that come from the data (call after ``setup``)."""
+        return {"vocab_size": len(self.vocab), "num_classes": self.num_classes, "embeddings": self.embedding_matrix}
+
+    def task_kwargs(self) -> dict:
+        """Constructor arguments of the task module that come from the data: the number of classes and, when
+        there are several test sets, their names (``test_matched`` -> ``matched``: metrics ``test/acc_matched``)."""
+        kwargs: dict = {"num_classes": self.num_classes}
+        if self.test_sets != ["test"]:
+            kwargs["test_sets"] = [s.removeprefix("test_") for s in self.test_sets]
+        return kwargs
+
+    # -- loading ------------------------------------------------------------------------------------------
+    def _raw_split(self, split: str) -> datasets.Dataset:
+        if self.dir is not None:
+            path = self.reader.path(self.dir, split)
+            key = _file_key(path)
+            src = str(path)
+        else:
+            src, key = None, f"hub:{self.reader.hub_id}:{split}"
+        fp = _fingerprint("raw-v1", self.reader.name, key)
+        try:
+            ds = datasets.Dataset.from_generator(
+                _examples, gen_kwargs={"reader": self.reader, "path": src, "split": split},
+                cache_dir=str(self.cache_dir / "datasets"), fingerprint=fp,
+                features=datasets.Features({"text_a": datasets.Value("string"), "text_b": datasets.Value("string"),
+                                            "label": datasets.Value("int64"), "group": datasets.Value("string")}),
+            )
+        except DataError:
+            raise
+        except Exception as e:  # datasets wraps generator errors; surface ours, explain hub failures
+            cause = e
+            while cause is not None and not isinstance(cause, DataError):
+                cause = cause.__cause__ or cause.__context__
+            if isinstance(cause, DataError):
+                raise cause from None
+            if self.dir is None:
+                raise DataError(
+                    f"{self.reader.name}: no data.dir was given and the hub dataset {self.reader.hub_id!r} could "
+                    f"not be loaded ({type(e).__name__}: {e}). Download the official files "
+                    f"{', '.join(self.reader.expected_files())} and pass data.dir=DIR. {self.reader.source_hint}"
+                ) from e
+            raise
+        if len(ds) == 0:
+            raise DataError(f"{self.reader.name}: split {split!r} ({src or self.reader.hub_id}) has no examples")
+        return ds
+
+    def _prepare_split(self, split: str, ds: datasets.Dataset) -> datasets.Dataset:
+        limit = self.max_examples[split]
+        if self.ranking and split != "train" and self.eval_protocol != "raw":
+            positive, negative = set(), set()
+            for g, y in zip(ds["group"], ds["label"]):
+                (positive if y == 1 else negative).add(g)
+            keep = positive if self.eval_protocol == "answered" else positive & negative
+            groups = positive | negative
+            ds = ds.filter(lambda g: g in keep, input_columns="group")
+            self.stats[f"{split}_groups_dropped_no_positive"] = len(groups - positive)
+            if self.eval_protocol == "clean":
+                self.stats[f"{split}_groups_dropped_all_positive"] = len(positive - negative)
+            if len(ds) == 0:
+                raise DataError(f"{self.reader.name}: split {split!r} has no question left under eval_protocol="
+                                f"{self.eval_protocol!r} (it needs a correct answer"
+                                + (" and a wrong one)" if self.eval_protocol == "clean" else ")"))
+        if limit is not None and len(ds) > limit:
+            if self.ranking:  # keep whole groups (first groups up to ~limit pairs) so MAP/MRR stay meaningful
+                keep, groups = [], set()
+                for i, g in enumerate(ds["group"]):
+                    if g not in groups and len(keep) >= limit:
+                        break
+                    groups.add(g)
+                    keep.append(i)
+                ds = ds.select(keep)
+            else:
+                ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
+        groups = {g: i for i, g in enumerate(dict.fromkeys(ds["group"]))}
+        ds = ds.map(lambda g, idx: {"group_idx": groups[g], "index": idx}, input_columns="group",
+                    with_indices=True)
+        return ds
+
+    def _encode(self, ds: datasets.Dataset) -> datasets.Dataset:
+        vocab, lower, ml = self.vocab, self.lowercase, self.max_len
+
+        def enc(batch):
+            out = {}
+            for side in ("a", "b"):
+                toks = [tokenize(t, lower) for t in batch[f"text_{side}"]]
+                out[f"{side}_ids"] = [vocab.encode(t[: ml[side]] if ml[side] else t) for t in toks]
+            return out
+
+        return ds.map(enc, batched=True, desc="tokenising")
+
+    def _build_vocab(self, train: datasets.Dataset) -> Vocab:
+        fp = _fingerprint("vocab-v1", train._fingerprint, self.lowercase, self.min_freq, self.max_vocab)
+        path = self.cache_dir / self.reader.name / f"vocab-{fp}.json"
+        if path.is_file():
+            return Vocab.load(path)
+        texts = (tokenize(t, self.lowercase) for col in ("text_a", "text_b") for t in train[col])
+        vocab = Vocab.build(texts, min_freq=self.min_freq, max_size=self.max_vocab)
+        vocab.save(path)
+        return vocab
+
+    def _eval_words(self, raw: dict[str, datasets.Dataset]) -> set[str]:
+        """Words of the validation and test texts that the training vocabulary lacks (candidates for pretrained
+        vectors: with frozen embeddings they need no training, as in Parikh et al.'s and the CoDA setups)."""
+        words: set[str] = set()
+        for split, ds in raw.items():
+            if split != "train":
+                for col in ("text_a", "text_b"):
+                    words.update(w for t in ds[col] for w in tokenize(t, self.lowercase))
+        return words - set(self.vocab.stoi)
+
+    def _raw_splits(self) -> dict[str, datasets.Dataset]:
+        names = ["train", *(["validation"] if self.validation_from_train is None else []), *self.test_sets]
+        raw = {s: self._raw_split(s) for s in names}
+        if self.validation_from_train is not None:
+            if self.ranking:
+                raise DataError("validation_from_train is for classification; ranking tasks need whole groups")
+            train = raw["train"]
+            k = max(1, round(self.validation_from_train * len(train)))
+            if k >= len(train):
+                raise DataError(f"{self.reader.name}: cannot hold out {k} of {len(train)} training examples")
+            perm = train.shuffle(seed=self.holdout_seed)
+            raw["validation"], raw["train"] = perm.select(range(k)), perm.select(range(k, len(train)))
+            self.stats["validation_held_out_from_train"] = k
+        return raw
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        raw = {s: self._prepare_split(s, d) for s, d in self._raw_splits().items()}
+        self.vocab = self._build_vocab(raw["train"])
+        path = self.embeddings_cfg.get("path")
+        if path:  # before encoding: the vocabulary may grow by evaluation words the vectors cover
+            extra = self._eval_words(raw) if self.embeddings_cfg.get("extend_vocab", True) else None
+            train_size = len(self.vocab)
+            self.embedding_matrix, found = load_pretrained(path, self.vocab, lowercase=self.lowercase,
+                                                           seed=self.seed, extra_words=extra)
+            self.stats["embeddings_found"] = found
+            self.stats["vocab_added_from_embeddings"] = len(self.vocab) - train_size
+        self.splits = {s: self._encode(d) for s, d in raw.items()}
+        for s, d in self.splits.items():
+            self.stats[f"{s}_examples"] = len(d)
+        self.stats["vocab_size"] = len(self.vocab)
+        if not path:
+            msg = ("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised "
+                   "and trained, so numbers will not match the paper's")
+            log.warning(msg)
+            self.warnings.append(msg)
+        log.info("%s: %s", self.reader.name, self.stats)
+
+    # -- loaders ------------------------------------------------------------------------------------------
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        ds = self.splits[split].select_columns(["a_ids", "b_ids", "label", "group_idx", "index"])
+        gen = torch.Generator().manual_seed(self.seed)
+        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size, shuffle=shuffle,
+                          collate_fn=_collate, num_workers=self.num_workers, generator=gen,
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """One loader per test set (a list when there are several; their order is ``task_kwargs()["test_sets"]``)."""
+        loaders = [self._loader(s, shuffle=False) for s in self.test_sets]
+        return loaders[0] if len(loaders) == 1 else loaders
+
+    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self.test_dataloader()
+
+    def split_groups(self, split: str) -> list[str]:
+        """Group (query) ids of a split, in ``group_idx`` order, for writing predictions."""
+        return list(dict.fromkeys(self.splits[split]["group"]))
+

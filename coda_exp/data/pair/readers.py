@@ -1,0 +1,194 @@
+"""Readers for the benchmarks' official files (or the Hugging Face hub), yielding one schema for pair tasks.
+
+Every reader turns its benchmark into examples ``{"text_a", "text_b", "label", "group"}``: two texts, an integer
+label and, for ranking tasks, the id of the query the pair belongs to ("" for classification). Local files are
+parsed line by line so that a malformed row is reported with its file and line number; the examples are then
+stored as a cached :class:`datasets.Dataset`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coda_exp.data.common.errors import DataError, require_files
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class Reader(ABC):
+    """Knows one benchmark: its label names, its official files per split, and its hub id."""
+
+    name: str
+    label_names: tuple[str, ...]
+    files: dict[str, str]
+    hub_id: str | None
+    hub_splits: dict[str, str] = field(default_factory=dict)
+    source_hint: str = ""
+    hub_config: str | None = None  # the hub dataset's configuration name, if it has several
+
+    def expected_files(self) -> list[str]:
+        return list(self.files.values())
+
+    def splits(self) -> list[str]:
+        """The splits this benchmark ships files for: ``train``, usually ``validation``, and one or more test
+        sets (``test``, or named ``test_<name>``, e.g. MNLI's ``test_matched`` and ``test_mismatched``)."""
+        return list(self.files)
+
+    def test_splits(self) -> list[str]:
+        return [s for s in self.files if s == "test" or s.startswith("test_")]
+
+    def missing_message(self, directory: Path, missing: list[str]) -> str:
+        return (
+            f"{self.name}: data directory {str(directory)!r} lacks {', '.join(missing)}. "
+            f"Expected the official files {', '.join(self.expected_files())} in it. {self.source_hint}"
+        )
+
+    def path(self, directory: str | os.PathLike, split: str) -> Path:
+        expected = self.expected_files()
+        return require_files(self.name, directory, expected, expected, self.source_hint) / self.files[split]
+
+    def label_id(self, label: str, where: str) -> int:
+        try:
+            return self.label_names.index(label)
+        except ValueError:
+            raise DataError(
+                f"{where}: unknown label {label!r} for {self.name}; expected one of {list(self.label_names)}"
+            ) from None
+
+    @abstractmethod
+    def read_local(self, path: Path) -> Iterator[dict]:
+        """Examples of one official file, validated row by row."""
+
+    def read_hub(self, split: str) -> Iterator[dict]:
+        """Examples of one split of the hub dataset ``hub_id`` (readers with a hub id override this)."""
+        raise DataError(f"{self.name}: there is no Hugging Face hub dataset for this benchmark; download the "
+                        f"official files {', '.join(self.expected_files())} and pass data.dir=DIR. "
+                        f"{self.source_hint}")
+
+    def load_hub(self, split: str):
+        """``datasets.load_dataset`` of ``hub_id`` (and ``hub_config``) for ``split``."""
+        import datasets
+
+        args = (self.hub_id,) if self.hub_config is None else (self.hub_id, self.hub_config)
+        return datasets.load_dataset(*args, split=self.hub_splits.get(split, split))
+
+
+def read_jsonl_objects(path: Path) -> Iterator[tuple[str, dict]]:
+    """``(where, object)`` for each non-empty line of a JSON-lines file; malformed lines are a :class:`DataError`
+    naming ``file:line``."""
+    with open(path, encoding="utf-8-sig") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            yield where, row
+
+
+def require_str(row: dict, keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if not isinstance(row.get(key), str):
+            raise DataError(f"{where}: missing or non-string field {key!r}")
+
+
+class SnliReader(Reader):
+    """SNLI 1.0 (Bowman et al. 2015): ``snli_1.0_{train,dev,test}.jsonl``; pairs with gold label ``-`` are dropped."""
+
+    def read_local(self, path: Path) -> Iterator[dict]:
+        for where, row in read_jsonl_objects(path):
+            require_str(row, ("gold_label", "sentence1", "sentence2"), where)
+            if row["gold_label"] == "-":
+                continue
+            yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
+                   "label": self.label_id(row["gold_label"], where), "group": ""}
+
+    def read_hub(self, split: str) -> Iterator[dict]:
+        import datasets
+
+        for row in datasets.load_dataset(self.hub_id, split=self.hub_splits.get(split, split)):
+            if row["label"] < 0:  # the hub's -1 is SNLI's "-": no gold label
+                continue
+            yield {"text_a": row["premise"], "text_b": row["hypothesis"], "label": int(row["label"]), "group": ""}
+
+
+WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")
+
+
+class WikiQAReader(Reader):
+    """WikiQA (Yang et al. 2015): ``WikiQA-{train,dev,test}.tsv``, one candidate sentence per row, grouped by question."""
+
+    def read_local(self, path: Path) -> Iterator[dict]:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+            header = next(rows, None)
+            if header is None:
+                raise DataError(f"{path}: empty file; expected a header line {'<TAB>'.join(WIKIQA_COLUMNS)}")
+            missing = [c for c in ("QuestionID", "Question", "Sentence", "Label") if c not in header]
+            if missing:
+                raise DataError(f"{path}:1: header lacks column(s) {missing}; expected {list(WIKIQA_COLUMNS)}")
+            col = {name: header.index(name) for name in ("QuestionID", "Question", "Sentence", "Label")}
+            for lineno, row in enumerate(rows, 2):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                where = f"{path}:{lineno}"
+                if len(row) != len(header):
+                    raise DataError(f"{where}: malformed row with {len(row)} tab-separated fields; "
+                                    f"expected {len(header)} ({', '.join(header)})")
+                yield {"text_a": row[col["Question"]], "text_b": row[col["Sentence"]],
+                       "label": self.label_id(row[col["Label"]].strip(), where), "group": row[col["QuestionID"]]}
+
+    def read_hub(self, split: str) -> Iterator[dict]:
+        import datasets
+
+        for row in datasets.load_dataset(self.hub_id, split=self.hub_splits.get(split, split)):
+            yield {"text_a": row["question"], "text_b": row["answer"], "label": int(row["label"]),
+                   "group": row["question_id"]}
+
+
+READERS: dict[str, Reader] = {}
+
+
+def register(reader: Reader) -> Reader:
+    """Add ``reader`` to :data:`READERS` under its name (benchmark modules call this on import)."""
+    if reader.name in READERS and READERS[reader.name] != reader:
+        raise ValueError(f"a reader named {reader.name!r} is already registered")
+    READERS[reader.name] = reader
+    return reader
+
+
+for _reader in (
+    SnliReader(
+        name="snli",
+        label_names=("entailment", "neutral", "contradiction"),
+        files={"train": "snli_1.0_train.jsonl", "validation": "snli_1.0_dev.jsonl", "test": "snli_1.0_test.jsonl"},
+        hub_id="snli",
+        source_hint="Get them from https://nlp.stanford.edu/projects/snli/ (snli_1.0.zip, folder snli_1.0/).",
+    ),
+    WikiQAReader(
+        name="wikiqa",
+        label_names=("0", "1"),
+        files={"train": "WikiQA-train.tsv", "validation": "WikiQA-dev.tsv", "test": "WikiQA-test.tsv"},
+        hub_id="wiki_qa",
+        source_hint="Get them from the WikiQA corpus release by Microsoft Research "
+                    "(WikiQACorpus.zip, folder WikiQACorpus/).",
+    ),
+):
+    register(_reader)
+
+
+def get_reader(name: str) -> Reader:
+    if name not in READERS:
+        raise DataError(f"unknown dataset {name!r}; known datasets: {sorted(READERS)}")
+    return READERS[name]

@@ -1,0 +1,6 @@
+"""Sequence to sequence: MLU (generated), AlgoLisp and IWSLT'15 En-Vi."""
+
+from coda_exp.data.seq2seq.datamodule import MLUDataModule, Seq2SeqDataModule
+from coda_exp.data.seq2seq.sources import AlgoLispDataModule, IWSLTDataModule
+
+__all__ = ["AlgoLispDataModule", "IWSLTDataModule", "MLUDataModule", "Seq2SeqDataModule"]

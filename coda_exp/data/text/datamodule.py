@@ -1,0 +1,191 @@
+"""LightningDataModule for single-text classification (IMDb, SST-2, SST-5): files/hub -> BPE ids -> batches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import datasets
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from coda_exp.data.common.batching import TokenBatchSampler
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.tokenization import EOS_ID, PAD_ID, BPETokenizer, cached_bpe
+from coda_exp.data.text.readers import SPLITS, ImdbReader, TextReader, get_text_reader
+
+log = logging.getLogger(__name__)
+
+FEATURES = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("int64"),
+                              "index": datasets.Value("int64")})
+
+
+def _fingerprint(*parts: object) -> str:
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _examples(reader: TextReader, directory: str | None, split: str):  # for datasets.Dataset.from_generator
+    yield from reader.read(split, directory)
+
+
+def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
+    """``ids`` (B, L) padded with 0 to the longest row, ``mask`` (B, L) True on real tokens, ``label``/``index`` (B,)."""
+    width = max(1, max(len(r["ids"]) for r in rows))
+    ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool)
+    for i, r in enumerate(rows):
+        n = len(r["ids"])
+        ids[i, :n] = torch.as_tensor(r["ids"], dtype=torch.long)
+        mask[i, :n] = True
+    return {"ids": ids, "mask": mask, "label": torch.tensor([r["label"] for r in rows], dtype=torch.long),
+            "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
+
+
+class TextClassificationDataModule(pl.LightningDataModule):
+    """Reads ``dataset`` (imdb, sst2, sst5) from ``dir`` (official files) or, with ``dir=None``, the hub.
+
+    A BPE vocabulary of ``bpe_vocab_size`` is learnt on the training split actually used (after
+    ``max_train_examples``) and cached under ``cache_dir/<dataset>/``; texts are encoded without lower-casing,
+    truncated to ``max_len`` tokens (the last one is ``eos`` when ``append_eos``, Tensor2Tensor's convention for
+    class-label problems). Batches hold ``batch_size`` examples, or, when ``max_tokens`` is set, as many as fit in
+    ``max_tokens`` padded tokens (:class:`~coda_exp.data.common.batching.TokenBatchSampler`, also for evaluation).
+    ``index`` is the example's position in its split as the reader yields it (kept through subsetting), so test
+    predictions map back to the files; a split capped by ``max_*_examples`` is a random subset drawn with the
+    fixed ``subset_seed`` (the same examples for every run seed). ``val_fraction`` is IMDb's held-out share of ``train`` (0: validate on
+    the test set, as Tensor2Tensor did); it is ignored for SST, whose files have a dev split.
+    """
+
+    def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", tokenizer: str = "bpe",
+                 bpe_vocab_size: int = 8000, bpe_min_frequency: int = 2, max_len: int = 512,
+                 append_eos: bool = True, batch_size: int = 64, eval_batch_size: int | None = None,
+                 max_tokens: int | None = None, bucket_width: int = 8, val_fraction: float = 0.1,
+                 max_train_examples: int | None = None, max_eval_examples: int | None = None,
+                 num_workers: int = 0, seed: int = 0, subset_seed: int = 0):
+        super().__init__()
+        if tokenizer != "bpe":
+            raise DataError(f"unknown tokenizer {tokenizer!r} for text classification; available: 'bpe'")
+        if max_len < 1 or (append_eos and max_len < 2):
+            raise DataError(f"max_len={max_len} leaves no room for text")
+        if max_tokens is not None and max_tokens < max_len:
+            raise DataError(f"max_tokens={max_tokens} is below max_len={max_len}: a full-length example would not "
+                            "fit in any batch")
+        options = {"val_fraction": val_fraction} if isinstance(get_text_reader(dataset), ImdbReader) else {}
+        self.reader = get_text_reader(dataset, **options)
+        self.dir = dir
+        self.cache_dir = Path(cache_dir)
+        self.tokenizer_name, self.bpe_vocab_size, self.bpe_min_frequency = tokenizer, bpe_vocab_size, bpe_min_frequency
+        self.max_len, self.append_eos = max_len, append_eos
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.max_tokens, self.bucket_width = max_tokens, bucket_width
+        self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
+                             "test": max_eval_examples}
+        self.num_workers, self.seed, self.subset_seed = num_workers, seed, subset_seed
+        self.splits: dict[str, datasets.Dataset] = {}
+        self.tokenizer: BPETokenizer | None = None
+        self.tokenizer_path: Path | None = None  # the cached BPE file (its name is the data + settings key)
+        self.stats: dict[str, int | float] = {}
+        self.warnings: list[str] = []
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.reader.label_names)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.reader.label_names
+
+    def model_kwargs(self) -> dict:
+        """Constructor arguments of the network that come from the data (call after ``setup``)."""
+        return {"vocab_size": self.tokenizer.vocab_size, "num_classes": self.num_classes, "pad_id": PAD_ID}
+
+    def task_kwargs(self) -> dict:
+        return {"num_classes": self.num_classes}
+
+    # -- loading ------------------------------------------------------------------------------------------
+    def _raw_split(self, split: str) -> datasets.Dataset:
+        where = self.dir if self.dir is not None else f"hub {self.reader.hub_id}"
+        fp = _fingerprint("text-raw-v1", self.reader.name, self.reader.source_key(split, self.dir))
+        try:
+            ds = datasets.Dataset.from_generator(
+                _examples, gen_kwargs={"reader": self.reader, "directory": self.dir, "split": split},
+                cache_dir=str(self.cache_dir / "datasets"), fingerprint=fp, features=FEATURES)
+        except DataError:
+            raise
+        except Exception as e:  # datasets wraps generator errors: surface ours
+            cause = e
+            while cause is not None and not isinstance(cause, DataError):
+                cause = cause.__cause__ or cause.__context__
+            if isinstance(cause, DataError):
+                raise cause from None
+            raise
+        if len(ds) == 0:
+            raise DataError(f"{self.reader.name}: split {split!r} ({where}) has no examples")
+        limit = self.max_examples[split]
+        if limit is not None and len(ds) > limit:
+            ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
+        return ds
+
+    def _build_tokenizer(self, train: datasets.Dataset) -> BPETokenizer:
+        tok, path = cached_bpe(lambda: iter(train["text"]), fingerprint=train._fingerprint,
+                               vocab_size=self.bpe_vocab_size, cache_dir=self.cache_dir / self.reader.name,
+                               min_frequency=self.bpe_min_frequency)
+        self.tokenizer_path = path
+        return tok
+
+    def _encode(self, ds: datasets.Dataset, split: str) -> datasets.Dataset:
+        tok, max_len, eos = self.tokenizer, self.max_len, self.append_eos
+        keep = max_len - 1 if eos else max_len
+
+        def enc(batch):
+            ids = tok.encode_batch(batch["text"])
+            out = [x[:keep] + [EOS_ID] if eos else x[:keep] for x in ids]
+            return {"ids": out, "length": [len(x) for x in out], "full_length": [len(x) for x in ids]}
+
+        fp = _fingerprint("text-enc-v1", ds._fingerprint, self.tokenizer_path.name, max_len, eos)
+        ds = ds.map(enc, batched=True, desc=f"tokenising {split}", new_fingerprint=fp)
+        full = ds["full_length"]
+        self.stats[f"{split}_truncated"] = sum(n > keep for n in full)
+        self.stats[f"{split}_mean_tokens"] = round(sum(full) / len(full), 2)
+        return ds
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
+        raw = {s: self._raw_split(s) for s in SPLITS}
+        self.tokenizer = self._build_tokenizer(raw["train"])
+        self.splits = {s: self._encode(d, s) for s, d in raw.items()}
+        for s, d in self.splits.items():
+            self.stats[f"{s}_examples"] = len(d)
+        self.stats["vocab_size"] = self.tokenizer.vocab_size
+        for note in self.reader.notes(self.dir):
+            log.warning(note)
+            self.warnings.append(note)
+        log.info("%s: %s", self.reader.name, self.stats)
+
+    # -- loaders ------------------------------------------------------------------------------------------
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        ds = self.splits[split].select_columns(["ids", "label", "index"])
+        common = {"collate_fn": collate_text, "num_workers": self.num_workers,
+                  "persistent_workers": self.num_workers > 0}
+        if self.max_tokens is not None:
+            sampler = TokenBatchSampler(self.splits[split]["length"], self.max_tokens, shuffle=shuffle,
+                                        seed=self.seed, bucket_width=self.bucket_width)
+            return DataLoader(ds, batch_sampler=sampler, **common)
+        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size, shuffle=shuffle,
+                          generator=torch.Generator().manual_seed(self.seed), **common)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

@@ -1,0 +1,127 @@
+import random
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+from coda_exp.data.common.batching import TokenBatchSampler
+
+
+def lengths(n=300, seed=0, hi=60):
+    rng = random.Random(seed)
+    return [rng.randint(1, hi) for _ in range(n)]
+
+
+def cost(batch, lens):
+    return len(batch) * max(lens[i] for i in batch)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_token_budget_and_each_example_once(shuffle):
+    lens = lengths()
+    s = TokenBatchSampler(lens, max_tokens=200, shuffle=shuffle, seed=3, bucket_width=4)
+    for epoch in range(3):
+        s.set_epoch(epoch)
+        batches = list(s)
+        assert all(cost(b, lens) <= 200 for b in batches)
+        flat = [i for b in batches for i in b]
+        assert sorted(flat) == list(range(len(lens)))  # every example exactly once
+        assert len(batches) == len(s)
+
+
+def test_batches_group_similar_lengths():
+    lens = lengths(hi=100)
+    s = TokenBatchSampler(lens, max_tokens=400, bucket_width=8)
+    for b in s:
+        span = max(lens[i] for i in b) - min(lens[i] for i in b)
+        assert span < 8  # one bucket per batch
+    # padded tokens are a small share of the total, unlike random batches of the same count
+    padded = sum(cost(b, lens) for b in s)
+    assert sum(lens) / padded > 0.85
+
+
+def test_deterministic_by_seed_and_epoch():
+    lens = lengths()
+    a = TokenBatchSampler(lens, 200, seed=1)
+    b = TokenBatchSampler(lens, 200, seed=1)
+    assert list(a) == list(b)
+    first = list(a)
+    a.set_epoch(1)
+    b.set_epoch(1)
+    assert list(a) == list(b) != first
+    assert len(a) == len(first)  # the number of batches does not change with the epoch
+    c = TokenBatchSampler(lens, 200, seed=2)
+    assert list(c) != first
+    a.set_epoch(0)
+    assert list(a) == first
+
+
+def test_no_shuffle_is_sorted_by_bucket():
+    lens = [5, 1, 9, 2, 8]
+    s = TokenBatchSampler(lens, max_tokens=10, shuffle=False, bucket_width=4)
+    # buckets 1-4 {1, 3} (longest 2: 5 fit), 5-8 {0, 4} (longest 8: 1 fits), 9-12 {2}; index order inside
+    assert list(s) == [[1, 3], [0], [4], [2]]
+    assert s.epoch == 0
+
+
+@pytest.mark.parametrize("n,replicas", [(300, 2), (301, 3), (37, 4), (5, 4), (3, 4)])
+def test_ddp_shards_disjoint_equal_and_complete(n, replicas):
+    lens = lengths(n)
+    shards = [TokenBatchSampler(lens, 200, seed=5, num_replicas=replicas, rank=r) for r in range(replicas)]
+    for epoch in (0, 1):
+        for s in shards:
+            s.set_epoch(epoch)
+        got = [list(s) for s in shards]
+        assert len({len(g) for g in got}) == 1  # equal number of batches on every rank
+        flat = [i for g in got for b in g for i in b]
+        if n >= replicas:
+            assert sorted(flat) == list(range(n))  # disjoint, and together every example once
+        else:
+            assert set(flat) == set(range(n))  # fewer examples than ranks: some repeat, none lost
+        assert all(cost(b, lens) <= 200 for g in got for b in g)
+
+
+def test_ddp_drop_last_drops_surplus_batches():
+    lens = lengths(301)
+    full = TokenBatchSampler(lens, 200, seed=5).global_batches()
+    shards = [TokenBatchSampler(lens, 200, seed=5, num_replicas=3, rank=r, drop_last=True) for r in range(3)]
+    got = [list(s) for s in shards]
+    assert len({len(g) for g in got}) == 1 and sum(map(len, got)) == len(full) - len(full) % 3
+    flat = [i for g in got for b in g for i in b]
+    assert len(flat) == len(set(flat))
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="example 1 has 50 tokens, more than max_tokens=40"):
+        TokenBatchSampler([3, 50], max_tokens=40)
+    with pytest.raises(ValueError, match="rank 2 outside"):
+        TokenBatchSampler([3], 40, num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="no examples"):
+        TokenBatchSampler([], 40)
+
+
+def test_dataloader_and_lightning_ddp_injection():
+    """Lightning re-creates a BatchSampler subclass with a DistributedSampler: rank, replicas, epoch come from it."""
+    from lightning_fabric.utilities.data import _replace_dunder_methods, _set_sampler_epoch
+    from pytorch_lightning.utilities.data import _update_dataloader
+    from torch.utils.data import BatchSampler
+
+    lens = lengths(50)
+    data = list(range(50))
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = DataLoader(data, batch_sampler=TokenBatchSampler(lens, 200, seed=4),
+                            collate_fn=lambda rows: torch.tensor(rows))
+    assert sorted(torch.cat(list(loader)).tolist()) == data
+    _set_sampler_epoch(loader, 3)  # what the fit loop does at each epoch start
+    assert loader.batch_sampler.epoch == 3
+
+    shards = []
+    for rank in range(2):
+        dist = DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True)
+        new = _update_dataloader(loader, dist)
+        bs = new.batch_sampler
+        assert isinstance(bs, TokenBatchSampler) and (bs.num_replicas, bs.rank) == (2, rank)
+        _set_sampler_epoch(new, 1)
+        assert bs.epoch == 1
+        shards.append(torch.cat(list(new)).tolist())
+    assert sorted(shards[0] + shards[1]) == data

@@ -1,0 +1,224 @@
+import json
+import shutil
+
+import pytest
+import torch
+
+from coda_exp.data import DataError, PairDataModule, Vocab, get_reader, tokenize
+from coda_exp.data.common.embeddings import load_pretrained
+from tests import FIXTURES
+
+
+def dm(tmp_path, name="snli", src=None, **kw):
+    m = PairDataModule(name, dir=str(src or FIXTURES / name), cache_dir=str(tmp_path / "cache"),
+                       ranking=name == "wikiqa", **kw)
+    m.setup()
+    return m
+
+
+def copy_fixture(tmp_path, name):
+    dst = tmp_path / name
+    shutil.copytree(FIXTURES / name, dst)
+    return dst
+
+
+def test_snli_drops_dash_and_maps_labels(tmp_path):
+    rows = [json.loads(line) for line in (FIXTURES / "snli" / "snli_1.0_train.jsonl").read_text().splitlines()]
+    kept = [r for r in rows if r["gold_label"] != "-"]
+    assert len(kept) < len(rows)  # the fixture has pairs without a gold label
+    m = dm(tmp_path)
+    train = m.splits["train"]
+    assert len(train) == len(kept)
+    names = get_reader("snli").label_names
+    assert [names[y] for y in train["label"]] == [r["gold_label"] for r in kept]
+    assert train["text_a"][0] == kept[0]["sentence1"]
+    assert m.num_classes == 3
+
+
+def test_wikiqa_groups_and_answered_filter(tmp_path):
+    m = dm(tmp_path, "wikiqa")
+    val = m.splits["validation"]
+    # every evaluated question has a correct answer; the unanswered one was dropped (standard protocol)
+    for g in set(val["group"]):
+        assert any(y == 1 for gg, y in zip(val["group"], val["label"]) if gg == g)
+    assert m.stats["validation_groups_dropped_no_positive"] == 1
+    assert m.stats["train_examples"] == 45  # training keeps every candidate
+    batch = next(iter(m.val_dataloader()))
+    assert batch["group"].tolist() == sorted(batch["group"].tolist())
+    m2 = dm(tmp_path / "b", "wikiqa", eval_only_answered=False)
+    assert len(m2.splits["validation"]) > len(val)
+
+
+def test_batches_are_padded_with_masks(tmp_path):
+    m = dm(tmp_path, batch_size=5)
+    b = next(iter(m.train_dataloader()))
+    assert b["a_ids"].shape[0] == 5
+    assert torch.equal(b["a_mask"], b["a_ids"] != 0)
+    assert (b["a_mask"].sum(1) > 0).all()
+    lengths = b["b_mask"].sum(1)
+    assert lengths.max() == b["b_ids"].shape[1]  # padded to the longest in the batch, no more
+
+
+def test_truncation_and_max_examples(tmp_path):
+    m = dm(tmp_path, max_len_a=3, max_train_examples=10)
+    assert len(m.splits["train"]) == 10
+    assert max(len(x) for x in m.splits["train"]["a_ids"]) == 3
+
+
+def test_vocab_is_built_on_train_and_cached(tmp_path):
+    m = dm(tmp_path)
+    cached = list((tmp_path / "cache" / "snli").glob("vocab-*.json"))
+    assert len(cached) == 1
+    assert Vocab.load(cached[0]).itos == m.vocab.itos
+    train_tokens = {t for c in ("text_a", "text_b") for s in m.splits["train"][c] for t in tokenize(s)}
+    assert set(m.vocab.itos[2:]) == train_tokens
+
+
+def test_vocab_order_and_tokenizer():
+    v = Vocab.build([["b", "a"], ["a", "c"], ["c", "a"]], min_freq=2)
+    assert v.itos == ["<pad>", "<unk>", "a", "c"]
+    assert v.encode(["c", "zzz"]) == [3, 1]
+    assert tokenize("Don't stop-now, OK?") == ["don't", "stop-now", ",", "ok", "?"]
+
+
+def test_missing_directory_names_expected_files(tmp_path):
+    with pytest.raises(DataError) as e:
+        dm(tmp_path, src=tmp_path / "nowhere")
+    msg = str(e.value)
+    assert "snli_1.0_train.jsonl" in msg and "snli_1.0_test.jsonl" in msg and "nlp.stanford.edu" in msg
+
+
+def test_missing_one_file_is_named(tmp_path):
+    d = copy_fixture(tmp_path, "wikiqa")
+    (d / "WikiQA-dev.tsv").unlink()
+    with pytest.raises(DataError, match="lacks WikiQA-dev.tsv"):
+        dm(tmp_path, "wikiqa", src=d)
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path):
+    d = copy_fixture(tmp_path, "snli")
+    p = d / "snli_1.0_dev.jsonl"
+    lines = p.read_text().splitlines()
+    lines[4] = lines[4][:30]
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"snli_1.0_dev.jsonl:5: malformed JSON"):
+        dm(tmp_path, src=d)
+
+
+def test_malformed_tsv_row_names_file_and_line(tmp_path):
+    d = copy_fixture(tmp_path, "wikiqa")
+    p = d / "WikiQA-train.tsv"
+    lines = p.read_text().splitlines()
+    lines[3] = "\t".join(lines[3].split("\t")[:4])
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"WikiQA-train.tsv:4: malformed row with 4"):
+        dm(tmp_path, "wikiqa", src=d)
+
+
+def test_unknown_label_is_named(tmp_path):
+    d = copy_fixture(tmp_path, "snli")
+    p = d / "snli_1.0_test.jsonl"
+    rows = [json.loads(line) for line in p.read_text().splitlines()]
+    rows[2]["gold_label"] = "maybe"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"snli_1.0_test.jsonl:3: unknown label 'maybe'.*entailment"):
+        dm(tmp_path, src=d)
+
+
+def test_unknown_dataset_and_offline_hub(tmp_path):
+    with pytest.raises(DataError, match="unknown dataset 'nope'.*snli"):
+        PairDataModule("nope")
+    m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
+    with pytest.raises(DataError, match="no data.dir was given.*data.dir=DIR"):
+        m.setup()
+
+
+def test_pretrained_embeddings_glove_and_word2vec(tmp_path):
+    vocab = Vocab(["the", "cat", "sat", "mat"])
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.1 0.2 0.3\nCat 1 2 3\n. . . 9 9 9\nsat 4 5 6\n")
+    matrix, found = load_pretrained(glove, vocab)
+    assert matrix.shape == (6, 3) and found == 3
+    assert torch.equal(matrix[vocab.stoi["cat"]], torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.equal(matrix[0], torch.zeros(3))  # padding
+    assert not torch.equal(matrix[vocab.stoi["mat"]], torch.zeros(3))  # OOV: random, not zero
+    w2v = tmp_path / "w2v.txt"
+    w2v.write_text("2 3\nthe 0.1 0.2 0.3\nmat 7 8 9\n")
+    matrix, found = load_pretrained(w2v, vocab)
+    assert found == 2 and torch.equal(matrix[vocab.stoi["mat"]], torch.tensor([7.0, 8.0, 9.0]))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("the 0.1 0.2 0.3\ncat 1 x 3\n")
+    with pytest.raises(DataError, match=r"bad.txt:2: non-numeric"):
+        load_pretrained(bad, vocab)
+    with pytest.raises(DataError, match="does not exist"):
+        load_pretrained(tmp_path / "none.txt", vocab)
+
+
+def test_datamodule_loads_embeddings_and_records_missing_ones(tmp_path):
+    m = dm(tmp_path)
+    assert m.embedding_matrix is None and any("random" in w for w in m.warnings)
+    vec = tmp_path / "vec.txt"
+    vec.write_text("man 1 2\nwoman 3 4\n")
+    m2 = dm(tmp_path / "e", embeddings={"path": str(vec)})
+    assert m2.embedding_matrix.shape == (len(m2.vocab), 2) and m2.stats["embeddings_found"] == 2
+
+
+def test_hub_path_maps_the_hub_schema(tmp_path, monkeypatch):
+    import datasets
+
+    hub = {
+        ("snli", "train"): {"premise": ["A b .", "C d ."], "hypothesis": ["A .", "C ."], "label": [0, -1]},
+        ("snli", "validation"): {"premise": ["E f ."], "hypothesis": ["E ."], "label": [2]},
+        ("snli", "test"): {"premise": ["G h ."], "hypothesis": ["G ."], "label": [1]},
+    }
+    calls = []
+
+    def fake_load_dataset(name, split):
+        calls.append((name, split))
+        return datasets.Dataset.from_dict(hub[(name, split)])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
+    m.setup()
+    assert ("snli", "train") in calls and len(m.splits["train"]) == 1  # the hub's -1 ("no gold label") dropped
+    assert m.splits["validation"]["label"][0] == 2
+
+
+def test_pretrained_vectors_extend_the_vocabulary_with_evaluation_words(tmp_path):
+    base = dm(tmp_path / "base")
+    train_words = set(base.vocab.stoi)
+    test_texts = list(base.splits["test"]["text_a"]) + list(base.splits["test"]["text_b"])
+    test_only = sorted({w for t in test_texts for w in tokenize(t, True)} - train_words)
+    assert test_only, "the SNLI fixture's test split should have words the training split lacks"
+    word = test_only[0]
+    vec = tmp_path / "vec.txt"
+    vec.write_text(f"man 1 2\n{word} 5 6\nzzz-in-no-split 7 8\n")
+    m = dm(tmp_path / "ext", embeddings={"path": str(vec)})
+    wid = m.vocab.stoi[word]
+    assert wid >= len(base.vocab) and "zzz-in-no-split" not in m.vocab.stoi  # appended; only evaluation words
+    assert torch.equal(m.embedding_matrix[wid], torch.tensor([5.0, 6.0]))
+    assert m.stats["vocab_added_from_embeddings"] == 1
+    assert any(wid in ids for ids in list(m.splits["test"]["a_ids"]) + list(m.splits["test"]["b_ids"]))
+    assert all(m.vocab.stoi[w] == i for i, w in enumerate(base.vocab.itos))  # training ids unchanged
+    off = dm(tmp_path / "off", embeddings={"path": str(vec), "extend_vocab": False})
+    assert word not in off.vocab.stoi and len(off.vocab) == len(base.vocab)
+
+
+def test_vocab_extend_and_load_pretrained_extra_words(tmp_path):
+    vocab = Vocab(["the", "cat"])
+    vocab.extend(["dog", "the", "dog"])
+    assert vocab.itos == ["<pad>", "<unk>", "the", "cat", "dog"] and vocab.stoi["dog"] == 4
+    vec = tmp_path / "v.txt"
+    vec.write_text("Emu 1 1\nthe 2 2\nyak 3 3\nemu 9 9\n")
+    matrix, found = load_pretrained(vec, vocab, extra_words={"emu", "gnu"})
+    assert vocab.itos[-1] == "emu" and "gnu" not in vocab.stoi  # the first casing of a lowercased word wins
+    assert found == 2 and torch.equal(matrix[vocab.stoi["emu"]], torch.tensor([1.0, 1.0]))
+
+
+def test_capped_splits_are_the_same_subset_for_every_run_seed(tmp_path):
+    a = dm(tmp_path / "a", seed=1, max_train_examples=5, max_eval_examples=3)
+    b = dm(tmp_path / "b", seed=2, max_train_examples=5, max_eval_examples=3)
+    c = dm(tmp_path / "c", seed=1, max_train_examples=5, max_eval_examples=3, subset_seed=7)
+    texts = [list(m.splits[s]["text_a"]) for m in (a, b, c) for s in ("train", "test")]
+    assert texts[0] == texts[2] and texts[1] == texts[3]  # seeds 1 and 2: the same subsets
+    assert len(texts[0]) == 5 and texts[0] != texts[4]  # another subset_seed: another subset

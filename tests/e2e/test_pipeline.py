@@ -1,0 +1,287 @@
+"""End to end: fast_dev_run per task, a short run with its record, determinism, resuming, sweeps, errors."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import MissingConfigException
+
+from coda_exp import results, table_render, tables
+from coda_exp.pipeline import run, scale_label
+from tests import FIXTURES, ROOT
+
+TASKS = ["snli", "wikiqa", "mnli", "scitail", "dnli", "trecqa", "udc"]
+# the other families, each with the model that serves it (softmax and CoDA variants alternate)
+TASK_MODELS = [("mlu", "coda_transformer"), ("algolisp", "transformer"), ("iwslt15_envi", "coda_transformer"),
+               ("imdb", "coda_transformer_classifier"), ("sst", "transformer_classifier")]
+
+
+@pytest.mark.parametrize("task,model", [(t, "decompatt") for t in TASKS] + TASK_MODELS)
+def test_fast_dev_run_per_task(make_cfg, task, model, tmp_path):
+    cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture", "debug=fdr", "logger=none")
+    run(cfg)
+    assert not (tmp_path / "results" / "runs").exists()  # debug runs write no record
+
+
+@pytest.mark.parametrize("debug", ["limit", "overfit"])
+def test_debug_modes_run_on_the_fixtures_and_write_nothing(make_cfg, tmp_path, debug):
+    extra = ["trainer.max_epochs=2"] if debug == "overfit" else []
+    run(make_cfg("task=wikiqa", "scale=fixture", f"debug={debug}", "logger=none", *extra))
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.*"))
+
+
+def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
+    cfg = make_cfg("task=wikiqa", "scale=fixture", "task.epochs=2", "seed=3")
+    monitored = run(cfg)
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert len(recs) == 1
+    rec = recs[0]
+    assert rec["task"] == "wikiqa" and rec["model"] == "decompatt" and rec["seed"] == 3
+    assert rec["scale"] == "fixture (task.epochs=2)" and rec["attention"]["name"] == "softmax"
+    assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
+    assert rec["metrics"]["val/map"] == pytest.approx(monitored)
+    assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
+    assert any("random" in w for w in rec["warnings"])
+    with gzip.open(rec["predictions"], "rt") as f:
+        preds = [json.loads(line) for line in f]
+    assert len(preds) == rec["data"]["test_examples"]
+    assert {"index", "group", "label", "score"} <= set(preds[0])
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+    assert list((tmp_path / "run" / "csv").rglob("metrics.csv"))
+
+
+def test_same_seed_same_result_on_cpu(tmp_path, compose):
+
+    out = []
+    for i in range(2):
+        run(compose(["task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_record=false"],
+                        tmp_path / str(i)))
+        import torch
+
+        ckpt = torch.load(tmp_path / str(i) / "run" / "checkpoints" / "last.ckpt", weights_only=False)
+        out.append(ckpt["state_dict"])
+    assert out[0].keys() == out[1].keys()
+    for k in out[0]:
+        assert (out[0][k] == out[1][k]).all(), k
+
+
+def test_resume_from_last_checkpoint(make_cfg, tmp_path):
+    import torch
+
+    # the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): last.ckpt must still follow the run
+    best_first = ["callbacks.model_checkpoint.monitor=epoch", "callbacks.model_checkpoint.mode=min"]
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=2", "logger=none", "save_record=false", *best_first))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=False)
+    assert state["epoch"] == 1  # the end of the second epoch, not the best (first) one
+    steps_per_epoch = state["global_step"] // 2
+    # resume with a larger budget: the configured patience (= task.epochs) applies, not the checkpoint's old one
+    run(make_cfg("task=snli", "scale=fixture", "task.epochs=4", "logger=none", f"ckpt_path={last}", *best_first))
+    rec = results.load_records(tmp_path / "results" / "runs")[0]
+    assert rec["epochs"] == 4 and rec["steps"] == 4 * steps_per_epoch  # continued, not restarted
+
+
+def test_wandb_offline_run_is_finished(make_cfg, tmp_path):
+    import wandb
+
+    run(make_cfg("task=snli", "scale=fixture", "debug=fdr", "logger=wandb"))
+    assert wandb.run is None  # finished, so a sweep's next job starts a fresh run
+    assert list((tmp_path / "run").rglob("offline-run-*"))
+
+
+@pytest.mark.parametrize("override,missing", [("task=nope", "task/nope"), ("model=nope", "model/nope")])
+def test_unknown_task_or_model_lists_the_options(make_cfg, override, missing):
+    with pytest.raises(MissingConfigException) as e:
+        make_cfg(override)
+    msg = str(e.value)
+    assert missing in msg and "Available options" in msg and ("snli" in msg or "decompatt" in msg)
+
+
+def _train(args, tmp_path):
+    env = dict(os.environ, HYDRA_FULL_ERROR="1")
+    cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={tmp_path}/results",
+           f"paths.cache_dir={tmp_path}/cache", f"paths.log_dir={tmp_path}/outputs", "logger=none"]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def test_multirun_two_jobs_then_tables(tmp_path):
+    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert sorted(r["seed"] for r in recs) == [1, 2]
+    assert all(r["overrides"] and "task=wikiqa" in r["overrides"] for r in recs)
+    assert {r["scale"] for r in recs} == {"fixture (task.epochs=1)"}  # a budget override is part of the scale
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
+    md = table_render.render_markdown(tables.build_table(spec, recs))
+    assert "n=2" in md and "fixture" in md
+
+
+@pytest.mark.parametrize("overrides,label", [
+    (["model=transformer", "seed=1", "scale=cpu"], "cpu"),
+    (["scale=cpu", "task.max_steps=10000", "task.val_check_interval=2500"], "cpu (task.max_steps=10000)"),
+    (["+data.num_test=50", "debug=limit"], "cpu (data.num_test=50, debug=limit)"),
+    (["task.max_steps=10000", "scale_name=cpu-10k"], "cpu"),  # the user's own label (cfg.scale_name) wins
+])
+def test_scale_label_names_budget_overrides(overrides, label):
+    assert scale_label("cpu", overrides) == label
+
+
+def test_a_failing_job_does_not_lose_the_others(tmp_path):
+    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
+                   f"data.dir={tmp_path}/missing,{FIXTURES}/wikiqa"], tmp_path)
+    assert proc.returncode != 0
+    assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
+    recs = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
+
+
+def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
+    run(make_cfg("task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=1", "logger=none",
+                 "model.attention.center_n=true"))
+    rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
+    assert rec["model"] == "decompatt_coda" and rec["attention"]["name"] == "coda"
+    assert rec["attention"]["center_n"] is True and rec["attention"]["gate_scale"] == 2.0
+    plot_coda = load_script("plot_coda")
+    out = tmp_path / "fig2.png"
+    assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
+                           "--out", str(out), "--batches", "2"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("task,model", [("mlu", "coda_transformer"), ("iwslt15_envi", "transformer"),
+                                        ("algolisp", "coda_transformer")])
+def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, task, model):
+    from coda_exp.metrics.bleu import tokenized_bleu
+    from coda_exp.tasks import Seq2SeqTask
+
+    decoded, generate = [], Seq2SeqTask.generate
+    monkeypatch.setattr(Seq2SeqTask, "generate", lambda self, batch, decoding: decoded.append(
+        (str(self.trainer.state.fn.value), decoding["strategy"])) or generate(self, batch, decoding))
+    run(make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
+                 "task.val_check_interval=2"))
+    rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
+    assert {"test/acc_seq", "test/acc_seq_tf", "test/acc_tok_tf", "val/acc_seq"} <= set(rec["metrics"])
+    assert rec["attention"]["name"] == ("coda" if model.startswith("coda") else "softmax")
+    with gzip.open(rec["predictions"], "rt") as f:
+        rows = [json.loads(line) for line in f]
+    assert all({"index", "hypothesis", "reference", "exact"} <= set(r) for r in rows)
+    # the saved per-example outcomes reproduce the recorded exact-match accuracy (for paired tests)
+    assert sum(r["exact"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_seq"])
+    if task == "iwslt15_envi":  # BLEU against the raw references, and checkpoint averaging before the test
+        assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
+        assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
+        # model selection decodes greedily; the final validation of the tested checkpoint decodes as the test
+        assert {s for fn, s in decoded if fn == "fit"} == {"greedy"}
+        assert {s for fn, s in decoded if fn in ("validate", "test")} == {"beam"}
+        # the saved references are the raw tst2013.vi lines (no <unk>): BLEU recomputes from the predictions
+        lines = (FIXTURES / task / "tst2013.vi").read_text(encoding="utf-8").splitlines()
+        assert [r["reference"] for r in rows] == lines and "<unk>" not in lines[0]
+        assert not rows[0]["exact"]  # its reference holds an out-of-vocabulary word: never an exact match
+        bleu = tokenized_bleu([r["hypothesis"] for r in rows], [r["reference"] for r in rows])
+        assert bleu == pytest.approx(rec["metrics"]["test/bleu_tok"])
+    if task == "algolisp":  # per-example execution outcomes, for Table 7's paired test
+        assert sum(r["exec"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_exec"])
+        assert rows[0]["reference"].startswith("( ")
+
+
+def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path):
+    """Rank 0 averages and broadcasts (path, count); another rank writes nothing and returns the broadcast."""
+    import types
+    from pathlib import Path
+
+    import torch
+
+    from coda_exp import pipeline
+
+    cfg = make_cfg("task=iwslt15_envi", "task.average_last=2")
+    folder = tmp_path / "run" / "checkpoints" / "periodic"
+    folder.mkdir(parents=True)
+    for step in (2, 4, 6):
+        torch.save({"state_dict": {"w": torch.full((2,), float(step))}, "global_step": step}, folder / f"s{step}.ckpt")
+    sent = []
+
+    def trainer(rank_zero: bool, received=None):
+        def broadcast(obj, src=0):
+            sent.append(obj)
+            return obj if rank_zero else received
+        return types.SimpleNamespace(is_global_zero=rank_zero, strategy=types.SimpleNamespace(broadcast=broadcast))
+
+    path, n = pipeline.average_last(cfg, trainer(True))
+    assert n == 2 and path.endswith("averaged.ckpt") and sent == [(path, 2)]
+    assert torch.load(path, weights_only=False)["state_dict"]["w"].tolist() == [5.0, 5.0]
+    Path(path).unlink()
+    assert pipeline.average_last(cfg, trainer(False, received=(path, 2))) == (path, 2)
+    assert not Path(path).exists() and sent[-1] is None  # only rank 0 writes
+    assert pipeline.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
+
+
+@pytest.mark.parametrize("overrides,steps", [
+    (["task=mlu", "model=transformer", "scale=fixture", "task.max_steps=40", "task.val_check_interval=10"], 40),
+    (["task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=3"], None),
+])
+def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys, load_script):
+    est = load_script("estimate_runtime")
+    out = est.main([*overrides, "--steps", "2", "--warmup", "1", "--eval-batches", "1"])
+    assert out["per_step_s"] > 0 and out["per_eval_batch_s"] > 0
+    if steps is not None:  # step-based: max_steps and one validation per val_check_interval
+        assert out["steps"] == steps and out["validations"] == 4
+    else:  # epoch-based: epochs x batches per epoch, one validation per epoch
+        assert out["validations"] == 3 and out["steps"] % 3 == 0 and out["steps"] > 0
+    assert out["train_s"] == pytest.approx(out["steps"] * out["per_step_s"])
+    assert out["total_s"] == pytest.approx(out["train_s"] + out["eval_s"])
+    assert "total:" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_attention_runs_under_both_wait_policies(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_attention.py"), "--quick", "--reps", "1",
+                           "--device", "cpu", "--omp-policy", "both", "--json", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert {r["omp_wait_policy"] for r in rows} == {"PASSIVE", "ACTIVE"}
+    assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in rows)
+    base = [r for r in rows if r["impl"] in ("sdpa", "softmax")]
+    assert len(base) == 4 and all(r["time_ratio"] == 1.0 for r in base)
+    assert "PASSIVE   ACTIVE" in proc.stdout
+
+
+@pytest.mark.parametrize("task,model,extra", [
+    ("wikiqa", "decompatt_coda", ["task.epochs=1"]),
+    ("snli", "decompatt", ["task.epochs=1"]),
+    ("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"]),
+])
+def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
+    """trainer=ddp with two CPU processes (gloo): the record's predictions hold every test example exactly once
+    (each process tested a shard) and the sequence metrics are those of the whole test set."""
+    proc = _train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
+                   "trainer.devices=2", *extra], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    with gzip.open(ROOT / rec["predictions"] if not os.path.isabs(rec["predictions"]) else rec["predictions"],
+                   "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    assert sorted(r["index"] for r in rows) == list(range(rec["data"]["test_examples"]))
+    if task == "mlu":
+        assert rec["metrics"]["test/acc_seq"] == pytest.approx(sum(r["exact"] for r in rows) / len(rows))
+    if task == "snli":  # accuracy over every example once, not over the padded shards
+        correct = sum(r["prediction"] == r["label"] for r in rows) / len(rows)
+        assert rec["metrics"]["test/acc"] == pytest.approx(correct)
+
+
+def test_official_files_in_data_task_are_read_without_data_dir(make_cfg, tmp_path):
+    """README: "put the official files in data/<task>/" — a plain run (data.dir null) reads them there."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    shutil.copytree(FIXTURES / "snli", tmp_path / "data" / "snli")
+    run(make_cfg("task=snli", "task.epochs=1", "logger=none"))
+    resolved = OmegaConf.load(tmp_path / "run" / "config_resolved.yaml")
+    assert resolved.data.dir == str(tmp_path / "data" / "snli")
+    (rec,) = results.load_records(tmp_path / "results" / "runs")
+    assert rec["data"]["train_examples"] > 0

@@ -1,0 +1,99 @@
+"""Seq2SeqTask evaluation: the final validation decodes like the test, <unk> never matches, saved predictions."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from coda_exp.data.seq2seq.datamodule import BOS, EOS, PAD, UNK
+from coda_exp.tasks import Seq2SeqTask, TaskModule
+from tests import FIXTURES
+
+BEAM = {"strategy": "beam", "beam_size": 4, "length_penalty": 0.6, "max_len_a": 1.5, "max_len_b": 10}
+
+
+def make_task(**kwargs) -> Seq2SeqTask:
+    args = {"model": torch.nn.Linear(2, 2), "optimizer": functools.partial(torch.optim.SGD, lr=0.1),
+            "pad_id": PAD, "bos_id": BOS, "eos_id": EOS, "unk_id": UNK,
+            "decode_text": lambda ids: " ".join(f"w{i}" if i != UNK else "<unk>" for i in ids), "decoding": BEAM}
+    return Seq2SeqTask(**{**args, **kwargs})
+
+
+def finish(task: Seq2SeqTask, stage: str, rows: list) -> dict:
+    """Run the end of an evaluation epoch on (index, hypothesis ids, reference ids) rows; the logged metrics."""
+    logged = {}
+    task.log_dict = lambda metrics, **_: logged.update(metrics)
+    task._eval[stage] = rows
+    task._finish(stage)
+    return logged
+
+
+def test_final_validation_decodes_like_the_test():
+    task = make_task()
+    assert task.eval_decoding("val") == {"strategy": "greedy", "max_len_a": 1.5, "max_len_b": 10}
+    assert task.eval_decoding("test") == BEAM
+    task.prepare_final_evaluation()
+    assert task.eval_decoding("val") == BEAM and task.eval_decoding("test") == BEAM
+    TaskModule.prepare_final_evaluation(task)  # the base hook exists and does nothing
+
+
+def test_final_validation_generates_with_the_test_decoding(monkeypatch):
+    task = make_task()
+    used = []
+    monkeypatch.setattr(task, "forward", lambda batch: torch.zeros(1, 2, 8))
+    monkeypatch.setattr(task, "log", lambda *a, **k: None)
+    monkeypatch.setattr(task, "generate", lambda batch, decoding: used.append(decoding["strategy"])
+                        or torch.tensor([[5, EOS]]))
+    batch = {"tgt_out": torch.tensor([[5, EOS]]), "tgt_mask": torch.tensor([[True, True]]), "index": torch.tensor([0])}
+    task._start("val")
+    task._eval_step(batch, "val")
+    task.prepare_final_evaluation()
+    task._eval_step(batch, "val")
+    assert used == ["greedy", "beam"]
+
+
+def test_exact_match_never_counts_the_unknown_token():
+    rows = [(0, [5, 6], [5, 6]), (1, [5, UNK], [5, UNK]), (2, [UNK], [UNK]), (3, [5], [6])]
+    task = make_task()
+    assert finish(task, "test", rows)["test/acc_seq"] == pytest.approx(0.25)
+    assert [r["exact"] for r in task.test_predictions] == [True, False, False, False]
+    assert finish(make_task(unk_id=None), "val", rows)["val/acc_seq"] == pytest.approx(0.75)  # no unk: ids only
+
+
+def test_predictions_keep_raw_references_and_per_example_outcomes():
+    raw = {0: "w5 ngựa_vằn", 1: None}  # example 1: the data holds no raw text -> decoded ids
+    calls = []
+
+    def evaluator(split, indices, hyps):
+        calls.append((split, indices, hyps))
+        return {"acc_exec": 0.5, "exec": [True, False]}
+
+    task = make_task(evaluator=evaluator, reference_text=lambda split, i: raw[i] if split == "test" else "?")
+    logged = finish(task, "test", [(0, [5, UNK], [5, UNK]), (1, [7], [7])])
+    assert calls == [("test", [0, 1], ["w5 <unk>", "w7"])]
+    assert logged == {"test/acc_seq": 0.5, "test/acc_exec": 0.5}  # the per-example list is not a metric
+    assert task.test_predictions == [
+        {"index": 0, "hypothesis": "w5 <unk>", "reference": "w5 ngựa_vằn", "exact": False, "exec": True},
+        {"index": 1, "hypothesis": "w7", "reference": "w7", "exact": True, "exec": False}]
+    bad = make_task(evaluator=lambda *a: {"exec": [True]})
+    with pytest.raises(ValueError, match="per-example 'exec' has 1 values for 2 hypotheses"):
+        finish(bad, "test", [(0, [5], [5]), (1, [7], [7])])
+
+
+@pytest.mark.parametrize("name", ["iwslt15_envi", "algolisp"])
+def test_data_modules_give_unk_id_and_raw_references(name):
+    from coda_exp.data import AlgoLispDataModule, IWSLTDataModule
+
+    cls = IWSLTDataModule if name == "iwslt15_envi" else AlgoLispDataModule
+    dm = cls(dir=str(FIXTURES / name), batch_size=4)
+    dm.setup()
+    kwargs = dm.task_kwargs()
+    assert kwargs["unk_id"] == UNK and kwargs["pad_id"] == PAD
+    if name == "iwslt15_envi":  # tst2013's first line holds a word outside vocab.vi
+        line = (FIXTURES / name / "tst2013.vi").read_text(encoding="utf-8").splitlines()[0]
+        assert kwargs["reference_text"]("test", 0) == line == "tôi thấy một ngựa_vằn ."
+        assert dm.tgt_tokenizer.decode(dm.splits["test"][0]["tgt"]) == "tôi thấy một <unk> ."
+    else:
+        assert kwargs["reference_text"]("test", 1) == dm.examples["test"][1]["tgt"]
