@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+
+from coda_exp.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +96,9 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
 
 def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
     """torch.save to a temporary file in the target folder, then rename over ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".ckpt.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(ckpt, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    with atomic_write(path, "wb") as f:
+        torch.save(ckpt, f)
+    return Path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

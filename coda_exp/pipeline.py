@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
+from coda_exp.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +171,9 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
 
 def write_predictions(rows: list[dict], path: Path) -> Path:
     """Test predictions as gzip JSON lines, written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+    with atomic_write(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
         for r in rows:
             f.write((json.dumps(r) + "\n").encode())
-    os.replace(tmp, path)
     return path
 
 

@@ -22,11 +22,12 @@ import os
 import re
 import secrets
 import subprocess
-import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from coda_exp.io import atomic_write_text
 
 SCHEMA_VERSION = 1
 
@@ -107,45 +108,6 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
         return None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return f"{head}-dirty" if status else head
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: temp file in the same directory, flush, fsync, ``os.replace``.
-
-    Readers see either the old file or the complete new one, never a partial write; on any error the temporary
-    file is removed and the target is left untouched.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist the directory entry of a renamed file (best effort; not supported on every OS)."""
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 # --------------------------------------------------------------------------------------------------

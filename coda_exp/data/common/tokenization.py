@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from coda_exp.data.common.errors import DataError
+from coda_exp.io import atomic_write_text
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -58,14 +58,6 @@ class _Specials:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]  # type: ignore[attr-defined]
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 class BPETokenizer(_Specials):
@@ -121,7 +113,7 @@ class BPETokenizer(_Specials):
         return self.hf.id_to_token(i)
 
     def save(self, path: str | os.PathLike) -> None:
-        _atomic_write(Path(path), self.hf.to_str())
+        atomic_write_text(Path(path), self.hf.to_str())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> BPETokenizer:

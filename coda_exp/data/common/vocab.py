@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
+
+from coda_exp.io import atomic_write_text
 
 PAD, UNK = "<pad>", "<unk>"
 _TOKEN_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]", re.UNICODE)
@@ -62,12 +62,7 @@ class Vocab:
         return cls(ranked)
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(self.itos, f, ensure_ascii=False)
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(self.itos, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocab:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from coda_exp.data.common.errors import DataError
+from coda_exp.io import atomic_write
 
 MLU_LOW, MLU_HIGH = -1000, 1000  # values are drawn from [MLU_LOW, MLU_HIGH)
 MLU_EXPRESSIONS = ("x+y", "x-y", "x*y", "y+x", "y-x", "y*x")
@@ -275,17 +275,6 @@ class MLUStream(IterableDataset):
                 yield {"src": src, "tgt": tgt, "index": first + i * world, "position": p}
 
 
-def _write_atomic(path: Path, lines: Iterator[str]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(lines)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 MLU_FILES = {"train": "train.txt", "validation": "dev.txt", "test": "test.txt"}
 
 
@@ -302,7 +291,8 @@ def write_mlu_files(out_dir: str | os.PathLike, num_train: int = MLU_PAPER_TRAIN
     for split, n in sizes.items():
         stream = MLUStream(split, n, seed, shard=(0, 1), shuffle=False)
         paths[split] = out / MLU_FILES[split]
-        _write_atomic(paths[split], (f"{ex['src']}:{ex['tgt']}\n" for ex in stream))
+        with atomic_write(paths[split]) as f:
+            f.writelines(f"{ex['src']}:{ex['tgt']}\n" for ex in stream)
     return paths
 
 

@@ -1,0 +1,57 @@
+"""Writing files atomically: every file the project writes (records, tables, predictions, checkpoints, caches)
+goes through :func:`atomic_write`, so a reader sees the old file or the complete new one, never a partial write."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+
+@contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """``with atomic_write(path) as f: f.write(...)``: a temporary file in the target's folder, flushed and
+    fsynced, then renamed over ``path`` (and the folder entry fsynced). On any error the temporary file is removed
+    and ``path`` is left untouched. ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes)."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": encoding, "newline": ""})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` with :func:`atomic_write`; returns the path."""
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the directory entry of a renamed file (best effort; not supported on every OS)."""
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
