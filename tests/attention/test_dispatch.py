@@ -7,8 +7,14 @@ import functools
 import pytest
 import torch
 
-from coda_exp.attention import CoDACrossAttention, CoDAScoring, SoftmaxScoring, coda_components, kernels_used
-from coda_exp.attention import dispatch
+from coda_exp.attention import (
+    CoDACrossAttention,
+    CoDAScoring,
+    SoftmaxScoring,
+    coda_components,
+    dispatch,
+    kernels_used,
+)
 from coda_exp.attention.dispatch import ENV_VAR, REGISTRY, KernelRequest, describe, select_kernel
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.options import CoDAOptions
