@@ -10,8 +10,10 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from coda_exp import results, table_render, tables
-from coda_exp.pipeline import run, scale_label
+from coda_exp.fingerprint import scale_label
+from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
+from tests.e2e.helpers import train
 
 TASKS = ["snli", "wikiqa", "mnli", "scitail", "dnli", "trecqa", "udc"]
 # the other families, each with the model that serves it (softmax and CoDA variants alternate)
@@ -100,15 +102,8 @@ def test_unknown_task_or_model_lists_the_options(make_cfg, override, missing):
     assert missing in msg and "Available options" in msg and ("snli" in msg or "decompatt" in msg)
 
 
-def _train(args, tmp_path):
-    env = dict(os.environ, HYDRA_FULL_ERROR="1")
-    cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={tmp_path}/results",
-           f"paths.cache_dir={tmp_path}/cache", f"paths.log_dir={tmp_path}/outputs", "logger=none"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
-
-
 def test_multirun_two_jobs_then_tables(tmp_path):
-    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
+    proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert sorted(r["seed"] for r in recs) == [1, 2]
@@ -130,7 +125,7 @@ def test_scale_label_names_budget_overrides(overrides, label):
 
 
 def test_a_failing_job_does_not_lose_the_others(tmp_path):
-    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
+    proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
                    f"data.dir={tmp_path}/missing,{FIXTURES}/wikiqa"], tmp_path)
     assert proc.returncode != 0
     assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
@@ -258,7 +253,7 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
 def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     """trainer=ddp with two CPU processes (gloo): the record's predictions hold every test example exactly once
     (each process tested a shard) and the sequence metrics are those of the whole test set."""
-    proc = _train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
+    proc = train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
                    "trainer.devices=2", *extra], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
