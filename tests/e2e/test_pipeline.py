@@ -124,13 +124,25 @@ def test_scale_label_names_budget_overrides(overrides, label):
     assert scale_label("cpu", overrides) == label
 
 
-def test_a_failing_job_does_not_lose_the_others(tmp_path):
+def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path):
     proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
-                   f"data.dir={tmp_path}/missing,{FIXTURES}/wikiqa"], tmp_path)
+                  f"data.dir={tmp_path}/missing1,{FIXTURES}/wikiqa,{tmp_path}/missing2"], tmp_path)
     assert proc.returncode != 0
-    assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
+    # the end of the sweep lists both failed jobs, with their overrides and exit status
+    summary = proc.stderr[proc.stderr.index("sweep: 3 job(s), 2 failed"):]
+    jobs = [line for line in summary.splitlines() if line.startswith("  job #")]
+    assert len(jobs) == 2
+    for line, num, missing in zip(jobs, (0, 2), ("missing1", "missing2")):
+        assert line.startswith(f"  job #{num} [task=wikiqa scale=fixture task.epochs=1 data.dir={tmp_path}/{missing} ")
+        assert "]: exit status 1: DataError:" in line
+    # each failed job's own train.log ends with its error (the files it expected), after "Seed set to"
+    logs = sorted((tmp_path / "outputs" / "multiruns").glob("*/[02]-wikiqa-*/train.log"))
+    assert len(logs) == 2
+    for path in logs:
+        text = path.read_text()
+        assert "WikiQA-train.tsv" in text and "Traceback" in text, text[-2000:]
 
 
 def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):

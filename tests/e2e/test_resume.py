@@ -2,8 +2,10 @@
 
 import signal
 
+import pytest
 
 from coda_exp import results
+from coda_exp.pipeline import run
 from tests.e2e.helpers import train
 
 # the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): a resumed run that forgot it would test the
@@ -30,3 +32,31 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     assert best.startswith("epoch000-") and b["best_checkpoint"] == str(tmp_path / "killed" / "checkpoints" / best)
     assert len(a["val_curve"]) == 4 and b["val_curve"] == a["val_curve"]  # bit-identical validation curve
     assert b["metrics"] == a["metrics"] and b["steps"] == a["steps"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "the file is empty"),
+    (b"not a checkpoint at all\n", "cannot be read"),
+    ("truncated", "cannot be read"),
+    ("foreign", "no 'state_dict'"),
+])
+def test_a_corrupt_checkpoint_is_one_line_naming_it_before_any_data(make_cfg, tmp_path, monkeypatch, content,
+                                                                    expected):
+    import torch
+
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    bad = tmp_path / "bad.ckpt"
+    if content == "truncated":
+        torch.save({"state_dict": {"w": torch.zeros(1000)}, "epoch": 1}, bad)
+        bad.write_bytes(bad.read_bytes()[:300])
+    elif content == "foreign":
+        torch.save({"weights": torch.zeros(3)}, bad)
+    else:
+        bad.write_bytes(content or b"")
+    monkeypatch.setattr("coda_exp.pipeline.instantiate", lambda *a, **k: pytest.fail("data loaded before the check"))
+    with pytest.raises(CheckpointError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "logger=none", f"ckpt_path={bad}"))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(bad)) and expected in message
+    assert "expected a Lightning checkpoint" in message
