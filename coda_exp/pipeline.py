@@ -20,7 +20,7 @@ from coda_exp.callbacks import RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
-from coda_exp.hydra_callbacks import LOGGED  # set on an exception run() logged with its traceback: not logged again
+from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.run_record import attention_options, device_description, save_outputs
 

@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from coda_exp import results, table_render, tables
-from coda_exp.fingerprint import scale_label
+from coda_exp.fingerprint import GRID_FINGERPRINT, scale_label
 from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
 from tests.e2e.helpers import train
@@ -46,6 +46,8 @@ def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
     assert rec["metrics"]["val/map"] == pytest.approx(monitored)
     assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
+    assert rec["fingerprint"] == GRID_FINGERPRINT and rec["fingerprint_overrides"] == []
+    assert len(rec["val_curve"]) == 2 and max(rec["val_curve"]) == pytest.approx(monitored)  # the best one tested
     assert any("random" in w for w in rec["warnings"])
     with gzip.open(rec["predictions"], "rt") as f:
         preds = [json.loads(line) for line in f]
@@ -102,6 +104,7 @@ def test_unknown_task_or_model_lists_the_options(make_cfg, override, missing):
     assert missing in msg and "Available options" in msg and ("snli" in msg or "decompatt" in msg)
 
 
+@pytest.mark.slow  # the sweep of `make test` is test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others
 def test_multirun_two_jobs_then_tables(tmp_path):
     proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -257,10 +260,10 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     assert "PASSIVE   ACTIVE" in proc.stdout
 
 
-@pytest.mark.parametrize("task,model,extra", [
-    ("wikiqa", "decompatt_coda", ["task.epochs=1"]),
+@pytest.mark.parametrize("task,model,extra", [  # one two-process run in `make test`, the others with -m slow
+    pytest.param("wikiqa", "decompatt_coda", ["task.epochs=1"], marks=pytest.mark.slow),
     ("snli", "decompatt", ["task.epochs=1"]),
-    ("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"]),
+    pytest.param("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"], marks=pytest.mark.slow),
 ])
 def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     """trainer=ddp with two CPU processes (gloo): the record's predictions hold every test example exactly once
