@@ -86,7 +86,7 @@ class UnknownFingerprintWarning(UserWarning):
 
 def record_fingerprint(record: dict) -> str:
     """The record's ``fingerprint``, or (an older record) the one its recorded ``overrides`` give."""
-    return record.get("fingerprint") or fingerprint(record["overrides"])
+    return record.get("fingerprint") or fingerprint(record.get("overrides") or [])
 
 
 @dataclass
@@ -191,7 +191,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict]) -> Cell:
             continue
         if record_fingerprint(rec) != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
             cell.off_grid.append({"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
-                                  "overrides": configuration_overrides(rec["overrides"])})
+                                  "overrides": configuration_overrides(rec.get("overrides") or [])})
             continue
         key = (rec["scale"], rec["seed"])
         if key in latest:  # a later run of the same scale and seed replaces it
