@@ -12,6 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from coda_exp.data.common.batching import EpochShuffleSampler
 from coda_exp.data.common.embeddings import load_pretrained
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import Vocab, tokenize
@@ -280,8 +281,8 @@ class PairDataModule(pl.LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         ds = self.splits[split].select_columns(["a_ids", "b_ids", "label", "group_idx", "index"])
         gen = torch.Generator().manual_seed(self.seed)
-        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size, shuffle=shuffle,
-                          collate_fn=_collate, num_workers=self.num_workers, generator=gen,
+        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size,
+                          sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None, collate_fn=_collate, num_workers=self.num_workers, generator=gen,
                           persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:

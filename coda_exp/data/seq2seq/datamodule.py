@@ -15,6 +15,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
+
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPLITS = ("train", "validation", "test")
 
@@ -110,13 +112,11 @@ class Seq2SeqDataModule(pl.LightningDataModule, ABC):
         if isinstance(ds, IterableDataset):
             return DataLoader(ds, batch_size=self.batch_size if train else self.eval_batch_size, **common)
         if train and self.max_tokens:
-            from coda_exp.data.common.batching import TokenBatchSampler
-
             sampler = TokenBatchSampler(ds.lengths(), max_tokens=self.max_tokens, shuffle=True, seed=self.seed)
             return DataLoader(ds, batch_sampler=sampler, **common)
         gen = torch.Generator().manual_seed(self.seed)
-        return DataLoader(ds, batch_size=self.batch_size if train else self.eval_batch_size, shuffle=train,
-                          generator=gen, **common)
+        return DataLoader(ds, batch_size=self.batch_size if train else self.eval_batch_size,
+                          sampler=EpochShuffleSampler(len(ds), self.seed) if train else None, generator=gen, **common)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", train=True)

@@ -12,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.batching import TokenBatchSampler
+from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.tokenization import EOS_ID, PAD_ID, BPETokenizer, cached_bpe
 from coda_exp.data.text.readers import SPLITS, ImdbReader, TextReader, get_text_reader
@@ -175,8 +175,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
             sampler = TokenBatchSampler(self.splits[split]["length"], self.max_tokens, shuffle=shuffle,
                                         seed=self.seed, bucket_width=self.bucket_width)
             return DataLoader(ds, batch_sampler=sampler, **common)
-        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size, shuffle=shuffle,
-                          generator=torch.Generator().manual_seed(self.seed), **common)
+        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size,
+                          sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None, generator=torch.Generator().manual_seed(self.seed), **common)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
