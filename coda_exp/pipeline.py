@@ -16,6 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results, run_folder
+from coda_exp.attention import kernels_used
 from coda_exp.callbacks import RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
@@ -258,6 +259,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         val_curve = list(history.values)  # before validate/test restore the callbacks' states from `best`
+        kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
         ckpt = trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
         averaged = average_last(cfg, trainer)
@@ -268,6 +270,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+            kernels["test"] = kernels_used(model)
         overrides = _hydra_overrides()
         record = {
             "schema_version": 1,
@@ -275,6 +278,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "task": cfg.task.name,
             "model": cfg.model.name,
             "attention": attention_options(cfg),
+            "attention_kernels": kernels,
             "seed": int(cfg.seed),
             "scale": scale_label(cfg.scale_name, overrides),
             "fingerprint": fingerprint(overrides),

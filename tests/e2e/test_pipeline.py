@@ -43,6 +43,7 @@ def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     rec = recs[0]
     assert rec["task"] == "wikiqa" and rec["model"] == "decompatt" and rec["seed"] == 3
     assert rec["scale"] == "fixture (task.epochs=2)" and rec["attention"]["name"] == "softmax"
+    assert rec["attention_kernels"] == {"fit": [], "test": []}  # softmax: no CoDA kernel ran
     assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
     assert rec["metrics"]["val/map"] == pytest.approx(monitored)
     assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
@@ -154,6 +155,8 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert rec["model"] == "decompatt_coda" and rec["attention"]["name"] == "coda"
     assert rec["attention"]["center_n"] is True and rec["attention"]["gate_scale"] == 2.0
+    # centring needs the materialised E and N: the numba L1 kernel ran, not the fused one (coda_exp.attention.dispatch)
+    assert rec["attention_kernels"] == {"fit": ["numba"], "test": ["numba"]}
     plot_coda = load_script("plot_coda")
     out = tmp_path / "fig2.png"
     assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
