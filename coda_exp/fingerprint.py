@@ -4,9 +4,11 @@ Every run record carries ``fingerprint`` (12 hex digits) and ``fingerprint_overr
 The rule: of the Hydra task overrides, drop
 
 - the grid axes, which the record states in its own fields and tables select on: ``seed``; ``task``;
-  ``experiment``; ``scale`` and ``scale_name`` (the record's ``scale``); ``model`` and every ``model.*`` /
-  ``model/*`` key (recorded in full in ``attention`` and ``hparams``, which table rows match on); and the sweep
-  parameters of ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``);
+  ``experiment``; ``scale`` and ``scale_name`` (the record's ``scale``); the model's name and its attention
+  (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
+  in the record's ``attention``, which table rows match on); and the sweep parameters of
+  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``). Every other
+  ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
 - the budget keys (:data:`BUDGET_KEYS`), already part of the record's ``scale`` label ("fixture (task.epochs=2)"),
   which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
@@ -32,8 +34,11 @@ BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_
                "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
                "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
                "trainer.limit_test_batches")
-#: grid axes (besides ``model.*``): recorded in the record's own fields, selected by the tables
-GRID_KEYS = ("seed", "task", "model", "experiment", "scale", "scale_name", "centering")
+#: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
+GRID_KEYS = ("seed", "task", "experiment", "scale", "scale_name", "centering", "model/attention", "model/scoring",
+             "model.attention", "model.scoring")
+#: grid axes matched exactly (``model`` = the model's name; ``model.hidden_size`` is a configuration change)
+GRID_EXACT = ("model", "model.name")
 #: where and how a run is stored, logged or placed (the ``trainer`` group itself: cpu, gpu, ddp); a key ``x`` also
 #: covers ``x.*`` and ``x/*`` except for ``trainer``, whose other keys (precision, gradient clipping) do count
 OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "ckpt_path",
@@ -66,7 +71,7 @@ def _normalise(override: str) -> str:
 
 def configuration_overrides(overrides: list[str]) -> list[str]:
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted."""
-    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + ("trainer",)
+    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + ("trainer",)
             and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS)]
     return sorted(_normalise(o) for o in kept)
 

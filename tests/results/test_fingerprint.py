@@ -28,6 +28,9 @@ def test_only_configuration_overrides_count():
         "optimizer.lr=0.001", "trainer.gradient_clip_val=1"]
     assert fingerprint(["optimizer.lr=1e-3"]) == fingerprint(["optimizer.lr=0.001"]) != GRID_FINGERPRINT
     assert fingerprint(["optimizer.lr=0.001"]) != fingerprint(["optimizer.lr=0.0001"])
+    # the model's other hyper-parameters are a different configuration (tables match only its name and attention)
+    assert configuration_overrides([*grid, "model.hidden_size=300", "model.scoring.n_fn=tanh"]) == [
+        "model.hidden_size=300"]
 
 
 def test_every_experiment_sweep_is_on_its_tables_grid():
