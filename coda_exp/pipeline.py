@@ -20,6 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
+from coda_exp import cli  # noqa: F401  (registers the configs' resolvers: ${dir_if_exists:...})
 from coda_exp.io import atomic_write
 
 log = logging.getLogger(__name__)
@@ -223,27 +224,11 @@ def _finish_wandb(loggers: list) -> None:
         wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
 
 
-def default_data_dir(cfg: DictConfig) -> None:
-    """``data.dir: null`` means the hub (or, for MLU, the generator) unless ``<paths.data_dir>/<task>/`` exists:
-    then the official files there are read, as README promises ("put the official files in data/<task>/")."""
-    data = cfg.get("data")
-    if data is None or "dir" not in data or data.dir is not None or "paths" not in cfg:
-        return
-    local = Path(cfg.paths.data_dir) / cfg.task.name
-    if local.is_dir():
-        from omegaconf import open_dict
-
-        with open_dict(cfg):
-            cfg.data.dir = str(local)
-        log.info("data.dir is null and %s exists: reading the official files there", local)
-
-
 def run(cfg: DictConfig) -> float | None:
     """Train, validate and test; write the run record. Returns the best monitored value (for sweepers)."""
     start = time.time()
     check_compatible(cfg)
     pl.seed_everything(cfg.seed, workers=True)
-    default_data_dir(cfg)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
