@@ -19,8 +19,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import results
-from coda_exp import cli  # noqa: F401  (registers the configs' resolvers: ${dir_if_exists:...})
+from coda_exp import cli, results  # noqa: F401 (cli registers the configs' resolvers: ${dir_if_exists:...})
 from coda_exp.io import atomic_write
 
 log = logging.getLogger(__name__)
