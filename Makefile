@@ -15,12 +15,10 @@ TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run quickstart test test-full tables bench estimate fixtures lint clean \
-	reproduce-table-2 reproduce-table-3 reproduce-table-4 reproduce-table-5 reproduce-table-6 reproduce-table-7 \
-	reproduce-table-8 reproduce-table-9
+.PHONY: help setup run quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,38 +52,18 @@ bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak mem
 estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu model=coda_transformer [scale=cpu]"
 	$(PY) scripts/estimate_runtime.py $(ARGS)
 
-reproduce-table-2: $(STAMP) ## CoDA Table 2 (TrecQA, WikiQA, UDC; D-ATT vs +CoDA, 3 seeds) at SCALE=paper|cpu|fixture
-	$(PY) train.py -m experiment=table_2 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_2 --print
-
-reproduce-table-3: $(STAMP) ## CoDA Table 3 (SNLI, MNLI, SciTail, DNLI; D-ATT vs +CoDA, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_3 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_3 --print
-
-reproduce-table-8: $(STAMP) ## CoDA Table 8 (centering ablation, dev scores; NMT, WikiQA, SciTail, DNLI, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_8 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) train.py -m experiment=table_8_nmt scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_8 --print
-
-reproduce-table-4: $(STAMP) ## CoDA Table 4 (IWSLT'15 En-Vi BLEU; Transformer vs CoDA, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_4 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_4 --print
-
-reproduce-table-5: $(STAMP) ## CoDA Table 5 (IMDb, SST-2; Transformer vs CoDA classifiers, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_5 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_5 --print
-
-reproduce-table-6: $(STAMP) ## CoDA Table 6 (MLU; Transformer vs CoDA, 3 seeds) at SCALE (paper: 100K steps)
-	$(PY) train.py -m experiment=table_6 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_6 --print
-
-reproduce-table-7: $(STAMP) ## CoDA Table 7 (AlgoLisp; Transformer vs CoDA, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_7 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_7 --print
-
-reproduce-table-9: $(STAMP) ## CoDA Table 9 (IWSLT dev BLEU for all 8 E/N compositions, 3 seeds) at SCALE
-	$(PY) train.py -m experiment=table_9 scale=$(SCALE) $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_9 --print
+# One rule for every paper table: `make reproduce-table-2` runs configs/experiment/table_2*.yaml (Table 8: table_8
+# and table_8_nmt), each as a sweep, then prints configs/tables/table_2.yaml. A new table joins by adding its
+# experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
+reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 2..9), reproduce-attconv-table-N
+	@table=$(subst -,_,$*); \
+	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
+	if [ -z "$$experiments" ]; then echo "no configs/experiment/$$table.yaml: no such table to reproduce" >&2; exit 2; fi; \
+	for experiment in $$experiments; do \
+		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
+		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
+	done; \
+	$(PY) scripts/make_tables.py --tables $$table --print
 
 fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
 	$(PY) scripts/make_fixtures.py

@@ -70,7 +70,7 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.gradient_clip_val": _NON_NEGATIVE_OR_NULL,
     "trainer.accumulate_grad_batches": _int_at_least(1),
     "data.batch_size": _int_at_least(1),
-    "data.eval_batch_size": _int_at_least(1),
+    "data.eval_batch_size": _int_at_least(1, null=True),  # null: the training batch size
     "data.max_tokens": _int_at_least(1, null=True),
     "data.num_workers": _int_at_least(0),
     "data.max_train_examples": _int_at_least(1, null=True),

@@ -15,7 +15,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import results, run_folder
+from coda_exp import cli, results, run_folder  # noqa: F401 (cli registers the configs' resolvers: ${dir_if_exists:...})
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
@@ -175,21 +175,6 @@ def _finish_wandb(loggers: list) -> None:
         wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
 
 
-def default_data_dir(cfg: DictConfig) -> None:
-    """``data.dir: null`` means the hub (or, for MLU, the generator) unless ``<paths.data_dir>/<task>/`` exists:
-    then the official files there are read, as README promises ("put the official files in data/<task>/")."""
-    data = cfg.get("data")
-    if data is None or "dir" not in data or data.dir is not None or "paths" not in cfg:
-        return
-    local = Path(cfg.paths.data_dir) / cfg.task.name
-    if local.is_dir():
-        from omegaconf import open_dict
-
-        with open_dict(cfg):
-            cfg.data.dir = str(local)
-        log.info("data.dir is null and %s exists: reading the official files there", local)
-
-
 RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path must hold to resume from
 
 
@@ -241,7 +226,6 @@ def run(cfg: DictConfig) -> float | None:
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     pl.seed_everything(cfg.seed, workers=True)
-    default_data_dir(cfg)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")

@@ -80,7 +80,7 @@ class PairDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
-                 eval_batch_size: int | None = None, max_len_a: int | None = None, max_len_b: int | None = None,
+                 eval_batch_size: int | None = 256, max_len_a: int | None = None, max_len_b: int | None = None,
                  lowercase: bool = True, min_freq: int = 1, max_vocab: int | None = None,
                  embeddings: dict | None = None, ranking: bool = False, eval_only_answered: bool = True,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,

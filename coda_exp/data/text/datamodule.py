@@ -59,8 +59,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
     """
 
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", tokenizer: str = "bpe",
-                 bpe_vocab_size: int = 8000, bpe_min_frequency: int = 2, max_len: int = 512,
-                 append_eos: bool = True, batch_size: int = 64, eval_batch_size: int | None = None,
+                 bpe_vocab_size: int = 8192, bpe_min_frequency: int = 2, max_len: int = 512,
+                 append_eos: bool = True, batch_size: int = 64, eval_batch_size: int | None = 256,
                  max_tokens: int | None = None, bucket_width: int = 8, val_fraction: float = 0.1,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
                  num_workers: int = 0, seed: int = 0, subset_seed: int = 0):

@@ -1,0 +1,67 @@
+"""The training entry point: ``coda-exp task=snli model=decompatt`` (installed), ``python -m coda_exp ...`` or
+``python train.py ...`` (a checkout). All three compose the same ``train`` config and call
+:func:`coda_exp.pipeline.run`.
+
+The configs are the repository's top-level ``configs/`` folder in a checkout and ship inside the wheel as
+``coda_exp/configs`` (``setup.py`` maps the one onto the other): :func:`config_dir` picks whichever exists, the
+checkout first. Importing this module also registers the configs' resolvers (``${dir_if_exists:PATH}``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+PACKAGE = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE.parent  # the repository root when coda_exp is used from a checkout
+
+
+def dir_if_exists(path: str) -> str | None:
+    """``${dir_if_exists:PATH}``: PATH when it is a folder, else null. The data bases (configs/data/*.yaml) read
+    ``data/<task>/`` when it holds the official files and otherwise leave ``data.dir`` null (the hub, or MLU's
+    generator), so a run's resolved config records which folder it read."""
+    return str(path) if path is not None and Path(path).is_dir() else None
+
+
+OmegaConf.register_new_resolver("dir_if_exists", dir_if_exists, replace=True)
+
+
+def in_checkout() -> bool:
+    return (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "configs" / "train.yaml").is_file()
+
+
+def config_dir() -> Path:
+    """The config folder: ``<checkout>/configs`` in a checkout, else the copy installed with the package."""
+    if in_checkout():
+        return CHECKOUT / "configs"
+    if (PACKAGE / "configs" / "train.yaml").is_file():
+        return PACKAGE / "configs"
+    raise FileNotFoundError(f"no train.yaml in {CHECKOUT / 'configs'} (a checkout) or {PACKAGE / 'configs'} "
+                            "(an installed package): reinstall coda-exp or run from the repository")
+
+
+def _environment() -> None:
+    if in_checkout():  # a checkout: outputs, data and results under it, wherever the shell is
+        os.environ.setdefault("CODA_EXP_ROOT", str(CHECKOUT))
+    # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
+def _train(cfg: DictConfig) -> float | None:
+    from coda_exp.pipeline import run
+
+    return run(cfg)
+
+
+def main() -> None:
+    """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps)."""
+    _environment()
+    _train()
+
+
+if __name__ == "__main__":
+    main()

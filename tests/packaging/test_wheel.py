@@ -1,0 +1,77 @@
+"""An installed coda-exp trains: build the wheel, install it into a fresh virtual environment (the dependencies
+come from the current environment, not the network) and run the ``coda-exp`` command outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests import FIXTURES, ROOT
+
+pytestmark = pytest.mark.slow
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "coda_exp", "configs")  # what the wheel is built from
+
+
+def sh(*cmd, **kwargs) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(c) for c in cmd], check=False, capture_output=True, text=True, **kwargs)
+    assert out.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the sources (no build/ or egg-info left in the checkout)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        copy(ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__", "local")}
+                                        if (ROOT / name).is_dir() else {}))
+    dist = tmp_path_factory.mktemp("dist")
+    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, src)
+    (whl,) = dist.glob("coda_exp-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory, wheel) -> Path:
+    """A virtual environment with the wheel installed; torch & co. are this environment's (a path in a .pth
+    file), while this environment's own coda_exp (an editable install hook) is not."""
+    env = tmp_path_factory.mktemp("venv")
+    sh(sys.executable, "-m", "venv", "--without-pip", env)
+    py = env / "bin" / "python"
+    site = Path(sh(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "-q", wheel)
+    return env
+
+
+def test_wheel_ships_every_config_file(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {n.removeprefix("coda_exp/configs/") for n in names if n.startswith("coda_exp/configs/")}
+    expected = {str(p.relative_to(ROOT / "configs")) for p in (ROOT / "configs").rglob("*.yaml")
+                if p.relative_to(ROOT / "configs").parts[0] != "local"}
+    assert shipped == expected
+    assert "coda_exp/cli.py" in names and "coda_exp/__main__.py" in names
+
+
+def test_installed_package_trains_outside_the_checkout(venv, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
+    work = tmp_path / "work"
+    work.mkdir()
+    where = sh(venv / "bin" / "python", "-c", "import coda_exp.cli as c; print(c.__file__, c.config_dir())",
+               cwd=work, env=env).stdout.split()
+    assert all(Path(p).is_relative_to(venv) for p in where), where  # the installed copy, its own configs
+    args = ["task=snli", "model=decompatt", "scale=fixture", "debug=fdr", "logger=none",
+            f"data.dir={FIXTURES / 'snli'}", "trainer.enable_model_summary=false"]
+    out = sh(venv / "bin" / "coda-exp", *args, cwd=work, env=env)
+    assert "snli × decompatt" in out.stdout, out.stdout[-2000:]
+    assert (work / "outputs" / "runs").is_dir()  # paths.root_dir is the working folder when installed
+    sh(venv / "bin" / "python", "-m", "coda_exp", "--cfg", "job", "task=imdb", "model=transformer_classifier",
+       cwd=work, env=env)
