@@ -177,5 +177,5 @@ def test_sst_missing_files_and_hub(tmp_path):
     assert get_text_reader("sst2").hub_id == "sst2"
     assert "no test labels" in get_text_reader("sst2").notes(None)[0]
     assert get_text_reader("sst2").notes(FIXTURES / "sst") == []
-    with pytest.raises(DataError, match="unknown text classification dataset"):
+    with pytest.raises(DataError, match="unknown dataset .yelp5.*sst5"):
         get_text_reader("yelp5")
