@@ -84,14 +84,25 @@ def read_jsonl(path: str | os.PathLike, split: str | None = None, expected: str 
         yield where, row
 
 
-def read_delimited(path: str | os.PathLike, split: str | None = None, expected: str = "a header line",
-                   delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL) -> Iterator[tuple[int, list[str]]]:
-    """``(line number where the row ends, fields)`` for each row of a CSV (``delimiter=","``) or TSV
-    (``delimiter="\\t"``, ``quoting=csv.QUOTE_NONE``) file, blank rows included; quoted fields may span lines."""
+def read_table(path: str | os.PathLike, split: str | None = None, expected: str = "a header line",
+               delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """The header (fields stripped) and the non-blank rows ``(line number where the row ends, fields)`` of a CSV
+    (``delimiter=","``) or TSV (``delimiter="\t"``, ``quoting=csv.QUOTE_NONE``) file; quoted fields may span
+    lines. A row with another number of fields than the header is a :class:`DataError` naming ``file:line``."""
     rows = csv.reader((line + "\n" for _, line in iter_lines(path, split, expected)), delimiter=delimiter,
                       quoting=quoting)
-    for row in rows:
-        yield rows.line_num, row
+    header = [h.strip() for h in next(rows)]
+
+    def body() -> Iterator[tuple[int, list[str]]]:
+        for row in rows:
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{path}:{rows.line_num}: malformed row with {len(row)} fields; expected "
+                                f"{len(header)} ({', '.join(header)})")
+            yield rows.line_num, row
+
+    return header, body()
 
 
 def file_key(path: Path) -> str:

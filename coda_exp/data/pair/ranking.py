@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.files import iter_lines, read_delimited, read_lines
+from coda_exp.data.common.files import iter_lines, read_lines, read_table
 from coda_exp.data.pair.readers import PairReader, register
 
 log = logging.getLogger(__name__)
@@ -164,9 +164,7 @@ class UdcReader(PairReader):
     def read_file(self, path: Path, split: str) -> Iterator[dict]:
         expected = (f"a CSV header ({','.join(UDC_TRAIN_HEADER)} or {','.join(UDC_EVAL_FIRST)},Distractor_0,...) "
                     "and one row per example")
-        rows = read_delimited(path, split, expected)
-        _, header = next(rows)
-        header = [h.strip() for h in header]
+        header, rows = read_table(path, split, expected)
         if tuple(header) == UDC_TRAIN_HEADER:
             train = True
         elif tuple(header[:2]) == UDC_EVAL_FIRST and len(header) > 2 and all(
@@ -177,12 +175,7 @@ class UdcReader(PairReader):
                             f"(train) or {','.join(UDC_EVAL_FIRST)},Distractor_0,... (valid/test)")
         stem = path.stem
         for lineno, row in rows:
-            if not row or all(not c.strip() for c in row):
-                continue
             where = f"{path}:{lineno}"
-            if len(row) != len(header):
-                raise DataError(f"{where}: malformed row with {len(row)} fields; expected {len(header)} "
-                                f"({', '.join(header)})")
             if not all(c.strip() for c in row):
                 raise DataError(f"{where}: empty field in column {header[[c.strip() for c in row].index('')]!r}")
             group = f"{stem}-{lineno}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, require_files
-from coda_exp.data.common.files import read_delimited, read_jsonl
+from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.data.common.readers import READERS, Reader, get_reader, register
 from coda_exp.data.common.splits import is_test_split
 
@@ -117,20 +117,14 @@ class WikiQAReader(PairReader):
     """WikiQA (Yang et al. 2015): ``WikiQA-{train,dev,test}.tsv``, one candidate sentence per row, grouped by question."""
 
     def read_file(self, path: Path, split: str) -> Iterator[dict]:
-        rows = read_delimited(path, split, f"a header line {'<TAB>'.join(WIKIQA_COLUMNS)}", delimiter="\t",
-                              quoting=csv.QUOTE_NONE)
-        _, header = next(rows)
+        header, rows = read_table(path, split, f"a header line {'<TAB>'.join(WIKIQA_COLUMNS)}", delimiter="\t",
+                                  quoting=csv.QUOTE_NONE)
         missing = [c for c in ("QuestionID", "Question", "Sentence", "Label") if c not in header]
         if missing:
             raise DataError(f"{path}:1: header lacks column(s) {missing}; expected {list(WIKIQA_COLUMNS)}")
         col = {name: header.index(name) for name in ("QuestionID", "Question", "Sentence", "Label")}
         for lineno, row in rows:
-            if not row or all(not c.strip() for c in row):
-                continue
             where = f"{path}:{lineno}"
-            if len(row) != len(header):
-                raise DataError(f"{where}: malformed row with {len(row)} tab-separated fields; "
-                                f"expected {len(header)} ({', '.join(header)})")
             yield {"text_a": row[col["Question"]], "text_b": row[col["Sentence"]],
                    "label": self.label_id(row[col["Label"]].strip(), where), "group": row[col["QuestionID"]]}
 
