@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import pickle
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,16 +26,34 @@ from coda_exp.io import atomic_write
 log = logging.getLogger(__name__)
 
 
-def _load(path: Path, mmap: bool = False) -> dict:
-    ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ValueError(f"{path} is not a Lightning checkpoint (no 'state_dict')")
+class CheckpointError(ValueError):
+    """A checkpoint file that is missing, empty, unreadable or not a Lightning checkpoint; one line naming it."""
+
+
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[str] = ("state_dict",)) -> dict:
+    """``torch.load`` of a Lightning checkpoint, or :class:`CheckpointError`: one line naming the file and what was
+    expected (a truncated, empty or foreign file, or one without the keys ``need``)."""
+    path = Path(path)
+    expected = f"expected a Lightning checkpoint (torch.save'd dict with {', '.join(map(repr, need))})"
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file; {expected}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path}: the file is empty; {expected}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+    except (RuntimeError, OSError, EOFError, ValueError, ImportError, AttributeError, pickle.UnpicklingError,
+            zipfile.BadZipFile) as err:  # what torch.load raises for a truncated, foreign or pickled-other file
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        raise CheckpointError(f"{path}: cannot be read ({reason}); {expected}") from None
+    missing = [key for key in need if not isinstance(ckpt, dict) or key not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path}: no {', '.join(map(repr, missing))} in it; {expected}")
     return ckpt
 
 
 def global_step(path: str | os.PathLike) -> int:
     """The ``global_step`` stored in a checkpoint (memory-mapped: the tensors are not read)."""
-    ckpt = _load(Path(path), mmap=True)
+    ckpt = load_checkpoint(Path(path), mmap=True)
     if "global_step" not in ckpt:
         raise ValueError(f"{path} has no 'global_step'; pass the checkpoints explicitly with --ckpts")
     return int(ckpt["global_step"])
@@ -70,12 +90,12 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
     """
     if not paths:
         raise ValueError("no checkpoints to average")
-    paths = sorted((Path(p) for p in paths), key=lambda p: int(_load(p, mmap=True).get("global_step", 0)))
-    base_path, base = paths[-1], _load(paths[-1])
+    paths = sorted((Path(p) for p in paths), key=lambda p: int(load_checkpoint(p, mmap=True).get("global_step", 0)))
+    base_path, base = paths[-1], load_checkpoint(paths[-1])
     keys = set(base["state_dict"])
     sums: dict[str, torch.Tensor] = {}
     for path in paths:
-        state = base["state_dict"] if path == base_path else _load(path)["state_dict"]
+        state = base["state_dict"] if path == base_path else load_checkpoint(path)["state_dict"]
         if set(state) != keys:
             diff = sorted(set(state) ^ keys)
             raise ValueError(f"{path} and {base_path} have different parameters: {diff[:5]}")

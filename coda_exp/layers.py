@@ -6,17 +6,17 @@ import torch
 from torch import nn
 
 
-class FeedForward(nn.Module):
+class MLP(nn.Module):
     """``num_layers`` x (dropout -> linear -> ReLU), the F/G/H networks of DecompAtt (Parikh et al. 2016, §3).
 
-    ``FeedForward(200, 200)`` is the paper's 2-layer ReLU network of hidden size 200.
+    ``MLP(200, 200)`` is the paper's 2-layer ReLU network of hidden size 200.
     """
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int = 2, dropout: float = 0.2,
                  activation: str = "relu"):
         super().__init__()
         if num_layers < 1:
-            raise ValueError(f"FeedForward needs num_layers >= 1, got {num_layers}")
+            raise ValueError(f"MLP needs num_layers >= 1, got {num_layers}")
         acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU, "identity": nn.Identity}
         if activation not in acts:
             raise ValueError(f"unknown activation {activation!r}; expected one of {sorted(acts)}")

@@ -5,22 +5,27 @@ This is the only module that knows about Hydra configs; everything it builds is 
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import os
-import platform
 import time
 from pathlib import Path
-from typing import Any
 
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import results
-from coda_exp.io import atomic_write
+from coda_exp import results, run_folder
+from coda_exp.attention import kernels_used
+from coda_exp.callbacks import RandomState, ValidationHistory
+from coda_exp.checkpoint_avg import load_checkpoint
+from coda_exp.config_checks import check_config
+from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
+from coda_exp.run_folder import RESOLVED_CONFIG
+from coda_exp.run_record import attention_options, device_description, save_outputs
+
+__all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
 
 log = logging.getLogger(__name__)
 
@@ -33,34 +38,6 @@ def _hydra_overrides() -> list[str]:
     if HydraConfig.initialized():
         return list(HydraConfig.get().overrides.task)
     return []
-
-
-# Overrides that change a run's training or evaluation budget: a run with any of them is not at its scale group's
-# setting, so its record's scale says so (``cpu (task.max_steps=10000)``) and tables never pool it with runs at the
-# plain scale. An explicit ``scale_name=...`` override is taken as the user's own label.
-BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs",
-               "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
-               "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
-               "trainer.limit_test_batches")
-
-
-def scale_label(scale_name: str, overrides: list[str]) -> str:
-    """The record's ``scale``: the scale group's name, plus every budget-changing override (``BUDGET_KEYS``)."""
-    parsed = [(o.lstrip("+~").split("=", 1)[0].strip(), o.lstrip("+~")) for o in overrides]
-    if any(key == "scale_name" for key, _ in parsed):
-        return str(scale_name)
-    changed = [text for key, text in parsed if key in BUDGET_KEYS]
-    return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)
-
-
-def attention_options(cfg: DictConfig) -> dict[str, Any]:
-    """The attention's options as recorded in the run record: its name and every value but Hydra's own keys
-    (``model.attention`` of pairwise models, ``model.scoring`` of Transformers)."""
-    att = cfg.model.get("attention", cfg.model.get("scoring"))
-    if att is None:
-        return {"name": "none"}
-    opts = OmegaConf.to_container(att, resolve=True)
-    return {k: v for k, v in opts.items() if not k.startswith("_")}
 
 
 def _strip(node: dict) -> dict:
@@ -154,13 +131,6 @@ def build_loggers(cfg: DictConfig) -> list:
     return out
 
 
-def device_description(trainer: pl.Trainer) -> str:
-    if torch.cuda.is_available() and trainer.num_devices and isinstance(
-            trainer.accelerator, pl.accelerators.CUDAAccelerator):
-        return f"{trainer.num_devices}x {torch.cuda.get_device_name(0)}"
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
-
-
 def _metrics(outputs: list[dict]) -> dict[str, float]:
     out: dict[str, float] = {}
     for d in outputs:
@@ -169,23 +139,17 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
     return out
 
 
-def write_predictions(rows: list[dict], path: Path) -> Path:
-    """Test predictions as gzip JSON lines, written atomically."""
-    with atomic_write(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-        for r in rows:
-            f.write((json.dumps(r) + "\n").encode())
-    return path
-
-
-RESOLVED_CONFIG = "config_resolved.yaml"
-
-
 def save_resolved_config(cfg: DictConfig) -> Path:
-    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from."""
+    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
+    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``)."""
     out = Path(cfg.paths.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results.atomic_write_text(out / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
-    return out / RESOLVED_CONFIG
+    path = out / RESOLVED_CONFIG
+    if cfg.get("ckpt_path") and path.exists():
+        stamp = results.utc_now_iso().replace(":", "")
+        path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
+    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
+    return path
 
 
 def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None = None):
@@ -199,21 +163,9 @@ def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     net = build_model(cfg, datamodule)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    state = load_checkpoint(checkpoint)["state_dict"]
     net.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     return cfg, datamodule, net.eval()
-
-
-def print_summary(record: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']})")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for k in sorted(record["metrics"]):
-        table.add_row(k, f"{record['metrics'][k]:.4f}")
-    Console().print(table)
 
 
 def _finish_wandb(loggers: list) -> None:
@@ -238,10 +190,56 @@ def default_data_dir(cfg: DictConfig) -> None:
         log.info("data.dir is null and %s exists: reading the official files there", local)
 
 
+RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path must hold to resume from
+
+
+def prepare_run_folder(cfg: DictConfig) -> Path | None:
+    """Before any data loads: check ``ckpt_path`` (one line naming a corrupt file), choose and claim the run's
+    folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder; a taken folder is never
+    shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
+    returns that folder (where this run also logs), else None."""
+    hydra_dir = Path(cfg.paths.output_dir)
+    folder = hydra_dir
+    if cfg.get("ckpt_path"):
+        load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
+        folder = run_folder.resume_folder(cfg.ckpt_path) or hydra_dir
+        if folder == hydra_dir:
+            log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
+                        "is not known to this run", cfg.ckpt_path)
+    if pl.utilities.rank_zero_only.rank == 0:
+        folder = run_folder.claim(folder, resume=folder != hydra_dir)
+    if folder != hydra_dir:
+        cfg.paths.output_dir = str(folder)
+        log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
+    writes = {"paths.output_dir": folder}
+    if cfg.get("save_record", True):
+        writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
+    if cfg.get("save_predictions", True):
+        writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
+    run_folder.check_writable(writes)
+    return None if folder == hydra_dir else folder
+
+
 def run(cfg: DictConfig) -> float | None:
-    """Train, validate and test; write the run record. Returns the best monitored value (for sweepers)."""
+    """Train, validate and test; write the run record. Returns the best monitored value (for sweepers).
+
+    Every config value, the checkpoint to resume from and the output folders are checked before any data loads."""
     start = time.time()
+    check_config(cfg)
     check_compatible(cfg)
+    with run_folder.log_file(prepare_run_folder(cfg)):
+        try:
+            return _train_and_record(cfg, start)
+        except Exception as err:
+            log.exception("run failed")
+            try:
+                setattr(err, LOGGED, True)
+            except AttributeError:
+                pass
+            raise
+
+
+def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     pl.seed_everything(cfg.seed, workers=True)
     default_data_dir(cfg)
     save_resolved_config(cfg)
@@ -250,7 +248,8 @@ def run(cfg: DictConfig) -> float | None:
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
     loggers = build_loggers(cfg)
-    callbacks = build_callbacks(cfg, with_logger=bool(loggers))
+    history = ValidationHistory(cfg.task.monitor)
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState()]
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
@@ -259,6 +258,8 @@ def run(cfg: DictConfig) -> float | None:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        val_curve = list(history.values)  # before validate/test restore the callbacks' states from `best`
+        kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
         ckpt = trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
         averaged = average_last(cfg, trainer)
@@ -269,24 +270,30 @@ def run(cfg: DictConfig) -> float | None:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
-        monitored = metrics.get(cfg.task.monitor)
+            kernels["test"] = kernels_used(model)
+        overrides = _hydra_overrides()
         record = {
             "schema_version": 1,
             "run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed),
             "task": cfg.task.name,
             "model": cfg.model.name,
             "attention": attention_options(cfg),
+            "attention_kernels": kernels,
             "seed": int(cfg.seed),
-            "scale": scale_label(cfg.scale_name, _hydra_overrides()),
+            "scale": scale_label(cfg.scale_name, overrides),
+            "fingerprint": fingerprint(overrides),
+            "fingerprint_overrides": configuration_overrides(overrides),
             "metrics": metrics,
+            "val_curve": val_curve,
             "steps": int(trainer.global_step),
             "epochs": int(trainer.current_epoch),
             "wall_time_s": round(time.time() - start, 3),
             "device": device_description(trainer),
             "git_commit": results.git_commit(cfg.paths.root_dir),
-            "overrides": _hydra_overrides(),
+            "overrides": overrides,
             "created": results.utc_now_iso(),
             "status": "finished" if not trainer.interrupted else "interrupted",
+            "resumed_from": cfg.get("ckpt_path"),
             "best_checkpoint": best,
             "checkpoints_averaged": averaged[1] if averaged else 0,
             "output_dir": str(cfg.paths.output_dir),
@@ -295,14 +302,7 @@ def run(cfg: DictConfig) -> float | None:
             "hparams": OmegaConf.to_container(cfg.model, resolve=True),
         }
         if trainer.is_global_zero:
-            runs_dir = Path(cfg.paths.results_dir) / "runs"
-            if cfg.get("save_predictions", True) and task.test_predictions:
-                pred = Path(cfg.paths.results_dir) / "predictions" / f"{record['run_id']}.jsonl.gz"
-                record["predictions"] = str(write_predictions(task.test_predictions, pred))
-            if cfg.get("save_record", True):
-                path = results.write_record(record, runs_dir)
-                log.info("run record: %s", path)
-            print_summary(record)
-        return monitored
+            save_outputs(record, task.test_predictions, cfg)
+        return metrics.get(cfg.task.monitor)
     finally:
         _finish_wandb(loggers)

@@ -11,7 +11,9 @@ returns them; BLEU stays on its 0-100 scale. The table specs say which columns a
 Records are written atomically (temporary file in the same directory, flush + fsync, ``os.replace``) so a
 crashed or killed sweep never leaves a half-written record, and every record is validated before it is
 written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, ``warnings``, ``hparams``,
-``paths`` ...) are allowed and preserved.
+``paths`` ...) are allowed and preserved; runs also record ``fingerprint`` and ``fingerprint_overrides`` (the
+configuration beyond the grid axes, :mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each
+validation) and ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null).
 """
 
 from __future__ import annotations

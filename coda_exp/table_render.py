@@ -30,6 +30,13 @@ SIGNIFICANCE_LEGEND = (
 )
 
 
+def off_grid_notes(table: Table) -> list[str]:
+    """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
+    return [f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
+            f"with {' '.join(run['overrides'])} ({run['run_id']})"
+            for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
+
+
 def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
@@ -56,6 +63,9 @@ def render_markdown(table: Table) -> str:
         lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
     for texts in _comparison_rows(table):
         lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
+    notes = off_grid_notes(table)
+    if notes:
+        lines += [""] + [f"- {_md(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -97,7 +107,9 @@ def render_latex(table: Table) -> str:
         lines.append(r"\midrule")
     for texts in comparison_rows:
         lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [r"\par\footnotesize " + latex_escape(note) for note in off_grid_notes(table)]
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,11 @@
 """Forward+backward time and peak memory of CoDA vs softmax attention (docs/attention.md has the numbers).
 
 Shapes: Transformer self-attention per head (B=32, H=8, L=64/128/256, dk=64): SDPA (``SoftmaxScoring``) vs
-``CoDAScoring`` with the fused numba kernel ("coda", the default), with the plain PyTorch composition on the numba
-L1 kernel ("coda-plain", ``CODA_FUSED=0``), with the chunked plain-PyTorch L1 backward ("coda-chunked", the
-default on CUDA, where "coda" and "coda-plain" are the same path) and with torch.cdist's autograd ("coda-cdist").
+``CoDAScoring`` with kernel ``auto`` ("coda": fused numba on CPU, chunked on CUDA), ``numba`` (plain PyTorch
+composition on the numba L1 kernel, "coda-plain"), ``chunked`` (the chunked plain-PyTorch L1 backward,
+"coda-chunked") and ``torch`` (torch.cdist's autograd, "coda-cdist"); kernels that cannot run on the device fall
+back as ``dispatch.select_kernel`` says (on CUDA "coda" and "coda-plain" both run ``chunked``). ``CODA_KERNEL``
+would override every row, so it is cleared here.
 DecompAtt cross-attention (B=64, la=lb=40, d=200, no projections): softmax both ways + pooling vs
 ``coda_matrix`` + ``compositional_pool``.
 
@@ -28,7 +30,6 @@ under each and a summary of the ratios side by side.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -49,9 +50,17 @@ if not os.environ["OMP_WAIT_POLICY"]:
 
 import torch
 
-from coda_exp.attention import CoDAScoring, SoftmaxScoring, coda_matrix, compositional_pool, masked_softmax
-from coda_exp.attention.fused import ENV_VAR as FUSED_ENV
+from coda_exp.attention import (
+    KERNEL_ENV_VAR,
+    CoDAScoring,
+    SoftmaxScoring,
+    coda_matrix,
+    compositional_pool,
+    masked_softmax,
+)
 from coda_exp.attention.l1 import HAVE_NUMBA
+
+os.environ.pop(KERNEL_ENV_VAR, None)  # each row names its kernel
 
 BASELINE = {"transformer": "sdpa", "decompatt": "softmax"}
 
@@ -66,22 +75,7 @@ def impls(kind: str) -> list[str]:
     return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-plain", "coda-chunked", "coda-cdist"]
 
 
-L1_BACKEND = {"coda-chunked": "chunked", "coda-cdist": "torch"}  # other impls: l1_backend=None (auto)
-
-
-@contextlib.contextmanager
-def fused_env(impl: str):
-    """CODA_FUSED=0 for "coda-plain" (plain PyTorch composition on the numba L1 kernel), unchanged otherwise."""
-    old = os.environ.get(FUSED_ENV)
-    if impl == "coda-plain":
-        os.environ[FUSED_ENV] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(FUSED_ENV, None)
-        else:
-            os.environ[FUSED_ENV] = old
+KERNEL = {"coda": "auto", "coda-plain": "numba", "coda-chunked": "chunked", "coda-cdist": "torch"}
 
 
 def make_step(cfg: dict, impl: str, device: str):
@@ -90,11 +84,10 @@ def make_step(cfg: dict, impl: str, device: str):
     if cfg["kind"] == "transformer":
         shape = (cfg["B"], cfg["H"], cfg["L"], cfg["d"])
         q, k, v = (torch.randn(shape, generator=gen).to(device).requires_grad_() for _ in range(3))
-        scoring = SoftmaxScoring() if impl == "sdpa" else CoDAScoring(l1_backend=L1_BACKEND.get(impl))
+        scoring = SoftmaxScoring() if impl == "sdpa" else CoDAScoring(kernel=KERNEL[impl])
 
         def step():
-            with fused_env(impl):
-                out, _ = scoring(q, k, v)
+            out, _ = scoring(q, k, v)
             out.sum().backward()
         return step
     a, b = (torch.randn(cfg["B"], cfg["L"], cfg["d"], generator=gen).to(device).requires_grad_() for _ in range(2))
@@ -105,8 +98,7 @@ def make_step(cfg: dict, impl: str, device: str):
             a2 = masked_softmax(scores, None, dim=-1) @ b
             b2 = masked_softmax(scores, None, dim=-2).transpose(1, 2) @ a
         else:
-            with fused_env(impl):
-                m = coda_matrix(a, b, a, b, l1_backend=L1_BACKEND.get(impl))
+            m = coda_matrix(a, b, a, b, kernel=KERNEL[impl])
             a2, b2 = compositional_pool(m, a, b)
         (a2.sum() + b2.sum()).backward()
     return step

@@ -10,8 +10,9 @@ The run is rebuilt from the ``config_resolved.yaml`` of its output folder; the m
 real (non-padding) token pairs of up to ``--batches`` validation batches. DecompAtt + CoDA: its one cross-attention.
 CoDA Transformer (seq2seq or classifier): every head of the ``--layers`` attention layers (default all, pooled;
 names ``enc.<i>``, ``dec.<i>.self``, ``dec.<i>.cross``), run with teacher forcing; a forward hook on each chosen
-``CoDAScoring`` recomputes its components from the very q, k and masks it received (the model's outputs are
-untouched) and only valid query-key pairs enter: not padded keys or queries, not the future of a causal decoder.
+``CoDAScoring`` reruns it on the very q, k, v and masks it received with ``return_maps=True`` (the model's outputs
+are untouched) and only valid query-key pairs enter: not padded keys or queries, not the future of a causal decoder.
+Both read the ``AttentionMaps`` every attention returns (fields f_E, f_N, gate, weights = M).
 The paper's observations (d = 200): sigmoid(N) saturates at {0, 1}; tanh(E) concentrates around 0 with both
 signs; M follows tanh(E) with more mass near 0. The middle panel is f_N(N) itself, unscaled (the gate is
 ``gate_scale * f_N(N)``); panel titles name the model's own e_fn, n_fn, centring (E', N') and gate_scale.
@@ -32,25 +33,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
 
-KEYS = ("E_act", "f_N", "M")  # keys of the attention's matrices, one panel each
-CAPTURED = ("E_act", "f_N", "N_act", "M")  # what the Transformer hooks keep: f_E(E), f_N(N), the gate, M
+KEYS = ("f_E", "f_N", "weights")  # AttentionMaps fields, one panel each: f_E(E), f_N(N), M
+CAPTURED = ("f_E", "f_N", "gate", "weights")  # what the Transformer hooks keep: f_E(E), f_N(N), the gate, M
 
 
-def coda_options(net) -> dict:
-    """The CoDA options (e_fn, n_fn, gate_scale, centring) of the first CoDA attention module inside ``net``."""
+def coda_options(net):
+    """The ``CoDAOptions`` (e_fn, n_fn, gate, centring) of the first CoDA attention module inside ``net``."""
+    from coda_exp.attention import CoDAOptions
+
     for module in net.modules():
         options = getattr(module, "options", None)
-        if isinstance(options, dict) and "e_fn" in options and "n_fn" in options:
+        if isinstance(options, CoDAOptions):
             return options
     raise ValueError(f"{type(net).__name__} contains no CoDA attention module")
 
 
-def panels(options: dict) -> list[tuple[str, str]]:
-    """(matrix key, panel title) for f_E(E), f_N(N) and M, named after the model's functions and options."""
-    e_arg = "E′" if options.get("center_e") else "E"
-    n_arg = "N′" if options.get("center_n") else "N"
-    f_e, f_n = f"{options['e_fn']}({e_arg})", f"{options['n_fn']}({n_arg})"
-    scale = float(options.get("gate_scale", 1.0))
+def panels(options) -> list[tuple[str, str]]:
+    """(maps field, panel title) for f_E(E), f_N(N) and M, named after the model's ``CoDAOptions``."""
+    e_arg = "E′" if options.center_e else "E"
+    n_arg = "N′" if options.center_n else "N"
+    f_e, f_n = f"{options.e_fn}({e_arg})", f"{options.n_fn}({n_arg})"
+    scale = options.gate
     gate = f_n if scale == 1.0 else f"{scale:g}·{f_n}"
     return list(zip(KEYS, (f"f_E(E) = {f_e}", f"f_N(N) = {f_n}", f"M = {f_e} · {gate}")))
 
@@ -63,14 +66,13 @@ def collect(net, loader, batches: int) -> dict:
         for i, batch in enumerate(loader):
             if i >= batches:
                 break
-            mats = net.attention_matrices(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])
-            valid = mats["pair_mask"]
+            maps = net.attention_maps(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])
             for k, collected in values.items():
-                collected.append(mats[k][valid].flatten())
+                collected.append(maps.values(k))
     return {k: torch.cat(v).numpy() for k, v in values.items()}
 
 
-def figure(values: dict, title: str, options: dict):
+def figure(values: dict, title: str, options):
     """A matplotlib figure with one histogram per panel of ``panels(options)``."""
     import matplotlib
 
@@ -88,7 +90,7 @@ def figure(values: dict, title: str, options: dict):
     return fig
 
 
-def plot(values: dict, out: Path, title: str, options: dict) -> Path:
+def plot(values: dict, out: Path, title: str, options) -> Path:
     import matplotlib.pyplot as plt
 
     fig = figure(values, title, options)
@@ -128,39 +130,25 @@ def select_layers(available: list[str], spec: str) -> list[str]:
     return names
 
 
-def scoring_components(scoring, call: dict):
-    """The components of one ``CoDAScoring`` call: ({E_act, f_N, N_act, M} (B, H, Lq, Lk), valid pairs (B, H, Lq,
-    Lk)), from the q, k, mask and query_mask it was called with (``call``: its bound arguments by name), the way
-    its forward combines them (eq. 10)."""
-    import torch
-
-    from coda_exp.attention.functional import coda_components
-
-    q, k = call["q"], call["k"]
-    mask, opts = scoring.matrix_options(q, call.get("mask"), call.get("query_mask"))  # as the layer's forward
-    comps = coda_components(q, k, q, k, mask=mask, **opts)
-    shape = comps["M"].shape  # (B, H, Lq, Lk)
-    valid = torch.ones(shape, dtype=torch.bool, device=q.device) if mask is None else torch.broadcast_to(mask, shape)
-    return comps, valid
-
-
 def _record(name: str, store: dict, scoring, args, kwargs, output) -> None:
-    """Forward hook: keep the valid pairs of the components; check they reproduce the layer's own output."""
+    """Forward hook: rerun the call with ``return_maps=True`` (``forward`` itself: no hook recursion), check it
+    reproduces the layer's own output, keep the valid pairs of the maps."""
     call = inspect.signature(scoring.forward).bind(*args, **kwargs).arguments
-    comps, valid = scoring_components(scoring, call)
-    if not call.get("dropout_p"):  # in eval: out = M V exactly as the layer computed it
-        diff = (comps["M"] @ call["v"] - output[0]).abs().max().item() if output[0].numel() else 0.0
+    call.pop("return_maps", None)
+    out, maps = scoring.forward(**call, return_maps=True)
+    if not call.get("dropout_p"):  # in eval: the materialising path gives the layer's output
+        diff = (out - output[0]).abs().max().item() if output[0].numel() else 0.0
         if diff > 1e-4 * max(1.0, output[0].abs().max().item()):
-            raise RuntimeError(f"layer {name}: the recomputed CoDA matrix does not reproduce the layer's output "
-                               f"(max difference {diff:.3g}); CoDAScoring.forward and scoring_components disagree")
+            raise RuntimeError(f"layer {name}: the CoDA maps do not reproduce the layer's output (max difference "
+                               f"{diff:.3g}); CoDAScoring's kernels disagree")
     for key in CAPTURED:
-        store[key].append(comps[key][valid].detach().flatten().cpu())
+        store[key].append(maps.values(key).detach().flatten().cpu())
 
 
 @contextmanager
 def capture(layers: dict):
-    """Within the block, every forward of the ``layers`` ({name: CoDAScoring}) appends its valid pairs' E_act,
-    f_N, N_act and M to ``values[name][key]`` (yielded); the hooks are removed on exit, outputs never change."""
+    """Within the block, every forward of the ``layers`` ({name: CoDAScoring}) appends its valid pairs' f_E,
+    f_N, gate and weights (M) to ``values[name][key]`` (yielded); the hooks are removed on exit, outputs never change."""
     values = {name: {key: [] for key in CAPTURED} for name in layers}
     handles = [scoring.register_forward_hook(functools.partial(_record, name, values[name]), with_kwargs=True)
                for name, scoring in layers.items()]
@@ -181,7 +169,7 @@ def run_batch(net, batch: dict):
 
 
 def collect_layers(net, loader, batches: int, names: list[str]) -> dict:
-    """{E_act, f_N, N_act, M}: 1-D arrays pooled over the valid pairs of every head of the ``names`` layers."""
+    """{f_E, f_N, gate, weights}: 1-D arrays pooled over the valid pairs of every head of the ``names`` layers."""
     import torch
 
     layers = coda_layers(net)
@@ -225,7 +213,7 @@ def _transformer_values(ap, args, cfg, dm, net):
         ap.error(f"layers {', '.join(names)} have different CoDA options; pick layers that share them (--layers)")
     values = collect_layers(net, dm.val_dataloader(), args.batches, names)
     label = f"all {len(names)} CoDA layers" if names == list(layers) else "layers " + ", ".join(names)
-    return values, options, f"{cfg.model.name} on {cfg.task.name}, {label} (valid pairs × heads: {len(values['M'])})"
+    return values, options, f"{cfg.model.name} on {cfg.task.name}, {label} (valid pairs × heads: {len(values['weights'])})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from coda_exp.pipeline import load_trained
 
     cfg, dm, net = load_trained(_checkpoint(ap, args), args.config)
-    if hasattr(net, "attention_matrices"):  # DecompAtt: its one cross-attention
+    if hasattr(net, "attention_maps"):  # DecompAtt: its one cross-attention
         if args.layers != "all":
             ap.error(f"--layers applies to CoDA Transformer models; {cfg.model.name!r} has one attend step")
         try:
@@ -251,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             ap.error(f"model {cfg.model.name!r}: {err}")
         values = collect(net, dm.val_dataloader(), args.batches)
-        title = f"{cfg.model.name} on {cfg.task.name} (validation pairs: {len(values['M'])})"
+        title = f"{cfg.model.name} on {cfg.task.name} (validation pairs: {len(values['weights'])})"
     else:
         values, options, title = _transformer_values(ap, args, cfg, dm, net)
-    if "M" not in values or not len(values["M"]):
+    if "weights" not in values or not len(values["weights"]):
         ap.error("no attention values collected")
     print(plot(values, args.out, title, options))
     return 0

@@ -1,14 +1,25 @@
-"""Attention mechanisms: softmax and CoDA. Knows nothing of models or tasks."""
+"""Attention mechanisms: softmax and CoDA. Knows nothing of models or tasks.
+
+CoDA's options: ``CoDAOptions``; which kernel runs: ``dispatch.select_kernel`` (``CODA_KERNEL`` overrides the
+configured ``kernel``); what a forward ran: ``kernels_used(model)``; matrices for analysis: ``AttentionMaps``.
+"""
 
 from coda_exp.attention.coda import CoDACrossAttention
+from coda_exp.attention.dispatch import ENV_VAR as KERNEL_ENV_VAR
+from coda_exp.attention.dispatch import KERNEL_CHOICES, kernels_used, l1_distance, select_kernel
 from coda_exp.attention.functional import coda_components, coda_matrix, compositional_pool
-from coda_exp.attention.l1 import l1_distance
+from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_max, masked_mean, masked_softmax, masked_sum, pair_mask
 from coda_exp.attention.multihead import CoDAScoring, MultiHeadAttention, SoftmaxScoring, attention_mask
+from coda_exp.attention.options import CoDAOptions
 from coda_exp.attention.softmax import SoftmaxCrossAttention
 
 __all__ = [
+    "KERNEL_CHOICES",
+    "KERNEL_ENV_VAR",
+    "AttentionMaps",
     "CoDACrossAttention",
+    "CoDAOptions",
     "CoDAScoring",
     "MultiHeadAttention",
     "SoftmaxCrossAttention",
@@ -17,10 +28,12 @@ __all__ = [
     "coda_components",
     "coda_matrix",
     "compositional_pool",
+    "kernels_used",
     "l1_distance",
     "masked_max",
     "masked_mean",
     "masked_softmax",
     "masked_sum",
     "pair_mask",
+    "select_kernel",
 ]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
 from torch import nn
 
-from coda_exp.attention.functional import check_coda_options, coda_components, coda_matrix, compositional_pool
+from coda_exp.attention.functional import compositional_pool, run_coda
 from coda_exp.attention.masking import pair_mask
-from coda_exp.layers import FeedForward
+from coda_exp.attention.options import DEFAULTS, CoDAOptions
+from coda_exp.layers import MLP
 
 PROJECTIONS = ("mlp", "linear")
 
@@ -15,19 +18,23 @@ PROJECTIONS = ("mlp", "linear")
 def _projection(kind: str, dim: int, hidden: int, dropout: float) -> nn.Module:
     """F_E / F_N of eqs. 1-2: dropout -> linear (-> ReLU for 'mlp', DecompAtt's F network with one layer)."""
     if kind == "mlp":
-        return FeedForward(dim, hidden, num_layers=1, dropout=dropout)
+        return MLP(dim, hidden, num_layers=1, dropout=dropout)
     return nn.Sequential(nn.Dropout(dropout), nn.Linear(dim, hidden))
 
 
 class CoDACrossAttention(nn.Module):
     """Compositional de-attention between two sequences, same interface as ``SoftmaxCrossAttention``.
 
-    ``forward(a, b, mask_a, mask_b, return_matrices=False) -> (a_aligned, b_aligned[, matrices])``:
+    ``forward(a, b, mask_a, mask_b, return_maps=False) -> (a_aligned, b_aligned[, maps])``:
     a (B, la, dim), b (B, lb, dim), masks bool (B, la)/(B, lb) True = real token. E = alpha F_E(a) F_E(b)^T,
-    N = -beta ||F_N(a_i) - F_N(b_j)||_1, M = f_E(E) * gate_scale * f_N(N) (eqs. 1-6, options as in
-    ``coda_matrix``); a_aligned = M b (B, la, dim), b_aligned = M^T a (B, lb, dim) (eq. 7). Padded rows of both
-    outputs are exactly 0. ``matrices`` = {"E_act": f_E(E), "f_N": f_N(N), "N_act": gate_scale f_N(N), "M": M},
-    each (B, la, lb) (issue 3's "tanh(E), sigmoid(N), M" with the default functions: E_act, f_N, M).
+    N = -beta ||F_N(a_i) - F_N(b_j)||_1, M = f_E(E) * g * f_N(N) (eqs. 1-6); a_aligned = M b (B, la, dim),
+    b_aligned = M^T a (B, lb, dim) (eq. 7). Padded rows of both outputs are exactly 0. ``maps``: ``AttentionMaps``
+    with weights = M, E, N, f_E, f_N, gate and the pair mask, each (B, la, lb) (requesting them runs the
+    materialising path). ``kernel_used``: the kernel the last forward ran (``dispatch``).
+
+    The CoDA options (alpha, beta, e_fn, n_fn, scale, center_e, center_n, center_over, gate_scale, kernel) are the
+    fields of ``CoDAOptions`` with its defaults, but ``gate_scale`` = 2.0: DecompAtt's Table 2/3/8 runs fix the gate
+    at 2 f_N(N) unless they say otherwise (Table 8's centred-N row sets 1.0). ``options``: the validated object.
 
     scale (default True): E and N are divided by sqrt(hidden), i.e. the effective temperatures are
     alpha/sqrt(hidden) and beta/sqrt(hidden) — eq. 10's scaling, within the paper's "alpha, beta <= 1 for large d".
@@ -37,45 +44,41 @@ class CoDACrossAttention(nn.Module):
     With scale=True the gate starts around 0.01-0.2 and tanh(E) in its linear range (docs/attention.md).
 
     projection: "linear" (default) or "mlp" (dropout, linear, ReLU — note that with shared projections a ReLU
-    makes E >= 0, so tanh(E) could never subtract; Figure 2 of the paper shows tanh(E) of both signs); share_projections: F_N is F_E (the paper's
-    "in practice, we may share parameters"). Every argument but ``dim`` is a plain value with a default so Hydra
-    can build it with ``_partial_: true``.
+    makes E >= 0, so tanh(E) could never subtract; Figure 2 of the paper shows tanh(E) of both signs);
+    share_projections: F_N is F_E (the paper's "in practice, we may share parameters"). Every argument but ``dim``
+    is a plain value with a default so Hydra can build it with ``_partial_: true``.
     """
 
+    OPTION_DEFAULTS = MappingProxyType({"gate_scale": 2.0})  # where this module's defaults differ from CoDAOptions()
+
     def __init__(self, dim: int, hidden: int = 200, projection: str = "linear", share_projections: bool = True,
-                 dropout: float = 0.2, alpha: float = 1.0, beta: float = 1.0, e_fn: str = "tanh",
-                 n_fn: str = "sigmoid", center_e: bool = False, center_n: bool = False, gate_scale: float = 2.0,
-                 scale: bool = True):
+                 dropout: float = 0.2, alpha: float = DEFAULTS.alpha, beta: float = DEFAULTS.beta,
+                 e_fn: str = DEFAULTS.e_fn, n_fn: str = DEFAULTS.n_fn, center_e: bool = DEFAULTS.center_e,
+                 center_n: bool = DEFAULTS.center_n, gate_scale: float | None = 2.0, scale: bool = DEFAULTS.scale,
+                 center_over: str = DEFAULTS.center_over, kernel: str = DEFAULTS.kernel):
         super().__init__()
         if projection not in PROJECTIONS:
             raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
         if not isinstance(share_projections, bool):
             raise ValueError(f"share_projections must be True or False, got {share_projections!r}")  # noqa: TRY004
-        check_coda_options(alpha=alpha, beta=beta, e_fn=e_fn, n_fn=n_fn, center_e=center_e, center_n=center_n,
-                           gate_scale=gate_scale)
+        self.options = CoDAOptions(e_fn=e_fn, n_fn=n_fn, alpha=alpha, beta=beta, scale=scale, center_e=center_e,
+                                   center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel)
         self.proj_e = _projection(projection, dim, hidden, dropout)
         self.proj_n = self.proj_e if share_projections else _projection(projection, dim, hidden, dropout)
-        if not isinstance(scale, bool):
-            raise ValueError(f"scale must be True or False, got {scale!r}")  # noqa: TRY004
-        self.scale = scale
-        temp = hidden ** -0.5 if scale else 1.0  # 1/sqrt(d) on both affinities, as eq. 10 does per head
-        self.options = {"alpha": float(alpha) * temp, "beta": float(beta) * temp, "e_fn": e_fn, "n_fn": n_fn,
-                        "center_e": center_e, "center_n": center_n, "gate_scale": float(gate_scale)}
+        self.kernel_used: str | None = None
 
     def extra_repr(self) -> str:
-        return ", ".join([f"scale={self.scale}", *(f"{key}={value}" for key, value in self.options.items())])
+        return ", ".join(f"{key}={value}" for key, value in self.options.as_dict().items())
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor | None = None,
-                mask_b: torch.Tensor | None = None, return_matrices: bool = False):
+                mask_b: torch.Tensor | None = None, return_maps: bool = False):
         pm = pair_mask(mask_a, mask_b)  # (B, la, lb) or None
         e_a, e_b = self.proj_e(a), self.proj_e(b)  # (B, la, hidden), (B, lb, hidden)
         if self.proj_n is self.proj_e:
             n_a, n_b = e_a, e_b
         else:
             n_a, n_b = self.proj_n(a), self.proj_n(b)
-        if not return_matrices:
-            m = coda_matrix(e_a, e_b, n_a, n_b, mask=pm, **self.options)  # (B, la, lb)
-            return compositional_pool(m, a, b)  # (B, la, dim), (B, lb, dim)
-        comps = coda_components(e_a, e_b, n_a, n_b, mask=pm, **self.options)
-        a_aligned, b_aligned = compositional_pool(comps["M"], a, b)
-        return a_aligned, b_aligned, {key: comps[key] for key in ("E_act", "f_N", "N_act", "M")}
+        result, self.kernel_used = run_coda(e_a, e_b, n_a, n_b, self.options, pm, maps=return_maps)
+        m = result.weights if return_maps else result  # (B, la, lb)
+        a_aligned, b_aligned = compositional_pool(m, a, b)  # (B, la, dim), (B, lb, dim)
+        return (a_aligned, b_aligned, result) if return_maps else (a_aligned, b_aligned)

@@ -7,47 +7,21 @@ G = dM * B straight into the L1 gradient, then dE_raw through two bmm. alpha and
 scaled copies of the inputs).
 
 Covers the uncentred case (``center_e = center_n = False``, any e_fn / n_fn / gate_scale, any bool mask
-broadcastable to (..., la, lb), float32/float64 CPU tensors, numba installed). ``coda_matrix`` uses it by default
-when it applies and falls back to the plain PyTorch composition otherwise; ``fused=False`` or ``CODA_FUSED=0``
-selects the plain path, and ``l1_backend="torch"`` implies it (the all-PyTorch reference). First-order only.
+broadcastable to (..., la, lb), float32/float64 CPU tensors, numba installed) without intermediates for analysis:
+it is the kernel ``fused`` of ``dispatch``, which decides when it runs (``auto`` on CPU when it applies; else the
+plain PyTorch composition of ``functional``). First-order only.
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
 from coda_exp.attention import _kernels
-from coda_exp.attention.l1 import as_slices, resolve_backend, set_numba_threads
-
-ENV_VAR = "CODA_FUSED"
-ENV_VALUES = ("1", "0")
-
-
-def use_fused(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch.Tensor,
-              mask: torch.Tensor | None, *, center_e: bool, center_n: bool, l1_backend: str | None,
-              fused: bool | None) -> bool:
-    """Whether ``coda_matrix`` takes the fused path for these arguments.
-
-    ``fused=None`` reads ``CODA_FUSED`` ('1' default, '0' = plain path). The fused path needs no centring, the
-    numba L1 backend (see ``l1.resolve_backend``), all four inputs on the CPU in one dtype, and a bool CPU mask.
-    """
-    if fused is None:
-        value = os.environ.get(ENV_VAR, "1")
-        if value not in ENV_VALUES:
-            raise ValueError(f"{ENV_VAR} must be one of {ENV_VALUES}, got {value!r}")
-        fused = value == "1"
-    if not fused or center_e or center_n or not _kernels.HAVE_NUMBA:
-        return False
-    if resolve_backend(n_a, n_b, l1_backend) != "numba":
-        return False
-    if any(t.device.type != "cpu" or t.dtype != n_a.dtype for t in (e_a, e_b)):
-        return False
-    return mask is None or (mask.dtype == torch.bool and mask.device.type == "cpu")
+from coda_exp.attention.l1 import as_slices, set_numba_threads
 
 
 def _mask_layout(mask: torch.Tensor | None, batch: tuple, la: int, lb: int):
@@ -133,8 +107,8 @@ def fused_coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n
                       mask: torch.Tensor | None) -> torch.Tensor:
     """Uncentred M = f_E(alpha e_a e_b^T) * gate_scale * f_N(-beta ||n_a_i - n_b_j||_1) (eqs. 1-3, 5), (..., la, lb).
 
-    Invalid pairs (mask False) are exactly 0. Same values and gradients as the plain path of ``coda_matrix``
-    (options validated there); call it only where ``use_fused`` says so.
+    Invalid pairs (mask False) are exactly 0. Same values and gradients as the plain composition of
+    ``functional`` (options validated by ``CoDAOptions``); ``dispatch`` calls it only where the kernel applies.
     """
     for name, (u, v) in {"e": (e_a, e_b), "n": (n_a, n_b)}.items():
         if u.shape[-1] != v.shape[-1]:

@@ -2,34 +2,32 @@
 
 ``l1_distance(x, y)[..., i, j] = sum_k |x[..., i, k] - y[..., j, k]|``.
 
-Three backends, chosen per call by ``backend=`` or the ``CODA_L1_BACKEND`` environment variable
-(``auto`` | ``numba`` | ``chunked`` | ``torch``, default ``auto``):
+Three implementations, each the L1 of one kernel of ``dispatch`` (which picks among them: ``select_kernel``, the
+``CODA_KERNEL`` environment variable; the public entry point is ``dispatch.l1_distance``):
 
-* ``torch``: ``torch.cdist(x, y, p=1)`` and its autograd. Reference; works on every device/dtype, first-order only
-  (``_cdist_backward`` has no derivative). Slow on CPU (its backward dominates CoDA's cost), and its CUDA backward
-  allocates a (..., lb, la, d) buffer (4.3 GB at B*H=256, L=256, d=64 in float32).
-* ``chunked``: plain PyTorch on any device and dtype, a ``torch.autograd.Function`` whose forward is
-  ``torch.cdist`` (its p=1 forward reduces over d per pair on CPU and CUDA, no (la, lb, d) buffer) and whose
-  backward forms dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk) in blocks of
+* ``cdist_l1`` (kernel ``torch``): ``torch.cdist(x, y, p=1)`` and its autograd. Reference; works on every
+  device/dtype, first-order only (``_cdist_backward`` has no derivative). Slow on CPU (its backward dominates
+  CoDA's cost), and its CUDA backward allocates a (..., lb, la, d) buffer (4.3 GB at B*H=256, L=256, d=64 in
+  float32).
+* ``chunked_l1`` (kernel ``chunked``): plain PyTorch on any device and dtype, a ``torch.autograd.Function`` whose
+  forward is ``torch.cdist`` (its p=1 forward reduces over d per pair on CPU and CUDA, no (la, lb, d) buffer) and
+  whose backward forms dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk) in blocks of
   (..., rows, lb, features): one temporary at a time, at most ``chunk_bytes`` (default ``CHUNK_BYTES``, 256 MiB)
   unless a single (..., 1, lb, 1) block is larger. First-order only.
-* ``numba``: a ``torch.autograd.Function`` over the parallel numba kernels of ``_kernels`` (float32/float64 CPU
-  tensors only), ``prange`` over the batch x heads slices. Forward: y transposed once per slice to (d, lb), four
-  rows of x per block, innermost loop over contiguous j. Backward: dX_ik = sum_j G_ij sign(x_ik - y_jk) and
-  dY_jk = -sum_i G_ij sign(x_ik - y_jk) in one pass per slice, four rows at a time, innermost loop over contiguous
-  j (dX a vector reduction, dY kept transposed and shared by the block), only the span of j where G != 0
-  (masked / causal pairs skipped). Extra memory: O(lb * d) per thread. sign(0) = 0, as in torch.cdist's gradient.
-  First-order only (double backward raises).
+* ``numba_l1`` (kernel ``numba``): a ``torch.autograd.Function`` over the parallel numba kernels of ``_kernels``
+  (float32/float64 CPU tensors only), ``prange`` over the batch x heads slices. Forward: y transposed once per
+  slice to (d, lb), four rows of x per block, innermost loop over contiguous j. Backward: dX_ik = sum_j G_ij
+  sign(x_ik - y_jk) and dY_jk = -sum_i G_ij sign(x_ik - y_jk) in one pass per slice, four rows at a time,
+  innermost loop over contiguous j (dX a vector reduction, dY kept transposed and shared by the block), only the
+  span of j where G != 0 (masked / causal pairs skipped). Extra memory: O(lb * d) per thread. sign(0) = 0, as in
+  torch.cdist's gradient. First-order only (double backward raises).
 
-``auto`` uses numba for float32/float64 CPU tensors when numba imports, ``chunked`` for tensors on any other
-device (CUDA...), ``torch`` for the remaining CPU cases (half precision, numba missing).
 Kernels are compiled on first use per dtype (a few seconds) and cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import torch
@@ -37,13 +35,11 @@ from torch.autograd.function import once_differentiable
 
 from coda_exp.attention import _kernels
 
-BACKENDS = ("auto", "numba", "chunked", "torch")
-ENV_VAR = "CODA_L1_BACKEND"
 HAVE_NUMBA = _kernels.HAVE_NUMBA
 if HAVE_NUMBA:
     import numba
 
-_NUMBA_DTYPES = (torch.float32, torch.float64)
+NUMBA_DTYPES = (torch.float32, torch.float64)
 CHUNK_BYTES = 256 * 2**20  # default bound of the chunked backward's one (..., rows, lb, features) temporary
 
 
@@ -128,41 +124,24 @@ class _L1DistanceChunked(torch.autograd.Function):
         return dx, dy, None
 
 
-def resolve_backend(x: torch.Tensor, y: torch.Tensor, backend: str | None = None) -> str:
-    """The backend ('numba', 'chunked' or 'torch') ``l1_distance`` uses for these tensors.
-
-    ``backend=None`` reads ``CODA_L1_BACKEND`` (default 'auto'). 'auto' and 'numba' take numba for tensors it can
-    handle (float32/float64 CPU, numba installed), else 'chunked' off the CPU (CUDA...) and 'torch' on it.
-    """
-    choice = backend if backend is not None else os.environ.get(ENV_VAR, "auto")
-    if choice not in BACKENDS:
-        source = "backend" if backend is not None else ENV_VAR
-        raise ValueError(f"{source} must be one of {BACKENDS}, got {choice!r}")
-    if choice in ("torch", "chunked"):
-        return choice
-    on_cpu = x.device.type == "cpu" and y.device.type == "cpu"
-    if HAVE_NUMBA and on_cpu and x.dtype in _NUMBA_DTYPES and y.dtype == x.dtype:
-        return "numba"
-    return "torch" if on_cpu else "chunked"
-
-
-def l1_distance(x: torch.Tensor, y: torch.Tensor, backend: str | None = None,
-                chunk_bytes: int | None = None) -> torch.Tensor:
-    """All-pairs L1 distance: x (..., la, d), y (..., lb, d) -> (..., la, lb); batch dims broadcast.
-
-    Peak memory grows with la*lb, never la*lb*d (except the ``torch`` backend's CUDA backward). See the module
-    docstring for the backends; ``chunk_bytes`` bounds the ``chunked`` backward's temporary (None: ``CHUNK_BYTES``).
-    """
-    if x.shape[-1] != y.shape[-1]:
-        raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
-    if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):
-        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
-    resolved = resolve_backend(x, y, backend)
-    if resolved == "torch":
-        return torch.cdist(x, y, p=1)
+def _expanded(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, y expanded to one batch shape (autograd sums the gradient back over broadcast dims)."""
     batch = torch.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    x = x.expand(batch + x.shape[-2:])  # autograd sums the gradient back over broadcast dims
-    y = y.expand(batch + y.shape[-2:])
-    if resolved == "chunked":
-        return _L1DistanceChunked.apply(x, y, CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
-    return _L1DistanceNumba.apply(x, y)
+    return x.expand(batch + x.shape[-2:]), y.expand(batch + y.shape[-2:])
+
+
+def cdist_l1(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int | None = None) -> torch.Tensor:
+    """``torch.cdist(x, y, p=1)``: (..., la, d), (..., lb, d) -> (..., la, lb) (``chunk_bytes`` unused)."""
+    del chunk_bytes
+    return torch.cdist(x, y, p=1)
+
+
+def chunked_l1(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int | None = None) -> torch.Tensor:
+    """cdist forward, backward in blocks of at most ``chunk_bytes`` (None: ``CHUNK_BYTES``)."""
+    return _L1DistanceChunked.apply(*_expanded(x, y), CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+
+
+def numba_l1(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int | None = None) -> torch.Tensor:
+    """The numba kernels, forward and backward (float32/float64 CPU tensors; ``chunk_bytes`` unused)."""
+    del chunk_bytes
+    return _L1DistanceNumba.apply(*_expanded(x, y))

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax, masked_sum, pair_mask
-from coda_exp.layers import FeedForward
+from coda_exp.layers import MLP
 from coda_exp.models.embedding import ProjectedEmbedding
 
 
@@ -20,7 +21,7 @@ class IntraAttention(nn.Module):
 
     def __init__(self, dim: int, hidden: int, dropout: float, max_distance: int = 10):
         super().__init__()
-        self.proj = FeedForward(dim, hidden, dropout=dropout)
+        self.proj = MLP(dim, hidden, dropout=dropout)
         self.max_distance = max_distance
         self.distance_bias = nn.Embedding(max_distance + 1, 1)
         nn.init.zeros_(self.distance_bias.weight)
@@ -54,20 +55,21 @@ class DecompAtt(nn.Module):
         self.intra = IntraAttention(hidden_size, hidden_size, dropout, intra_max_distance) if intra_attention else None
         dim = 2 * hidden_size if intra_attention else hidden_size
         self.attention = attention(dim=dim)
-        self.compare = FeedForward(2 * dim, hidden_size, dropout=dropout)
-        self.aggregate = FeedForward(2 * hidden_size, hidden_size, dropout=dropout)
+        self.compare = MLP(2 * dim, hidden_size, dropout=dropout)
+        self.aggregate = MLP(2 * hidden_size, hidden_size, dropout=dropout)
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = self.embed(ids)
         return self.intra(x, mask) if self.intra is not None else x
 
-    def attention_matrices(self, a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor,
-                           b_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The attend step's matrices (e.g. CoDA's E_act, N_act, M), each (B, la, lb), plus ``pair_mask``."""
+    def attention_maps(self, a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor,
+                       b_mask: torch.Tensor) -> AttentionMaps:
+        """The attend step's ``AttentionMaps`` (softmax or CoDA: weights, f_E, f_N, gate, ...), each (B, la, lb),
+        its ``mask`` the real token pairs."""
         a, b = self.encode(a_ids, a_mask), self.encode(b_ids, b_mask)
-        *_, matrices = self.attention(a, b, a_mask, b_mask, return_matrices=True)
-        return {**matrices, "pair_mask": pair_mask(a_mask, b_mask)}
+        *_, maps = self.attention(a, b, a_mask, b_mask, return_maps=True)
+        return maps
 
     def forward(self, a_ids: torch.Tensor, a_mask: torch.Tensor, b_ids: torch.Tensor,
                 b_mask: torch.Tensor) -> torch.Tensor:

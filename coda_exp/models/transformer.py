@@ -39,7 +39,7 @@ def timing_signal(length: int, channels: int, min_timescale: float = 1.0, max_ti
     return F.pad(signal, (0, channels % 2)).to(dtype)  # (L, C)
 
 
-class FeedForward(nn.Module):
+class PositionwiseFeedForward(nn.Module):
     """T2T ``dense_relu_dense``: Linear(d, d_ff) -> ReLU -> dropout(relu_dropout) -> Linear(d_ff, d)."""
 
     def __init__(self, d_model: int, d_ff: int, relu_dropout: float):
@@ -72,7 +72,7 @@ class EncoderLayer(nn.Module):
                  attention_dropout: float, relu_dropout: float, prenorm: bool):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, scoring(), attention_dropout, bias=False)
-        self.ffn = FeedForward(d_model, d_ff, relu_dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
         self.attn_block, self.ffn_block = _Block(d_model, dropout, prenorm), _Block(d_model, dropout, prenorm)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:  # x (B, S, d), mask (B, S)
@@ -87,7 +87,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, scoring(), attention_dropout, bias=False)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, scoring(), attention_dropout, bias=False)
-        self.ffn = FeedForward(d_model, d_ff, relu_dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, relu_dropout)
         self.self_block, self.cross_block, self.ffn_block = (_Block(d_model, dropout, prenorm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,

@@ -137,7 +137,7 @@ class Seq2SeqTask(TaskModule):
         # the rows are the same on every process (gathered above), so are the metrics
         self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
         if stage == "test":
-            # ``exact``: what acc_seq counts, kept (with the evaluator's per-example outcomes) for paired tests
+            # ``exact``: what acc_seq counts, kept (with the evaluations' per-example outcomes) for paired tests
             self.test_predictions = [
                 {"index": i, "hypothesis": h, "exact": ok, **{k: v[j] for k, v in per_example.items()},
                  "reference": examples[j]["tgt"] if examples is not None else self.decode_text(ref)}

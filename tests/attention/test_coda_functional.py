@@ -1,4 +1,6 @@
-"""coda_matrix / coda_components / compositional_pool against a slow, explicit reference (CoDA eqs. 1-7)."""
+"""coda_matrix / coda_components / compositional_pool against a slow, explicit reference (CoDA eqs. 1-7).
+
+The reference takes the temperatures as given: calls compared to it pass scale=False."""
 
 from __future__ import annotations
 
@@ -14,13 +16,13 @@ from tests.attention.reference import RANGE, REF_FN, make_inputs, reference
 E_FNS = ["tanh", "sigmoid"]
 N_FNS = ["sigmoid", "tanh", "arctan", "algebraic"]
 COMBOS = list(itertools.product(E_FNS, N_FNS, [False, True], [False, True], [1.0, 2.0]))
-@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("kernel", ["numba", "torch"])
 @pytest.mark.parametrize("e_fn,n_fn,center_e,center_n,gate_scale", COMBOS)
-def test_forward_and_gradients_match_reference(e_fn, n_fn, center_e, center_n, gate_scale, backend):
+def test_forward_and_gradients_match_reference(e_fn, n_fn, center_e, center_n, gate_scale, kernel):
     tensors, mask = make_inputs(COMBOS.index((e_fn, n_fn, center_e, center_n, gate_scale)), requires_grad=True)
     opts = {"alpha": 0.7, "beta": 0.4, "e_fn": e_fn, "n_fn": n_fn, "center_e": center_e, "center_n": center_n,
             "gate_scale": gate_scale}
-    got = coda_matrix(*tensors, mask=mask, l1_backend=backend, **opts)
+    got = coda_matrix(*tensors, mask=mask, kernel=kernel, scale=False, **opts)
     want = reference(*tensors, mask=mask, **opts)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
     grad = torch.randn(want.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
@@ -32,7 +34,7 @@ def test_forward_and_gradients_match_reference(e_fn, n_fn, center_e, center_n, g
 def test_gradcheck_numba(e_fn, n_fn, center_e, center_n, gate_scale):
     tensors, mask = make_inputs(7, batch=(2,), la=3, lb=4, de=2, dn=2, requires_grad=True)
     opts = {"e_fn": e_fn, "n_fn": n_fn, "center_e": center_e, "center_n": center_n, "gate_scale": gate_scale,
-            "l1_backend": "numba", "mask": mask}
+            "kernel": "numba", "mask": mask}
     assert torch.autograd.gradcheck(lambda *t: coda_matrix(*t, **opts), tensors)
 
 
@@ -42,40 +44,43 @@ def test_head_broadcast_mask_and_centring_axes(center_over):
     (e_a, e_b, n_a, n_b), _ = make_inputs(11, batch=(2, 3), la=4, lb=6)
     mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
     mask[1, ..., 3:] = False
-    comps = coda_components(e_a, e_b, n_a, n_b, center_e=True, center_n=True, mask=mask, center_over=center_over)
-    full = mask.expand(comps["N"].shape)
+    comps = coda_components(e_a, e_b, n_a, n_b, center_e=True, center_n=True, mask=mask, center_over=center_over,
+                            gate_scale=2.0, scale=False)
+    full = mask.expand(comps.N.shape)
     for key in ("E", "N"):
-        sums = comps[key].sum(-1) if center_over == "row" else comps[key].sum((-1, -2))
+        value = getattr(comps, key)
+        sums = value.sum(-1) if center_over == "row" else value.sum((-1, -2))
         assert sums.abs().max() < 1e-10
-        assert torch.equal(comps[key][~full], torch.zeros(int((~full).sum()), dtype=torch.float64))
+        assert torch.equal(value[~full], torch.zeros(int((~full).sum()), dtype=torch.float64))
     if center_over == "slice":
         want = reference(e_a, e_b, n_a, n_b, 1.0, 1.0, "tanh", "sigmoid", True, True, 2.0, mask)
-        torch.testing.assert_close(comps["M"], want, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(comps.weights, want, rtol=1e-10, atol=1e-12)
 
 
-def test_unmasked_defaults_are_tanh_times_two_sigmoid():
-    (e_a, e_b, n_a, n_b), _ = make_inputs(1)
+def test_unmasked_defaults_are_scaled_tanh_times_two_sigmoid():
+    (e_a, e_b, n_a, n_b), _ = make_inputs(1)  # de = 4: both affinities divided by sqrt(4) (scale=True, eq. 10)
     got = coda_matrix(e_a, e_b, n_a, n_b)
     dist = (n_a.unsqueeze(-2) - n_b.unsqueeze(-3)).abs().sum(-1)
-    torch.testing.assert_close(got, torch.tanh(e_a @ e_b.transpose(-1, -2)) * 2 * torch.sigmoid(-dist))
+    torch.testing.assert_close(got, torch.tanh(e_a @ e_b.transpose(-1, -2) / 2) * 2 * torch.sigmoid(-dist / 2))
 
 
 def test_components_are_consistent_and_invalid_pairs_exactly_zero():
     tensors, mask = make_inputs(2)
-    comps = coda_components(*tensors, mask=mask, center_e=True, center_n=True)
-    assert set(comps) == {"E", "N", "E_act", "f_N", "N_act", "M"}
-    full = mask.expand(comps["M"].shape)
-    for value in comps.values():
+    comps = coda_components(*tensors, mask=mask, center_e=True, center_n=True, gate_scale=2.0)
+    assert comps.names() == ["weights", "E", "N", "f_E", "f_N", "gate"] and comps.mask is mask
+    full = mask.expand(comps.weights.shape)
+    for value in (getattr(comps, name) for name in comps.names()):
         assert value.shape == full.shape
         assert torch.equal(value[~full], torch.zeros_like(value[~full]))
-    torch.testing.assert_close(comps["M"], comps["E_act"] * comps["N_act"])
-    torch.testing.assert_close(comps["E_act"][full], torch.tanh(comps["E"])[full])
-    torch.testing.assert_close(comps["f_N"][full], torch.sigmoid(comps["N"])[full])  # unscaled: issue 3's sigmoid(N)
-    torch.testing.assert_close(comps["N_act"], 2.0 * comps["f_N"])  # the gate, gate_scale = 2 (eq. 5)
-    assert torch.equal(comps["M"], coda_matrix(*tensors, mask=mask, center_e=True, center_n=True))
+    torch.testing.assert_close(comps.weights, comps.f_E * comps.gate)
+    torch.testing.assert_close(comps.f_E[full], torch.tanh(comps.E)[full])
+    torch.testing.assert_close(comps.f_N[full], torch.sigmoid(comps.N)[full])  # unscaled: issue 3's sigmoid(N)
+    torch.testing.assert_close(comps.gate, 2.0 * comps.f_N)  # the gate, gate_scale = 2 (eq. 5)
+    assert torch.equal(comps.weights, coda_matrix(*tensors, mask=mask, center_e=True, center_n=True, gate_scale=2.0))
+    assert torch.equal(comps.values("f_N"), comps.f_N[full])
     # centring: the valid pairs of every slice have zero mean
     for key in ("E", "N"):
-        sums = comps[key].sum((-1, -2))
+        sums = getattr(comps, key).sum((-1, -2))
         assert sums.abs().max() < 1e-10
 
 
@@ -84,7 +89,7 @@ def test_far_pair_is_erased_near_pair_kept():
     n_a = torch.zeros(1, 2, 4, dtype=torch.float64)
     n_b = torch.zeros(1, 2, 4, dtype=torch.float64)
     n_b[0, 1] = 50.0  # b_1 is far from every a_i in N-space
-    m = coda_matrix(e, e, n_a, n_b)
+    m = coda_matrix(e, e, n_a, n_b, scale=False)
     assert m[0, :, 1].abs().max() < 1e-30  # gate 2 sigmoid(-200) ~ 0: de-attention
     torch.testing.assert_close(m[0, :, 0], torch.full((2,), math.tanh(4.0), dtype=torch.float64))  # gate = 1
 
@@ -124,7 +129,10 @@ def test_compositional_pool_is_eq7():
     ("alpha", -1.0, "alpha must be"),
     ("beta", float("nan"), "beta must be"),
     ("gate_scale", 0.0, "gate_scale must be"),
-    ("center_over", "batch", "center_over must be one of ('slice', 'row')"),
+    ("center_over", "batch", "center_over must be one of ['slice', 'row']"),
+    ("kernel", "flash", "kernel must be one of ['auto', 'fused', 'numba', 'chunked', 'torch']"),
+    ("scale", "yes", "scale must be True or False"),
+    ("sharpness", 2.0, "unknown CoDA option(s) ['sharpness']"),
 ])
 def test_bad_options_raise_value_error_naming_the_option(option, value, needle):
     (e_a, e_b, n_a, n_b), _ = make_inputs(0)
@@ -137,8 +145,8 @@ def test_bad_options_raise_value_error_naming_the_option(option, value, needle):
 def test_components_return_the_unscaled_f_n_beside_the_gate(e_fn, n_fn, gate_scale):
     tensors, mask = make_inputs(12)
     comps = coda_components(*tensors, mask=mask, e_fn=e_fn, n_fn=n_fn, gate_scale=gate_scale)
-    full = mask.expand(comps["M"].shape)
-    torch.testing.assert_close(comps["E_act"][full], REF_FN[e_fn](comps["E"])[full])
-    torch.testing.assert_close(comps["f_N"][full], REF_FN[n_fn](comps["N"])[full])
-    torch.testing.assert_close(comps["N_act"], gate_scale * comps["f_N"])
-    assert torch.equal(comps["f_N"][~full], torch.zeros_like(comps["f_N"][~full]))
+    full = mask.expand(comps.weights.shape)
+    torch.testing.assert_close(comps.f_E[full], REF_FN[e_fn](comps.E)[full])
+    torch.testing.assert_close(comps.f_N[full], REF_FN[n_fn](comps.N)[full])
+    torch.testing.assert_close(comps.gate, gate_scale * comps.f_N)
+    assert torch.equal(comps.f_N[~full], torch.zeros_like(comps.f_N[~full]))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from coda_exp.attention import CoDAScoring, coda_matrix
-from coda_exp.attention.fused import ENV_VAR, use_fused
+from coda_exp.attention.dispatch import ENV_VAR, describe, select_kernel
 from tests.attention.reference import REF_FN, make_inputs, reference
 
 FN_PAIRS = list(itertools.product(["tanh", "sigmoid"], ["sigmoid", "tanh", "arctan", "algebraic"]))
@@ -39,8 +39,8 @@ def test_fused_matches_reference_float64(e_fn, n_fn, gate_scale, mask_name):
     mask = _masks(2, 3, 6, 9)[mask_name]
     opts = {"alpha": 0.7, "beta": 0.4, "e_fn": e_fn, "n_fn": n_fn, "center_e": False, "center_n": False,
             "gate_scale": gate_scale}
-    assert use_fused(*tensors, mask, center_e=False, center_n=False, l1_backend=None, fused=True)
-    got = coda_matrix(*tensors, mask=mask, fused=True, **opts)
+    assert select_kernel("auto", describe(*tensors, mask=mask)).name == "fused"
+    got = coda_matrix(*tensors, mask=mask, kernel="fused", scale=False, **opts)
     want = reference(*tensors, mask=mask, **opts)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
     if mask is not None:
@@ -54,16 +54,16 @@ def test_fused_matches_reference_float64(e_fn, n_fn, gate_scale, mask_name):
 @pytest.mark.parametrize("e_fn,n_fn", FN_PAIRS[::3] + [FN_PAIRS[-1]])
 def test_fused_gradcheck(e_fn, n_fn):
     tensors, mask = make_inputs(7, batch=(2,), la=5, lb=4, de=2, dn=3, requires_grad=True)
-    opts = {"e_fn": e_fn, "n_fn": n_fn, "alpha": 0.8, "beta": 0.6, "mask": mask, "fused": True}
+    opts = {"e_fn": e_fn, "n_fn": n_fn, "alpha": 0.8, "beta": 0.6, "mask": mask, "kernel": "fused"}
     assert torch.autograd.gradcheck(lambda *t: coda_matrix(*t, **opts), tensors)
 
 
 @pytest.mark.parametrize("e_fn,n_fn", FN_PAIRS)
 def test_fused_equals_plain_path(e_fn, n_fn):
-    """fused=True vs the plain PyTorch composition on the same numba L1 distances."""
+    """kernel fused vs numba: the plain PyTorch composition on the same numba L1 distances."""
     tensors, mask = make_inputs(3, batch=(3, 2), la=9, lb=13, de=8, dn=6, requires_grad=True)
     opts = {"alpha": 0.5, "beta": 0.3, "e_fn": e_fn, "n_fn": n_fn, "mask": mask}
-    got, want = coda_matrix(*tensors, fused=True, **opts), coda_matrix(*tensors, fused=False, **opts)
+    got, want = coda_matrix(*tensors, kernel="fused", **opts), coda_matrix(*tensors, kernel="numba", **opts)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
     grad = torch.randn(want.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     for g, w in zip(torch.autograd.grad(got, tensors, grad), torch.autograd.grad(want, tensors, grad)):
@@ -77,7 +77,7 @@ def test_fused_float32_matches_float64_reference(e_fn, n_fn):
     mask = torch.rand(4, 1, 1, 29, generator=gen) > 0.2
     opts = {"alpha": 0.25, "beta": 0.25, "e_fn": e_fn, "n_fn": n_fn, "mask": mask}
     qr, kr = q.requires_grad_(), k.requires_grad_()
-    got = coda_matrix(qr, kr, qr, kr, fused=True, **opts)
+    got = coda_matrix(qr, kr, qr, kr, kernel="fused", scale=False, **opts)
     q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
     want = reference(q64, k64, q64, k64, 0.25, 0.25, e_fn, n_fn, False, False, 2.0, mask)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
@@ -94,7 +94,8 @@ def test_extreme_values_saturate_without_nan():
     n_a = torch.zeros(1, 2, 3, dtype=torch.float64)
     n_b = torch.tensor([[[0.0, 0.0, 0.0], [100.0, 100.0, 100.0]]], dtype=torch.float64)
     for dtype in (torch.float64, torch.float32):
-        m = coda_matrix(e.to(dtype), torch.eye(2, dtype=dtype)[None], n_a.to(dtype), n_b.to(dtype), fused=True)
+        m = coda_matrix(e.to(dtype), torch.eye(2, dtype=dtype)[None], n_a.to(dtype), n_b.to(dtype),
+                        kernel="fused", scale=False)
         assert torch.isfinite(m).all()
         torch.testing.assert_close(m[0, :, 0], torch.tensor([1.0, 1.0], dtype=dtype))  # tanh(30), gate 1
         assert m[0, :, 1].abs().max() < (1e-30 if dtype == torch.float64 else 1e-37)
@@ -106,15 +107,15 @@ def test_broadcast_batch_dims_and_no_grad_path():
     e_b = torch.randn(3, 6, 4, dtype=torch.float64, generator=gen, requires_grad=True)
     n_a = torch.randn(1, 3, 5, 2, dtype=torch.float64, generator=gen, requires_grad=True)
     n_b = torch.randn(2, 1, 6, 2, dtype=torch.float64, generator=gen, requires_grad=True)
-    got = coda_matrix(e_a, e_b, n_a, n_b, fused=True)
-    want = coda_matrix(e_a, e_b, n_a, n_b, l1_backend="torch")
+    got = coda_matrix(e_a, e_b, n_a, n_b, kernel="fused")
+    want = coda_matrix(e_a, e_b, n_a, n_b, kernel="torch")
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
     for g, w in zip(torch.autograd.grad(got.sum(), (e_a, e_b, n_a, n_b)),
                     torch.autograd.grad(want.sum(), (e_a, e_b, n_a, n_b))):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
     with torch.no_grad():
-        assert torch.equal(coda_matrix(e_a, e_b, n_a, n_b, fused=True), got.detach())
+        assert torch.equal(coda_matrix(e_a, e_b, n_a, n_b, kernel="fused"), got.detach())
 
 
 def test_deterministic_and_first_order_only():
@@ -122,11 +123,11 @@ def test_deterministic_and_first_order_only():
     q, k = (torch.randn(2, 4, 23, 8, generator=gen, requires_grad=True) for _ in range(2))
     runs = []
     for _ in range(2):
-        m = coda_matrix(q, k, q, k, fused=True)
+        m = coda_matrix(q, k, q, k, kernel="fused")
         runs.append((m, *torch.autograd.grad(m.square().sum(), (q, k))))
     for a, b in zip(*runs):
         assert torch.equal(a, b)
-    (gq,) = torch.autograd.grad(coda_matrix(q, k, q, k, fused=True).sum(), (q,), create_graph=True)
+    (gq,) = torch.autograd.grad(coda_matrix(q, k, q, k, kernel="fused").sum(), (q,), create_graph=True)
     with pytest.raises(RuntimeError):
         gq.sum().backward()
 
@@ -135,31 +136,10 @@ def test_empty_sizes():
     for la, lb, d in [(0, 4, 3), (3, 0, 3), (3, 4, 0)]:
         x = torch.randn(2, la, d, dtype=torch.float64, requires_grad=True)
         y = torch.randn(2, lb, d, dtype=torch.float64, requires_grad=True)
-        m = coda_matrix(x, y, x, y, fused=True)
+        m = coda_matrix(x, y, x, y, kernel="fused")
         assert m.shape == (2, la, lb)
-        torch.testing.assert_close(m, coda_matrix(x, y, x, y, l1_backend="torch"))
+        torch.testing.assert_close(m, coda_matrix(x, y, x, y, kernel="torch"))
         m.sum().backward()
-
-
-def test_when_the_fused_path_applies(monkeypatch):
-    (e_a, e_b, n_a, n_b), mask = make_inputs(0)
-    args = (e_a, e_b, n_a, n_b, mask)
-    kw = {"center_e": False, "center_n": False, "l1_backend": None}
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    assert use_fused(*args, fused=None, **kw)
-    assert not use_fused(*args, fused=False, **kw)
-    assert not use_fused(*args, fused=True, **{**kw, "center_n": True})  # centring: plain path
-    assert not use_fused(*args, fused=True, **{**kw, "l1_backend": "torch"})  # all-PyTorch reference
-    half = [t.bfloat16() for t in (e_a, e_b, n_a, n_b)]
-    assert not use_fused(*half, mask, fused=True, **kw)
-    assert not use_fused(e_a.float(), e_b, n_a, n_b, mask, fused=True, **kw)  # mixed dtypes
-    assert not use_fused(*args[:4], mask.float(), fused=True, **kw)
-    monkeypatch.setenv(ENV_VAR, "0")
-    assert not use_fused(*args, fused=None, **kw)
-    assert use_fused(*args, fused=True, **kw)  # the argument wins over the environment
-    monkeypatch.setenv(ENV_VAR, "yes")
-    with pytest.raises(ValueError, match=ENV_VAR):
-        coda_matrix(e_a, e_b, n_a, n_b)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -168,9 +148,11 @@ def test_coda_scoring_fused_matches_plain(causal, monkeypatch):
     q, k, v = (torch.randn(2, 3, 11, 8, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
     mask = torch.ones(11, 11, dtype=torch.bool).tril()[None, None] if causal else None
     outs = []
-    for flag in ("1", "0"):
+    for flag in ("fused", "numba"):
         monkeypatch.setenv(ENV_VAR, flag)
-        out, _ = CoDAScoring()(q, k, v, mask=mask)
+        scoring = CoDAScoring()
+        out, _ = scoring(q, k, v, mask=mask)
+        assert scoring.kernel_used == flag
         outs.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
     for a, b in zip(*outs):
         torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-13)

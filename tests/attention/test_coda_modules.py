@@ -51,14 +51,15 @@ def test_signature_matches_softmax_cross_attention_and_hydra_partial():
 def test_outputs_are_eq7_of_the_projected_coda_matrix(projection, share):
     a, b, mask_a, mask_b = _pair()
     mod = _module(projection=projection, share_projections=share, center_e=True, alpha=0.5)
-    a2, b2, mats = mod(a, b, mask_a, mask_b, return_matrices=True)
-    assert a2.shape == a.shape and b2.shape == b.shape and set(mats) == {"E_act", "f_N", "N_act", "M"}
-    torch.testing.assert_close(mats["N_act"], 2.0 * mats["f_N"])  # default gate_scale = 2: the gate is 2 f_N(N)
+    a2, b2, mats = mod(a, b, mask_a, mask_b, return_maps=True)
+    assert a2.shape == a.shape and b2.shape == b.shape and mats.names() == ["weights", "E", "N", "f_E", "f_N", "gate"]
+    torch.testing.assert_close(mats.gate, 2.0 * mats.f_N)  # default gate_scale = 2: the gate is 2 f_N(N)
     pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
     t = 8 ** -0.5  # scale=True (default): both temperatures divided by sqrt(hidden)
     m = coda_matrix(mod.proj_e(a), mod.proj_e(b), mod.proj_n(a), mod.proj_n(b), alpha=0.5 * t, beta=t,
-                    center_e=True, mask=pm)
-    torch.testing.assert_close(mats["M"], m)
+                    center_e=True, mask=pm, scale=False, gate_scale=2.0)
+    torch.testing.assert_close(mats.weights, m)
+    assert torch.equal(mats.mask, pm) and mod.kernel_used == "numba"  # maps need the materialising path
     torch.testing.assert_close(a2, m @ b)
     torch.testing.assert_close(b2, m.transpose(1, 2) @ a)
     assert (mod.proj_n is mod.proj_e) == share
@@ -76,8 +77,9 @@ def test_scale_divides_both_temperatures_by_sqrt_hidden_and_keeps_the_gate_alive
     pm = mask_a.unsqueeze(-1) & mask_b.unsqueeze(-2)
     e_a, e_b = literal.proj_e(a), literal.proj_e(b)
     for mod, t in ((literal, 1.0), (scaled, 8 ** -0.5)):
-        _, _, mats = mod(a, b, mask_a, mask_b, return_matrices=True)
-        torch.testing.assert_close(mats["M"], coda_matrix(e_a, e_b, e_a, e_b, alpha=0.5 * t, beta=2.0 * t, mask=pm))
+        _, _, mats = mod(a, b, mask_a, mask_b, return_maps=True)
+        torch.testing.assert_close(mats.weights, coda_matrix(e_a, e_b, e_a, e_b, alpha=0.5 * t, beta=2.0 * t,
+                                                             mask=pm, scale=False))
     with pytest.raises(ValueError, match="scale"):
         _module(scale="yes")
     # DecompAtt's size (hidden 200) at initialisation: the literal gate is dead, the scaled one is not
@@ -87,7 +89,7 @@ def test_scale_divides_both_temperatures_by_sqrt_hidden_and_keeps_the_gate_alive
     for scale in (False, True):
         torch.manual_seed(1)
         mod = CoDACrossAttention(200, 200, dropout=0.0, scale=scale)
-        gates[scale] = mod(x, y, return_matrices=True)[2]["N_act"].mean().item()
+        gates[scale] = mod(x, y, return_maps=True)[2].gate.mean().item()
     assert gates[False] < 1e-15 and 1e-5 < gates[True] < 1.0  # ~1e-4 vs far below float32 resolution of 1
 
 
@@ -163,9 +165,9 @@ def test_softmax_scoring_matches_torch_multihead_attention():
         mha.out_proj.bias.copy_(ref.out_proj.bias)
     want, want_w = ref(q, kv, kv, key_padding_mask=~kpm, average_attn_weights=False)
     torch.testing.assert_close(mha(q, kv, kv, key_padding_mask=kpm), want)
-    got, got_w = mha(q, kv, kv, key_padding_mask=kpm, return_weights=True)
+    got, got_maps = mha(q, kv, kv, key_padding_mask=kpm, return_maps=True)
     torch.testing.assert_close(got, want)
-    torch.testing.assert_close(got_w, want_w)
+    torch.testing.assert_close(got_maps.weights, want_w)
 
 
 def _centred(x, full, center_over):
@@ -202,7 +204,8 @@ def test_coda_scoring_is_eq10(scale, center_e, center_n, center_over, causal):
     kpm[1, 4:] = False
     mask = kpm[:, None, None, :] & (torch.ones(6, 6, dtype=torch.bool).tril() if causal else True)
     scoring = CoDAScoring(scale=scale, center_e=center_e, center_n=center_n, center_over=center_over)
-    out, weights = scoring(q, k, v, mask=mask, need_weights=True)
+    out, maps = scoring(q, k, v, mask=mask, return_maps=True)
+    weights = maps.weights
     want = coda_eq10(q, k, v, mask, scale, center_e, center_n, center_over)
     torch.testing.assert_close(out, want, rtol=1e-10, atol=1e-12)
     grad = torch.randn(want.shape, dtype=torch.float64, generator=gen)
@@ -213,16 +216,19 @@ def test_coda_scoring_is_eq10(scale, center_e, center_n, center_over, causal):
 
 
 def test_coda_scoring_gate_scale_defaults_to_eq5_without_centring_and_1_with_it():
-    assert CoDAScoring().options["gate_scale"] == 2.0
-    assert CoDAScoring(center_n=True).options["gate_scale"] == 1.0
-    assert CoDAScoring(center_n=True, gate_scale=2.0).options["gate_scale"] == 2.0
+    assert CoDAScoring().options.gate == 2.0
+    assert CoDAScoring(center_n=True).options.gate == 1.0
+    assert CoDAScoring(center_n=True, gate_scale=2.0).options.gate == 2.0
 
 
 def test_coda_masked_keys_contribute_exactly_zero_without_renormalisation():
     q, kv, kpm = _mha_inputs(5)
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2, CoDAScoring()).double().eval()
-    out, weights = mha(q, kv, kv, key_padding_mask=kpm, return_weights=True)
+    out = mha(q, kv, kv, key_padding_mask=kpm)
+    with_maps, maps = mha(q, kv, kv, key_padding_mask=kpm, return_maps=True)  # the materialising path
+    torch.testing.assert_close(with_maps, out, rtol=1e-12, atol=1e-14)
+    weights = maps.weights
     kv2 = kv.clone()
     kv2[0, 4:] = 1e3 * torch.randn(3, 8, dtype=torch.float64)  # change only the padded keys/values
     assert torch.equal(mha(q, kv2, kv2, key_padding_mask=kpm), out)
@@ -244,8 +250,8 @@ def test_causal_output_ignores_the_future_and_padding_queries_stay_finite(scorin
     kpm[1] = False  # a sequence that is all padding: every query row has no valid key
     kpm[0, 0] = False  # with causal, query 0 of sequence 0 has no valid key either
     for causal in (False, True):
-        res = mha(q, q, q, key_padding_mask=kpm, causal=causal, return_weights=True)
-        assert torch.isfinite(res[0]).all() and torch.isfinite(res[1]).all()
+        res = mha(q, q, q, key_padding_mask=kpm, causal=causal, return_maps=True)
+        assert torch.isfinite(res[0]).all() and torch.isfinite(res[1].weights).all()
         assert torch.isfinite(mha(q, q, q, key_padding_mask=kpm, causal=causal)).all()
 
 
@@ -321,8 +327,8 @@ def test_softmax_path_is_unchanged_by_a_query_mask(causal):
     qpm = kpm.clone()
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 2, SoftmaxScoring()).double().eval()
-    for kw in ({}, {"return_weights": True}):
+    for kw in ({}, {"return_maps": True}):
         want = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, **kw)
         got = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, query_padding_mask=qpm, **kw)
-        for g, w in zip(got if kw else [got], want if kw else [want]):
+        for g, w in zip((got[0], got[1].weights) if kw else [got], (want[0], want[1].weights) if kw else [want]):
             assert torch.equal(g, w)

@@ -1,4 +1,4 @@
-"""l1_distance: every backend against the explicit (..., la, lb, d) broadcast; gradients; memory; backend choice."""
+"""l1_distance: every kernel's L1 against the explicit (..., la, lb, d) broadcast; gradients; memory; kernel choice."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import textwrap
 import pytest
 import torch
 
-from coda_exp.attention.l1 import CHUNK_BYTES, ENV_VAR, chunk_plan, l1_distance, resolve_backend
+from coda_exp.attention.dispatch import ENV_VAR, describe, l1_distance, select_kernel
+from coda_exp.attention.l1 import CHUNK_BYTES, chunk_plan
 
-BACKENDS = ["numba", "chunked", "torch"]
+KERNELS = ["numba", "chunked", "torch"]
 
 
 def l1_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -19,18 +20,18 @@ def l1_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (x.unsqueeze(-2) - y.unsqueeze(-3)).abs().sum(-1)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("shape_x,shape_y", [
     ((5, 3), (7, 3)),  # no batch dim, odd unequal lengths
     ((2, 3, 5, 4), (2, 3, 7, 4)),  # batch and heads
     ((2, 3, 6, 4), (3, 1, 4)),  # broadcast batch dims
     ((4, 1, 8), (4, 9, 8)),  # la = 1
 ])
-def test_values_and_gradients_match_broadcast(backend, shape_x, shape_y):
+def test_values_and_gradients_match_broadcast(kernel, shape_x, shape_y):
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(shape_x, dtype=torch.float64, generator=gen, requires_grad=True)
     y = torch.randn(shape_y, dtype=torch.float64, generator=gen, requires_grad=True)
-    out, ref = l1_distance(x, y, backend=backend), l1_reference(x, y)
+    out, ref = l1_distance(x, y, kernel=kernel), l1_reference(x, y)
     assert out.shape == ref.shape
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
     grad = torch.randn(ref.shape, dtype=torch.float64, generator=gen)
@@ -45,22 +46,22 @@ def test_gradcheck_numba(la, lb):
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(2, la, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     y = torch.randn(2, lb, 3, dtype=torch.float64, generator=gen, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, backend="numba"), (x, y))
+    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, kernel="numba"), (x, y))
 
 
 def test_float32_numba_matches_float64_reference():
     gen = torch.Generator().manual_seed(2)
     x, y = torch.randn(3, 33, 16, generator=gen), torch.randn(3, 20, 16, generator=gen)
-    torch.testing.assert_close(l1_distance(x, y, backend="numba").double(), l1_reference(x.double(), y.double()),
+    torch.testing.assert_close(l1_distance(x, y, kernel="numba").double(), l1_reference(x.double(), y.double()),
                                rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_sign_at_exact_ties_is_zero(backend):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sign_at_exact_ties_is_zero(kernel):
     """sign(0) = 0 at x_ik == y_jk, like torch.cdist's gradient (and unlike sign(0) = +1)."""
     x = torch.tensor([[[1.0, 2.0], [0.5, -1.0]]], dtype=torch.float64, requires_grad=True)
     y = torch.tensor([[[1.0, 3.0]]], dtype=torch.float64, requires_grad=True)
-    gx, gy = torch.autograd.grad(l1_distance(x, y, backend=backend).sum(), (x, y))
+    gx, gy = torch.autograd.grad(l1_distance(x, y, kernel=kernel).sum(), (x, y))
     torch.testing.assert_close(gx, torch.tensor([[[0.0, -1.0], [-1.0, -1.0]]], dtype=torch.float64))
     torch.testing.assert_close(gy, torch.tensor([[[1.0, 2.0]]], dtype=torch.float64))
 
@@ -74,7 +75,7 @@ def test_zero_gradient_pairs_are_skipped_correctly():
     grad[:, 1] = 0
     grad[:, :, 4] = 0
     grad[0, 2:4, :] = 0  # both rows of a 2-row block
-    got = torch.autograd.grad(l1_distance(x, y, backend="numba"), (x, y), grad)
+    got = torch.autograd.grad(l1_distance(x, y, kernel="numba"), (x, y), grad)
     want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
@@ -87,53 +88,51 @@ def test_deterministic_bitwise():
     grad = torch.randn(8, 31, 17, generator=gen)
     runs = []
     for _ in range(2):
-        out = l1_distance(x, y, backend="numba")
+        out = l1_distance(x, y, kernel="numba")
         runs.append((out, *torch.autograd.grad(out, (x, y), grad)))
     for a, b in zip(*runs):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("backend", ["numba", "chunked"])
-def test_empty_sizes(backend):
+@pytest.mark.parametrize("kernel", ["numba", "chunked"])
+def test_empty_sizes(kernel):
     x = torch.randn(2, 0, 3, dtype=torch.float64, requires_grad=True)
     y = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
-    out = l1_distance(x, y, backend=backend)
+    out = l1_distance(x, y, kernel=kernel)
     assert out.shape == (2, 0, 4)
     out.sum().backward()
     assert torch.equal(y.grad, torch.zeros_like(y))
     x0, y0 = torch.randn(2, 3, 0), torch.randn(2, 4, 0)
-    assert torch.equal(l1_distance(x0, y0, backend=backend), torch.zeros(2, 3, 4))
+    assert torch.equal(l1_distance(x0, y0, kernel=kernel), torch.zeros(2, 3, 4))
 
 
-def test_backend_resolution(monkeypatch):
+def test_the_l1_kernel_follows_the_dispatch(monkeypatch):
+    """l1_distance asks select_kernel for a materialising kernel: never fused, numba on float CPU, chunked off it."""
     x = torch.randn(2, 3)
     monkeypatch.delenv(ENV_VAR, raising=False)
-    assert resolve_backend(x, x) == "numba"
-    assert resolve_backend(x.double(), x.double()) == "numba"
-    assert resolve_backend(x.bfloat16(), x.bfloat16()) == "torch"  # dtype the kernels do not support
-    assert resolve_backend(x, x, "numba") == "numba"
-    assert resolve_backend(x.half(), x.half(), "numba") == "torch"
-    assert resolve_backend(x, x, "chunked") == "chunked"
-    meta = x.to("meta")  # a tensor off the CPU (as on CUDA): auto and numba take the chunked backward
-    assert resolve_backend(meta, meta) == resolve_backend(meta, meta, "numba") == "chunked"
-    assert resolve_backend(meta, meta, "torch") == "torch"
-    monkeypatch.setenv(ENV_VAR, "torch")
-    assert resolve_backend(x, x) == "torch"
-    assert resolve_backend(x, x, "auto") == "numba"  # the argument wins over the environment
+    for kernel, dtype, device, want in [("auto", torch.float32, "cpu", "numba"), ("fused", torch.float64, "cpu", "numba"),
+                                        ("auto", torch.bfloat16, "cpu", "torch"), ("numba", torch.half, "cpu", "torch"),
+                                        ("chunked", torch.float32, "cpu", "chunked"), ("auto", torch.float32, "meta", "chunked"),
+                                        ("numba", torch.float32, "meta", "chunked"), ("torch", torch.float32, "meta", "torch")]:
+        t = x.to(device=device, dtype=dtype)
+        assert select_kernel(kernel, describe(t, t, materialise=True)).name == want, (kernel, dtype, device)
+    monkeypatch.setenv(ENV_VAR, "torch")  # the environment beats the argument
+    assert select_kernel("numba", describe(x, x, materialise=True)).name == "torch"
     monkeypatch.setenv(ENV_VAR, "fast")
-    with pytest.raises(ValueError, match=ENV_VAR):
-        resolve_backend(x, x)
-    with pytest.raises(ValueError, match="backend must be one of"):
-        l1_distance(x, x, backend="cuda")
+    with pytest.raises(ValueError, match=f"environment variable {ENV_VAR} must be one of"):
+        l1_distance(x, x)
+    monkeypatch.delenv(ENV_VAR)
+    with pytest.raises(ValueError, match="CoDA option kernel must be one of"):
+        l1_distance(x, x, kernel="cuda")
     with pytest.raises(ValueError, match="chunk_bytes must be"):
-        l1_distance(x, x, backend="chunked", chunk_bytes=0)
+        l1_distance(x, x, kernel="chunked", chunk_bytes=0)
     with pytest.raises(ValueError, match="feature sizes differ"):
         l1_distance(torch.randn(2, 3), torch.randn(2, 4))
 
 
 def test_numba_backward_is_first_order_only():
     x = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
-    (gx,) = torch.autograd.grad(l1_distance(x, x.flip(0), backend="numba").sum(), (x,), create_graph=True)
+    (gx,) = torch.autograd.grad(l1_distance(x, x.flip(0), kernel="numba").sum(), (x,), create_graph=True)
     with pytest.raises(RuntimeError):
         gx.sum().backward()
 
@@ -145,9 +144,9 @@ def test_peak_memory_grows_as_la_lb_not_la_lb_d():
         from coda_exp.attention import CoDAScoring
         torch.manual_seed(0)
         q, k, v = (torch.randn(32, 8, 256, 64, requires_grad=True) for _ in range(3))
-        CoDAScoring(l1_backend="numba")(q[:1, :1, :8], k[:1, :1, :8], v[:1, :1, :8])  # load kernels first
+        CoDAScoring(kernel="numba")(q[:1, :1, :8], k[:1, :1, :8], v[:1, :1, :8])  # load kernels first
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        out, _ = CoDAScoring(l1_backend="numba")(q, k, v)
+        out, _ = CoDAScoring(kernel="numba")(q, k, v)
         out.sum().backward()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         print(before // 1024, peak // 1024)
@@ -169,7 +168,7 @@ def test_row_blocks_and_zero_gradient_spans(la, lb):
     grad[1, :, lb - 3:] = 0  # padded keys
     grad[2, 1:3] = 0  # zero rows inside a block
     grad[2, :, :2] = 0
-    out = l1_distance(x, y, backend="numba")
+    out = l1_distance(x, y, kernel="numba")
     torch.testing.assert_close(out, l1_reference(x, y), rtol=1e-12, atol=1e-12)
     got = torch.autograd.grad(out, (x, y), grad)
     want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
@@ -198,7 +197,7 @@ def test_chunked_matches_reference_for_any_block_size(chunk_bytes, la, lb, d):
     y = torch.randn(2, lb, d, dtype=torch.float64, generator=gen, requires_grad=True)
     x.data[0, 0, 0] = y.data[0, 3, 0]  # an exact tie: sign 0
     grad = torch.randn(2, la, lb, dtype=torch.float64, generator=gen)
-    out = l1_distance(x, y, backend="chunked", chunk_bytes=chunk_bytes)
+    out = l1_distance(x, y, kernel="chunked", chunk_bytes=chunk_bytes)
     torch.testing.assert_close(out, l1_reference(x, y), rtol=1e-12, atol=1e-12)
     got = torch.autograd.grad(out, (x, y), grad)
     want = torch.autograd.grad(l1_reference(x, y), (x, y), grad)
@@ -211,14 +210,14 @@ def test_gradcheck_chunked(chunk_bytes):
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(2, 1, 5, 3, dtype=torch.float64, generator=gen, requires_grad=True)  # broadcast over dim 1
     y = torch.randn(2, 2, 4, 3, dtype=torch.float64, generator=gen, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, backend="chunked", chunk_bytes=chunk_bytes),
+    assert torch.autograd.gradcheck(lambda a, b: l1_distance(a, b, kernel="chunked", chunk_bytes=chunk_bytes),
                                      (x, y))
 
 
 def test_chunked_float32():
     gen = torch.Generator().manual_seed(8)
     x, y = torch.randn(3, 33, 16, generator=gen), torch.randn(3, 20, 16, generator=gen)
-    torch.testing.assert_close(l1_distance(x, y, backend="chunked").double(), l1_reference(x.double(), y.double()),
+    torch.testing.assert_close(l1_distance(x, y, kernel="chunked").double(), l1_reference(x.double(), y.double()),
                                rtol=1e-5, atol=1e-4)
 
 
@@ -228,7 +227,7 @@ def test_chunked_backward_peak_memory_stays_within_its_budget():
     code = textwrap.dedent("""
         from pathlib import Path
         import torch
-        from coda_exp.attention.l1 import l1_distance
+        from coda_exp.attention import l1_distance
 
         def kb(field):
             return next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines()
@@ -236,10 +235,10 @@ def test_chunked_backward_peak_memory_stays_within_its_budget():
 
         torch.manual_seed(0)
         x, y = (torch.randn(64, 256, 64, requires_grad=True) for _ in range(2))
-        l1_distance(x[:1, :4], y[:1, :4], backend="chunked").sum().backward()  # warm up
+        l1_distance(x[:1, :4], y[:1, :4], kernel="chunked").sum().backward()  # warm up
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM)
         before = kb("VmRSS")
-        l1_distance(x, y, backend="chunked", chunk_bytes=16 * 2**20).sum().backward()
+        l1_distance(x, y, kernel="chunked", chunk_bytes=16 * 2**20).sum().backward()
         print((kb("VmHWM") - before) // 1024)
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)

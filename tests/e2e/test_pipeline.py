@@ -10,8 +10,10 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from coda_exp import results, table_render, tables
-from coda_exp.pipeline import run, scale_label
+from coda_exp.fingerprint import GRID_FINGERPRINT, scale_label
+from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
+from tests.e2e.helpers import train
 
 TASKS = ["snli", "wikiqa", "mnli", "scitail", "dnli", "trecqa", "udc"]
 # the other families, each with the model that serves it (softmax and CoDA variants alternate)
@@ -41,9 +43,12 @@ def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     rec = recs[0]
     assert rec["task"] == "wikiqa" and rec["model"] == "decompatt" and rec["seed"] == 3
     assert rec["scale"] == "fixture (task.epochs=2)" and rec["attention"]["name"] == "softmax"
+    assert rec["attention_kernels"] == {"fit": [], "test": []}  # softmax: no CoDA kernel ran
     assert {"val/map", "val/mrr", "test/map", "test/mrr"} <= set(rec["metrics"])
     assert rec["metrics"]["val/map"] == pytest.approx(monitored)
     assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
+    assert rec["fingerprint"] == GRID_FINGERPRINT and rec["fingerprint_overrides"] == []
+    assert len(rec["val_curve"]) == 2 and max(rec["val_curve"]) == pytest.approx(monitored)  # the best one tested
     assert any("random" in w for w in rec["warnings"])
     with gzip.open(rec["predictions"], "rt") as f:
         preds = [json.loads(line) for line in f]
@@ -100,15 +105,9 @@ def test_unknown_task_or_model_lists_the_options(make_cfg, override, missing):
     assert missing in msg and "Available options" in msg and ("snli" in msg or "decompatt" in msg)
 
 
-def _train(args, tmp_path):
-    env = dict(os.environ, HYDRA_FULL_ERROR="1")
-    cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={tmp_path}/results",
-           f"paths.cache_dir={tmp_path}/cache", f"paths.log_dir={tmp_path}/outputs", "logger=none"]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
-
-
+@pytest.mark.slow  # the sweep of `make test` is test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others
 def test_multirun_two_jobs_then_tables(tmp_path):
-    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
+    proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1", "seed=1,2"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert sorted(r["seed"] for r in recs) == [1, 2]
@@ -129,13 +128,25 @@ def test_scale_label_names_budget_overrides(overrides, label):
     assert scale_label("cpu", overrides) == label
 
 
-def test_a_failing_job_does_not_lose_the_others(tmp_path):
-    proc = _train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
-                   f"data.dir={tmp_path}/missing,{FIXTURES}/wikiqa"], tmp_path)
+def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path):
+    proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
+                  f"data.dir={tmp_path}/missing1,{FIXTURES}/wikiqa,{tmp_path}/missing2"], tmp_path)
     assert proc.returncode != 0
-    assert "WikiQA-train.tsv" in proc.stderr + proc.stdout  # the failure names the expected files
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
+    # the end of the sweep lists both failed jobs, with their overrides and exit status
+    summary = proc.stderr[proc.stderr.index("sweep: 3 job(s), 2 failed"):]
+    jobs = [line for line in summary.splitlines() if line.startswith("  job #")]
+    assert len(jobs) == 2
+    for line, num, missing in zip(jobs, (0, 2), ("missing1", "missing2")):
+        assert line.startswith(f"  job #{num} [task=wikiqa scale=fixture task.epochs=1 data.dir={tmp_path}/{missing} ")
+        assert "]: exit status 1: DataError:" in line
+    # each failed job's own train.log ends with its error (the files it expected), after "Seed set to"
+    logs = sorted((tmp_path / "outputs" / "multiruns").glob("*/[02]-wikiqa-*/train.log"))
+    assert len(logs) == 2
+    for path in logs:
+        text = path.read_text()
+        assert "WikiQA-train.tsv" in text and "Traceback" in text, text[-2000:]
 
 
 def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
@@ -144,6 +155,8 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert rec["model"] == "decompatt_coda" and rec["attention"]["name"] == "coda"
     assert rec["attention"]["center_n"] is True and rec["attention"]["gate_scale"] == 2.0
+    # centring needs the materialised E and N: the numba L1 kernel ran, not the fused one (coda_exp.attention.dispatch)
+    assert rec["attention_kernels"] == {"fit": ["numba"], "test": ["numba"]}
     plot_coda = load_script("plot_coda")
     out = tmp_path / "fig2.png"
     assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
@@ -250,15 +263,15 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     assert "PASSIVE   ACTIVE" in proc.stdout
 
 
-@pytest.mark.parametrize("task,model,extra", [
-    ("wikiqa", "decompatt_coda", ["task.epochs=1"]),
+@pytest.mark.parametrize("task,model,extra", [  # one two-process run in `make test`, the others with -m slow
+    pytest.param("wikiqa", "decompatt_coda", ["task.epochs=1"], marks=pytest.mark.slow),
     ("snli", "decompatt", ["task.epochs=1"]),
-    ("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"]),
+    pytest.param("mlu", "transformer", ["task.max_steps=4", "task.val_check_interval=2"], marks=pytest.mark.slow),
 ])
 def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     """trainer=ddp with two CPU processes (gloo): the record's predictions hold every test example exactly once
     (each process tested a shard) and the sequence metrics are those of the whole test set."""
-    proc = _train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
+    proc = train([f"task={task}", f"model={model}", "scale=fixture", "trainer=ddp", "trainer.accelerator=cpu",
                    "trainer.devices=2", *extra], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)

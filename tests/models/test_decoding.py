@@ -122,7 +122,7 @@ def test_beam_one_is_greedy_on_toy_models():
 @pytest.mark.parametrize("scoring", ["softmax", "coda"])
 def test_beam_one_is_greedy_on_transformers(scoring):
     factory = SoftmaxScoring if scoring == "softmax" else functools.partial(CoDAScoring, center_n=True,
-                                                                             l1_backend="torch")
+                                                                             kernel="torch")
     gen = torch.Generator().manual_seed(4)
     for seed in range(2):
         torch.manual_seed(seed)

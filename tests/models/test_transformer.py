@@ -160,7 +160,7 @@ def test_overfits_a_copy_task(scoring):
     tgt_in = torch.cat([torch.ones(24, 1, dtype=torch.long), src], 1)  # BOS x pad...
     tgt_mask = torch.cat([torch.ones(24, 1, dtype=torch.bool), src_mask], 1)
     # CoDA: the torch L1 kernel, faster than numba's parallel one at these tiny sizes
-    factory = SoftmaxScoring if scoring == "softmax" else functools.partial(CoDAScoring, l1_backend="torch")
+    factory = SoftmaxScoring if scoring == "softmax" else functools.partial(CoDAScoring, kernel="torch")
     model = TransformerSeq2Seq(11, 11, factory, d_model=32, num_layers=2, num_heads=4, d_ff=64, dropout=0.0,
                                attention_dropout=0.0, relu_dropout=0.0, shared_embeddings=True)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -231,7 +231,7 @@ def test_coda_scoring_options_from_the_command_line(tmp_path, compose):
                        "model.scoring.scale=false"], tmp_path)
     net = build(cfg, **SEQ2SEQ_KW)
     scoring = net.encoder.layers[0].self_attn.scoring
-    assert scoring.options["center_n"] and scoring.options["gate_scale"] == 1.0
-    assert scoring.scale is False and scoring.options["n_fn"] == "tanh"
+    assert scoring.options.center_n and scoring.options.gate == 1.0
+    assert scoring.options.scale is False and scoring.options.n_fn == "tanh"
     cfg = compose(["model=transformer", "model/scoring=coda"], tmp_path)
     assert isinstance(build(cfg, **SEQ2SEQ_KW).decoder_layers[0].cross_attn.scoring, CoDAScoring)

@@ -3,31 +3,21 @@ runs never in the main cells, SST-5 apart from SST-2; and LaTeX that pdflatex ac
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from coda_exp.table_render import render_latex
-from coda_exp.tables import build_table, find_specs, load_table_spec
-
-from .test_tables import rec
-
-SPEC_DIR = Path(__file__).parents[2] / "configs" / "tables"
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return {p.stem: load_table_spec(p) for p in find_specs(SPEC_DIR)}
+from coda_exp.tables import build_table
+from tests.results.records import rec
 
 
 @pytest.mark.parametrize("experiment,task", [("table_8", "wikiqa"), ("table_8", "scitail"), ("table_8", "dnli"),
                                              ("table_8_nmt", "iwslt15_envi")])
-def test_table_8_experiments_fill_exactly_their_row_and_column(tmp_path, compose, experiment, task):
+def test_table_8_experiments_fill_exactly_their_row_and_column(tmp_path, compose, shipped, experiment, task):
     """Each centring of both Table 8 experiments lands in its own row of its own columns, and nowhere else."""
     from coda_exp import pipeline
     from coda_exp.tables import record_matches
 
-    t8 = load_table_spec(Path(__file__).parents[2] / "configs" / "tables" / "table_8.yaml")
+    t8 = shipped["table_8"]
     for k, centering in enumerate(("none", "e", "e_n")):
         extra = [f"task={task}"] if experiment == "table_8" else []
         cfg = compose([f"experiment={experiment}", f"centering={centering}", "scale=fixture", *extra], tmp_path)

@@ -44,15 +44,15 @@ def test_panels_follow_the_model_and_f_n_is_unscaled(plot_coda, tmp_path, option
     found = plot_coda.coda_options(net)
     assert found is net.attention.options
     values = plot_coda.collect(net, _batches(), batches=2)
-    assert set(values) == {"E_act", "f_N", "M"}
+    assert set(values) == {"f_E", "f_N", "weights"}
     n_pairs = sum(int((bt["a_mask"].sum(1) * bt["b_mask"].sum(1)).sum()) for bt in _batches())
     assert all(len(v) == n_pairs for v in values.values())  # the real pairs of both batches only
-    lo, hi = {"sigmoid": (0.0, 1.0), "arctan": (-torch.pi / 2, torch.pi / 2)}[found["n_fn"]]
+    lo, hi = {"sigmoid": (0.0, 1.0), "arctan": (-torch.pi / 2, torch.pi / 2)}[found.n_fn]
     assert lo <= values["f_N"].min() and values["f_N"].max() <= hi  # f_N(N) itself, not gate_scale * f_N(N)
     first = plot_coda.collect(net, _batches(1), batches=1)
-    mats = net.attention_matrices(**next(_batches(1)))
-    gate = mats["N_act"][mats["pair_mask"]].detach().numpy()
-    assert abs(first["f_N"] * found["gate_scale"] - gate).max() < 1e-6  # the panel shows f_N = gate / gate_scale
+    maps = net.attention_maps(**next(_batches(1)))
+    gate = maps.values("gate").detach().numpy()
+    assert abs(first["f_N"] * found.gate - gate).max() < 1e-6  # the panel shows f_N = gate / gate_scale
     fig = plot_coda.figure(values, "test", found)
     assert [ax.get_title() for ax in fig.axes] == titles
     out = plot_coda.plot(values, tmp_path / "fig.png", "test", found)
@@ -100,10 +100,10 @@ def test_classifier_layers_pool_the_real_pairs_of_every_head(plot_coda):
     values = plot_coda.collect_layers(net, batches, batches=2, names=["enc.0", "enc.1"])
     real_pairs = sum(int((b["mask"].sum(1) ** 2).sum()) for b in batches)  # 49 + 9 + 25 + 4 + 36
     assert all(len(v) == 2 * 4 * real_pairs for v in values.values())  # 2 layers x 4 heads
-    assert -1 <= values["E_act"].min() and values["E_act"].max() <= 1
+    assert -1 <= values["f_E"].min() and values["f_E"].max() <= 1
     assert -1 <= values["f_N"].min() < 0 < values["f_N"].max() <= 1  # tanh(N′): centring gives both signs
-    assert abs(values["N_act"] - values["f_N"]).max() == 0  # gate_scale is 1 with center_n
-    assert (abs(values["M"]) <= abs(values["E_act"]) + 1e-7).all()
+    assert abs(values["gate"] - values["f_N"]).max() == 0  # gate_scale is 1 with center_n
+    assert (abs(values["weights"]) <= abs(values["f_E"]) + 1e-7).all()
 
 
 def test_layer_selection_and_its_errors(plot_coda):
@@ -157,11 +157,11 @@ def test_coda_transformer_values_exclude_padding_and_the_future(plot_coda, mlu_r
         assert all(len(v) == heads * pairs for v in values.values()), name
         # the default composition (eq. 5): N <= 0 so sigmoid(N) in (0, 1/2], gate 2 sigmoid(N) in (0, 1]
         assert 0 < values["f_N"].min() and values["f_N"].max() <= 0.5  # no masked pair (exactly 0) slipped in
-        assert abs(values["N_act"] - 2 * values["f_N"]).max() < 1e-6
-        assert -1 <= values["E_act"].min() < 0 < values["E_act"].max() <= 1
-        assert (abs(values["M"]) <= abs(values["E_act"]) + 1e-7).all()
+        assert abs(values["gate"] - 2 * values["f_N"]).max() < 1e-6
+        assert -1 <= values["f_E"].min() < 0 < values["f_E"].max() <= 1
+        assert (abs(values["weights"]) <= abs(values["f_E"]) + 1e-7).all()
     pooled = plot_coda.collect_layers(net, [batch], batches=1, names=list(plot_coda.coda_layers(net)))
-    assert len(pooled["M"]) == cfg.model.num_layers * heads * sum(expected.values())
+    assert len(pooled["weights"]) == cfg.model.num_layers * heads * sum(expected.values())
 
 
 def test_missing_checkpoint_layers_and_records_are_clear_errors(plot_coda, mlu_run, tmp_path, capsys):

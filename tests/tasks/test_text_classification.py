@@ -10,7 +10,7 @@ from torch import nn
 from coda_exp import pipeline
 from coda_exp.data.common import tokenization
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.tokenization import EOS_ID, PAD_ID
+from coda_exp.data.common.vocab import EOS_ID, PAD_ID
 from coda_exp.data.text.datamodule import TextClassificationDataModule
 from coda_exp.data.text.readers import get_text_reader
 from coda_exp.tasks.base import TaskModule

@@ -22,7 +22,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from coda_exp.data.common.batching import TokenBatchSampler
+from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
 
@@ -120,7 +120,7 @@ class DataModule(pl.LightningDataModule, ABC):
 
     def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None) -> DataLoader:
         """A DataLoader over ``ds``: token-based batches when ``max_tokens`` is set and ``lengths`` given,
-        else ``batch_size`` (train, shuffled with ``seed``) or ``eval_batch_size`` (in order)."""
+        else ``batch_size`` (train, shuffled anew each epoch from ``(seed, epoch)``) or ``eval_batch_size`` (in order)."""
         common = {"collate_fn": self.collate, "num_workers": self.num_workers,
                   "persistent_workers": self.num_workers > 0}
         size = self.batch_size if train else self.eval_batch_size
@@ -130,8 +130,9 @@ class DataModule(pl.LightningDataModule, ABC):
             sampler = TokenBatchSampler(lengths, self.max_tokens, shuffle=train, seed=self.seed,
                                         bucket_width=self.bucket_width)
             return DataLoader(ds, batch_sampler=sampler, **common)
-        return DataLoader(ds, batch_size=size, shuffle=train, generator=torch.Generator().manual_seed(self.seed),
-                          **common)
+        # training order: a permutation per (seed, epoch), so a resumed run sees the epochs of the uninterrupted one
+        return DataLoader(ds, batch_size=size, sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
+                          generator=torch.Generator().manual_seed(self.seed), **common)
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from torch.utils.data import BatchSampler, DistributedSampler, Sampler
+import torch
+from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, Sampler
 
 
 class _EpochCounter:
@@ -31,6 +32,23 @@ class _EpochCounter:
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
+
+
+class EpochShuffleSampler(RandomSampler):
+    """A permutation of ``range(num_examples)`` drawn from ``(seed, epoch)``: epoch ``e`` has the same order in a run
+    resumed from a checkpoint as in the uninterrupted run (Lightning calls ``set_epoch`` before each epoch; the
+    order is drawn lazily, at the first batch). A ``RandomSampler``, so DDP replaces it as it replaces any."""
+
+    def __init__(self, num_examples: int, seed: int = 0):
+        super().__init__(range(num_examples))
+        self.seed, self.epoch = int(seed), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        gen = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
+        yield from torch.randperm(len(self.data_source), generator=gen).tolist()
 
 
 class TokenBatchSampler(BatchSampler):

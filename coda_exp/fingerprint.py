@@ -1,0 +1,94 @@
+"""A run's configuration fingerprint: which of its command-line overrides change what a table cell means.
+
+Every run record carries ``fingerprint`` (12 hex digits) and ``fingerprint_overrides`` (the overrides it hashes).
+The rule: of the Hydra task overrides, drop
+
+- the grid axes, which the record states in its own fields and tables select on: ``seed``; ``task``;
+  ``experiment``; ``scale`` and ``scale_name`` (the record's ``scale``); the model's name and its attention
+  (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
+  in the record's ``attention``, which table rows match on); and the sweep parameters of
+  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``). Every other
+  ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
+- the budget keys (:data:`BUDGET_KEYS`), already part of the record's ``scale`` label ("fixture (task.epochs=2)"),
+  which tables keep apart by scale;
+- keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
+  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``trainer.devices``, ...);
+
+and hash what remains (``optimizer.lr=0.001``, ``data.batch_size=32``, ``preset=...``, ``task.patience=5`` ...),
+sorted, with numbers normalised (``1e-3`` = ``0.001``). A run without such overrides has
+:data:`GRID_FINGERPRINT`, the fingerprint of a table's grid: the experiment's own configuration, varied only along
+the axes above. A table cell pools only runs with that fingerprint; the others are listed apart in the table's notes
+(``coda_exp.tables``). A record written before fingerprints existed has its fingerprint derived from its recorded
+``overrides`` (the same rule), with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+# Overrides that change a run's training or evaluation budget: a run with any of them is not at its scale group's
+# setting, so its record's scale says so (``cpu (task.max_steps=10000)``) and tables never pool it with runs at the
+# plain scale. An explicit ``scale_name=...`` override is taken as the user's own label.
+BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs",
+               "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
+               "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
+               "trainer.limit_test_batches")
+#: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
+GRID_KEYS = ("seed", "task", "experiment", "scale", "scale_name", "centering", "model/attention", "model/scoring",
+             "model.attention", "model.scoring")
+#: grid axes matched exactly (``model`` = the model's name; ``model.hidden_size`` is a configuration change)
+GRID_EXACT = ("model", "model.name")
+#: where and how a run is stored, logged or placed (the ``trainer`` group itself: cpu, gpu, ddp); a key ``x`` also
+#: covers ``x.*`` and ``x/*`` except for ``trainer``, whose other keys (precision, gradient clipping) do count
+OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "ckpt_path",
+               "save_record", "save_predictions", "data.dir", "data.cache_dir", "data.num_workers",
+               "data_dir_by_scale", "local", "trainer.accelerator", "trainer.devices", "trainer.num_nodes",
+               "trainer.strategy", "trainer.enable_progress_bar", "trainer.enable_model_summary",
+               "trainer.log_every_n_steps", "trainer.default_root_dir", "trainer.sync_batchnorm")
+
+
+def override_key(override: str) -> str:
+    """``+data.num_test=50`` -> ``data.num_test``; ``model/attention=coda`` -> ``model/attention``."""
+    return override.lstrip("+~").split("=", 1)[0].strip()
+
+
+def _covered(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith((p + ".", p + "/")) for p in prefixes)
+
+
+def _normalise(override: str) -> str:
+    key, sep, value = override.lstrip("+").partition("=")
+    value = value.strip()
+    for kind in (int, float):
+        try:
+            value = repr(kind(value))
+            break
+        except ValueError:
+            continue
+    return f"{key.strip()}{sep}{value}"
+
+
+def configuration_overrides(overrides: list[str]) -> list[str]:
+    """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted."""
+    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + ("trainer",)
+            and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS)]
+    return sorted(_normalise(o) for o in kept)
+
+
+def fingerprint(overrides: list[str]) -> str:
+    """12 hex digits of the SHA-256 of :func:`configuration_overrides`."""
+    text = json.dumps(configuration_overrides(overrides))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+GRID_FINGERPRINT = fingerprint([])
+
+
+def scale_label(scale_name: str, overrides: list[str]) -> str:
+    """The record's ``scale``: the scale group's name, plus every budget-changing override (``BUDGET_KEYS``)."""
+    parsed = [(override_key(o), o.lstrip("+~")) for o in overrides]
+    if any(key == "scale_name" for key, _ in parsed):
+        return str(scale_name)
+    changed = [text for key, text in parsed if key in BUDGET_KEYS]
+    return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)

@@ -1,0 +1,107 @@
+"""Hydra callbacks (``configs/hydra/default.yaml: callbacks``): every job's outcome, every failure reported.
+
+Hydra's launchers catch a job's exception, run the remaining jobs, then re-raise only the first failure, and the
+failed job's own ``train.log`` never sees its error. :class:`JobReport`
+
+- logs a failed job's exception with its traceback while the job's log file is still open (unless
+  ``coda_exp.pipeline.run`` logged it already), so each job's ``train.log`` ends with its own error;
+- writes each job's outcome to ``<sweep dir>/.jobs/<num>.json`` (a file, so jobs that a launcher runs in other
+  processes are counted too);
+- at the end of a sweep prints every failed job with its overrides, exit status, error and log. When a job failed,
+  Hydra raises before its ``on_multirun_end``; the list is then printed when the process exits, after Hydra's
+  report of the first failure.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from coda_exp.io import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+JOBS = ".jobs"
+LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
+
+
+def _exit_status(err: BaseException) -> int:
+    code = getattr(err, "code", None)
+    return code if isinstance(code, int) and code else 1
+
+
+def job_outcome(job_return: JobReturn) -> dict[str, Any]:
+    """What the sweep summary needs of one job: number, overrides, status, exit status, error, output folder."""
+    runtime = job_return.hydra_cfg.hydra if job_return.hydra_cfg is not None else None
+    failed = job_return.status == JobStatus.FAILED
+    err = job_return._return_value if failed else None
+    return {
+        "num": int(runtime.job.num) if runtime is not None and runtime.job.get("num") is not None else 0,
+        "overrides": list(job_return.overrides or []),
+        "status": "failed" if failed else "completed",
+        "exit_status": _exit_status(err) if failed else 0,
+        "error": f"{type(err).__name__}: {err}".splitlines()[0][:500] if failed else None,
+        "output_dir": str(runtime.runtime.output_dir) if runtime is not None else None,
+    }
+
+
+def sweep_summary(outcomes: list[dict]) -> str:
+    """``sweep: N jobs, K failed`` and one block per failed job (overrides, exit status, error, its log)."""
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed"]
+    for o in sorted(failed, key=lambda o: o["num"]):
+        lines.append(f"  job #{o['num']} [{' '.join(o['overrides'])}]: exit status {o['exit_status']}: {o['error']}")
+        if o["output_dir"]:
+            lines.append(f"    log: {Path(o['output_dir']) / 'train.log'}")
+    return "\n".join(lines)
+
+
+class JobReport(Callback):
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self.sweep_dir: Path | None = None
+        self.reported = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        atexit.register(self._report_at_exit)
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if job_return.status == JobStatus.FAILED:
+            err = job_return._return_value
+            if not getattr(err, LOGGED, False):
+                log.error("job failed: %s: %s", type(err).__name__, err, exc_info=(type(err), err, err.__traceback__))
+        if config.hydra.mode is not None and str(config.hydra.mode.name) == "MULTIRUN":
+            outcome = job_outcome(job_return)
+            folder = Path(str(config.hydra.sweep.dir)) / JOBS
+            atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
+
+    def outcomes(self) -> list[dict]:
+        folder = (self.sweep_dir or Path()) / JOBS
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._report()
+
+    def _report(self) -> None:
+        if self.reported or self.sweep_dir is None:
+            return
+        self.reported = True
+        outcomes = self.outcomes()
+        if outcomes:
+            print(sweep_summary(outcomes), file=sys.stderr, flush=True)
+
+    def _report_at_exit(self) -> None:
+        try:
+            self._report()
+        except (OSError, ValueError) as err:  # never mask the sweep's own exit status
+            print(f"sweep summary unavailable: {err}", file=sys.stderr)

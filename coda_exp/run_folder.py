@@ -1,0 +1,128 @@
+"""A run's output folder: one per run, never shared; a resumed run continues in its checkpoint's folder; every
+folder a run will write to is checked writable before the first step.
+
+- Ownership: a run claims its folder by creating ``.run_owner`` exclusively (``O_CREAT | O_EXCL``: atomic, so two
+  processes can never both succeed) with its host and process id. A fresh run that finds the folder claimed (two
+  runs started in the same instant, or ``hydra.run.dir`` pointed at an old run) moves to ``<folder>-2``,
+  ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
+- Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
+  dirpath and keeps its best-model state (with a new dirpath Lightning drops it: "dirpath has changed"). The
+  claim of the killed run is taken over, unless its process is still alive on this host.
+- Under DDP only global rank 0 claims (the other ranks write into rank 0's folder).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+OWNER = ".run_owner"
+RESOLVED_CONFIG = "config_resolved.yaml"
+
+
+class OutputDirError(OSError):
+    """An output folder that cannot be used: not writable, or held by a live run."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _owner(folder: Path) -> dict:
+    try:
+        return json.loads((folder / OWNER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _try_claim(folder: Path) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(folder / OWNER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
+    return True
+
+
+def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000) -> Path:
+    """Claim ``folder`` for this process and return the folder this run writes to (see the module docstring)."""
+    folder = Path(folder)
+    if resume:
+        owner = _owner(folder)
+        if owner.get("host") == socket.gethostname() and owner.get("pid") not in (None, os.getpid()) \
+                and _pid_alive(int(owner["pid"])):
+            raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
+                                 "(still running); wait for it or stop it before resuming")
+        (folder / OWNER).unlink(missing_ok=True)
+        if not _try_claim(folder):
+            raise OutputDirError(f"{folder}: another process claimed the run folder while this run resumed")
+        return folder
+    for k in range(1, max_tries + 1):
+        candidate = folder if k == 1 else folder.with_name(f"{folder.name}-{k}")
+        if _try_claim(candidate):
+            if k > 1:
+                log.warning("output folder %s belongs to another run (%s); this run writes to %s", folder,
+                            _owner(folder) or "unknown owner", candidate)
+            return candidate
+    raise OutputDirError(f"{folder}: {max_tries} folders of that name are taken; set hydra.run.dir")
+
+
+def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
+    """The run folder a checkpoint belongs to (``<run>/checkpoints/[periodic/]x.ckpt`` where ``<run>`` holds the
+    run's ``config_resolved.yaml``), or None for a checkpoint outside a run folder."""
+    for parent in list(Path(ckpt_path).resolve().parents)[:3]:
+        if parent.name == "checkpoints" and (parent.parent / RESOLVED_CONFIG).is_file():
+            return parent.parent
+    return None
+
+
+def check_writable(folders: dict[str, str | os.PathLike]) -> None:
+    """Create each folder and write a probe file in it; one :class:`OutputDirError` listing every config key whose
+    folder cannot be written (so a run fails before the first step, not after its last)."""
+    bad = []
+    for key, folder in folders.items():
+        folder = Path(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+                pass
+        except OSError as err:
+            reason = err.strerror or errno.errorcode.get(err.errno or 0, type(err).__name__)
+            bad.append(f"{key}: {folder} is not writable ({reason})")
+    if bad:
+        raise OutputDirError("output folders not writable; fix the permissions or point the key elsewhere:\n  "
+                             + "\n  ".join(bad))
+
+
+@contextmanager
+def log_file(folder: Path | None, name: str = "train.log"):
+    """While the block runs, also log to ``<folder>/<name>`` (appending; Hydra's format): the resumed or relocated
+    run's log lies beside its checkpoints. ``folder=None``: nothing added."""
+    if folder is None:
+        yield
+        return
+    handler = logging.FileHandler(folder / name, mode="a", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()

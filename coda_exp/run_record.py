@@ -1,0 +1,118 @@
+"""The end of a run: its record (``coda_exp.results``), test predictions and summary, never lost to a bad folder.
+
+The metric summary is printed first. The predictions then go to ``<results_dir>/predictions/`` and the record to
+``<results_dir>/runs/``; whatever cannot be written there (the folders were checked writable before the first step,
+but a disk can fill or a permission change during a long run) is written into the run's output folder instead
+(``<output_dir>/run_record.json``, ``<output_dir>/predictions.jsonl.gz``; the system's temporary folder if that
+fails too), the record pointing at where its predictions really are, and :class:`RecordWriteError` names the
+fallback file so the record can be moved into ``results/runs/`` by hand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from coda_exp import results
+from coda_exp.io import atomic_write
+
+log = logging.getLogger(__name__)
+
+FALLBACK_RECORD = "run_record.json"
+FALLBACK_PREDICTIONS = "predictions.jsonl.gz"
+
+
+class RecordWriteError(OSError):
+    """The run record could not be written to ``results/runs``; the message names the fallback file."""
+
+
+def attention_options(cfg: DictConfig) -> dict[str, Any]:
+    """The attention's options as recorded in the run record: its name and every value but Hydra's own keys
+    (``model.attention`` of pairwise models, ``model.scoring`` of Transformers)."""
+    att = cfg.model.get("attention", cfg.model.get("scoring"))
+    if att is None:
+        return {"name": "none"}
+    opts = OmegaConf.to_container(att, resolve=True)
+    return {k: v for k, v in opts.items() if not k.startswith("_")}
+
+
+def device_description(trainer: pl.Trainer) -> str:
+    if torch.cuda.is_available() and trainer.num_devices and isinstance(
+            trainer.accelerator, pl.accelerators.CUDAAccelerator):
+        return f"{trainer.num_devices}x {torch.cuda.get_device_name(0)}"
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def write_predictions(rows: list[dict], path: Path) -> Path:
+    """Test predictions as gzip JSON lines, written atomically."""
+    with atomic_write(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        for r in rows:
+            f.write((json.dumps(r) + "\n").encode())
+    return path
+
+
+def print_summary(record: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k in sorted(record["metrics"]):
+        table.add_row(k, f"{record['metrics'][k]:.4f}")
+    Console().print(table)
+
+
+def _first_writable(write, targets: list[Path]) -> tuple[Path, list[str]]:
+    """``write(path)`` to the first target that works; (the path written, the errors of those that failed)."""
+    errors: list[str] = []
+    for target in targets:
+        try:
+            return write(target), errors
+        except OSError as err:
+            errors.append(f"{target}: {err.strerror or err}")
+    raise RecordWriteError("could not write anywhere: " + "; ".join(errors))
+
+
+def save_outputs(record: dict, predictions: list[dict] | None, cfg: DictConfig) -> Path | None:
+    """Print the summary, then write the predictions and the record (module docstring); return the record's path.
+
+    ``cfg``: ``paths.results_dir``, ``paths.output_dir``, ``save_record``, ``save_predictions``."""
+    print_summary(record)
+    results_dir, output_dir = Path(cfg.paths.results_dir), Path(cfg.paths.output_dir)
+    spare = Path(tempfile.gettempdir()) / "coda_exp" / record["run_id"]
+    problems: list[str] = []
+    if cfg.get("save_predictions", True) and predictions:
+        targets = [results_dir / "predictions" / f"{record['run_id']}.jsonl.gz", output_dir / FALLBACK_PREDICTIONS,
+                   spare / FALLBACK_PREDICTIONS]
+        path, errors = _first_writable(lambda p: write_predictions(predictions, p), targets)
+        record["predictions"] = str(path)
+        problems += errors
+    if not cfg.get("save_record", True):
+        return None
+    targets = [results_dir / "runs", output_dir, spare]
+    names = [f"{record['run_id']}.json", FALLBACK_RECORD, FALLBACK_RECORD]
+
+    def write(folder: Path) -> Path:
+        if folder == targets[0]:
+            return results.write_record(record, folder)
+        name = names[targets.index(folder)]
+        results.validate_record(record)
+        return results.atomic_write_text(folder / name, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+    path, errors = _first_writable(write, targets)
+    problems += errors
+    if problems:
+        hint = "" if path.parent == targets[0] else f" (the fallback: move it into {targets[0]}/ as {names[0]})"
+        raise RecordWriteError(f"could not write {'; '.join(problems)}; the run record is at {path}{hint}")
+    log.info("run record: %s", path)
+    return path

@@ -1,0 +1,16 @@
+"""A callback the resume test adds to a run (``+callbacks.kill._target_=tests.e2e.kill_hook.KillAfterEpoch``): the
+process SIGKILLs itself at the end of an epoch, after that epoch's checkpoints are written."""
+
+import os
+import signal
+
+import pytorch_lightning as pl
+
+
+class KillAfterEpoch(pl.Callback):
+    def __init__(self, epoch: int):
+        self.epoch = int(epoch)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.current_epoch == self.epoch:  # ModelCheckpoint saved at this epoch's validation end already
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,62 @@
+"""Faults of a run: killed and resumed, a corrupt checkpoint, unwritable folders, two runs in one folder."""
+
+import signal
+
+import pytest
+
+from coda_exp import results
+from coda_exp.pipeline import run
+from tests.e2e.helpers import train
+
+# the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): a resumed run that forgot it would test the
+# best epoch after the resume instead
+RUN = ["task=snli", "scale=fixture", "task.epochs=4", "seed=3", "callbacks.model_checkpoint.monitor=epoch",
+       "callbacks.model_checkpoint.mode=min"]
+KILL = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAfterEpoch", "+callbacks.kill.epoch=1"]
+
+
+def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
+    cache = tmp_path / "cache"
+    whole = train([*RUN, f"hydra.run.dir={tmp_path}/whole"], tmp_path / "a", cache)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    killed = train([*RUN, *KILL, f"hydra.run.dir={tmp_path}/killed"], tmp_path / "b", cache)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    last = tmp_path / "killed" / "checkpoints" / "last.ckpt"
+    resumed = train([*RUN, f"ckpt_path={last}", f"hydra.run.dir={tmp_path}/resume"], tmp_path / "b", cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (a,) = results.load_records(tmp_path / "a" / "results" / "runs", strict=True)
+    (b,) = results.load_records(tmp_path / "b" / "results" / "runs", strict=True)
+    assert b["output_dir"] == str(tmp_path / "killed")  # the resumed run continued in its checkpoint's folder
+    assert b["resumed_from"] == str(last)
+    best = a["best_checkpoint"].rsplit("/", 1)[1]
+    assert best.startswith("epoch000-") and b["best_checkpoint"] == str(tmp_path / "killed" / "checkpoints" / best)
+    assert len(a["val_curve"]) == 4 and b["val_curve"] == a["val_curve"]  # bit-identical validation curve
+    assert b["metrics"] == a["metrics"] and b["steps"] == a["steps"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "the file is empty"),
+    (b"not a checkpoint at all\n", "cannot be read"),
+    ("truncated", "cannot be read"),
+    ("foreign", "no 'state_dict'"),
+])
+def test_a_corrupt_checkpoint_is_one_line_naming_it_before_any_data(make_cfg, tmp_path, monkeypatch, content,
+                                                                    expected):
+    import torch
+
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    bad = tmp_path / "bad.ckpt"
+    if content == "truncated":
+        torch.save({"state_dict": {"w": torch.zeros(1000)}, "epoch": 1}, bad)
+        bad.write_bytes(bad.read_bytes()[:300])
+    elif content == "foreign":
+        torch.save({"weights": torch.zeros(3)}, bad)
+    else:
+        bad.write_bytes(content or b"")
+    monkeypatch.setattr("coda_exp.pipeline.instantiate", lambda *a, **k: pytest.fail("data loaded before the check"))
+    with pytest.raises(CheckpointError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "logger=none", f"ckpt_path={bad}"))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(str(bad)) and expected in message
+    assert "expected a Lightning checkpoint" in message

@@ -1,0 +1,73 @@
+"""Configuration fingerprints: what they hash, and tables that pool only the grid's configuration."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, fingerprint
+from coda_exp.table_render import render_latex, render_markdown
+from coda_exp.tables import SupersededRunWarning, UnknownFingerprintWarning, build_table
+from tests import ROOT
+from tests.results.records import cell, md_row, rec
+
+
+def run_with(*overrides, **kw):
+    record = rec(model="decompatt", overrides=["task=snli", "model=decompatt", *overrides], **kw)
+    record["fingerprint"] = fingerprint(record["overrides"])
+    return record
+
+
+def test_only_configuration_overrides_count():
+    grid = ["task=snli", "model=decompatt_coda", "seed=3", "scale=cpu", "experiment=table_3", "task.epochs=2",
+            "model.attention.center_e=true", "model/attention=coda", "centering=e", "paths.results_dir=/x",
+            "hydra.run.dir=/y", "logger=none", "trainer=ddp", "trainer.devices=2", "data.dir=/d", "ckpt_path=/c",
+            "+data.num_test=50", "debug=limit"]
+    assert configuration_overrides(grid) == [] and fingerprint(grid) == GRID_FINGERPRINT
+    assert configuration_overrides([*grid, "optimizer.lr=1e-3", "+trainer.gradient_clip_val=1"]) == [
+        "optimizer.lr=0.001", "trainer.gradient_clip_val=1"]
+    assert fingerprint(["optimizer.lr=1e-3"]) == fingerprint(["optimizer.lr=0.001"]) != GRID_FINGERPRINT
+    assert fingerprint(["optimizer.lr=0.001"]) != fingerprint(["optimizer.lr=0.0001"])
+    # the model's other hyper-parameters are a different configuration (tables match only its name and attention)
+    assert configuration_overrides([*grid, "model.hidden_size=300", "model.scoring.n_fn=tanh"]) == [
+        "model.hidden_size=300"]
+
+
+def test_every_experiment_sweep_is_on_its_tables_grid():
+    """The runs of `-m experiment=table_N` all have the grid's fingerprint: each sweep axis is a grid axis."""
+    for path in sorted((ROOT / "configs" / "experiment").glob("*.yaml")):
+        params = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
+        job = [f"experiment={path.stem}"] + [f"{k}={str(v).split(',')[0]}" for k, v in params.items()]
+        assert fingerprint(job) == GRID_FINGERPRINT, (path.name, configuration_overrides(job))
+
+
+def test_a_cell_pools_only_the_grid_configuration_and_lists_the_others(spec):
+    records = [run_with(seed=1, metrics={"test/acc": 0.84}), run_with(seed=2, metrics={"test/acc": 0.86}),
+               run_with("optimizer.lr=0.0001", seed=3, metrics={"test/acc": 0.50}),
+               run_with("optimizer.lr=0.001", seed=1, metrics={"test/acc": 0.70})]
+    table = build_table(spec, records)
+    c = cell(table, "D-ATT", "SNLI")
+    assert c.seeds == [1, 2] and c.mean == pytest.approx(85.0)
+    assert [(o["seed"], o["overrides"]) for o in c.off_grid] == [(3, ["optimizer.lr=0.0001"]),
+                                                                 (1, ["optimizer.lr=0.001"])]
+    md = render_markdown(table)
+    assert md_row(md, "D-ATT")[2] == "85.00 ± 1.41 (n=2, cpu)"
+    for run in records[2:]:  # named under the table, never silently dropped
+        assert run["run_id"] in md and run["run_id"] in render_latex(table)
+    assert "D-ATT / SNLI: seed 1 (cpu) with optimizer.lr=0.001" in md
+
+
+def test_a_superseded_duplicate_is_named(spec):
+    old, new = run_with(seed=1, metrics={"test/acc": 0.80}), run_with(seed=1, metrics={"test/acc": 0.90})
+    with pytest.warns(SupersededRunWarning, match=f"run {old['run_id']} is superseded by the later {new['run_id']}"):
+        table = build_table(spec, [new, old])
+    assert cell(table, "D-ATT", "SNLI").values == [pytest.approx(90.0)]
+
+
+def test_records_without_a_fingerprint_load_with_a_warning(spec):
+    old = [rec(model="decompatt", seed=1, overrides=["seed=1"]),
+           rec(model="decompatt", seed=2, overrides=["seed=2", "optimizer.lr=0.1"])]
+    with pytest.warns(UnknownFingerprintWarning, match="2 run record"):
+        table = build_table(spec, old)
+    c = cell(table, "D-ATT", "SNLI")
+    assert c.seeds == [1] and [o["seed"] for o in c.off_grid] == [2]
