@@ -12,6 +12,8 @@ import json
 import random
 from pathlib import Path
 
+from coda_exp.io import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SUBJECTS = ["a man", "a woman", "a child", "two dogs", "an old man", "a girl", "a boy", "three people"]
@@ -79,7 +81,7 @@ def write(out: Path) -> list[Path]:
     snli.mkdir(parents=True, exist_ok=True)
     for split, n, start in (("train", 72, 0), ("dev", 24, 100), ("test", 24, 200)):
         path = snli / f"snli_1.0_{split}.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in snli_rows(n, rng, start)), encoding="utf-8")
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in snli_rows(n, rng, start)))
         written.append(path)
     wiki = out / "wikiqa"
     wiki.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ def write(out: Path) -> list[Path]:
     for split, (lo, hi), unanswered in (("train", (0, 12), 1), ("dev", (12, 16), 1), ("test", (16, 20), 1)):
         rows = wikiqa_rows(topics[lo:hi], rng, lo + 1, unanswered=unanswered)
         path = wiki / f"WikiQA-{split}.tsv"
-        path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
+        atomic_write_text(path, "\n".join("\t".join(r) for r in [header, *rows]) + "\n")
         written.append(path)
     return written + write_pairwise(out)
 
@@ -236,7 +238,7 @@ def write_pairwise(out: Path) -> list[Path]:
 
     def put(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        atomic_write_text(path, text)
         written.append(path)
 
     rng = random.Random(5)

@@ -18,6 +18,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from coda_exp.io import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # English -> Vietnamese word pairs (a toy lexicon; translations are word by word, in order)
@@ -49,7 +51,7 @@ def en_vi_pair(rng: random.Random) -> tuple[str, str]:
 
 def write(path: Path, text: str, bom: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(("\ufeff" if bom else "").encode("utf-8") + text.encode("utf-8"))
+    atomic_write_text(path, ("\ufeff" if bom else "") + text)
 
 
 def make_iwslt(out: Path, rng: random.Random) -> None:

@@ -9,8 +9,8 @@ A decodable model exposes ``bos_id``, ``eos_id``, ``pad_id`` and
 
 ``TransformerSeq2Seq`` implements it. Both decoders return ids (B, L) without the BOS: each row is a hypothesis
 that ends with EOS (kept) or stops at its length cap, padded with ``pad_id`` after; L is the longest returned
-hypothesis. PAD and BOS are never generated. ``strip_special`` turns rows into token lists. Call under
-``model.eval()``.
+hypothesis. PAD and BOS are never generated. ``strip_special`` (the project's one, from
+:mod:`coda_exp.data.common.vocab`, re-exported here) turns rows into token lists. Call under ``model.eval()``.
 
 Length caps: at most ``max_len`` generated tokens (EOS included); with ``max_len_a`` set, example i stops at
 min(max_len, floor(max_len_a * src_len_i + max_len_b)) tokens (at least 1). A hypothesis reaching its cap is
@@ -32,6 +32,8 @@ import math
 from collections.abc import Callable
 
 import torch
+
+from coda_exp.data.common.vocab import strip_special  # noqa: F401  (re-exported: coda_exp.models.strip_special)
 
 
 def map_state(state, fn: Callable[[torch.Tensor], torch.Tensor]):
@@ -166,15 +168,3 @@ def beam_search(model, src_ids: torch.Tensor, src_mask: torch.Tensor | None, bea
     out_len = int(fin_len[:, 0].max())
     ids = fin_seq[:, 0, :out_len]  # (B, L)
     return (ids, fin_score[:, 0]) if return_scores else ids
-
-
-def strip_special(ids: torch.Tensor, eos_id: int, pad_id: int, bos_id: int | None = None) -> list[list[int]]:
-    """(B, L) decoder output -> token lists cut before the first EOS, without padding (or a leading BOS)."""
-    out = []
-    for row in ids.tolist():
-        if bos_id is not None and row and row[0] == bos_id:
-            row = row[1:]
-        if eos_id in row:
-            row = row[:row.index(eos_id)]
-        out.append([t for t in row if t != pad_id])
-    return out

@@ -16,7 +16,20 @@ def metric_suffixes(test_sets: Sequence[str] | None) -> list[str]:
     return [""] if not test_sets else [f"_{name}" for name in test_sets]
 
 
-class PairClassificationTask(TaskModule):
+class PairTask(TaskModule):
+    """Sentence-pair families (classification, ranking): ``model(a_ids, a_mask, b_ids, b_mask) -> logits``,
+    trained with cross-entropy on ``batch["label"]``."""
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])  # (B, num_classes)
+
+    def training_step(self, batch, batch_idx):
+        loss = F.cross_entropy(self(batch), batch["label"])
+        self.log_loss("train", loss, batch["label"].numel())
+        return loss
+
+
+class PairClassificationTask(PairTask):
     """Logs ``{train,val,test}/loss`` and ``{val,test}/acc`` (a fraction in [0, 1]).
 
     With several test sets (``test_sets=["matched", "mismatched"]``: MNLI, one test dataloader each, in that
@@ -32,11 +45,6 @@ class PairClassificationTask(TaskModule):
         self.val_acc = IndexedAccuracy()
         self.test_accs = torch.nn.ModuleList(IndexedAccuracy() for _ in metric_suffixes(self.test_sets))
         self.test_acc = self.test_accs[0]
-
-    def training_step(self, batch, batch_idx):
-        loss = F.cross_entropy(self(batch), batch["label"])
-        self.log_loss("train", loss, batch["label"].numel())
-        return loss
 
     def _eval_step(self, batch, stage: str, metric: IndexedAccuracy, suffix: str = "") -> torch.Tensor:
         logits = self(batch)

@@ -8,11 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from coda_exp.metrics import GroupedRanking
-from coda_exp.tasks.base import TaskModule
-from coda_exp.tasks.classification import metric_suffixes, name_test_sets
+from coda_exp.tasks.classification import PairTask, metric_suffixes, name_test_sets
 
 
-class RankingTask(TaskModule):
+class RankingTask(PairTask):
     """The network scores a (query, candidate) pair with two logits (not relevant / relevant), trained with
     cross-entropy (the CoDA paper's "binary softmax loss"). Candidates are ranked per query (``batch["group"]``)
     by ``logit[1] - logit[0]`` (the log-odds, same order as the softmax probability of "relevant").
@@ -37,11 +36,6 @@ class RankingTask(TaskModule):
     @staticmethod
     def score(logits: torch.Tensor) -> torch.Tensor:
         return logits[:, 1] - logits[:, 0]
-
-    def training_step(self, batch, batch_idx):
-        loss = F.cross_entropy(self(batch), batch["label"])
-        self.log_loss("train", loss, batch["label"].numel())
-        return loss
 
     def _eval_step(self, batch, stage: str, key: str, suffix: str = "") -> torch.Tensor:
         logits = self(batch)

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
+from coda_exp.data.common.vocab import strip_special
 from coda_exp.models.decoding import beam_search, greedy_decode
 from coda_exp.optim import label_smoothed_nll
 from coda_exp.tasks.base import TaskModule
-
-
-def strip_special(ids: list[int], pad_id: int, bos_id: int, eos_id: int) -> list[int]:
-    """Token ids up to the first EOS, without padding or BOS."""
-    out = []
-    for i in ids:
-        if i == eos_id:
-            break
-        if i not in (pad_id, bos_id):
-            out.append(i)
-    return out
+from coda_exp.tasks.seq2seq_eval import get_evaluation
 
 
 class Seq2SeqTask(TaskModule):
@@ -37,25 +28,28 @@ class Seq2SeqTask(TaskModule):
     - ``acc_seq_tf``: teacher-forced per-sequence accuracy (every argmax of one forward pass right) — what
       Tensor2Tensor's ``accuracy_per_sequence`` metric computes during evaluation;
     - ``acc_tok_tf``: teacher-forced per-token accuracy; ``loss``: label-smoothed loss; ``nll``;
-    - whatever the data module's ``evaluator`` returns, scored against the *raw* references it holds: BLEU for
-      MT (``bleu``, ``bleu_tok``), execution accuracy for AlgoLisp (``acc_exec``).
+    - each of ``evaluations`` (:mod:`coda_exp.tasks.seq2seq_eval`), scored against the *raw* examples:
+      BLEU for MT (``bleu``: ``bleu``, ``bleu_tok``), execution accuracy for AlgoLisp (``execution``:
+      ``acc_exec``, and per example ``exec``, saved in the test predictions for paired significance tests).
 
-    ``decode_text`` maps target ids to text (predictions and the evaluator). ``evaluator(split, indices,
-    hypotheses) -> dict``: a float value is a metric; a list (one value per hypothesis) is a per-example outcome,
-    saved under its key in the test predictions (AlgoLisp: ``exec``, for paired significance tests).
-    ``reference_text(split, index)`` gives the raw reference text where the data holds it (IWSLT, AlgoLisp), so
-    the saved ``reference`` is the file's line (no ``<unk>``), from which BLEU can be recomputed; else (None,
-    or it returns None) the reference ids are decoded.
+    ``decode_text`` maps target ids to text (predictions and evaluations). ``targets(split)`` gives the raw
+    examples of a split in index order (``tgt``: the target text as in the data files) where the data holds
+    them (IWSLT, AlgoLisp): the saved ``reference`` is then the file's line (no ``<unk>``), from which BLEU can
+    be recomputed; else (None) the reference ids are decoded. ``run_info``: a dict where evaluations record their
+    settings (the data module's ``stats``, which go into the run record).
     """
 
     def __init__(self, model, optimizer, pad_id: int, bos_id: int, eos_id: int, unk_id: int | None,
-                 decode_text: Callable[[list[int]], str], evaluator: Callable | None = None,
-                 reference_text: Callable[[str, int], str | None] | None = None,
-                 label_smoothing: float = 0.1, decoding: dict | None = None, val_decoding: dict | None = None,
+                 decode_text: Callable[[list[int]], str], targets: Callable[[str], Sequence[dict]] | None = None,
+                 evaluations: Sequence[str] = (), run_info: dict | None = None, label_smoothing: float = 0.1, decoding: dict | None = None, val_decoding: dict | None = None,
                  **kwargs):
         super().__init__(model, optimizer, **kwargs)
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = pad_id, bos_id, eos_id, unk_id
-        self.decode_text, self.evaluator, self.reference_text = decode_text, evaluator, reference_text
+        self.decode_text, self.targets = decode_text, targets
+        self.evaluations = {name: get_evaluation(name) for name in evaluations}
+        if self.evaluations and targets is None:
+            raise ValueError(f"evaluations {list(self.evaluations)} need the raw examples (targets)")
+        self.run_info = run_info if run_info is not None else {}
         self.label_smoothing = label_smoothing
         self.decoding = dict(decoding or {"strategy": "greedy"})
         caps = {k: self.decoding[k] for k in ("max_len_a", "max_len_b") if k in self.decoding}
@@ -116,8 +110,8 @@ class Seq2SeqTask(TaskModule):
         self.log(f"{stage}/acc_seq_tf", tf_seq.mean(), on_epoch=True, batch_size=len(tf_seq), sync_dist=True)
         hyps = self.generate(batch, self.eval_decoding(stage))
         for i in range(len(hyps)):
-            hyp = strip_special(hyps[i].tolist(), self.pad_id, self.bos_id, self.eos_id)
-            ref = strip_special(batch["tgt_out"][i].tolist(), self.pad_id, self.bos_id, self.eos_id)
+            hyp = strip_special(hyps[i], self.eos_id, self.pad_id, self.bos_id)
+            ref = strip_special(batch["tgt_out"][i], self.eos_id, self.pad_id, self.bos_id)
             self._eval[stage].append((int(batch["index"][i]), hyp, ref))
 
     def _finish(self, stage: str) -> None:
@@ -129,29 +123,25 @@ class Seq2SeqTask(TaskModule):
         metrics = {f"{stage}/acc_seq": sum(exact) / len(rows)}
         hyp_text = [self.decode_text(h) for _, h, _ in rows]
         per_example: dict[str, list] = {}
-        if self.evaluator is not None:
-            split = "validation" if stage == "val" else "test"
-            for k, v in self.evaluator(split, [i for i, _, _ in rows], hyp_text).items():
+        split = "validation" if stage == "val" else "test"
+        examples = [self.targets(split)[i] for i, _, _ in rows] if self.targets is not None else None
+        for name, evaluate in self.evaluations.items():
+            for k, v in evaluate(hyp_text, examples, self.run_info).items():
                 if isinstance(v, (list, tuple)):
                     if len(v) != len(rows):
-                        raise ValueError(f"evaluator's per-example {k!r} has {len(v)} values for {len(rows)} "
-                                         f"hypotheses")
+                        raise ValueError(f"evaluation {name!r}: per-example {k!r} has {len(v)} values for "
+                                         f"{len(rows)} hypotheses")
                     per_example[k] = list(v)
                 else:
                     metrics[f"{stage}/{k}"] = v
         # the rows are the same on every process (gathered above), so are the metrics
         self.log_dict({k: float(v) for k, v in metrics.items()}, sync_dist=True, prog_bar=True)
         if stage == "test":
-            # ``exact``: what acc_seq counts, kept (with the evaluator's per-example outcomes) for paired tests
+            # ``exact``: what acc_seq counts, kept (with the evaluations' per-example outcomes) for paired tests
             self.test_predictions = [
-                {"index": i, "hypothesis": h, "reference": self._reference(i, ref), "exact": ok,
-                 **{k: v[j] for k, v in per_example.items()}}
+                {"index": i, "hypothesis": h, "exact": ok, **{k: v[j] for k, v in per_example.items()},
+                 "reference": examples[j]["tgt"] if examples is not None else self.decode_text(ref)}
                 for j, ((i, _, ref), h, ok) in enumerate(zip(rows, hyp_text, exact))]
-
-    def _reference(self, index: int, ref_ids: list[int]) -> str:
-        """The raw reference text of test example ``index`` where the data holds it, else its decoded ids."""
-        raw = self.reference_text("test", index) if self.reference_text is not None else None
-        return raw if raw is not None else self.decode_text(ref_ids)
 
     def on_validation_epoch_start(self) -> None:
         self._start("val")

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.tokenization import CharTokenizer
 from coda_exp.data.seq2seq import mlu
 from coda_exp.data.seq2seq.mlu import (
     MLU_CHARS,
     MLU_SPACE,
-    CharTokenizer,
     MLUStream,
     mlu_example,
     mlu_examples,
@@ -181,7 +181,7 @@ def test_reader_errors_name_file_and_line(tmp_path, line, message):
 
 
 def test_char_tokenizer():
-    tok = CharTokenizer()
+    tok = CharTokenizer(MLU_CHARS)
     assert set(MLU_CHARS) == set("0123456789-+*=,xy") and len(tok) == 4 + 17
     src = "y=691,x=-999,y*x"
     ids = tok.encode(src, bos=True, eos=True)

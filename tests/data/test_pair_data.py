@@ -45,7 +45,7 @@ def test_wikiqa_groups_and_answered_filter(tmp_path):
     assert m.stats["train_examples"] == 45  # training keeps every candidate
     batch = next(iter(m.val_dataloader()))
     assert batch["group"].tolist() == sorted(batch["group"].tolist())
-    m2 = dm(tmp_path / "b", "wikiqa", eval_only_answered=False)
+    m2 = dm(tmp_path / "b", "wikiqa", eval_protocol="raw")
     assert len(m2.splits["validation"]) > len(val)
 
 
@@ -71,13 +71,22 @@ def test_vocab_is_built_on_train_and_cached(tmp_path):
     assert len(cached) == 1
     assert Vocab.load(cached[0]).itos == m.vocab.itos
     train_tokens = {t for c in ("text_a", "text_b") for s in m.splits["train"][c] for t in tokenize(s)}
-    assert set(m.vocab.itos[2:]) == train_tokens
+    assert set(m.vocab.itos[4:]) == train_tokens
+
+
+def test_cached_vocabulary_of_the_old_special_ids_is_refused(tmp_path):
+    # a v1 cache (pad 0, unk 1) must not be read as today's vocabulary (pad 0, bos 1, eos 2, unk 3)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(["<pad>", "<unk>", "the"]), encoding="utf-8")
+    with pytest.raises(DataError, match="not a coda-exp vocabulary"):
+        Vocab.load(path)
 
 
 def test_vocab_order_and_tokenizer():
     v = Vocab.build([["b", "a"], ["a", "c"], ["c", "a"]], min_freq=2)
-    assert v.itos == ["<pad>", "<unk>", "a", "c"]
-    assert v.encode(["c", "zzz"]) == [3, 1]
+    assert v.itos == ["<pad>", "<s>", "</s>", "<unk>", "a", "c"]
+    assert v.lookup(["c", "zzz"]) == [5, 3] and v.encode("c zzz") == [5, 3]
+    assert Vocab.build([["b", "a"], ["a", "c"]], max_size=5).itos[4:] == ["a"]  # the specials count
     assert tokenize("Don't stop-now, OK?") == ["don't", "stop-now", ",", "ok", "?"]
 
 
@@ -129,7 +138,7 @@ def test_unknown_dataset_and_offline_hub(tmp_path):
     with pytest.raises(DataError, match="unknown dataset 'nope'.*snli"):
         PairDataModule("nope")
     m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
-    with pytest.raises(DataError, match="no data.dir was given.*data.dir=DIR"):
+    with pytest.raises(DataError, match="no data directory was given.*data.dir=DIR"):
         m.setup()
 
 
@@ -138,7 +147,7 @@ def test_pretrained_embeddings_glove_and_word2vec(tmp_path):
     glove = tmp_path / "glove.txt"
     glove.write_text("the 0.1 0.2 0.3\nCat 1 2 3\n. . . 9 9 9\nsat 4 5 6\n")
     matrix, found = load_pretrained(glove, vocab)
-    assert matrix.shape == (6, 3) and found == 3
+    assert matrix.shape == (8, 3) and found == 3
     assert torch.equal(matrix[vocab.stoi["cat"]], torch.tensor([1.0, 2.0, 3.0]))
     assert torch.equal(matrix[0], torch.zeros(3))  # padding
     assert not torch.equal(matrix[vocab.stoi["mat"]], torch.zeros(3))  # OOV: random, not zero
@@ -207,7 +216,7 @@ def test_pretrained_vectors_extend_the_vocabulary_with_evaluation_words(tmp_path
 def test_vocab_extend_and_load_pretrained_extra_words(tmp_path):
     vocab = Vocab(["the", "cat"])
     vocab.extend(["dog", "the", "dog"])
-    assert vocab.itos == ["<pad>", "<unk>", "the", "cat", "dog"] and vocab.stoi["dog"] == 4
+    assert vocab.itos == ["<pad>", "<s>", "</s>", "<unk>", "the", "cat", "dog"] and vocab.stoi["dog"] == 6
     vec = tmp_path / "v.txt"
     vec.write_text("Emu 1 1\nthe 2 2\nyak 3 3\nemu 9 9\n")
     matrix, found = load_pretrained(vec, vocab, extra_words={"emu", "gnu"})

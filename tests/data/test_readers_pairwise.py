@@ -27,7 +27,7 @@ def dm(tmp_path, name, src=None, **kw):
 
 
 def examples(name, path):
-    return list(get_reader(name).read_local(path))
+    return list(get_reader(name).read_file(path, "train"))
 
 
 def copy_fixture(tmp_path, name):
@@ -94,7 +94,7 @@ def test_hub_schemas_of_mnli_and_scitail(tmp_path, monkeypatch):
 def test_benchmarks_without_a_hub_say_so(tmp_path):
     for name in ("dnli", "trecqa", "udc"):
         m = PairDataModule(name, dir=None, cache_dir=str(tmp_path / name), ranking=name in RANKING)
-        with pytest.raises(DataError, match="no Hugging Face hub dataset.*data.dir=DIR"):
+        with pytest.raises(DataError, match="no Hugging Face hub copy.*data.dir=DIR"):
             m.setup()
 
 

@@ -1,10 +1,12 @@
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.seq2seq.iwslt import IWSLT15_ENVI, read_lines
-from coda_exp.data.text.readers import TEXT_READERS, clean_imdb, get_text_reader, held_out
+from coda_exp.data.common.files import read_lines
+from coda_exp.data.seq2seq.iwslt import IWSLT15_ENVI
+from coda_exp.data.text.readers import clean_imdb, get_text_reader, held_out
 from tests import FIXTURES
 
 IWSLT = FIXTURES / "iwslt15_envi"
@@ -40,7 +42,7 @@ def test_read_lines_keeps_empty_lines_and_strips_cr(tmp_path):
     p.write_bytes(b"a b\r\n\r\nc")
     assert read_lines(p) == ["a b", "", "c"]
     p.write_bytes(b"a\xffb\n")
-    with pytest.raises(DataError, match=r"x.en:1: not valid UTF-8"):
+    with pytest.raises(DataError, match=r"x.en:1: byte .* is not UTF-8"):
         read_lines(p)
 
 
@@ -49,9 +51,9 @@ def test_iwslt_drop_empty_keeps_line_numbers(tmp_path):
     lines = (d / "tst2012.vi").read_text(encoding="utf-8").splitlines()
     lines[3] = ""
     (d / "tst2012.vi").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    kept = list(IWSLT15_ENVI.read("validation", d, drop_empty=True))
+    kept = list(replace(IWSLT15_ENVI, drop_empty=("validation",)).read("validation", d))
     assert len(kept) == 11 and 3 not in [r["index"] for r in kept]
-    assert len(list(IWSLT15_ENVI.read("validation", d))) == 12
+    assert len(list(IWSLT15_ENVI.read("validation", d))) == 12  # evaluation keeps every line by default
 
 
 def test_iwslt_mismatched_line_counts_name_both_files(tmp_path):
@@ -80,7 +82,7 @@ def test_iwslt_vocabularies():
     assert src.itos[:4] == tgt.itos[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
     assert "tôi" in tgt.stoi and "i" in src.stoi
     with pytest.raises(DataError, match="local files only"):
-        IWSLT15_ENVI.vocab_paths(None)
+        IWSLT15_ENVI.vocabularies(None)
 
 
 def test_iwslt_hub_documented_and_offline_error():
@@ -91,7 +93,7 @@ def test_iwslt_hub_documented_and_offline_error():
 
 # -- IMDb -------------------------------------------------------------------------------------------------
 def test_imdb_splits_labels_and_cleanup():
-    r = TEXT_READERS["imdb"]
+    r = get_text_reader("imdb")
     train, val, test = (list(r.read(s, FIXTURES / "imdb")) for s in ("train", "validation", "test"))
     assert (len(train), len(val), len(test)) == (14, 2, 16)  # 10% (at least one) of each class held out
     assert sorted(x["label"] for x in val) == [0, 1]
@@ -106,7 +108,7 @@ def test_imdb_splits_labels_and_cleanup():
 
 
 def test_imdb_accepts_the_aclimdb_folder_itself():
-    r = TEXT_READERS["imdb"]
+    r = get_text_reader("imdb")
     a = list(r.read("test", FIXTURES / "imdb"))
     b = list(r.read("test", FIXTURES / "imdb" / "aclImdb"))
     assert a == b
@@ -129,28 +131,28 @@ def test_imdb_val_fraction_zero_validates_on_test():
     r = get_text_reader("imdb", val_fraction=0.0)
     assert list(r.read("validation", FIXTURES / "imdb")) == list(r.read("test", FIXTURES / "imdb"))
     assert len(list(r.read("train", FIXTURES / "imdb"))) == 16
-    assert r.notes(FIXTURES / "imdb") and not TEXT_READERS["imdb"].notes(FIXTURES / "imdb")
+    assert r.notes(FIXTURES / "imdb") and not get_text_reader("imdb").notes(FIXTURES / "imdb")
 
 
 def test_imdb_errors(tmp_path):
     with pytest.raises(DataError, match=r"lacks the folder\(s\) .*test/pos.*ai.stanford.edu/~amaas/data/sentiment"):
-        list(TEXT_READERS["imdb"].read("train", tmp_path))
+        list(get_text_reader("imdb").read("train", tmp_path))
     d = copy(tmp_path, "imdb")
     (d / "aclImdb/train/pos/8_10.txt").write_text("  <br /> ", encoding="utf-8")
     with pytest.raises(DataError, match=r"8_10.txt: empty review"):
-        list(TEXT_READERS["imdb"].read("train", d))
+        list(get_text_reader("imdb").read("train", d))
 
 
 # -- SST --------------------------------------------------------------------------------------------------
 def test_sst_binary_and_fine():
-    b = {s: list(TEXT_READERS["sst2"].read(s, FIXTURES / "sst")) for s in ("train", "validation", "test")}
-    f = {s: list(TEXT_READERS["sst5"].read(s, FIXTURES / "sst")) for s in ("train", "validation", "test")}
+    b = {s: list(get_text_reader("sst2").read(s, FIXTURES / "sst")) for s in ("train", "validation", "test")}
+    f = {s: list(get_text_reader("sst5").read(s, FIXTURES / "sst")) for s in ("train", "validation", "test")}
     assert [len(b[s]) for s in b] == [30, 10, 10] and [len(f[s]) for s in f] == [30, 10, 10]
     assert {x["label"] for x in b["train"]} == {0, 1}
     assert {x["label"] for x in f["train"]} == {0, 1, 2, 3, 4}
     first = (FIXTURES / "sst" / "stsa.fine.dev").read_text(encoding="utf-8").splitlines()[0]
     assert f"{f['validation'][0]['label']} {f['validation'][0]['text']}" == first
-    assert len(TEXT_READERS["sst5"].label_names) == 5
+    assert len(get_text_reader("sst5").label_names) == 5
 
 
 def test_sst_malformed_line_and_unknown_label(tmp_path):
@@ -158,22 +160,22 @@ def test_sst_malformed_line_and_unknown_label(tmp_path):
     lines = (d / "stsa.binary.dev").read_text(encoding="utf-8").splitlines()
     (d / "stsa.binary.dev").write_text("\n".join(lines[:2] + ["1"] + lines[2:]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.binary.dev:3: malformed line"):
-        list(TEXT_READERS["sst2"].read("validation", d))
+        list(get_text_reader("sst2").read("validation", d))
     (d / "stsa.binary.dev").write_text("\n".join(lines[:4] + ["", "3 a fine film ."]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.binary.dev:6: unknown label '3'.*0-1"):
-        list(TEXT_READERS["sst2"].read("validation", d))
+        list(get_text_reader("sst2").read("validation", d))
     (d / "stsa.fine.test").write_text("pos a fine film .\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.fine.test:1: unknown label 'pos'"):
-        list(TEXT_READERS["sst5"].read("test", d))
+        list(get_text_reader("sst5").read("test", d))
 
 
 def test_sst_missing_files_and_hub(tmp_path):
     with pytest.raises(DataError, match=r"lacks stsa.fine.train, stsa.fine.dev, stsa.fine.test.*Kim \(2014\)"):
-        list(TEXT_READERS["sst5"].read("train", tmp_path))
-    with pytest.raises(DataError, match="no hub copy"):
-        list(TEXT_READERS["sst5"].read("train"))
-    assert TEXT_READERS["sst2"].hub_id == "sst2"
-    assert "no test labels" in TEXT_READERS["sst2"].notes(None)[0]
-    assert TEXT_READERS["sst2"].notes(FIXTURES / "sst") == []
-    with pytest.raises(DataError, match="unknown text classification dataset"):
+        list(get_text_reader("sst5").read("train", tmp_path))
+    with pytest.raises(DataError, match="no Hugging Face hub copy"):
+        list(get_text_reader("sst5").read("train"))
+    assert get_text_reader("sst2").hub_id == "sst2"
+    assert "no test labels" in get_text_reader("sst2").notes(None)[0]
+    assert get_text_reader("sst2").notes(FIXTURES / "sst") == []
+    with pytest.raises(DataError, match="unknown dataset .yelp5.*sst5"):
         get_text_reader("yelp5")

@@ -2,18 +2,8 @@ import pytest
 import torch
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.tokenization import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    BPETokenizer,
-    Tokenizer,
-    WordVocabTokenizer,
-    cached_bpe,
-    content_ids,
-    train_bpe,
-)
+from coda_exp.data.common.tokenization import BPETokenizer, Tokenizer, cached_bpe, train_bpe
+from coda_exp.data.common.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab, strip_special
 from tests import FIXTURES
 
 CORPUS = [
@@ -61,7 +51,7 @@ def test_decode_stops_at_eos_and_skips_pad_bos(bpe):
     assert bpe.decode(seq) == "the film was great"
     assert bpe.decode(torch.tensor(seq)) == "the film was great"
     assert bpe.decode([PAD_ID, BOS_ID, *ids]) == "the film was great"
-    assert content_ids([5, 0, 1, 6, 2, 7]) == [5, 6]
+    assert strip_special([5, 0, 1, 6, 2, 7]) == [5, 6]
 
 
 def test_special_strings_in_text_are_not_special(bpe):
@@ -108,7 +98,7 @@ def test_cached_bpe_trains_once_per_fingerprint_and_size(tmp_path):
 
 
 def test_word_vocab_from_stanford_file():
-    tok = WordVocabTokenizer.from_file(FIXTURES / "iwslt15_envi" / "vocab.en")
+    tok = Vocab.from_file(FIXTURES / "iwslt15_envi" / "vocab.en")
     lines = (FIXTURES / "iwslt15_envi" / "vocab.en").read_text(encoding="utf-8").split()
     assert lines[:3] == ["<unk>", "<s>", "</s>"]
     assert tok.itos[:4] == ["<pad>", "<s>", "</s>", "<unk>"]
@@ -124,10 +114,10 @@ def test_word_vocab_from_stanford_file():
 def test_word_vocab_bom_duplicates_and_errors(tmp_path):
     p = tmp_path / "vocab.vi"
     p.write_bytes("\ufeff<unk>\n<s>\n</s>\ntôi\nbạn\ntôi".encode())
-    tok = WordVocabTokenizer.from_file(p)
+    tok = Vocab.from_file(p)
     assert tok.itos == ["<pad>", "<s>", "</s>", "<unk>", "tôi", "bạn"]
     p.write_text("<unk>\nhai từ\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"vocab.vi:2: .*whitespace"):
-        WordVocabTokenizer.from_file(p)
+        Vocab.from_file(p)
     with pytest.raises(DataError, match="does not exist"):
-        WordVocabTokenizer.from_file(tmp_path / "missing.txt")
+        Vocab.from_file(tmp_path / "missing.txt")

@@ -1,13 +1,16 @@
 import math
-import random
 
 import pytest
 
 from coda_exp.metrics.bleu import detokenize, multi_bleu, sacrebleu_score, tokenized_bleu, unescape_moses
 
 
-def test_hand_computed_precisions():
-    # unigrams 5/6 (the second "the" is clipped), bigrams 3/5, trigrams 2/4, 4-grams 1/3; same length: BP = 1
+def test_bleu_tok_is_pinned_to_multi_bleu_perl():
+    # multi-bleu.perl on hyp "the cat sat on the mat" / ref "the cat sat on a mat" prints
+    #   BLEU = 53.73, 83.3/60.0/50.0/33.3 (BP=1.000, ratio=1.000, hyp_len=6, ref_len=6)
+    # by hand: unigrams 5/6 (the second "the" is clipped: the reference has one), bigrams 3/5 (the cat, cat sat,
+    # sat on), trigrams 2/4, 4-grams 1/3 (the cat sat on); same length: BP = 1;
+    # BLEU = 100 * (5/6 * 3/5 * 2/4 * 1/3) ** (1/4) = 100 * (1/12) ** 0.25 = 53.728
     s = multi_bleu(["the cat sat on the mat"], ["the cat sat on a mat"])
     assert s.precisions == pytest.approx((500 / 6, 60.0, 50.0, 100 / 3))
     assert s.brevity_penalty == 1.0 and (s.hyp_len, s.ref_len) == (6, 6)
@@ -30,11 +33,11 @@ def test_brevity_penalty_is_corpus_level():
 
 def test_case_sensitive_and_no_retokenization():
     assert tokenized_bleu(["The cat sat on the mat"], ["the cat sat on the mat"]) < 100
-    assert tokenized_bleu(["The cat sat on the mat"], ["the cat sat on the mat"], lowercase=True) == 100
+    assert tokenized_bleu(["The cat sat on the mat"], ["the cat sat on the mat"], lowercase=True) == pytest.approx(100)
     # "mat." is one token: tokenized BLEU does not split punctuation (sacreBLEU's 13a would)
     assert multi_bleu(["the cat sat on the mat."], ["the cat sat on the mat ."]).hyp_len == 6
     # only whitespace separates tokens; runs of spaces and tabs count once
-    assert tokenized_bleu(["the  cat\tsat on the mat"], ["the cat sat on the mat"]) == 100
+    assert tokenized_bleu(["the  cat\tsat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100)
 
 
 def test_zero_precision_gives_zero_like_multi_bleu():
@@ -42,19 +45,6 @@ def test_zero_precision_gives_zero_like_multi_bleu():
     assert s.precisions[3] == 0.0 and s.score == 0.0
     assert tokenized_bleu(["x y z w"], ["a b c d"]) == 0.0
     assert tokenized_bleu([""], ["a b c d"]) == 0.0
-
-
-def test_agrees_with_sacrebleu_without_tokenization_or_smoothing():
-    from sacrebleu.metrics import BLEU
-
-    rng = random.Random(0)
-    vocab = ["a", "b", "c", "d", "e", "f", "g", "h", "&apos;s", ",", "."]
-    refs = [" ".join(rng.choice(vocab) for _ in range(rng.randint(3, 15))) for _ in range(50)]
-    hyps = [" ".join(w if rng.random() < 0.7 else rng.choice(vocab) for w in r.split()[: rng.randint(2, 15)])
-            for r in refs]
-    ours = tokenized_bleu(hyps, refs)
-    ref = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyps, [refs]).score
-    assert 0 < ours < 100 and ours == pytest.approx(ref, abs=1e-9)
 
 
 def test_sacrebleu_score_and_signature():
@@ -75,38 +65,51 @@ def test_unescape_moses_in_one_pass():
     assert unescape_moses(text) == "it 's \"x\" & y <b> [1] a | b &apos;"  # an escaped & stays one character
 
 
-@pytest.mark.parametrize("tokenized, plain", [
-    ("the cat sat on the mat .", "the cat sat on the mat."),
-    ("well , I do n&apos;t know !", "well, I don't know!"),
-    ("it &apos;s 5 % of ( all ) cats ; see &#91; 1 &#93; : yes ?", "it's 5% of (all) cats; see [1]: yes?"),
-    ("we &apos;re , they &apos;ve , I &apos;m , you &apos;ll , he &apos;d", "we're, they've, I'm, you'll, he'd"),
-    ("he said &quot; hello &quot; and &quot; bye &quot; .", 'he said "hello" and "bye".'),
-    ("a well @-@ known { x } ...", "a well-known {x}..."),
-    ("rock &apos; n &apos; roll", "rock ' n ' roll"),  # a lone apostrophe: ambiguous, left alone
-    ("họ thấy , đúng &quot; vậy &quot; .", 'họ thấy, đúng "vậy".'),
-    ("", ""),
-])
-def test_detokenize(tokenized, plain):
-    assert detokenize(tokenized) == plain
+SENTENCES = [
+    "It isn't what you think, is it?",
+    "We're here; they've gone, I'm sure you'll agree.",
+    'He said "hello" and left.',
+    "The cat's toy (a red ball) costs $5.",
+    "Rock & roll: 100% fun!",
+    "A well-known fact [1].",
+    "You can't stop now... can you?",
+    "She'd rather be in Hà Nội, she said.",
+    "I don't know what it's about.",
+    "Prices rose 3.5% in 2019, didn't they?",
+]
 
 
-def test_iwslt_sacrebleu_is_on_detokenized_text_and_bleu_tok_on_tokens(monkeypatch):
+@pytest.mark.parametrize("plain", SENTENCES)
+def test_detokenize_undoes_the_moses_tokenizer(plain):
+    from sacremoses import MosesTokenizer
+
+    tokenized = MosesTokenizer(lang="en").tokenize(plain, escape=True, return_str=True)
+    assert tokenized != plain
+    assert detokenize(tokenized) == plain  # e.g. "isn &apos;t" -> "isn't", never "isn 't"
+
+
+def test_detokenize_keeps_vietnamese_and_empty_lines():
+    assert detokenize("họ thấy , đúng &quot; vậy &quot; .") == 'họ thấy, đúng "vậy".'
+    assert detokenize("") == ""
+
+
+def test_iwslt_bleu_evaluation_sacrebleu_on_detokenized_text_and_bleu_tok_on_tokens(monkeypatch):
     from coda_exp.data import IWSLTDataModule
-    from coda_exp.metrics import bleu
+    from coda_exp.tasks import seq2seq_eval
     from tests import FIXTURES
 
     dm = IWSLTDataModule(dir=str(FIXTURES / "iwslt15_envi"), batch_size=4)
     dm.setup()
-    refs = dm.references["test"]
+    refs = [ex["tgt"] for ex in dm.targets("test")]
     hyps = [r.replace(" .", " !") for r in refs]
     seen = []
-    monkeypatch.setattr(bleu, "sacrebleu_score", lambda h, r: seen.append((h, r)) or sacrebleu_score(h, r))
-    got = dm.evaluate("test", list(range(len(refs))), hyps)
+    monkeypatch.setattr(seq2seq_eval, "sacrebleu_score", lambda h, r: seen.append((h, r)) or sacrebleu_score(h, r))
+    got = seq2seq_eval.bleu_evaluation(hyps, dm.targets("test"), dm.stats)
     assert seen == [([detokenize(h) for h in hyps], [detokenize(r) for r in refs])]
     assert 'họ thấy một lớn bài_hát hôm_nay, đúng "vậy".' in seen[0][1]
     assert got["bleu"] == pytest.approx(sacrebleu_score(*seen[0])[0])
     assert got["bleu_tok"] == pytest.approx(tokenized_bleu(hyps, refs))  # on the tokenised text, unchanged
-    assert "tok:13a" in dm.stats["sacrebleu_signature"]
+    assert "tok:13a" in dm.stats["sacrebleu_signature"]  # recorded in the run record's data section
 
 
 def test_table_4_notes_print_the_sacrebleu_signature():

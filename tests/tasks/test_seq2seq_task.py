@@ -7,7 +7,10 @@ import functools
 import pytest
 import torch
 
-from coda_exp.data.seq2seq.datamodule import BOS, EOS, PAD, UNK
+from coda_exp.data.common.vocab import BOS_ID as BOS
+from coda_exp.data.common.vocab import EOS_ID as EOS
+from coda_exp.data.common.vocab import PAD_ID as PAD
+from coda_exp.data.common.vocab import UNK_ID as UNK
 from coda_exp.tasks import Seq2SeqTask, TaskModule
 from tests import FIXTURES
 
@@ -62,24 +65,37 @@ def test_exact_match_never_counts_the_unknown_token():
     assert finish(make_task(unk_id=None), "val", rows)["val/acc_seq"] == pytest.approx(0.75)  # no unk: ids only
 
 
-def test_predictions_keep_raw_references_and_per_example_outcomes():
-    raw = {0: "w5 ngựa_vằn", 1: None}  # example 1: the data holds no raw text -> decoded ids
+def test_predictions_keep_raw_references_and_per_example_outcomes(monkeypatch):
+    from coda_exp.tasks import seq2seq_eval
+
+    raw = {"test": [{"tgt": "w5 ngựa_vằn", "tests": []}, {"tgt": "w7", "tests": []}]}
     calls = []
 
-    def evaluator(split, indices, hyps):
-        calls.append((split, indices, hyps))
+    def fake_execution(hyps, examples, run_info):
+        calls.append((hyps, examples))
+        run_info["seen"] = True
         return {"acc_exec": 0.5, "exec": [True, False]}
 
-    task = make_task(evaluator=evaluator, reference_text=lambda split, i: raw[i] if split == "test" else "?")
+    monkeypatch.setitem(seq2seq_eval.EVALUATIONS, "execution", fake_execution)
+    info: dict = {}
+    task = make_task(targets=lambda split: raw[split], evaluations=["execution"], run_info=info)
     logged = finish(task, "test", [(0, [5, UNK], [5, UNK]), (1, [7], [7])])
-    assert calls == [("test", [0, 1], ["w5 <unk>", "w7"])]
+    assert calls == [(["w5 <unk>", "w7"], raw["test"])] and info == {"seen": True}
     assert logged == {"test/acc_seq": 0.5, "test/acc_exec": 0.5}  # the per-example list is not a metric
     assert task.test_predictions == [
         {"index": 0, "hypothesis": "w5 <unk>", "reference": "w5 ngựa_vằn", "exact": False, "exec": True},
         {"index": 1, "hypothesis": "w7", "reference": "w7", "exact": True, "exec": False}]
-    bad = make_task(evaluator=lambda *a: {"exec": [True]})
+    no_raw = make_task()  # no raw examples: the reference ids are decoded
+    finish(no_raw, "test", [(0, [5, UNK], [5, UNK])])
+    assert no_raw.test_predictions[0]["reference"] == "w5 <unk>"
+    monkeypatch.setitem(seq2seq_eval.EVALUATIONS, "execution", lambda *a: {"exec": [True]})
+    bad = make_task(targets=lambda split: raw[split], evaluations=["execution"])
     with pytest.raises(ValueError, match="per-example 'exec' has 1 values for 2 hypotheses"):
         finish(bad, "test", [(0, [5], [5]), (1, [7], [7])])
+    with pytest.raises(ValueError, match="unknown sequence evaluation 'rouge'"):
+        make_task(targets=lambda split: raw[split], evaluations=["rouge"])
+    with pytest.raises(ValueError, match="need the raw examples"):
+        make_task(evaluations=["bleu"])
 
 
 @pytest.mark.parametrize("name", ["iwslt15_envi", "algolisp"])
@@ -90,10 +106,11 @@ def test_data_modules_give_unk_id_and_raw_references(name):
     dm = cls(dir=str(FIXTURES / name), batch_size=4)
     dm.setup()
     kwargs = dm.task_kwargs()
-    assert kwargs["unk_id"] == UNK and kwargs["pad_id"] == PAD
+    assert kwargs["unk_id"] == UNK and kwargs["pad_id"] == PAD and kwargs["run_info"] is dm.stats
+    assert kwargs["evaluations"] == (["bleu"] if name == "iwslt15_envi" else ["execution"])
     if name == "iwslt15_envi":  # tst2013's first line holds a word outside vocab.vi
         line = (FIXTURES / name / "tst2013.vi").read_text(encoding="utf-8").splitlines()[0]
-        assert kwargs["reference_text"]("test", 0) == line == "tôi thấy một ngựa_vằn ."
+        assert kwargs["targets"]("test")[0]["tgt"] == line == "tôi thấy một ngựa_vằn ."
         assert dm.tgt_tokenizer.decode(dm.splits["test"][0]["tgt"]) == "tôi thấy một <unk> ."
     else:
-        assert kwargs["reference_text"]("test", 1) == dm.examples["test"][1]["tgt"]
+        assert kwargs["targets"]("test")[1]["tests"] == dm.examples["test"][1]["tests"]

@@ -10,9 +10,9 @@ from torch import nn
 from coda_exp import pipeline
 from coda_exp.data.common import tokenization
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.tokenization import EOS_ID, PAD_ID
+from coda_exp.data.common.vocab import EOS_ID, PAD_ID
 from coda_exp.data.text.datamodule import TextClassificationDataModule
-from coda_exp.data.text.readers import TEXT_READERS
+from coda_exp.data.text.readers import get_text_reader
 from coda_exp.tasks.base import TaskModule
 from coda_exp.tasks.text_classification import TextClassificationTask
 from tests import FIXTURES
@@ -68,8 +68,8 @@ def test_datamodule_on_fixtures(cache, name, sizes, classes):
 
 def test_batches_map_back_to_the_reader(cache):
     dm = make_dm(cache, "sst2")
-    texts = [x["text"] for x in TEXT_READERS["sst2"].read("test", SOURCES["sst2"])]
-    labels = [x["label"] for x in TEXT_READERS["sst2"].read("test", SOURCES["sst2"])]
+    texts = [x["text"] for x in get_text_reader("sst2").read("test", SOURCES["sst2"])]
+    labels = [x["label"] for x in get_text_reader("sst2").read("test", SOURCES["sst2"])]
     for b in dm.test_dataloader():
         for ids, y, i in zip(b["ids"], b["label"], b["index"]):
             assert dm.tokenizer.decode(ids) == texts[i] and y == labels[i]
@@ -113,7 +113,7 @@ def test_datamodule_errors(tmp_path):
         TextClassificationDataModule("sst2", tokenizer="word")
     with pytest.raises(DataError, match="max_tokens=100 is below max_len=512"):
         TextClassificationDataModule("sst2", max_tokens=100, max_len=512)
-    with pytest.raises(DataError, match="unknown text classification dataset"):
+    with pytest.raises(DataError, match="unknown dataset 'yelp'"):
         TextClassificationDataModule("yelp")
     with pytest.raises(DataError, match="lacks stsa.binary.train"):
         TextClassificationDataModule("sst2", dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup()

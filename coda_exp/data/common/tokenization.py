@@ -1,9 +1,9 @@
-"""Tokenizers for the sequence tasks: byte-pair encoding trained locally, and fixed word vocabularies.
+"""Tokenizers for the sequence tasks: byte-pair encoding trained locally (word vocabularies: :mod:`.vocab`).
 
 Every tokenizer follows one protocol (:class:`Tokenizer`): ``encode(text) -> list[int]`` (no special tokens
 added: the task adds ``bos``/``eos`` where it needs them), ``decode(ids) -> str`` (stops at the first ``eos``,
 skips ``pad`` and ``bos``), ``vocab_size``, and the special ids shared by every tokenizer of the project:
-``pad = 0``, ``bos = 1``, ``eos = 2``, ``unk = 3``.
+``pad = 0``, ``bos = 1``, ``eos = 2``, ``unk = 3`` (:mod:`coda_exp.data.common.vocab`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+import torch
+
 from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID, strip_special
 from coda_exp.io import atomic_write_text
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # at ids 0, 1, 2, 3
 METASPACE = "\u2581"  # "▁": marks a word start, so that decoding restores the spaces
 
 
@@ -39,28 +40,7 @@ class Tokenizer(Protocol):
     def decode(self, ids: Sequence[int]) -> str: ...
 
 
-def content_ids(ids: Iterable[int]) -> list[int]:
-    """``ids`` up to (not including) the first ``eos``, without ``pad`` and ``bos``; accepts tensors too."""
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    out: list[int] = []
-    for i in ids:
-        i = int(i)
-        if i == EOS_ID:
-            break
-        if i not in (PAD_ID, BOS_ID):
-            out.append(i)
-    return out
-
-
-class _Specials:
-    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]  # type: ignore[attr-defined]
-
-
-class BPETokenizer(_Specials):
+class BPETokenizer:
     """Byte-pair encoding (Sennrich et al. 2016) with HF ``tokenizers``, trained on our own training text.
 
     Pipeline: whitespace runs -> one space, stripped; words are split at spaces (each word start marked with
@@ -70,6 +50,8 @@ class BPETokenizer(_Specials):
     entries 0-3 only, never matched in the input text: a literal ``"<s>"`` in a review is encoded as ``<``,
     ``s``, ``>``.
     """
+
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
     def __init__(self, hf_tokenizer):
         self.hf = hf_tokenizer
@@ -107,7 +89,7 @@ class BPETokenizer(_Specials):
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.hf.decode(content_ids(ids), skip_special_tokens=False)
+        return self.hf.decode(strip_special(ids), skip_special_tokens=False)
 
     def id_to_token(self, i: int) -> str | None:
         return self.hf.id_to_token(i)
@@ -149,52 +131,46 @@ def cached_bpe(texts: Iterable[str] | Callable[[], Iterable[str]], fingerprint: 
     return tok, path
 
 
-class WordVocabTokenizer(_Specials):
-    """A fixed word vocabulary, one token per line (the Stanford IWSLT'15 ``vocab.en`` / ``vocab.vi``).
+class CharTokenizer:
+    """Characters to ids: the special ids 0-3, then ``chars`` in order (MLU: 4 + 17 ids)."""
 
-    The Stanford files start with ``<unk>``, ``<s>``, ``</s>``; these map to our ``unk``/``bos``/``eos`` and
-    ``<pad>`` is added, so the ids are: 0 ``<pad>``, 1 ``<s>``, 2 ``</s>``, 3 ``<unk>``, then the file's other
-    tokens in file order (a repeated token keeps its first id). Text is split on whitespace only (the Stanford
-    files are already tokenized); a word not in the vocabulary is ``unk``. ``decode`` joins with single spaces.
-    """
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+    UNK_CHAR = "\ufffd"  # what decode writes for an unknown id
 
-    def __init__(self, tokens: Iterable[str]):
-        self.itos: list[str] = list(SPECIAL_TOKENS)
-        self.stoi: dict[str, int] = {t: i for i, t in enumerate(self.itos)}
-        for t in tokens:
-            if t not in self.stoi:
-                self.stoi[t] = len(self.itos)
-                self.itos.append(t)
+    def __init__(self, chars: str):
+        if len(set(chars)) != len(chars):
+            raise ValueError(f"duplicate characters in {chars!r}")
+        self.chars = chars
+        self.stoi = {c: i + len(SPECIAL_TOKENS) for i, c in enumerate(chars)}
+        self._lut = np.full(max(map(ord, chars), default=0) + 2, UNK_ID, dtype=np.int64)
+        self._lut[[ord(c) for c in chars]] = list(self.stoi.values())
 
-    @classmethod
-    def from_file(cls, path: str | os.PathLike) -> WordVocabTokenizer:
-        path = Path(path)
-        if not path.is_file():
-            raise DataError(f"vocabulary file {str(path)!r} does not exist")
-        tokens = []
-        with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: tolerate a byte-order mark
-            for lineno, line in enumerate(f.read().split("\n"), 1):
-                tok = line.rstrip("\r")
-                if not tok:
-                    continue
-                if tok != tok.strip() or len(tok.split()) != 1:
-                    raise DataError(f"{path}:{lineno}: vocabulary entry {tok!r} contains whitespace; "
-                                    "expected one token per line")
-                tokens.append(tok)
-        if not tokens:
-            raise DataError(f"{path}: empty vocabulary file; expected one token per line")
-        return cls(tokens)
+    def __len__(self) -> int:
+        return len(SPECIAL_TOKENS) + len(self.chars)
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.itos)
+    vocab_size = property(__len__)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
         get = self.stoi.get
-        return [get(t, UNK_ID) for t in text.split()]
+        ids = [get(c, UNK_ID) for c in text]
+        return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
 
-    def decode(self, ids: Sequence[int]) -> str:
-        return " ".join(self.itos[i] if 0 <= i < len(self.itos) else UNK for i in content_ids(ids))
+    def encode_padded(self, texts: list[str], bos: bool = False, eos: bool = False) -> torch.Tensor:
+        """A batch at once: (batch, longest + bos + eos) int64 ids, 0-padded; same ids as :meth:`encode`."""
+        lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        codes = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        ids = self._lut[np.minimum(codes, len(self._lut) - 1)]  # the LUT's last slot is unk
+        off = int(bos)
+        out = np.full((len(texts), int(lens.max(initial=0)) + off + int(eos)), PAD_ID, dtype=np.int64)
+        cols = np.arange(out.shape[1])
+        out[(cols >= off) & (cols < lens[:, None] + off)] = ids  # row-major order = concatenation order
+        if bos:
+            out[:, 0] = BOS_ID
+        if eos:
+            out[np.arange(len(texts)), lens + off] = EOS_ID
+        return torch.from_numpy(out)
 
-    def id_to_token(self, i: int) -> str | None:
-        return self.itos[i] if 0 <= i < len(self.itos) else None
+    def decode(self, ids) -> str:
+        """Characters of :func:`strip_special` ``(ids)``; unknown ids read as U+FFFD."""
+        n = len(SPECIAL_TOKENS)
+        return "".join(self.chars[i - n] if n <= i < len(self) else self.UNK_CHAR for i in strip_special(ids))

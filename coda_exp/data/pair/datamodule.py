@@ -2,38 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from pathlib import Path
 
 import datasets
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.batching import EpochShuffleSampler
+from coda_exp.data.common.base import DataModule, cached_split, fingerprint
 from coda_exp.data.common.embeddings import load_pretrained
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.vocab import Vocab, tokenize
-from coda_exp.data.pair.readers import Reader, get_reader
+from coda_exp.data.common.vocab import PAD_ID, Vocab, tokenize
+from coda_exp.data.pair.readers import get_pair_reader
 
 log = logging.getLogger(__name__)
-
-
-def _file_key(path: Path) -> str:
-    if path.is_dir():  # a split stored as a folder of files (TrecQA's a.toks/b.toks/sim.txt/id.txt)
-        return ";".join(_file_key(p) for p in sorted(path.iterdir()) if p.is_file())
-    st = path.stat()
-    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _fingerprint(*parts: object) -> str:
-    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _examples(reader: Reader, path: str | None, split: str):  # generator for datasets.Dataset.from_generator
-    yield from (reader.read_local(Path(path)) if path else reader.read_hub(split))
+FEATURES = datasets.Features({"text_a": datasets.Value("string"), "text_b": datasets.Value("string"),
+                              "label": datasets.Value("int64"), "group": datasets.Value("string")})
 
 
 def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -42,11 +25,11 @@ def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
     for side in ("a", "b"):
         seqs = [r[f"{side}_ids"] for r in rows]
         width = max(1, max(len(s) for s in seqs))
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
         out[f"{side}_ids"] = ids
-        out[f"{side}_mask"] = ids != 0
+        out[f"{side}_mask"] = ids != PAD_ID
     out["label"] = torch.tensor([r["label"] for r in rows], dtype=torch.long)
     out["group"] = torch.tensor([r["group_idx"] for r in rows], dtype=torch.long)
     out["index"] = torch.tensor([r["index"] for r in rows], dtype=torch.long)
@@ -56,7 +39,7 @@ def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
 EVAL_PROTOCOLS = ("answered", "clean", "raw")
 
 
-class PairDataModule(pl.LightningDataModule):
+class PairDataModule(DataModule):
     """Reads a pair benchmark (``dataset``: snli, wikiqa, ...) from ``dir`` (official files) or the hub.
 
     ``dir=None`` loads ``hub_id`` with the ``datasets`` library. The vocabulary is built on the training split
@@ -67,8 +50,7 @@ class PairDataModule(pl.LightningDataModule):
     Ranking tasks (``ranking=True``): ``eval_protocol`` says which groups (questions) validation and test keep:
     ``answered`` drops groups with no positive candidate (the standard WikiQA protocol), ``clean`` also drops
     groups whose candidates are all positive (TrecQA "clean"), ``raw`` keeps every group (groups with no positive
-    are then skipped by MAP/MRR, which are undefined for them). ``eval_protocol=None`` means ``answered`` when
-    ``eval_only_answered`` is set, else ``raw``. Training keeps every candidate.
+    are then skipped by MAP/MRR, which are undefined for them). Training keeps every candidate.
 
     Benchmarks without a validation file (MNLI, whose development sets are its test sets here) take it from
     the training file: ``validation_from_train`` (a fraction) of the training examples, drawn with the fixed
@@ -79,26 +61,24 @@ class PairDataModule(pl.LightningDataModule):
     sets (``test_<name>`` splits of the reader) give several test dataloaders, in the reader's order.
     """
 
+    collate = staticmethod(_collate)
+
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
                  eval_batch_size: int | None = 256, max_len_a: int | None = None, max_len_b: int | None = None,
                  lowercase: bool = True, min_freq: int = 1, max_vocab: int | None = None,
-                 embeddings: dict | None = None, ranking: bool = False, eval_only_answered: bool = True,
+                 embeddings: dict | None = None, ranking: bool = False, eval_protocol: str = "answered",
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0, seed: int = 0, eval_protocol: str | None = None,
-                 validation_from_train: float | None = None, holdout_seed: int = 0, subset_seed: int = 0):
-        super().__init__()
-        self.reader = get_reader(dataset)
-        self.dir = dir
-        self.cache_dir = Path(cache_dir)
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
+                 num_workers: int = 0, seed: int = 0, validation_from_train: float | None = None,
+                 holdout_seed: int = 0, subset_seed: int = 0):
+        super().__init__(dir=dir, cache_dir=cache_dir, batch_size=batch_size, eval_batch_size=eval_batch_size,
+                         max_train_examples=max_train_examples, max_eval_examples=max_eval_examples,
+                         num_workers=num_workers, seed=seed)
+        self.reader = get_pair_reader(dataset)
         self.max_len = {"a": max_len_a, "b": max_len_b}
         self.lowercase = lowercase
         self.min_freq, self.max_vocab = min_freq, max_vocab
         self.embeddings_cfg = dict(embeddings or {})
-        self.ranking, self.eval_only_answered = ranking, eval_only_answered
-        if eval_protocol is None:
-            eval_protocol = "answered" if eval_only_answered else "raw"
+        self.ranking = ranking
         if eval_protocol not in EVAL_PROTOCOLS:
             raise DataError(f"eval_protocol must be one of {list(EVAL_PROTOCOLS)}, got {eval_protocol!r}")
         self.eval_protocol = eval_protocol
@@ -110,14 +90,9 @@ class PairDataModule(pl.LightningDataModule):
         self.validation_from_train, self.holdout_seed = validation_from_train, holdout_seed
         self.subset_seed = subset_seed
         self.test_sets = self.reader.test_splits()
-        self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
-                             **{s: max_eval_examples for s in self.test_sets}}
-        self.num_workers, self.seed = num_workers, seed
-        self.splits: dict[str, datasets.Dataset] = {}
         self.vocab: Vocab | None = None
+        self.vocab_key = ""  # the cached vocabulary's key (it names the encoded datasets' cache too)
         self.embedding_matrix: torch.Tensor | None = None
-        self.stats: dict[str, int] = {}
-        self.warnings: list[str] = []
 
     @property
     def num_classes(self) -> int:
@@ -141,41 +116,10 @@ class PairDataModule(pl.LightningDataModule):
 
     # -- loading ------------------------------------------------------------------------------------------
     def _raw_split(self, split: str) -> datasets.Dataset:
-        if self.dir is not None:
-            path = self.reader.path(self.dir, split)
-            key = _file_key(path)
-            src = str(path)
-        else:
-            src, key = None, f"hub:{self.reader.hub_id}:{split}"
-        fp = _fingerprint("raw-v1", self.reader.name, key)
-        try:
-            ds = datasets.Dataset.from_generator(
-                _examples, gen_kwargs={"reader": self.reader, "path": src, "split": split},
-                cache_dir=str(self.cache_dir / "datasets"), fingerprint=fp,
-                features=datasets.Features({"text_a": datasets.Value("string"), "text_b": datasets.Value("string"),
-                                            "label": datasets.Value("int64"), "group": datasets.Value("string")}),
-            )
-        except DataError:
-            raise
-        except Exception as e:  # datasets wraps generator errors; surface ours, explain hub failures
-            cause = e
-            while cause is not None and not isinstance(cause, DataError):
-                cause = cause.__cause__ or cause.__context__
-            if isinstance(cause, DataError):
-                raise cause from None
-            if self.dir is None:
-                raise DataError(
-                    f"{self.reader.name}: no data.dir was given and the hub dataset {self.reader.hub_id!r} could "
-                    f"not be loaded ({type(e).__name__}: {e}). Download the official files "
-                    f"{', '.join(self.reader.expected_files())} and pass data.dir=DIR. {self.reader.source_hint}"
-                ) from e
-            raise
-        if len(ds) == 0:
-            raise DataError(f"{self.reader.name}: split {split!r} ({src or self.reader.hub_id}) has no examples")
-        return ds
+        return cached_split(self.reader, split, self.dir, self.cache_dir, FEATURES, "pair-raw-v2")
 
     def _prepare_split(self, split: str, ds: datasets.Dataset) -> datasets.Dataset:
-        limit = self.max_examples[split]
+        limit = self.limit(split)
         if self.ranking and split != "train" and self.eval_protocol != "raw":
             positive, negative = set(), set()
             for g, y in zip(ds["group"], ds["label"]):
@@ -213,14 +157,16 @@ class PairDataModule(pl.LightningDataModule):
             out = {}
             for side in ("a", "b"):
                 toks = [tokenize(t, lower) for t in batch[f"text_{side}"]]
-                out[f"{side}_ids"] = [vocab.encode(t[: ml[side]] if ml[side] else t) for t in toks]
+                out[f"{side}_ids"] = [vocab.lookup(t[: ml[side]] if ml[side] else t) for t in toks]
             return out
 
-        return ds.map(enc, batched=True, desc="tokenising")
+        fp = fingerprint("pair-enc-v2", ds._fingerprint, self.vocab_key, len(vocab), lower, ml)
+        return ds.map(enc, batched=True, desc="tokenising", new_fingerprint=fp)
 
     def _build_vocab(self, train: datasets.Dataset) -> Vocab:
-        fp = _fingerprint("vocab-v1", train._fingerprint, self.lowercase, self.min_freq, self.max_vocab)
-        path = self.cache_dir / self.reader.name / f"vocab-{fp}.json"
+        # v2: special ids pad 0, bos 1, eos 2, unk 3 (v1 had pad 0, unk 1)
+        self.vocab_key = fingerprint("vocab-v2", train._fingerprint, self.lowercase, self.min_freq, self.max_vocab)
+        path = self.cache_dir / self.reader.name / f"vocab-{self.vocab_key}.json"
         if path.is_file():
             return Vocab.load(path)
         texts = (tokenize(t, self.lowercase) for col in ("text_a", "text_b") for t in train[col])
@@ -253,9 +199,7 @@ class PairDataModule(pl.LightningDataModule):
             self.stats["validation_held_out_from_train"] = k
         return raw
 
-    def setup(self, stage: str | None = None) -> None:
-        if self.splits:
-            return
+    def build(self) -> None:
         raw = {s: self._prepare_split(s, d) for s, d in self._raw_splits().items()}
         self.vocab = self._build_vocab(raw["train"])
         path = self.embeddings_cfg.get("path")
@@ -267,37 +211,21 @@ class PairDataModule(pl.LightningDataModule):
             self.stats["embeddings_found"] = found
             self.stats["vocab_added_from_embeddings"] = len(self.vocab) - train_size
         self.splits = {s: self._encode(d) for s, d in raw.items()}
-        for s, d in self.splits.items():
-            self.stats[f"{s}_examples"] = len(d)
         self.stats["vocab_size"] = len(self.vocab)
         if not path:
-            msg = ("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised "
-                   "and trained, so numbers will not match the paper's")
-            log.warning(msg)
-            self.warnings.append(msg)
+            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
+                      "initialised and trained, so numbers will not match the paper's")
         log.info("%s: %s", self.reader.name, self.stats)
 
     # -- loaders ------------------------------------------------------------------------------------------
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+    def split_loader(self, split: str) -> DataLoader:
         ds = self.splits[split].select_columns(["a_ids", "b_ids", "label", "group_idx", "index"])
-        gen = torch.Generator().manual_seed(self.seed)
-        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None, collate_fn=_collate, num_workers=self.num_workers, generator=gen,
-                          persistent_workers=self.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", shuffle=False)
+        return self.loader(ds, train=split == "train")
 
     def test_dataloader(self) -> DataLoader | list[DataLoader]:
         """One loader per test set (a list when there are several; their order is ``task_kwargs()["test_sets"]``)."""
-        loaders = [self._loader(s, shuffle=False) for s in self.test_sets]
+        loaders = [self.split_loader(s) for s in self.test_sets]
         return loaders[0] if len(loaders) == 1 else loaders
-
-    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
-        return self.test_dataloader()
 
     def split_groups(self, split: str) -> list[str]:
         """Group (query) ids of a split, in ``group_idx`` order, for writing predictions."""

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.pair.readers import Reader, SnliReader, read_jsonl_objects, register, require_str
+from coda_exp.data.common.files import iter_lines, read_jsonl, read_text
+from coda_exp.data.pair.readers import PairReader, SnliReader, register, require_str
 
 NLI3 = ("entailment", "neutral", "contradiction")
 
@@ -35,7 +36,7 @@ class MnliReader(SnliReader):
 SCITAIL_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
 
-class SciTailReader(Reader):
+class SciTailReader(PairReader):
     """SciTail v1.1 (Khot et al. 2018), labels ``entails`` / ``neutral``, from either release format:
 
     - ``tsv_format/scitail_1.0_{train,dev,test}.tsv``: ``premise<TAB>hypothesis<TAB>label`` (no header);
@@ -65,9 +66,9 @@ class SciTailReader(Reader):
         return [f"tsv_format/scitail_1.0_{{{','.join(SCITAIL_SPLITS.values())}}}.tsv",
                 f"or snli_format/scitail_1.0_{{{','.join(SCITAIL_SPLITS.values())}}}.txt"]
 
-    def read_local(self, path: Path) -> Iterator[dict]:
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
         if path.suffix == ".txt":
-            for where, row in read_jsonl_objects(path):
+            for where, row in read_jsonl(path, split):
                 require_str(row, ("gold_label", "sentence1", "sentence2"), where)
                 if row["gold_label"] == "-":
                     continue
@@ -75,17 +76,16 @@ class SciTailReader(Reader):
                 yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
                        "label": self.label_id(label, where), "group": ""}
             return
-        with open(path, encoding="utf-8-sig") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                fields = line.rstrip("\r\n").split("\t")
-                if len(fields) != 3:
-                    raise DataError(f"{where}: malformed row with {len(fields)} tab-separated fields; expected 3 "
-                                    "(premise, hypothesis, label)")
-                yield {"text_a": fields[0], "text_b": fields[1], "label": self.label_id(fields[2].strip(), where),
-                       "group": ""}
+        for lineno, line in iter_lines(path, split, "premise<TAB>hypothesis<TAB>label lines"):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            fields = line.split("\t")
+            if len(fields) != 3:
+                raise DataError(f"{where}: malformed row with {len(fields)} tab-separated fields; expected 3 "
+                                "(premise, hypothesis, label)")
+            yield {"text_a": fields[0], "text_b": fields[1], "label": self.label_id(fields[2].strip(), where),
+                   "group": ""}
 
     def read_hub(self, split: str) -> Iterator[dict]:
         for row in self.load_hub(split):
@@ -93,7 +93,7 @@ class SciTailReader(Reader):
                    "group": ""}
 
 
-class DnliReader(Reader):
+class DnliReader(PairReader):
     """Dialogue NLI (Welleck et al. 2019): ``dialogue_nli_{train,dev,test}.jsonl`` of the release (folder
     ``dialogue_nli/``, which ``data.dir`` may also point above). Despite the extension, the released files hold
     one JSON *array* of objects; JSON lines (one object per line) are accepted too. Fields ``sentence1``,
@@ -108,24 +108,21 @@ class DnliReader(Reader):
             directory = nested
         return super().path(directory, split)
 
-    def _rows(self, path: Path) -> Iterator[tuple[str, object]]:
-        with open(path, encoding="utf-8-sig") as f:
-            head = f.read(4096).lstrip()
-        if not head:
-            raise DataError(f"{path}: empty file; expected a JSON array of DNLI examples (or JSON lines)")
-        if head.startswith("["):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8-sig"))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg}); expected an array of objects") from None
-            for i, row in enumerate(data):
-                ident = row.get("id") if isinstance(row, dict) else None
-                yield f"{path}: element {i}" + (f" (id {ident})" if ident else ""), row
-        else:
-            yield from read_jsonl_objects(path)
+    def _rows(self, path: Path, split: str) -> Iterator[tuple[str, object]]:
+        text = read_text(path, split, "a JSON array of DNLI examples (or JSON lines)")
+        if not text.lstrip().startswith("["):
+            yield from read_jsonl(path, split)
+            return
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg}); expected an array of objects") from None
+        for i, row in enumerate(data):
+            ident = row.get("id") if isinstance(row, dict) else None
+            yield f"{path}: element {i}" + (f" (id {ident})" if ident else ""), row
 
-    def read_local(self, path: Path) -> Iterator[dict]:
-        for where, row in self._rows(path):
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        for where, row in self._rows(path, split):
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
             require_str(row, ("label", "sentence1", "sentence2"), where)

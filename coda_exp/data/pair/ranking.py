@@ -7,16 +7,14 @@ module's ``eval_protocol``, not the reader's: readers keep every candidate they 
 
 from __future__ import annotations
 
-import csv
-import gzip
 import logging
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.pair.readers import Reader, register
+from coda_exp.data.common.files import iter_lines, read_lines, read_table
+from coda_exp.data.pair.readers import PairReader, register
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +32,7 @@ TOKS_FILES = ("a.toks", "b.toks", "sim.txt", "id.txt")
 _QAPAIRS = re.compile(r"""^<QApairs\s+id=['"]([^'"]*)['"]\s*>$""")
 
 
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8-sig")
-
-
-class TrecQAReader(Reader):
+class TrecQAReader(PairReader):
     """TrecQA (Wang et al. 2007; Yao et al. 2013) from one of two layouts in ``data.dir``:
 
     1. the jacana-style XML: ``TRAIN-ALL.xml`` (else ``TRAIN.xml``), ``DEV.xml``, ``TEST.xml``, or jacana's original
@@ -78,77 +72,70 @@ class TrecQAReader(Reader):
                  "*-less-than-40.manual-edit.xml)"),
                 "or folders train-all/, raw-dev/, raw-test/ each with a.toks, b.toks, sim.txt, id.txt"]
 
-    def read_local(self, path: Path) -> Iterator[dict]:
-        yield from (self._read_toks(path) if path.is_dir() else self._read_xml(path))
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        yield from (self._read_toks(path, split) if path.is_dir() else self._read_xml(path, split))
 
-    def _read_xml(self, path: Path) -> Iterator[dict]:
+    def _read_xml(self, path: Path, split: str) -> Iterator[dict]:
         qid = question = None
         pending: str | None = None  # element whose first line (the tokens) comes next
         cands: list[tuple[str, int]] = []
         seen: dict[str, int] = {}
-        empty, start = True, 0
-        with _open_text(path) as f:
-            for lineno, raw in enumerate(f, 1):
-                line = raw.strip()
-                if not line:
-                    continue
-                empty = False
-                where = f"{path}:{lineno}"
-                if pending is not None:
-                    if line.startswith("<"):
-                        raise DataError(f"{where}: <{pending}> has no token line")
-                    text = " ".join(line.split("\t"))
-                    if pending == "question":
-                        question = text
-                    else:
-                        cands.append((text, self.label_id("1" if pending == "positive" else "0", where)))
-                    pending = None
-                    continue
-                m = _QAPAIRS.match(line)
-                if m:
-                    if qid is not None:
-                        raise DataError(f"{where}: <QApairs> opened before </QApairs> of question {qid!r} "
-                                        f"(line {start})")
-                    qid, question, cands, start = m.group(1), None, [], lineno
-                elif line == "</QApairs>":
-                    if qid is None:
-                        raise DataError(f"{where}: </QApairs> without an opening <QApairs id='...'>")
-                    if question is None:
-                        raise DataError(f"{where}: question {qid!r} (line {start}) has no <question>")
-                    if not cands:
-                        log.warning("%s:%d: question %r has no candidates; skipped", path, start, qid)
-                    seen[qid] = seen.get(qid, 0) + 1
-                    group = qid if seen[qid] == 1 else f"{qid}#{seen[qid]}"
-                    for text, label in cands:
-                        yield {"text_a": question, "text_b": text, "label": label, "group": group}
-                    qid = None
-                elif line.startswith("<") and not line.startswith("</"):
-                    tag = line.strip("<>")
-                    if qid is None:
-                        raise DataError(f"{where}: <{tag}> outside a <QApairs> block")
-                    if tag not in ("question", "positive", "negative"):
-                        raise DataError(f"{where}: unknown element <{tag}> for {self.name}; expected <question>, "
-                                        "<positive> or <negative> (the candidate's label)")
-                    pending = tag
-                # other lines: closing tags and the POS / dependency / NER lines, not used
-        if empty:
-            raise DataError(f"{path}: empty file; expected <QApairs id='...'> blocks")
+        start = 0
+        for lineno, raw in iter_lines(path, split, "<QApairs id='...'> blocks"):
+            line = raw.strip()
+            if not line:
+                continue
+            where = f"{path}:{lineno}"
+            if pending is not None:
+                if line.startswith("<"):
+                    raise DataError(f"{where}: <{pending}> has no token line")
+                text = " ".join(line.split("\t"))
+                if pending == "question":
+                    question = text
+                else:
+                    cands.append((text, self.label_id("1" if pending == "positive" else "0", where)))
+                pending = None
+                continue
+            m = _QAPAIRS.match(line)
+            if m:
+                if qid is not None:
+                    raise DataError(f"{where}: <QApairs> opened before </QApairs> of question {qid!r} "
+                                    f"(line {start})")
+                qid, question, cands, start = m.group(1), None, [], lineno
+            elif line == "</QApairs>":
+                if qid is None:
+                    raise DataError(f"{where}: </QApairs> without an opening <QApairs id='...'>")
+                if question is None:
+                    raise DataError(f"{where}: question {qid!r} (line {start}) has no <question>")
+                if not cands:
+                    log.warning("%s:%d: question %r has no candidates; skipped", path, start, qid)
+                seen[qid] = seen.get(qid, 0) + 1
+                group = qid if seen[qid] == 1 else f"{qid}#{seen[qid]}"
+                for text, label in cands:
+                    yield {"text_a": question, "text_b": text, "label": label, "group": group}
+                qid = None
+            elif line.startswith("<") and not line.startswith("</"):
+                tag = line.strip("<>")
+                if qid is None:
+                    raise DataError(f"{where}: <{tag}> outside a <QApairs> block")
+                if tag not in ("question", "positive", "negative"):
+                    raise DataError(f"{where}: unknown element <{tag}> for {self.name}; expected <question>, "
+                                    "<positive> or <negative> (the candidate's label)")
+                pending = tag
+            # other lines: closing tags and the POS / dependency / NER lines, not used
         if qid is not None:
             raise DataError(f"{path}: ends inside question {qid!r} (line {start}); </QApairs> missing")
 
-    def _read_toks(self, folder: Path) -> Iterator[dict]:
+    def _read_toks(self, folder: Path, split: str) -> Iterator[dict]:
         cols = {}
         for name in TOKS_FILES:
-            with open(folder / name, encoding="utf-8-sig") as f:
-                cols[name] = [line.rstrip("\r\n") for line in f]
+            cols[name] = read_lines(folder / name, split, "one candidate per line")
             while cols[name] and not cols[name][-1].strip():
                 cols[name].pop()
         lengths = {name: len(v) for name, v in cols.items()}
         if len(set(lengths.values())) != 1:
             raise DataError(f"{folder}: a.toks, b.toks, sim.txt and id.txt must have one line per candidate; "
                             f"got {lengths}")
-        if not lengths["a.toks"]:
-            raise DataError(f"{folder}: empty files; expected one candidate per line")
         for i, (q, a, sim, qid) in enumerate(zip(*(cols[n] for n in TOKS_FILES)), 1):
             if not q.strip() or not a.strip() or not qid.strip():
                 raise DataError(f"{folder}: line {i}: empty question, candidate or id")
@@ -161,10 +148,9 @@ class TrecQAReader(Reader):
 UDC_TRAIN_HEADER = ("Context", "Utterance", "Label")
 UDC_EVAL_FIRST = ("Context", "Ground Truth Utterance")
 UDC_LABELS = {"1": "1", "1.0": "1", "0": "0", "0.0": "0"}
-csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # dialogue contexts can be long
 
 
-class UdcReader(Reader):
+class UdcReader(PairReader):
     """Ubuntu Dialogue Corpus v1 (Lowe et al. 2015), the CSV files of the release:
 
     - ``train.csv``: ``Context,Utterance,Label`` (label ``1``/``0``, also written ``1.0``/``0.0``): one
@@ -175,40 +161,30 @@ class UdcReader(Reader):
     Turn markers ``__eou__`` / ``__eot__`` are kept as tokens. An empty candidate is an error.
     """
 
-    def read_local(self, path: Path) -> Iterator[dict]:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            rows = csv.reader(f)
-            header = next(rows, None)
-            if header is None:
-                raise DataError(f"{path}: empty file; expected a CSV header "
-                                f"({','.join(UDC_TRAIN_HEADER)} or {','.join(UDC_EVAL_FIRST)},Distractor_0,...)")
-            header = [h.strip() for h in header]
-            if tuple(header) == UDC_TRAIN_HEADER:
-                train = True
-            elif tuple(header[:2]) == UDC_EVAL_FIRST and len(header) > 2 and all(
-                    h.startswith("Distractor_") for h in header[2:]):
-                train = False
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        expected = (f"a CSV header ({','.join(UDC_TRAIN_HEADER)} or {','.join(UDC_EVAL_FIRST)},Distractor_0,...) "
+                    "and one row per example")
+        header, rows = read_table(path, split, expected)
+        if tuple(header) == UDC_TRAIN_HEADER:
+            train = True
+        elif tuple(header[:2]) == UDC_EVAL_FIRST and len(header) > 2 and all(
+                h.startswith("Distractor_") for h in header[2:]):
+            train = False
+        else:
+            raise DataError(f"{path}:1: unexpected header {header}; expected {','.join(UDC_TRAIN_HEADER)} "
+                            f"(train) or {','.join(UDC_EVAL_FIRST)},Distractor_0,... (valid/test)")
+        stem = path.stem
+        for lineno, row in rows:
+            where = f"{path}:{lineno}"
+            if not all(c.strip() for c in row):
+                raise DataError(f"{where}: empty field in column {header[[c.strip() for c in row].index('')]!r}")
+            group = f"{stem}-{lineno}"
+            if train:
+                label = UDC_LABELS.get(row[2].strip(), row[2].strip())
+                yield {"text_a": row[0], "text_b": row[1], "label": self.label_id(label, where), "group": group}
             else:
-                raise DataError(f"{path}:1: unexpected header {header}; expected {','.join(UDC_TRAIN_HEADER)} "
-                                f"(train) or {','.join(UDC_EVAL_FIRST)},Distractor_0,... (valid/test)")
-            stem = path.stem
-            for row in rows:
-                lineno = rows.line_num
-                if not row or all(not c.strip() for c in row):
-                    continue
-                where = f"{path}:{lineno}"
-                if len(row) != len(header):
-                    raise DataError(f"{where}: malformed row with {len(row)} fields; expected {len(header)} "
-                                    f"({', '.join(header)})")
-                if not all(c.strip() for c in row):
-                    raise DataError(f"{where}: empty field in column {header[[c.strip() for c in row].index('')]!r}")
-                group = f"{stem}-{lineno}"
-                if train:
-                    label = UDC_LABELS.get(row[2].strip(), row[2].strip())
-                    yield {"text_a": row[0], "text_b": row[1], "label": self.label_id(label, where), "group": group}
-                else:
-                    for k, cand in enumerate(row[1:]):
-                        yield {"text_a": row[0], "text_b": cand, "label": int(k == 0), "group": group}
+                for k, cand in enumerate(row[1:]):
+                    yield {"text_a": row[0], "text_b": cand, "label": int(k == 0), "group": group}
 
 
 for _reader in (

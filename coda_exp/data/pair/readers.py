@@ -9,40 +9,42 @@ stored as a cached :class:`datasets.Dataset`.
 from __future__ import annotations
 
 import csv
-import json
 import os
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, require_files
+from coda_exp.data.common.files import read_jsonl, read_table
+from coda_exp.data.common.readers import READERS, Reader, get_reader, register
+from coda_exp.data.common.splits import is_test_split
 
-SPLITS = ("train", "validation", "test")
+__all__ = ["READERS", "PairReader", "get_pair_reader", "register", "require_str"]
 
 
 @dataclass(frozen=True)
-class Reader(ABC):
-    """Knows one benchmark: its label names, its official files per split, and its hub id."""
+class PairReader(Reader):
+    """A pair benchmark: its label names, its official file per split (``files``) and hub split names."""
 
-    name: str
-    label_names: tuple[str, ...]
-    files: dict[str, str]
-    hub_id: str | None
+    label_names: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
     hub_splits: dict[str, str] = field(default_factory=dict)
-    source_hint: str = ""
     hub_config: str | None = None  # the hub dataset's configuration name, if it has several
 
     def expected_files(self) -> list[str]:
         return list(self.files.values())
 
-    def splits(self) -> list[str]:
+    def layout(self) -> str:
+        return "the official files " + ", ".join(self.expected_files())
+
+    def splits(self) -> tuple[str, ...]:
         """The splits this benchmark ships files for: ``train``, usually ``validation``, and one or more test
         sets (``test``, or named ``test_<name>``, e.g. MNLI's ``test_matched`` and ``test_mismatched``)."""
-        return list(self.files)
+        return tuple(self.files)
 
     def test_splits(self) -> list[str]:
-        return [s for s in self.files if s == "test" or s.startswith("test_")]
+        return [s for s in self.files if is_test_split(s)]
 
     def missing_message(self, directory: Path, missing: list[str]) -> str:
         return (
@@ -54,6 +56,16 @@ class Reader(ABC):
         expected = self.expected_files()
         return require_files(self.name, directory, expected, expected, self.source_hint) / self.files[split]
 
+    def local_files(self, directory: Path, split: str) -> list[Path]:
+        return [self.path(directory, split)]
+
+    def read_local(self, directory: Path, split: str) -> Iterator[dict]:
+        yield from self.read_file(self.path(directory, split), split)
+
+    @abstractmethod
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        """Examples ``{"text_a", "text_b", "label", "group"}`` of one official file, validated row by row."""
+
     def label_id(self, label: str, where: str) -> int:
         try:
             return self.label_names.index(label)
@@ -61,16 +73,6 @@ class Reader(ABC):
             raise DataError(
                 f"{where}: unknown label {label!r} for {self.name}; expected one of {list(self.label_names)}"
             ) from None
-
-    @abstractmethod
-    def read_local(self, path: Path) -> Iterator[dict]:
-        """Examples of one official file, validated row by row."""
-
-    def read_hub(self, split: str) -> Iterator[dict]:
-        """Examples of one split of the hub dataset ``hub_id`` (readers with a hub id override this)."""
-        raise DataError(f"{self.name}: there is no Hugging Face hub dataset for this benchmark; download the "
-                        f"official files {', '.join(self.expected_files())} and pass data.dir=DIR. "
-                        f"{self.source_hint}")
 
     def load_hub(self, split: str):
         """``datasets.load_dataset`` of ``hub_id`` (and ``hub_config``) for ``split``."""
@@ -80,21 +82,8 @@ class Reader(ABC):
         return datasets.load_dataset(*args, split=self.hub_splits.get(split, split))
 
 
-def read_jsonl_objects(path: Path) -> Iterator[tuple[str, dict]]:
-    """``(where, object)`` for each non-empty line of a JSON-lines file; malformed lines are a :class:`DataError`
-    naming ``file:line``."""
-    with open(path, encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            yield where, row
+def get_pair_reader(name: str) -> PairReader:
+    return get_reader(name, PairReader)
 
 
 def require_str(row: dict, keys: tuple[str, ...], where: str) -> None:
@@ -103,11 +92,11 @@ def require_str(row: dict, keys: tuple[str, ...], where: str) -> None:
             raise DataError(f"{where}: missing or non-string field {key!r}")
 
 
-class SnliReader(Reader):
+class SnliReader(PairReader):
     """SNLI 1.0 (Bowman et al. 2015): ``snli_1.0_{train,dev,test}.jsonl``; pairs with gold label ``-`` are dropped."""
 
-    def read_local(self, path: Path) -> Iterator[dict]:
-        for where, row in read_jsonl_objects(path):
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        for where, row in read_jsonl(path, split):
             require_str(row, ("gold_label", "sentence1", "sentence2"), where)
             if row["gold_label"] == "-":
                 continue
@@ -115,9 +104,7 @@ class SnliReader(Reader):
                    "label": self.label_id(row["gold_label"], where), "group": ""}
 
     def read_hub(self, split: str) -> Iterator[dict]:
-        import datasets
-
-        for row in datasets.load_dataset(self.hub_id, split=self.hub_splits.get(split, split)):
+        for row in self.load_hub(split):
             if row["label"] < 0:  # the hub's -1 is SNLI's "-": no gold label
                 continue
             yield {"text_a": row["premise"], "text_b": row["hypothesis"], "label": int(row["label"]), "group": ""}
@@ -126,46 +113,25 @@ class SnliReader(Reader):
 WIKIQA_COLUMNS = ("QuestionID", "Question", "DocumentID", "DocumentTitle", "SentenceID", "Sentence", "Label")
 
 
-class WikiQAReader(Reader):
+class WikiQAReader(PairReader):
     """WikiQA (Yang et al. 2015): ``WikiQA-{train,dev,test}.tsv``, one candidate sentence per row, grouped by question."""
 
-    def read_local(self, path: Path) -> Iterator[dict]:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            header = next(rows, None)
-            if header is None:
-                raise DataError(f"{path}: empty file; expected a header line {'<TAB>'.join(WIKIQA_COLUMNS)}")
-            missing = [c for c in ("QuestionID", "Question", "Sentence", "Label") if c not in header]
-            if missing:
-                raise DataError(f"{path}:1: header lacks column(s) {missing}; expected {list(WIKIQA_COLUMNS)}")
-            col = {name: header.index(name) for name in ("QuestionID", "Question", "Sentence", "Label")}
-            for lineno, row in enumerate(rows, 2):
-                if not row or all(not c.strip() for c in row):
-                    continue
-                where = f"{path}:{lineno}"
-                if len(row) != len(header):
-                    raise DataError(f"{where}: malformed row with {len(row)} tab-separated fields; "
-                                    f"expected {len(header)} ({', '.join(header)})")
-                yield {"text_a": row[col["Question"]], "text_b": row[col["Sentence"]],
-                       "label": self.label_id(row[col["Label"]].strip(), where), "group": row[col["QuestionID"]]}
+    def read_file(self, path: Path, split: str) -> Iterator[dict]:
+        header, rows = read_table(path, split, f"a header line {'<TAB>'.join(WIKIQA_COLUMNS)}", delimiter="\t",
+                                  quoting=csv.QUOTE_NONE)
+        missing = [c for c in ("QuestionID", "Question", "Sentence", "Label") if c not in header]
+        if missing:
+            raise DataError(f"{path}:1: header lacks column(s) {missing}; expected {list(WIKIQA_COLUMNS)}")
+        col = {name: header.index(name) for name in ("QuestionID", "Question", "Sentence", "Label")}
+        for lineno, row in rows:
+            where = f"{path}:{lineno}"
+            yield {"text_a": row[col["Question"]], "text_b": row[col["Sentence"]],
+                   "label": self.label_id(row[col["Label"]].strip(), where), "group": row[col["QuestionID"]]}
 
     def read_hub(self, split: str) -> Iterator[dict]:
-        import datasets
-
-        for row in datasets.load_dataset(self.hub_id, split=self.hub_splits.get(split, split)):
+        for row in self.load_hub(split):
             yield {"text_a": row["question"], "text_b": row["answer"], "label": int(row["label"]),
                    "group": row["question_id"]}
-
-
-READERS: dict[str, Reader] = {}
-
-
-def register(reader: Reader) -> Reader:
-    """Add ``reader`` to :data:`READERS` under its name (benchmark modules call this on import)."""
-    if reader.name in READERS and READERS[reader.name] != reader:
-        raise ValueError(f"a reader named {reader.name!r} is already registered")
-    READERS[reader.name] = reader
-    return reader
 
 
 for _reader in (
@@ -186,9 +152,3 @@ for _reader in (
     ),
 ):
     register(_reader)
-
-
-def get_reader(name: str) -> Reader:
-    if name not in READERS:
-        raise DataError(f"unknown dataset {name!r}; known datasets: {sorted(READERS)}")
-    return READERS[name]

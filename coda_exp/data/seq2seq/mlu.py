@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,7 +30,10 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, require_files
+from coda_exp.data.common.files import iter_lines
+from coda_exp.data.common.readers import Reader, register
+from coda_exp.data.common.splits import SPLITS
 from coda_exp.io import atomic_write
 
 MLU_LOW, MLU_HIGH = -1000, 1000  # values are drawn from [MLU_LOW, MLU_HIGH)
@@ -37,7 +41,7 @@ MLU_EXPRESSIONS = ("x+y", "x-y", "x*y", "y+x", "y-x", "y*x")
 _GROUP_OF_EXPR = np.array([0, 1, 2, 0, 3, 2], dtype=np.uint64)  # x+y==y+x, x*y==y*x; x-y, y-x distinct
 _NVAL = MLU_HIGH - MLU_LOW
 MLU_SPACE = _NVAL * _NVAL * len(MLU_EXPRESSIONS) * 2  # 48,000,000 distinct input strings
-MLU_SPLITS = ("train", "validation", "test")
+MLU_SPLITS = SPLITS  # a split code is its position here
 MLU_HELD_OUT_FRACTION = 1 / 11
 MLU_SPLIT_KEY = 0xC0DA_2019_0611  # fixed: the split never depends on the data seed
 MLU_DEFAULT_SEED = 1234
@@ -296,83 +300,51 @@ def write_mlu_files(out_dir: str | os.PathLike, num_train: int = MLU_PAPER_TRAIN
     return paths
 
 
-def read_mlu_file(path: str | os.PathLike, verify: bool = True) -> Iterator[dict]:
+MLU_HINT = "write them with `python scripts/make_mlu.py --out-dir DIR`"
+
+
+def read_mlu_file(path: str | os.PathLike, verify: bool = True, split: str | None = None) -> Iterator[dict]:
     """Examples ``{"src", "tgt", "index"}`` of an ``input:target`` file; spaces are insignificant and removed.
 
     Every malformed line is a :class:`DataError` naming ``file:line``; with ``verify`` a wrong target is one too.
     """
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"MLU: no file {str(path)!r}; write one with `python scripts/make_mlu.py --out-dir DIR`")
+        raise DataError(f"MLU: no file {str(path)!r}; {MLU_HINT}")
     index = 0
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = "".join(line.split())
-            if not text:
-                continue
-            where = f"{path}:{lineno}"
-            if text.count(":") != 1:
-                raise DataError(f"{where}: expected one 'input:target' pair, e.g. 'x=85,y=-523,x*y:-44455'")
-            src, tgt = text.split(":")
-            try:
-                parse_mlu(src)
-            except ValueError as e:
-                raise DataError(f"{where}: {e}") from None
-            if not TGT_RE.match(tgt):
-                raise DataError(f"{where}: target {tgt!r} is not an integer")
-            if verify and int(tgt) != mlu_answer(src):
-                raise DataError(f"{where}: target {tgt} is wrong for {src!r} (expected {mlu_answer(src)})")
-            yield {"src": src, "tgt": tgt, "index": index}
-            index += 1
+    for lineno, line in iter_lines(path, split, "one 'input:target' pair per line"):
+        text = "".join(line.split())
+        if not text:
+            continue
+        where = f"{path}:{lineno}"
+        if text.count(":") != 1:
+            raise DataError(f"{where}: expected one 'input:target' pair, e.g. 'x=85,y=-523,x*y:-44455'")
+        src, tgt = text.split(":")
+        try:
+            parse_mlu(src)
+        except ValueError as e:
+            raise DataError(f"{where}: {e}") from None
+        if not TGT_RE.match(tgt):
+            raise DataError(f"{where}: target {tgt!r} is not an integer")
+        if verify and int(tgt) != mlu_answer(src):
+            raise DataError(f"{where}: target {tgt} is wrong for {src!r} (expected {mlu_answer(src)})")
+        yield {"src": src, "tgt": tgt, "index": index}
+        index += 1
 
 
-class CharTokenizer:
-    """Characters to ids: 0 pad, 1 bos, 2 eos, 3 unk, then ``chars`` in order (MLU: 21 ids in all)."""
+@dataclass(frozen=True)
+class MLUReader(Reader):
+    """MLU written to files (``train.txt``, ``dev.txt``, ``test.txt``); without files, MLU is generated."""
 
-    PAD, BOS, EOS, UNK = 0, 1, 2, 3
-    SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
-    UNK_CHAR = "\ufffd"  # what decode writes for an unknown id
+    def layout(self) -> str:
+        return ", ".join(MLU_FILES.values())
 
-    def __init__(self, chars: str = MLU_CHARS):
-        if len(set(chars)) != len(chars):
-            raise ValueError(f"duplicate characters in {chars!r}")
-        self.chars = chars
-        self.stoi = {c: i + len(self.SPECIALS) for i, c in enumerate(chars)}
-        self._lut = np.full(max(map(ord, chars), default=0) + 2, self.UNK, dtype=np.int64)
-        self._lut[[ord(c) for c in chars]] = list(self.stoi.values())
+    def local_files(self, directory: Path, split: str) -> list[Path]:
+        files = list(MLU_FILES.values())
+        return [require_files(self.name, directory, files, files, MLU_HINT) / MLU_FILES[split]]
 
-    def __len__(self) -> int:
-        return len(self.SPECIALS) + len(self.chars)
+    def read_local(self, directory: Path, split: str) -> Iterator[dict]:
+        yield from read_mlu_file(self.local_files(directory, split)[0], split=split)
 
-    vocab_size = property(__len__)
 
-    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
-        get = self.stoi.get
-        ids = [get(c, self.UNK) for c in text]
-        return ([self.BOS] if bos else []) + ids + ([self.EOS] if eos else [])
-
-    def encode_padded(self, texts: list[str], bos: bool = False, eos: bool = False) -> torch.Tensor:
-        """A batch at once: (batch, longest + bos + eos) int64 ids, 0-padded; same ids as :meth:`encode`."""
-        lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        codes = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-        ids = self._lut[np.minimum(codes, len(self._lut) - 1)]  # the LUT's last slot is unk
-        off = int(bos)
-        out = np.zeros((len(texts), int(lens.max(initial=0)) + off + int(eos)), dtype=np.int64)
-        cols = np.arange(out.shape[1])
-        out[(cols >= off) & (cols < lens[:, None] + off)] = ids  # row-major order = concatenation order
-        if bos:
-            out[:, 0] = self.BOS
-        if eos:
-            out[np.arange(len(texts)), lens + off] = self.EOS
-        return torch.from_numpy(out)
-
-    def decode(self, ids) -> str:
-        """Characters up to the first eos; pad and bos are skipped, unknown ids read as U+FFFD."""
-        out, n = [], len(self.SPECIALS)
-        for i in (ids.tolist() if hasattr(ids, "tolist") else ids):
-            if i == self.EOS:
-                break
-            if i in (self.PAD, self.BOS):
-                continue
-            out.append(self.chars[i - n] if n <= i < len(self) else self.UNK_CHAR)
-        return "".join(out)
+MLU = register(MLUReader(name="mlu", hub_id=None, source_hint=MLU_HINT))

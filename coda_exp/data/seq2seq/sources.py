@@ -2,70 +2,48 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import Counter
-
+from coda_exp.data.common.base import fingerprint
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.tokenization import WordVocabTokenizer
-from coda_exp.data.seq2seq.datamodule import SPLITS, EncodedPairs, Seq2SeqDataModule
+from coda_exp.data.common.splits import SPLITS
+from coda_exp.data.common.tokenization import cached_bpe
+from coda_exp.data.common.vocab import Vocab
+from coda_exp.data.seq2seq.algolisp import ALGOLISP, ALGOLISP_SOURCE_HINT
+from coda_exp.data.seq2seq.datamodule import Seq2SeqDataModule
+from coda_exp.data.seq2seq.iwslt import IWSLT15_ENVI
 
 
-def _cap(rows: list[dict], limit: int | None) -> list[dict]:
-    return rows if limit is None else rows[:limit]
-
-
-def vocabulary_of(texts, min_freq: int = 1) -> WordVocabTokenizer:
+def vocabulary_of(texts, min_freq: int = 1) -> Vocab:
     """A whitespace-token vocabulary of ``texts``, most frequent first (ties alphabetical: deterministic)."""
-    counts = Counter(tok for t in texts for tok in t.split())
-    return WordVocabTokenizer(sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t)))
+    return Vocab.build((t.split() for t in texts), min_freq=min_freq)
 
 
 class AlgoLispDataModule(Seq2SeqDataModule):
     """AlgoLisp (Polosukhin & Skidanov 2018): problem text -> the program's flattened ``short_tree``.
 
     Reads ``metaset3.{train,dev,test}.jsonl`` from ``dir``. Source and target vocabularies are built on the
-    training split (words of the statement; program tokens, brackets included). Besides the exact-sequence
-    accuracy of the task module, ``evaluate`` runs every decoded program on the problem's input/output tests with
-    our AlgoLisp interpreter (``acc_exec``: all tests pass; per example ``exec``, saved with the test predictions).
+    training split (words of the statement; program tokens, brackets included). The task evaluates decoded
+    programs by exact match and by ``execution`` on the problem's input/output tests (``acc_exec``).
     """
 
-    def __init__(self, dir: str | None = None, min_freq: int = 1, max_train_examples: int | None = None,
-                 max_eval_examples: int | None = None, **kwargs):
-        super().__init__(**kwargs)
-        if dir is None:
-            from coda_exp.data.seq2seq.algolisp import ALGOLISP_SOURCE_HINT
+    evaluations = ("execution",)
 
+    def __init__(self, dir: str | None = None, min_freq: int = 1, **kwargs):
+        super().__init__(dir=dir, **kwargs)
+        if dir is None:
             raise DataError(f"algolisp: set data.dir to the folder holding metaset3.{{train,dev,test}}.jsonl "
                             f"(there is no hub copy). {ALGOLISP_SOURCE_HINT}")
-        self.dir, self.min_freq = dir, min_freq
-        self.limits = {"train": max_train_examples, "validation": max_eval_examples, "test": max_eval_examples}
-        self.examples: dict[str, list[dict]] = {}
+        self.min_freq = min_freq
 
     def build(self) -> None:
-        from coda_exp.data.seq2seq.algolisp import algolisp_path, read_algolisp
-
         for split in SPLITS:
-            rows = _cap(list(read_algolisp(algolisp_path(self.dir, split))), self.limits[split])
-            if not rows:
-                raise DataError(f"algolisp: {algolisp_path(self.dir, split)} has no examples")
-            self.examples[split] = rows
+            rows = list(ALGOLISP.read(split, self.dir))
+            self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
         train = self.examples["train"]
         self.src_tokenizer = vocabulary_of((r["src"] for r in train), self.min_freq)
         self.tgt_tokenizer = vocabulary_of((r["tgt"] for r in train), self.min_freq)
         for split, rows in self.examples.items():
-            self.splits[split] = EncodedPairs([(self.src_tokenizer.encode(r["src"]),
-                                                self.tgt_tokenizer.encode(r["tgt"])) for r in rows])
+            self.splits[split] = self.encode_split(split, rows)
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size)
-
-    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float | list]:
-        from coda_exp.metrics.algolisp_exec import execution_outcomes
-
-        passed = execution_outcomes(hypotheses, [self.examples[split][i] for i in indices])
-        return {"acc_exec": sum(passed) / len(passed) if passed else 0.0, "exec": passed}
-
-    def reference_text(self, split: str, index: int) -> str:
-        return self.examples[split][index]["tgt"]
 
 
 class IWSLTDataModule(Seq2SeqDataModule):
@@ -73,59 +51,40 @@ class IWSLTDataModule(Seq2SeqDataModule):
 
     ``tokenizer="word"`` uses the release's own vocabularies ``vocab.{en,vi}`` on its tokenised text (the
     setting of the paper's Table 4 and Luong & Manning); ``"bpe"`` trains a joint BPE of ``bpe_vocab_size``
-    locally on the training text (cached). ``evaluate`` scores decoded hypotheses against the *raw* reference
-    lines: tokenized BLEU as ``multi-bleu.perl`` on the tokenised text (``bleu_tok``, the paper's metric,
-    comparable to 28.43) and sacreBLEU on both sides detokenized (``bleu``, :func:`coda_exp.metrics.bleu.detokenize`;
-    signature kept in ``stats``). ``max_len`` drops training pairs longer than that many tokens on either side
-    (evaluation keeps everything). ``reference_text`` is the raw line, saved as the test predictions' reference.
+    locally on the training text (cached). The task scores decoded hypotheses against the *raw* reference lines
+    (``bleu`` evaluation: tokenized BLEU ``bleu_tok``, the paper's metric, and sacreBLEU ``bleu`` on detokenized
+    text). ``max_len`` drops training pairs longer than that many tokens on either side (evaluation keeps
+    everything).
     """
 
+    evaluations = ("bleu",)
+
     def __init__(self, dir: str | None = None, tokenizer: str = "word", bpe_vocab_size: int = 16000,
-                 max_len: int | None = 100, max_train_examples: int | None = None,
-                 max_eval_examples: int | None = None, **kwargs):
-        super().__init__(**kwargs)
+                 max_len: int | None = 100, **kwargs):
+        super().__init__(dir=dir, **kwargs)
         if tokenizer not in ("word", "bpe"):
-            raise ValueError(f"data.tokenizer must be 'word' or 'bpe', got {tokenizer!r}")
-        self.dir, self.tokenizer, self.bpe_vocab_size, self.max_len = dir, tokenizer, bpe_vocab_size, max_len
-        self.limits = {"train": max_train_examples, "validation": max_eval_examples, "test": max_eval_examples}
-        self.references: dict[str, list[str]] = {}
+            raise DataError(f"data.tokenizer must be 'word' or 'bpe', got {tokenizer!r}")
+        self.tokenizer, self.bpe_vocab_size, self.max_len = tokenizer, bpe_vocab_size, max_len
 
     def _tokenizers(self, train: list[dict]):
         if self.tokenizer == "word":
-            from coda_exp.data.seq2seq.iwslt import IWSLT15_ENVI
-
             return IWSLT15_ENVI.vocabularies(self.dir)
-        from coda_exp.data.common.tokenization import cached_bpe
-
-        fingerprint = hashlib.sha1(json.dumps([len(train), train[0], train[-1]]).encode()).hexdigest()
-        tok, _ = cached_bpe(lambda: (t for r in train for t in (r["src"], r["tgt"])), fingerprint,
+        key = fingerprint(len(train), train[0], train[-1])
+        tok, _ = cached_bpe(lambda: (t for r in train for t in (r["src"], r["tgt"])), key,
                             self.bpe_vocab_size, self.cache_dir / "iwslt15_envi")
         return tok, tok
 
     def build(self) -> None:
-        from coda_exp.data.seq2seq.iwslt import IWSLT15_ENVI
-
-        raw = {s: _cap(list(IWSLT15_ENVI.read(s, self.dir, drop_empty=s == "train")), self.limits[s])
-               for s in SPLITS}
-        self.src_tokenizer, self.tgt_tokenizer = self._tokenizers(raw["train"])
-        for split, rows in raw.items():
-            pairs = [(self.src_tokenizer.encode(r["src"]), self.tgt_tokenizer.encode(r["tgt"])) for r in rows]
+        for split in SPLITS:
+            rows = list(IWSLT15_ENVI.read(split, self.dir))
+            self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
+        self.src_tokenizer, self.tgt_tokenizer = self._tokenizers(self.examples["train"])
+        for split, rows in self.examples.items():
+            pairs = self.encode_split(split, rows)
             if split == "train" and self.max_len:
-                kept = [p for p in pairs if max(len(p[0]), len(p[1])) <= self.max_len]
+                kept = [p for p in pairs.pairs if max(len(p[0]), len(p[1])) <= self.max_len]
                 self.stats["train_dropped_too_long"] = len(pairs) - len(kept)
-                pairs = kept
-            self.splits[split] = EncodedPairs(pairs)
-            self.references[split] = [r["tgt"] for r in rows]
+                pairs.pairs = kept
+            self.splits[split] = pairs
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size,
                           tokenizer=self.tokenizer)
-
-    def evaluate(self, split: str, indices: list[int], hypotheses: list[str]) -> dict[str, float]:
-        from coda_exp.metrics.bleu import detokenize, sacrebleu_score, tokenized_bleu
-
-        refs = [self.references[split][i] for i in indices]
-        score, signature = sacrebleu_score([detokenize(h) for h in hypotheses], [detokenize(r) for r in refs])
-        self.stats["sacrebleu_signature"] = signature
-        return {"bleu": score, "bleu_tok": tokenized_bleu(hypotheses, refs)}
-
-    def reference_text(self, split: str, index: int) -> str:
-        return self.references[split][index]

@@ -1,6 +1,6 @@
 """Single texts with a class label: IMDb and SST (sentiment)."""
 
 from coda_exp.data.text.datamodule import TextClassificationDataModule
-from coda_exp.data.text.readers import TEXT_READERS, TextReader, get_text_reader
+from coda_exp.data.text.readers import TextReader, get_text_reader
 
-__all__ = ["TEXT_READERS", "TextClassificationDataModule", "TextReader", "get_text_reader"]
+__all__ = ["TextClassificationDataModule", "TextReader", "get_text_reader"]

@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 
 import datasets
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
+from coda_exp.data.common.base import DataModule, cached_split, fingerprint
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.tokenization import EOS_ID, PAD_ID, BPETokenizer, cached_bpe
-from coda_exp.data.text.readers import SPLITS, ImdbReader, TextReader, get_text_reader
+from coda_exp.data.common.splits import SPLITS
+from coda_exp.data.common.tokenization import BPETokenizer, cached_bpe
+from coda_exp.data.common.vocab import EOS_ID, PAD_ID
+from coda_exp.data.text.readers import ImdbReader, get_text_reader
 
 log = logging.getLogger(__name__)
 
 FEATURES = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("int64"),
                               "index": datasets.Value("int64")})
-
-
-def _fingerprint(*parts: object) -> str:
-    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _examples(reader: TextReader, directory: str | None, split: str):  # for datasets.Dataset.from_generator
-    yield from reader.read(split, directory)
 
 
 def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -44,7 +35,7 @@ def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
             "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
 
 
-class TextClassificationDataModule(pl.LightningDataModule):
+class TextClassificationDataModule(DataModule):
     """Reads ``dataset`` (imdb, sst2, sst5) from ``dir`` (official files) or, with ``dir=None``, the hub.
 
     A BPE vocabulary of ``bpe_vocab_size`` is learnt on the training split actually used (after
@@ -64,7 +55,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
                  max_tokens: int | None = None, bucket_width: int = 8, val_fraction: float = 0.1,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
                  num_workers: int = 0, seed: int = 0, subset_seed: int = 0):
-        super().__init__()
+        super().__init__(dir=dir, cache_dir=cache_dir, batch_size=batch_size, eval_batch_size=eval_batch_size,
+                         max_tokens=max_tokens, bucket_width=bucket_width, max_train_examples=max_train_examples,
+                         max_eval_examples=max_eval_examples, num_workers=num_workers, seed=seed)
         if tokenizer != "bpe":
             raise DataError(f"unknown tokenizer {tokenizer!r} for text classification; available: 'bpe'")
         if max_len < 1 or (append_eos and max_len < 2):
@@ -74,20 +67,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
                             "fit in any batch")
         options = {"val_fraction": val_fraction} if isinstance(get_text_reader(dataset), ImdbReader) else {}
         self.reader = get_text_reader(dataset, **options)
-        self.dir = dir
-        self.cache_dir = Path(cache_dir)
         self.tokenizer_name, self.bpe_vocab_size, self.bpe_min_frequency = tokenizer, bpe_vocab_size, bpe_min_frequency
         self.max_len, self.append_eos = max_len, append_eos
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.max_tokens, self.bucket_width = max_tokens, bucket_width
-        self.max_examples = {"train": max_train_examples, "validation": max_eval_examples,
-                             "test": max_eval_examples}
-        self.num_workers, self.seed, self.subset_seed = num_workers, seed, subset_seed
-        self.splits: dict[str, datasets.Dataset] = {}
+        self.subset_seed = subset_seed
         self.tokenizer: BPETokenizer | None = None
         self.tokenizer_path: Path | None = None  # the cached BPE file (its name is the data + settings key)
-        self.stats: dict[str, int | float] = {}
-        self.warnings: list[str] = []
 
     @property
     def num_classes(self) -> int:
@@ -105,25 +89,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return {"num_classes": self.num_classes}
 
     # -- loading ------------------------------------------------------------------------------------------
+    collate = staticmethod(collate_text)
+
     def _raw_split(self, split: str) -> datasets.Dataset:
-        where = self.dir if self.dir is not None else f"hub {self.reader.hub_id}"
-        fp = _fingerprint("text-raw-v1", self.reader.name, self.reader.source_key(split, self.dir))
-        try:
-            ds = datasets.Dataset.from_generator(
-                _examples, gen_kwargs={"reader": self.reader, "directory": self.dir, "split": split},
-                cache_dir=str(self.cache_dir / "datasets"), fingerprint=fp, features=FEATURES)
-        except DataError:
-            raise
-        except Exception as e:  # datasets wraps generator errors: surface ours
-            cause = e
-            while cause is not None and not isinstance(cause, DataError):
-                cause = cause.__cause__ or cause.__context__
-            if isinstance(cause, DataError):
-                raise cause from None
-            raise
-        if len(ds) == 0:
-            raise DataError(f"{self.reader.name}: split {split!r} ({where}) has no examples")
-        limit = self.max_examples[split]
+        ds = cached_split(self.reader, split, self.dir, self.cache_dir, FEATURES, "text-raw-v2")
+        limit = self.limit(split)
         if limit is not None and len(ds) > limit:
             ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
         return ds
@@ -144,48 +114,25 @@ class TextClassificationDataModule(pl.LightningDataModule):
             out = [x[:keep] + [EOS_ID] if eos else x[:keep] for x in ids]
             return {"ids": out, "length": [len(x) for x in out], "full_length": [len(x) for x in ids]}
 
-        fp = _fingerprint("text-enc-v1", ds._fingerprint, self.tokenizer_path.name, max_len, eos)
+        fp = fingerprint("text-enc-v1", ds._fingerprint, self.tokenizer_path.name, max_len, eos)
         ds = ds.map(enc, batched=True, desc=f"tokenising {split}", new_fingerprint=fp)
         full = ds["full_length"]
         self.stats[f"{split}_truncated"] = sum(n > keep for n in full)
         self.stats[f"{split}_mean_tokens"] = round(sum(full) / len(full), 2)
         return ds
 
-    def setup(self, stage: str | None = None) -> None:
-        if self.splits:
-            return
+    def build(self) -> None:
         self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
         raw = {s: self._raw_split(s) for s in SPLITS}
         self.tokenizer = self._build_tokenizer(raw["train"])
         self.splits = {s: self._encode(d, s) for s, d in raw.items()}
-        for s, d in self.splits.items():
-            self.stats[f"{s}_examples"] = len(d)
         self.stats["vocab_size"] = self.tokenizer.vocab_size
         for note in self.reader.notes(self.dir):
-            log.warning(note)
-            self.warnings.append(note)
+            self.warn(note)
         log.info("%s: %s", self.reader.name, self.stats)
 
     # -- loaders ------------------------------------------------------------------------------------------
-    def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        ds = self.splits[split].select_columns(["ids", "label", "index"])
-        common = {"collate_fn": collate_text, "num_workers": self.num_workers,
-                  "persistent_workers": self.num_workers > 0}
-        if self.max_tokens is not None:
-            sampler = TokenBatchSampler(self.splits[split]["length"], self.max_tokens, shuffle=shuffle,
-                                        seed=self.seed, bucket_width=self.bucket_width)
-            return DataLoader(ds, batch_sampler=sampler, **common)
-        return DataLoader(ds, batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None, generator=torch.Generator().manual_seed(self.seed), **common)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
-
-    def predict_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+    def split_loader(self, split: str) -> DataLoader:
+        ds = self.splits[split]
+        return self.loader(ds.select_columns(["ids", "label", "index"]), train=split == "train",
+                           lengths=ds["length"])

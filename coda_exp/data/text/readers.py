@@ -28,14 +28,16 @@ import hashlib
 import os
 import random
 import re
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, require_files
+from coda_exp.data.common.files import iter_lines, read_text
+from coda_exp.data.common.readers import Reader, get_reader, register
+from coda_exp.data.common.splits import SPLITS
 
-SPLITS = ("train", "validation", "test")
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _IMDB_NAME_RE = re.compile(r"^(\d+)_(\d+)\.txt$")
 
@@ -58,34 +60,15 @@ def held_out(labels: list[int], fraction: float, seed: int) -> set[int]:
 
 
 @dataclass(frozen=True)
-class TextReader(ABC):
-    """A single-text classification benchmark: label names, local layout, hub id."""
+class TextReader(Reader):
+    """A single-text classification benchmark: ``read_local`` / ``read_hub`` yield ``(text, label)`` pairs,
+    :meth:`read` numbers them (``{"text", "label", "index"}``)."""
 
-    name: str
-    label_names: tuple[str, ...]
-    hub_id: str | None
-    source_hint: str
+    label_names: tuple[str, ...] = ()
 
     def read(self, split: str, directory: str | os.PathLike | None = None) -> Iterator[dict]:
-        """Examples ``{"text", "label", "index"}`` of ``split`` from ``directory`` or, when it is None, the hub."""
-        if split not in SPLITS:
-            raise DataError(f"{self.name}: unknown split {split!r}; expected one of {list(SPLITS)}")
-        rows = self.read_local(Path(directory), split) if directory is not None else self._hub(split)
-        for i, (text, label) in enumerate(rows):
+        for i, (text, label) in enumerate(super().read(split, directory)):
             yield {"text": text, "label": label, "index": i}
-
-    def _hub(self, split: str) -> Iterator[tuple[str, int]]:
-        if self.hub_id is None:
-            raise DataError(f"{self.name}: there is no hub copy to fall back on; pass data.dir=DIR holding "
-                            f"{self.layout()}. {self.source_hint}")
-        try:
-            yield from self.read_hub(split)
-        except DataError:
-            raise
-        except Exception as e:
-            raise DataError(f"{self.name}: no data directory was given and the hub dataset {self.hub_id!r} could "
-                            f"not be loaded ({type(e).__name__}: {e}). Download {self.layout()} and pass "
-                            f"data.dir=DIR. {self.source_hint}") from e
 
     def label_id(self, label: str, where: str) -> int:
         if label.isdigit() and int(label) < len(self.label_names):
@@ -98,20 +81,8 @@ class TextReader(ABC):
         return []
 
     @abstractmethod
-    def layout(self) -> str:
-        """The files or folders expected in the data directory, in words."""
-
-    @abstractmethod
-    def source_key(self, split: str, directory: str | os.PathLike | None) -> str:
-        """Changes whenever the examples of ``split`` would (for caching)."""
-
-    @abstractmethod
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         """(text, label) pairs of one split, validated."""
-
-    @abstractmethod
-    def read_hub(self, split: str) -> Iterator[tuple[str, int]]:
-        """(text, label) pairs of one split of the hub dataset."""
 
 
 @dataclass(frozen=True)
@@ -156,13 +127,14 @@ class ImdbReader(TextReader):
     def _part(self, split: str) -> str:
         return "test" if split == "test" or (split == "validation" and self.val_fraction <= 0) else "train"
 
+    def local_files(self, directory: Path, split: str) -> list[Path]:
+        root = self.root(directory) / self._part(split)
+        return [root / "neg", root / "pos"]
+
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         files = self.files(self.root(directory), self._part(split))
         for path, label in self._select(files, [y for _, y in files], split):
-            try:
-                text = clean_imdb(path.read_text(encoding="utf-8-sig"))
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}: not valid UTF-8 ({e.reason})") from None
+            text = clean_imdb(read_text(path, split, "the review text"))
             if not text:
                 raise DataError(f"{path}: empty review; expected the review text")
             yield text, label
@@ -203,16 +175,12 @@ class SstReader(TextReader):
         names = [f"{self.prefix}.{s}" for s in ("train", "dev", "test")]
         return require_files(self.name, directory, names, names, self.source_hint) / names[SPLITS.index(split)]
 
+    def local_files(self, directory: Path, split: str) -> list[Path]:
+        return [self.path(directory, split)]
+
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         path = self.path(directory, split)
-        data = path.read_bytes()
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            line = data[: e.start].count(b"\n") + 1
-            raise DataError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from None
-        for lineno, line in enumerate(text.split("\n"), 1):
-            line = line.rstrip("\r")
+        for lineno, line in iter_lines(path, split, "one '<label> <sentence>' per line"):
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
@@ -229,13 +197,6 @@ class SstReader(TextReader):
         for sentence, label in zip(ds["sentence"], ds["label"]):
             yield sentence.strip(), int(label)
 
-    def source_key(self, split: str, directory: str | os.PathLike | None) -> str:
-        if directory is None:
-            return f"hub:{self.hub_id}:{dict(self.hub_splits).get(split, split)}"
-        path = self.path(Path(directory), split)
-        st = path.stat()
-        return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
     def notes(self, directory: str | os.PathLike | None) -> list[str]:
         if directory is None and dict(self.hub_splits).get("test") == "validation":
             return [(f"{self.name}: the hub dataset {self.hub_id!r} has no test labels, so the test split is its "
@@ -246,29 +207,23 @@ class SstReader(TextReader):
 _SST_HINT = ("The stsa files are Kim (2014)'s sentence-level SST preprocessing (one '<label> <tokenized sentence>' "
              "per line), distributed with his CNN sentence-classification code and its re-implementations.")
 
-TEXT_READERS: dict[str, TextReader] = {
-    "imdb": ImdbReader(
+for _reader in (
+    ImdbReader(
         name="imdb", label_names=("neg", "pos"), hub_id="imdb",
         source_hint="Get aclImdb_v1.tar.gz from https://ai.stanford.edu/~amaas/data/sentiment/ and extract it.",
     ),
-    "sst2": SstReader(
+    SstReader(
         name="sst2", label_names=("negative", "positive"), hub_id="sst2", source_hint=_SST_HINT,
         prefix="stsa.binary", hub_splits=(("train", "train"), ("validation", "validation"), ("test", "validation")),
     ),
-    "sst5": SstReader(
+    SstReader(
         name="sst5", label_names=("very negative", "negative", "neutral", "positive", "very positive"),
         hub_id=None, source_hint=_SST_HINT, prefix="stsa.fine",
     ),
-}
+):
+    register(_reader)
 
 
 def get_text_reader(name: str, **options) -> TextReader:
     """The reader of ``name`` (imdb, sst2, sst5); ``options`` override its fields (e.g. ``val_fraction``)."""
-    if name not in TEXT_READERS:
-        raise DataError(f"unknown text classification dataset {name!r}; known: {sorted(TEXT_READERS)}")
-    reader = TEXT_READERS[name]
-    if options:
-        from dataclasses import replace
-
-        reader = replace(reader, **options)
-    return reader
+    return get_reader(name, TextReader, **options)

@@ -1,0 +1,151 @@
+"""The base DataModule: what the pipeline relies on, filled in by each family.
+
+The pipeline calls ``setup()``, then builds the network with ``model_kwargs()`` and the task with
+``task_kwargs()``, trains on the loaders, and writes ``stats`` (counts, vocabulary sizes, data settings) and
+``warnings`` (protocol deviations) into the run record. A family subclasses :class:`DataModule` and fills in
+:meth:`DataModule.build` (read the splits into ``self.splits``), :meth:`DataModule.model_kwargs`,
+:meth:`DataModule.task_kwargs` and ``collate`` (rows -> a batch); loaders, example caps and the ``datasets``
+cache of reader output are shared here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.readers import Reader
+
+log = logging.getLogger(__name__)
+
+
+def fingerprint(*parts: object) -> str:
+    """A short stable hash of ``parts`` (cache keys)."""
+    return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _reader_examples(reader: Reader, directory: str | None, split: str):  # for datasets.Dataset.from_generator
+    yield from reader.read(split, directory)
+
+
+def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,
+                 version: str):
+    """The examples of ``split`` as a :class:`datasets.Dataset` cached under ``cache_dir/datasets`` (keyed by the
+    reader's ``source_key``). The reader's :class:`DataError` (file and line) is raised as is, not wrapped."""
+    import datasets
+
+    directory = None if directory is None else str(directory)
+    fp = fingerprint(version, reader.name, split, reader.source_key(split, directory))
+    try:
+        return datasets.Dataset.from_generator(
+            _reader_examples, gen_kwargs={"reader": reader, "directory": directory, "split": split},
+            cache_dir=str(cache_dir / "datasets"), fingerprint=fp, features=features)
+    except DataError:
+        raise
+    except Exception as e:  # datasets wraps generator errors: surface ours
+        cause = e
+        while cause is not None and not isinstance(cause, DataError):
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, DataError):
+            raise cause from None
+        raise
+
+
+class DataModule(pl.LightningDataModule, ABC):
+    """Base of every family's data module.
+
+    ``dir``: the folder of the official files (None: the hub, or a generator); ``cache_dir``: tokenizers,
+    vocabularies, cached datasets; ``batch_size`` examples per training batch (``eval_batch_size`` for
+    evaluation), or, when ``max_tokens`` is set and the family passes lengths, as many as fit in ``max_tokens``
+    padded tokens (length buckets of ``bucket_width``); ``max_train_examples`` / ``max_eval_examples`` cap the splits (see ``limit``).
+    """
+
+    collate: Callable[[list], dict]  # rows of a split -> a batch of tensors (each family's own)
+
+    def __init__(self, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
+                 eval_batch_size: int | None = None, max_tokens: int | None = None,
+                 bucket_width: int = 8, max_train_examples: int | None = None, max_eval_examples: int | None = None,
+                 num_workers: int = 0, seed: int = 0):
+        super().__init__()
+        self.dir = dir
+        self.cache_dir = Path(cache_dir)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.max_tokens, self.bucket_width = max_tokens, bucket_width
+        self.max_train_examples, self.max_eval_examples = max_train_examples, max_eval_examples
+        self.num_workers, self.seed = num_workers, seed
+        self.splits: dict[str, Dataset] = {}
+        self.stats: dict[str, int | float | str] = {}
+        self.warnings: list[str] = []
+
+    # -- the form a family fills in ------------------------------------------------------------------------
+    @abstractmethod
+    def build(self) -> None:
+        """Read (or generate) the data and fill ``self.splits`` and the tokenizers / vocabulary."""
+
+    @abstractmethod
+    def model_kwargs(self) -> dict:
+        """Constructor arguments of the network that come from the data (vocabulary sizes, classes, vectors)."""
+
+    @abstractmethod
+    def task_kwargs(self) -> dict:
+        """Constructor arguments of the task module that come from the data (classes, special ids, targets)."""
+
+    # -- shared ---------------------------------------------------------------------------------------------
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self.build()
+        for name, ds in self.splits.items():
+            if not isinstance(ds, IterableDataset):
+                self.stats[f"{name}_examples"] = len(ds)
+
+    def warn(self, message: str) -> None:
+        """A protocol deviation worth keeping with the run: logged and recorded in ``warnings``."""
+        log.warning(message)
+        self.warnings.append(message)
+
+    def limit(self, split: str) -> int | None:
+        """The cap on the examples of ``split``: ``max_train_examples`` for train, ``max_eval_examples`` else."""
+        return self.max_train_examples if split == "train" else self.max_eval_examples
+
+    def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None) -> DataLoader:
+        """A DataLoader over ``ds``: token-based batches when ``max_tokens`` is set and ``lengths`` given,
+        else ``batch_size`` (train, shuffled anew each epoch from ``(seed, epoch)``) or ``eval_batch_size`` (in order)."""
+        common = {"collate_fn": self.collate, "num_workers": self.num_workers,
+                  "persistent_workers": self.num_workers > 0}
+        size = self.batch_size if train else self.eval_batch_size
+        if isinstance(ds, IterableDataset):
+            return DataLoader(ds, batch_size=size, **common)
+        if self.max_tokens is not None and lengths is not None:
+            sampler = TokenBatchSampler(lengths, self.max_tokens, shuffle=train, seed=self.seed,
+                                        bucket_width=self.bucket_width)
+            return DataLoader(ds, batch_sampler=sampler, **common)
+        # training order: a permutation per (seed, epoch), so a resumed run sees the epochs of the uninterrupted one
+        return DataLoader(ds, batch_size=size, sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
+                          generator=torch.Generator().manual_seed(self.seed), **common)
+
+    def split_loader(self, split: str) -> DataLoader:
+        """The loader of ``split`` (families override it to add lengths or select columns)."""
+        return self.loader(self.splits[split], train=split == "train")
+
+    def train_dataloader(self) -> DataLoader:
+        return self.split_loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self.split_loader("validation")
+
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self.split_loader("test")
+
+    def predict_dataloader(self) -> DataLoader | list[DataLoader]:
+        return self.test_dataloader()

@@ -1,0 +1,113 @@
+"""The one way to read an official data file: UTF-8 (a byte-order mark tolerated), line by line, with errors that
+name the file, the line and the split.
+
+Bytes that are not UTF-8 are a :class:`DataError` naming ``file:line`` (the line the bad byte is on); a file with
+nothing but whitespace is a :class:`DataError` naming the file and the split it was read for, and saying what the
+file should hold. Lines are split on ``"\\n"`` only and a trailing ``"\\r"`` is dropped, so line numbers agree with
+``wc -l`` and with editors. ``.gz`` files are decompressed on the fly.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from coda_exp.data.common.errors import DataError
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # dialogue contexts (UDC) can be long
+
+
+def of_split(split: str | None) -> str:
+    """`` (read for the validation split)`` or nothing: appended to messages about a file."""
+    return f" (read for the {split} split)" if split else ""
+
+
+def _open_binary(path: Path):
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _decode(raw: bytes, path: Path, lineno: int, split: str | None) -> str:
+    try:
+        return raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}:{lineno}: byte {raw[e.start:e.start + 1]!r} at column {e.start + 1} is not UTF-8 "
+                        f"({e.reason}){of_split(split)}; expected UTF-8 text") from None
+
+
+def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str = "text") -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for every line of ``path`` (newline and ``\\r`` removed, blank lines included).
+
+    ``expected`` says in words what the file should hold (for the empty-file message).
+    """
+    path = Path(path)
+    blank = True
+    with _open_binary(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            line = _decode(raw, path, lineno, split).rstrip("\n").rstrip("\r")
+            blank = blank and not line.strip()
+            yield lineno, line
+    if blank:
+        raise DataError(f"{path}: empty file{of_split(split)}; expected {expected}")
+
+
+def read_lines(path: str | os.PathLike, split: str | None = None, expected: str = "text") -> list[str]:
+    """All lines of ``path`` (see :func:`iter_lines`); a missing final newline adds no empty line."""
+    return [line for _, line in iter_lines(path, split, expected)]
+
+
+def read_text(path: str | os.PathLike, split: str | None = None, expected: str = "text") -> str:
+    """The whole of ``path`` decoded (lines joined by ``"\\n"``), with the checks of :func:`iter_lines`."""
+    return "\n".join(read_lines(path, split, expected))
+
+
+def read_jsonl(path: str | os.PathLike, split: str | None = None, expected: str = "one JSON object per line"
+               ) -> Iterator[tuple[str, dict]]:
+    """``(where, object)`` for each non-blank line of a JSON-lines file (``where`` = ``file:line``); a malformed
+    line or one that is not an object is a :class:`DataError` naming ``file:line``."""
+    for lineno, line in iter_lines(path, split, expected):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        yield where, row
+
+
+def read_table(path: str | os.PathLike, split: str | None = None, expected: str = "a header line",
+               delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """The header (fields stripped) and the non-blank rows ``(line number where the row ends, fields)`` of a CSV
+    (``delimiter=","``) or TSV (``delimiter="\t"``, ``quoting=csv.QUOTE_NONE``) file; quoted fields may span
+    lines. A row with another number of fields than the header is a :class:`DataError` naming ``file:line``."""
+    rows = csv.reader((line + "\n" for _, line in iter_lines(path, split, expected)), delimiter=delimiter,
+                      quoting=quoting)
+    header = [h.strip() for h in next(rows)]
+
+    def body() -> Iterator[tuple[int, list[str]]]:
+        for row in rows:
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{path}:{rows.line_num}: malformed row with {len(row)} fields; expected "
+                                f"{len(header)} ({', '.join(header)})")
+            yield rows.line_num, row
+
+    return header, body()
+
+
+def file_key(path: Path) -> str:
+    """Changes whenever the file (or a folder's files) changes: resolved path, size and modification time."""
+    if path.is_dir():  # a split stored as a folder of files (TrecQA's a.toks/b.toks/sim.txt/id.txt)
+        return ";".join(file_key(p) for p in sorted(path.iterdir()) if p.is_file())
+    st = path.stat()
+    return f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"

@@ -1,0 +1,84 @@
+"""Every reader names the file (and line) for an empty file and for bytes that are not UTF-8, for the training
+file and for an evaluation file (whose message must not say "train"), through the data module, before training."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from coda_exp.data import (
+    AlgoLispDataModule,
+    DataError,
+    IWSLTDataModule,
+    MLUDataModule,
+    PairDataModule,
+    TextClassificationDataModule,
+)
+from tests import FIXTURES
+
+
+def pair(name, **kw):
+    return lambda d, cache: PairDataModule(name, dir=str(d), cache_dir=str(cache), **kw)
+
+
+def text(name):
+    return lambda d, cache: TextClassificationDataModule(name, dir=str(d), cache_dir=str(cache), bpe_vocab_size=100)
+
+
+# reader: (fixture folder, data module factory, training file, evaluation split, its file)
+CASES = {
+    "snli": ("snli", pair("snli"), "snli_1.0_train.jsonl", "validation", "snli_1.0_dev.jsonl"),
+    "mnli": ("mnli", pair("mnli", validation_from_train=0.2), "multinli_1.0_train.jsonl", "test_matched",
+             "multinli_1.0_dev_matched.jsonl"),
+    "scitail": ("scitail", pair("scitail"), "tsv_format/scitail_1.0_train.tsv", "validation",
+                "tsv_format/scitail_1.0_dev.tsv"),
+    "dnli": ("dnli", pair("dnli"), "dialogue_nli_train.jsonl", "validation", "dialogue_nli_dev.jsonl"),
+    "wikiqa": ("wikiqa", pair("wikiqa", ranking=True), "WikiQA-train.tsv", "validation", "WikiQA-dev.tsv"),
+    "trecqa": ("trecqa", pair("trecqa", ranking=True), "TRAIN-ALL.xml", "validation", "DEV.xml"),
+    "udc": ("udc", pair("udc", ranking=True, eval_protocol="raw"), "train.csv", "validation", "valid.csv"),
+    "imdb": ("imdb", text("imdb"), "aclImdb/train/neg/0_2.txt", "test", "aclImdb/test/neg/0_3.txt"),
+    "sst": ("sst", text("sst2"), "stsa.binary.train", "validation", "stsa.binary.dev"),
+    "iwslt": ("iwslt15_envi", lambda d, cache: IWSLTDataModule(dir=str(d), cache_dir=str(cache)), "train.vi",
+              "validation", "tst2012.vi"),
+    "algolisp": ("algolisp", lambda d, cache: AlgoLispDataModule(dir=str(d), cache_dir=str(cache)),
+                 "metaset3.train.jsonl", "validation", "metaset3.dev.jsonl"),
+    "mlu": ("mlu", lambda d, cache: MLUDataModule(10**6, 10**6, 10**6, dir=str(d), cache_dir=str(cache)),
+            "train.txt", "validation", "dev.txt"),
+}
+
+
+def broken_copy(tmp_path: Path, reader: str, which: str, fault: str) -> tuple[Path, Path, int]:
+    """A copy of the fixture whose training (``which="train"``) or evaluation file is emptied or given a latin-1
+    byte; returns (folder, the broken file, the line of the byte)."""
+    folder, _, train_file, _, eval_file = CASES[reader]
+    d = tmp_path / "data"
+    shutil.copytree(FIXTURES / folder, d)
+    path = d / (train_file if which == "train" else eval_file)
+    if fault == "empty":
+        path.write_bytes(b"")
+        return d, path, 0
+    lines = path.read_bytes().split(b"\n")
+    line = min(2, len(lines))  # the first data row (after a header) where there is one
+    lines[line - 1] = b"caf\xe9 " + lines[line - 1]  # "café" in latin-1
+    path.write_bytes(b"\n".join(lines))
+    return d, path, line
+
+
+@pytest.mark.parametrize("fault", ["empty", "latin1"])
+@pytest.mark.parametrize("which", ["train", "eval"])
+@pytest.mark.parametrize("reader", sorted(CASES))
+def test_bad_files_are_named_with_line_and_split(tmp_path, reader, which, fault):
+    d, path, line = broken_copy(tmp_path, reader, which, fault)
+    split = "train" if which == "train" else CASES[reader][3]
+    dm = CASES[reader][1](d, tmp_path / "cache")
+    with pytest.raises(DataError) as e:
+        dm.setup()
+    msg = str(e.value)
+    where = f"{path}:{line}: " if fault == "latin1" else f"{path}: empty file"
+    assert where in msg, msg
+    assert "not UTF-8" in msg if fault == "latin1" else "expected" in msg
+    assert f"the {split} split" in msg
+    if which == "eval":
+        assert "train" not in msg.replace(str(tmp_path), "<tmp>"), msg
