@@ -15,37 +15,24 @@ class TaskModule(pl.LightningModule):
 
     ``optimizer`` is a factory ``params -> Optimizer`` (e.g. ``functools.partial(torch.optim.Adam, lr=3e-4)``);
     ``scheduler`` optionally ``optimizer -> LRScheduler`` (stepped every ``scheduler_interval``).
-    ``grad_clip_norm``: before each optimiser step the gradients are rescaled so that their global L2 norm is at
-    most this value (None: no clipping, unless the trainer's ``gradient_clip_val`` asks for it; setting both is
-    an error). Each family defines :meth:`forward` (its batch keys -> the network's output).
+    Gradient clipping is the trainer's (``task.gradient_clip_val`` -> ``trainer.gradient_clip_val``, by global L2
+    norm). Each family defines :meth:`forward` (its batch keys -> the network's output).
     After ``trainer.test``, ``test_predictions`` holds one dict per test example (index, label, prediction...).
     """
 
     def __init__(self, model: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
-                 scheduler_interval: str = "step", grad_clip_norm: float | None = None):
+                 scheduler_interval: str = "step"):
         super().__init__()
         self.model = model
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.scheduler_interval = scheduler_interval
-        if grad_clip_norm is not None and not grad_clip_norm > 0:
-            raise ValueError(f"grad_clip_norm must be positive (or null for no clipping), got {grad_clip_norm!r}")
-        self.grad_clip_norm = grad_clip_norm
         self.test_predictions: list[dict] = []
         self._test_buffer: list[dict[str, torch.Tensor]] = []
 
     @abstractmethod
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The network's output for a batch of this family (which keys it reads is the family's business)."""
-
-    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
-        if self.grad_clip_norm is None:
-            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
-            return
-        if gradient_clip_val is not None:
-            raise ValueError(f"grad_clip_norm={self.grad_clip_norm} and the trainer's gradient_clip_val="
-                             f"{gradient_clip_val} both clip gradients; set only one")
-        self.clip_gradients(optimizer, gradient_clip_val=self.grad_clip_norm, gradient_clip_algorithm="norm")
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]

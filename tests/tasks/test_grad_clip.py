@@ -1,4 +1,5 @@
-"""``grad_clip_norm`` really clips: one SGD step on a huge gradient moves the parameters by at most lr x the norm."""
+"""``task.gradient_clip_val`` really clips: one SGD step on a huge gradient moves the parameters by at most lr x the
+norm (it reaches the trainer, which clips the global L2 norm)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,9 @@ def batches():
     return DataLoader([row], batch_size=None)
 
 
-def step_size(grad_clip_norm, gradient_clip_val=None) -> float:
+def step_size(gradient_clip_val) -> float:
     torch.manual_seed(0)
-    task = PairClassificationTask(Scaled(), functools.partial(torch.optim.SGD, lr=1.0), num_classes=3,
-                                  grad_clip_norm=grad_clip_norm)
+    task = PairClassificationTask(Scaled(), functools.partial(torch.optim.SGD, lr=1.0), num_classes=3)
     before = torch.cat([p.detach().clone().flatten() for p in task.parameters()])
     trainer = pl.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, gradient_clip_val=gradient_clip_val)
@@ -42,13 +42,12 @@ def step_size(grad_clip_norm, gradient_clip_val=None) -> float:
     return float((after - before).norm())
 
 
-def test_grad_clip_norm_bounds_the_step():
+def test_gradient_clip_val_bounds_the_step():
     assert step_size(None) > 100  # unclipped: the huge gradient moves the weights far
     assert step_size(0.5) == pytest.approx(0.5, rel=1e-4)  # clipped to norm 0.5, lr 1: a step of 0.5
 
 
-def test_grad_clip_norm_is_checked():
-    with pytest.raises(ValueError, match="grad_clip_norm must be positive"):
-        PairClassificationTask(Scaled(), torch.optim.SGD, num_classes=3, grad_clip_norm=0)
-    with pytest.raises(ValueError, match="set only one"):
-        step_size(0.5, gradient_clip_val=1.0)
+@pytest.mark.parametrize("trainer", ["cpu", "gpu", "ddp"])
+def test_task_gradient_clip_val_reaches_every_trainer(make_cfg, trainer):
+    assert make_cfg("task=snli", f"trainer={trainer}").trainer.gradient_clip_val is None
+    assert make_cfg("task=snli", f"trainer={trainer}", "+task.gradient_clip_val=0.5").trainer.gradient_clip_val == 0.5
