@@ -225,6 +225,7 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
+    commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
@@ -273,7 +274,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "epochs": int(trainer.current_epoch),
             "wall_time_s": round(time.time() - start, 3),
             "device": device_description(trainer),
-            "git_commit": results.git_commit(cfg.paths.root_dir),
+            "git_commit": commit,
             "overrides": overrides,
             "created": results.utc_now_iso(),
             "status": "finished" if not trainer.interrupted else "interrupted",

@@ -298,3 +298,13 @@ def test_official_files_in_data_task_are_read_without_data_dir(make_cfg, tmp_pat
     assert resolved.data.dir == str(tmp_path / "data" / "snli")
     (rec,) = results.load_records(tmp_path / "results" / "runs")
     assert rec["data"]["train_examples"] > 0
+
+
+def test_record_names_the_commit_the_run_started_at(make_cfg, tmp_path, monkeypatch):
+    """A commit made while a run trains must not be credited with its record: the commit is read at the start."""
+    def commit(*args, **kwargs):  # "later" once training has written a checkpoint
+        return "later" if any((tmp_path / "run").rglob("*.ckpt")) else "start"
+
+    monkeypatch.setattr(results, "git_commit", commit)
+    run(make_cfg("task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none"))
+    assert results.load_records(tmp_path / "results" / "runs", strict=True)[0]["git_commit"] == "start"
