@@ -9,7 +9,7 @@ import datasets
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.base import DataModule, cached_split, fingerprint
+from coda_exp.data.common.base import LabelledDataModule, cached_split, fingerprint
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import BPETokenizer, cached_bpe
@@ -35,7 +35,7 @@ def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
             "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
 
 
-class TextClassificationDataModule(DataModule):
+class TextClassificationDataModule(LabelledDataModule):
     """Reads ``dataset`` (imdb, sst2, sst5) from ``dir`` (official files) or, with ``dir=None``, the hub.
 
     A BPE vocabulary of ``bpe_vocab_size`` is learnt on the training split actually used (after
@@ -72,14 +72,6 @@ class TextClassificationDataModule(DataModule):
         self.subset_seed = subset_seed
         self.tokenizer: BPETokenizer | None = None
         self.tokenizer_path: Path | None = None  # the cached BPE file (its name is the data + settings key)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.reader.label_names)
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return self.reader.label_names
 
     def model_kwargs(self) -> dict:
         """Constructor arguments of the network that come from the data (call after ``setup``)."""
