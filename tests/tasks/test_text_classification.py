@@ -109,12 +109,12 @@ def test_imdb_validate_on_test_records_a_warning(tmp_path):
 
 
 def test_datamodule_errors(tmp_path):
-    with pytest.raises(DataError, match="unknown tokenizer"):
-        TextClassificationDataModule("sst2", tokenizer="word")
+    with pytest.raises(DataError, match=r"unknown tokenizer 'chars'.*\['bpe', 'word'\]"):
+        TextClassificationDataModule("sst2", tokenizer="chars")
     with pytest.raises(DataError, match="max_tokens=100 is below max_len=512"):
         TextClassificationDataModule("sst2", max_tokens=100, max_len=512)
-    with pytest.raises(DataError, match="unknown dataset 'yelp'"):
-        TextClassificationDataModule("yelp")
+    with pytest.raises(DataError, match="unknown dataset 'yelp5'"):
+        TextClassificationDataModule("yelp5")
     with pytest.raises(DataError, match="lacks stsa.binary.train"):
         TextClassificationDataModule("sst2", dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup()
 
