@@ -157,7 +157,7 @@ class TextClassificationDataModule(DataModule):
             self.embedding_matrix, found = load_pretrained(path, vocab, lowercase=lower, seed=self.seed,
                                                            extra_words=extra)
             self.stats["embeddings_found"], self.stats["vocab_added_from_embeddings"] = found, len(vocab) - size
-        self.encoding_key = f"{self.tokenizer_path.name}:{lower}:{path}:{len(vocab)}"
+        self.encoding_key = f"{self.tokenizer_path.name}:{lower}:{sorted(self.embeddings_cfg.items())}:{len(vocab)}"
         return vocab
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
