@@ -46,7 +46,7 @@ def trained(tmp_path, evidence: str, epochs: int = 1, **trainer_kw):
 
 
 def test_fast_dev_run_trains_and_validates(tmp_path):
-    _, task, trainer, metrics = trained(tmp_path, "retrieved", fast_dev_run=True)
+    _, _task, trainer, metrics = trained(tmp_path, "retrieved", fast_dev_run=True)
     assert trainer.global_step == 1 and {"test/acc", "test/fever_score"} <= set(metrics)
 
 
