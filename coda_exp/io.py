@@ -22,6 +22,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets what open() would have given it
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": encoding, "newline": ""})) as fh:
             yield fh
             fh.flush()
@@ -41,6 +42,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     with atomic_write(path) as fh:
         fh.write(text)
     return Path(path)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -5,6 +5,7 @@ This is the only module that knows about Hydra configs; everything it builds is 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import cli, results, run_folder  # noqa: F401 (cli registers the configs' resolvers: ${dir_if_exists:...})
@@ -45,11 +46,43 @@ def _strip(node: dict) -> dict:
 
 
 def check_compatible(cfg: DictConfig) -> None:
-    """A clear error for a model that cannot run a task (e.g. a seq2seq Transformer on SNLI)."""
+    """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
+    SNLI) and for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv)."""
     families = cfg.model.get("families")
     if families is not None and cfg.task.family not in families:
         raise ValueError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
                          f"{cfg.task.family}, the model serves {list(families)}")
+    unknown = unknown_model_keys(cfg)
+    if unknown:
+        preset = _choice("preset")
+        hint = f" (preset={preset} sets Transformer sizes: add preset=none)" if preset not in (None, "none") else ""
+        raise ValueError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
+                         f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of "
+                         f"{cfg.model._target_}{hint}")
+
+
+def unknown_model_keys(cfg: DictConfig) -> list[str]:
+    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept. A class whose ``__init__``
+    passes ``**kwargs`` on to its base accepts its bases' parameters too; a function with ``**`` accepts all."""
+    target = cfg.model.get("_target_")
+    if target is None:
+        return []
+    accepted: set[str] = set()
+    obj = get_object(target)
+    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
+        params = inspect.signature(init).parameters
+        accepted |= set(params)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            break
+    else:
+        return []
+    return sorted(k for k in cfg.model if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
+
+
+def _choice(group: str) -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
 
 
 def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
@@ -225,6 +258,7 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
+    commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
@@ -273,7 +307,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "epochs": int(trainer.current_epoch),
             "wall_time_s": round(time.time() - start, 3),
             "device": device_description(trainer),
-            "git_commit": results.git_commit(cfg.paths.root_dir),
+            "git_commit": commit,
             "overrides": overrides,
             "created": results.utc_now_iso(),
             "status": "finished" if not trainer.interrupted else "interrupted",

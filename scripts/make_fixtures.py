@@ -93,7 +93,7 @@ def write(out: Path) -> list[Path]:
         path = wiki / f"WikiQA-{split}.tsv"
         atomic_write_text(path, "\n".join("\t".join(r) for r in [header, *rows]) + "\n")
         written.append(path)
-    return written + write_pairwise(out)
+    return written + write_pairwise(out) + write_fever(out)
 
 
 # ---- MNLI, SciTail, DNLI, TrecQA, UDC (CoDA Tables 2, 3, 8); each with its own seed so that adding one
@@ -275,11 +275,99 @@ def write_pairwise(out: Path) -> list[Path]:
     return written
 
 
+# ---- Yelp (AttConv Table 3): a review.json of the Yelp Dataset Challenge, and the split files made from it by
+# ---- scripts/make_yelp_split.py's function (the fixture is its output: a test regenerates it)
+
+YELP_WORDS = {1: ["awful", "rude", "cold", "never again"], 2: ["bland", "slow", "overpriced", "disappointing"],
+              3: ["okay", "average", "fine", "decent enough"], 4: ["good", "friendly", "tasty", "would return"],
+              5: ["amazing", "perfect", "delicious", "best in town"]}
+YELP_THINGS = ["the pizza", "our waiter", "the coffee", "the tacos", "the service", "the patio", "my burger"]
+YELP_SPLIT = {"sizes": (60, 20, 20), "seed": 1234}  # the fixture's split of its 110 reviews
+
+
+def yelp_reviews(rng: random.Random, n: int = 110) -> list[dict]:
+    """Review rows with the fields of review.json; a few very short texts (dropped by data.min_words=4), some
+    line breaks and stars written as floats (as recent releases do)."""
+    rows = []
+    for k in range(n):
+        stars = k % 5 + 1
+        if k % 23 == 7:
+            text = f"{rng.choice(YELP_WORDS[stars]).split()[0].capitalize()}!"
+        else:
+            w = YELP_WORDS[stars]
+            text = (f"{rng.choice(YELP_THINGS).capitalize()} was {rng.choice(w)}, and {rng.choice(YELP_THINGS)} "
+                    f"was {rng.choice(w)}.\n\nOverall: {rng.choice(w)} ({stars}/5) - we'll see.")
+        rows.append({"review_id": f"r{k:05d}", "user_id": f"u{rng.randrange(40):03d}",
+                     "business_id": f"b{rng.randrange(12):03d}", "stars": float(stars) if k % 2 else stars,
+                     "useful": rng.randrange(3), "funny": 0, "cool": rng.randrange(2), "text": text,
+                     "date": f"2018-0{k % 9 + 1}-1{k % 10} 12:00:00"})
+    return rows
+
+
+def write_yelp(out: Path) -> list[Path]:
+    from coda_exp.data.text.yelp import write_split
+
+    folder = out / "yelp"
+    review_json = atomic_write_text(folder / "review.json", "".join(
+        json.dumps(r) + "\n" for r in yelp_reviews(random.Random(2017))))
+    return [review_json, *write_split(review_json, folder, **YELP_SPLIT)]
+
+
+# ---- FEVER (AttConv Table 9): a tiny wiki-pages dump holding every page the claims cite, and the claim files
+
+FEVER_PAGES = [("Paris", "capital of france"), ("Mars", "planet"), ("Oak", "tree"), ("Violin", "string instrument"),
+               ("Salmon", "fish"), ("Everest", "mountain"), ("Bach", "composer"), ("Copper", "metal"),
+               ("Zürich", "city in switzerland"), ("Chess", "board game"), ("Hamlet_-LRB-play-RRB-", "play"),
+               ("Tulip", "flower")]
+
+
+def fever_files(rng: random.Random) -> dict[str, str]:
+    """wiki-pages/wiki-00{1,2}.jsonl and train/paper_dev/paper_test.jsonl: a claim SUPPORTS when it restates
+    sentence 0 of its page, REFUTES when it names another page's kind; NOT ENOUGH INFO claims cite nothing."""
+    pages, files = [], {}
+    for title, what in FEVER_PAGES:
+        name = title.split("_")[0]
+        lines = [f"{name} is a {what} .", *rng.sample(FILLERS, 3), f"{name} was named in {rng.randint(1500, 1900)} ."]
+        pages.append({"id": title, "text": " ".join(lines),
+                      "lines": "\n".join(f"{i}\t{s}" + ("\tlink" if i == 0 else "") for i, s in enumerate(lines))})
+    files["wiki-pages/wiki-001.jsonl"] = "".join(json.dumps(p) + "\n" for p in [{"id": "", "text": "", "lines": ""},
+                                                                               *pages[:6]])
+    files["wiki-pages/wiki-002.jsonl"] = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pages[6:])
+    cid = 100
+    for split, n in (("train", 36), ("paper_dev", 12), ("paper_test", 12)):
+        rows = []
+        for k in range(n):
+            cid += 1
+            (title, what), label = rng.choice(FEVER_PAGES), ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")[k % 3]
+            name = title.split("_")[0]
+            other = rng.choice([w for _, w in FEVER_PAGES if w != what])
+            claim = {"SUPPORTS": f"{name} is a {what} .", "REFUTES": f"{name} is a {other} .",
+                     "NOT ENOUGH INFO": f"{name} is loved by {rng.choice(['many', 'few', 'some'])} critics ."}[label]
+            evidence = [[[cid, None, None, None]]]
+            if label != "NOT ENOUGH INFO":
+                evidence = [[[cid, 9000 + cid, title, 0]]]
+                if k % 4 == 0:  # a second gold set of two sentences
+                    evidence.append([[cid, 9500 + cid, title, 0], [cid, 9600 + cid, title, 4]])
+            rows.append({"id": cid, "verifiable": "NOT VERIFIABLE" if label == "NOT ENOUGH INFO" else "VERIFIABLE",
+                         "label": label, "claim": claim, "evidence": evidence})
+        files[f"{split}.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    return files
+
+
+def write_fever(out: Path) -> list[Path]:
+    written = []
+    for name, text in fever_files(random.Random(10)).items():
+        path = out / "fever" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written.append(atomic_write_text(path, text))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures")
     args = ap.parse_args(argv)
-    for p in write(args.out):
+    for p in [*write(args.out), *write_yelp(args.out)]:
         print(p)
     return 0
 

@@ -254,14 +254,18 @@ class TransformerClassifier(nn.Module):
     with a class-label head). ``forward(ids (B, L), mask (B, L)) -> logits (B, num_classes)``.
 
     pooling: "mean" over real tokens (T2T's class-label modality), "max" over real tokens, or "first" (position 0,
-    e.g. a [CLS] token the data module prepends).
+    e.g. a [CLS] token the data module prepends). ``embeddings``: what a word-level data module passes (pretrained
+    vectors or None); this model learns its own embedding table (T2T), so None is accepted and a matrix refused.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, scoring: Callable[[], nn.Module], d_model: int = 128,
                  num_layers: int = 2, num_heads: int = 4, d_ff: int = 512, dropout: float = 0.1,
                  pooling: str = "mean", pad_id: int = 0, max_len: int = 2048, attention_dropout: float = 0.1,
-                 relu_dropout: float = 0.1, prenorm: bool = True):
+                 relu_dropout: float = 0.1, prenorm: bool = True, embeddings: torch.Tensor | None = None):
         super().__init__()
+        if embeddings is not None:
+            raise ValueError("TransformerClassifier learns its own embeddings and takes no pretrained vectors; "
+                             "set data.embeddings.path=null (or use a model that takes them, e.g. attconv_light)")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling, self.pad_id = pooling, pad_id

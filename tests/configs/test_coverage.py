@@ -40,8 +40,11 @@ def catalog(make_cfg) -> dict:
 
 
 def partner_model(make_cfg, task: str) -> str:
+    """The first model (by name) that serves the task's family and takes every key the task composes into it
+    (imdb/sst's T2T preset sets Transformer sizes: AttConv does not serve them as they are)."""
     family = catalog(make_cfg)["tasks"][task][0]
-    return next(m for m, fams in catalog(make_cfg)["models"].items() if family in fams)
+    return next(m for m, fams in catalog(make_cfg)["models"].items()
+                if family in fams and not pipeline.unknown_model_keys(make_cfg(f"task={task}", f"model={m}")))
 
 
 def built(make_cfg, build, task: str, *overrides: str, model: str | None = None) -> dict:
@@ -57,7 +60,8 @@ def ex_task(make_cfg, build, name):
 
 def ex_model(make_cfg, build, name):
     families = catalog(make_cfg)["models"][name]
-    task = next(t for t, (family, _) in catalog(make_cfg)["tasks"].items() if family in families)
+    task = next(t for t, (family, _) in catalog(make_cfg)["tasks"].items()
+                if family in families and not pipeline.unknown_model_keys(make_cfg(f"task={t}", f"model={name}")))
     assert type(built(make_cfg, build, task, model=name)["model"]).__name__ in make_cfg(f"model={name}").model._target_
 
 

@@ -40,6 +40,7 @@ CASES = {
     "udc": ("udc", pair("udc", ranking=True, eval_protocol="raw"), "train.csv", "validation", "valid.csv"),
     "imdb": ("imdb", text("imdb"), "aclImdb/train/neg/0_2.txt", "test", "aclImdb/test/neg/0_3.txt"),
     "sst": ("sst", text("sst2"), "stsa.binary.train", "validation", "stsa.binary.dev"),
+    "yelp": ("yelp", text("yelp"), "yelp_train_500k", "test", "yelp_test_2000"),
     "iwslt": ("iwslt15_envi", lambda d, cache: IWSLTDataModule(dir=str(d), cache_dir=str(cache)), "train.vi",
               "validation", "tst2012.vi"),
     "algolisp": ("algolisp", lambda d, cache: AlgoLispDataModule(dir=str(d), cache_dir=str(cache)),

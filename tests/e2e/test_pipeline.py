@@ -9,7 +9,7 @@ import sys
 import pytest
 from hydra.errors import MissingConfigException
 
-from coda_exp import results, table_render, tables
+from coda_exp import pipeline, results, table_render, tables
 from coda_exp.fingerprint import GRID_FINGERPRINT, scale_label
 from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
@@ -298,3 +298,22 @@ def test_official_files_in_data_task_are_read_without_data_dir(make_cfg, tmp_pat
     assert resolved.data.dir == str(tmp_path / "data" / "snli")
     (rec,) = results.load_records(tmp_path / "results" / "runs")
     assert rec["data"]["train_examples"] > 0
+
+
+def test_record_names_the_commit_the_run_started_at(make_cfg, tmp_path, monkeypatch):
+    """A commit made while a run trains must not be credited with its record: the commit is read at the start."""
+    def commit(*args, **kwargs):  # "later" once training has written a checkpoint
+        return "later" if any((tmp_path / "run").rglob("*.ckpt")) else "start"
+
+    monkeypatch.setattr(results, "git_commit", commit)
+    run(make_cfg("task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none"))
+    assert results.load_records(tmp_path / "results" / "runs", strict=True)[0]["git_commit"] == "start"
+
+
+def test_model_keys_the_model_does_not_take_stop_the_run_before_data(make_cfg):
+    """imdb's T2T preset sets Transformer sizes; AttConv takes none of them: one error naming the keys and the way
+    out, raised before any data loads."""
+    with pytest.raises(ValueError, match=r"model\.d_model.*not parameters of coda_exp\.models\.AttConvLight.*"
+                                         r"preset=none"):
+        run(make_cfg("task=imdb", "model=attconv_light", "scale=fixture", "data.dir=/nonexistent"))
+    assert pipeline.unknown_model_keys(make_cfg("task=imdb", "model=attconv_light", "preset=none")) == []

@@ -4,6 +4,7 @@ import math
 import pytest
 import pytorch_lightning as pl
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
@@ -109,12 +110,12 @@ def test_imdb_validate_on_test_records_a_warning(tmp_path):
 
 
 def test_datamodule_errors(tmp_path):
-    with pytest.raises(DataError, match="unknown tokenizer"):
-        TextClassificationDataModule("sst2", tokenizer="word")
+    with pytest.raises(DataError, match=r"unknown tokenizer 'chars'.*\['bpe', 'word'\]"):
+        TextClassificationDataModule("sst2", tokenizer="chars")
     with pytest.raises(DataError, match="max_tokens=100 is below max_len=512"):
         TextClassificationDataModule("sst2", max_tokens=100, max_len=512)
-    with pytest.raises(DataError, match="unknown dataset 'yelp'"):
-        TextClassificationDataModule("yelp")
+    with pytest.raises(DataError, match="unknown dataset 'yelp5'"):
+        TextClassificationDataModule("yelp5")
     with pytest.raises(DataError, match="lacks stsa.binary.train"):
         TextClassificationDataModule("sst2", dir=str(tmp_path), cache_dir=str(tmp_path / "c")).setup()
 
@@ -168,3 +169,42 @@ def test_task_configs_build_on_fixtures(make_cfg, overrides, classes):
         sched.step()
     # T2T transformer_tiny: 2.0 * (2000 / 8000) * 8000 ** -0.5 * 128 ** -0.5 at the 2000th step
     assert sched.get_last_lr()[0] == pytest.approx(2.0 * 0.25 * 8000 ** -0.5 * 128 ** -0.5)
+
+
+def test_yelp_task_config_has_the_paper_settings(make_cfg):
+    cfg = make_cfg("task=yelp", "model=transformer_classifier")
+    assert cfg.task.family == "text_classification" and cfg.task.monitor == "val/acc" and cfg.task.epochs == 10
+    assert cfg.optimizer._target_ == "torch.optim.Adagrad" and cfg.optimizer.lr == 0.01  # AttConv §4.1
+    d = cfg.data
+    assert (d.dataset, d.tokenizer, d.batch_size, d.max_len, d.min_words, d.lowercase) == ("yelp", "word", 50, 100,
+                                                                                           4, True)
+    assert d.append_eos is False and d.embeddings.path is None and cfg.get("scheduler") is None
+    cpu = make_cfg("task=yelp", "scale=cpu")
+    assert (cpu.data.max_train_examples, cpu.data.max_eval_examples, cpu.task.epochs) == (50000, None, 5)
+    fixture = make_cfg("task=yelp", "scale=fixture")
+    assert str(fixture.data.dir).endswith("tests/fixtures/yelp") and fixture.data.batch_size == 10
+
+
+def test_yelp_fast_dev_run_through_the_pipeline(make_cfg, tmp_path):
+    cfg = make_cfg("task=yelp", "model=transformer_classifier", "scale=fixture", "debug=fdr", "logger=none")
+    dm = instantiate(cfg.data)
+    dm.setup()
+    assert dm.model_kwargs()["embeddings"] is None and dm.num_classes == 5
+    assert dm.stats["train_dropped_short"] == 2 and dm.stats["train_examples"] == 58
+    net = pipeline.build_model(cfg, dm)
+    task = pipeline.build_task(cfg, net, dm)
+    opt = task.configure_optimizers()
+    assert isinstance(opt, torch.optim.Adagrad) and opt.defaults["lr"] == 0.01 and opt.defaults["eps"] == 1e-8
+    pipeline.run(cfg)
+    assert not (tmp_path / "results" / "runs").exists()  # debug runs write no record
+
+
+def test_transformer_classifier_refuses_pretrained_vectors(make_cfg, tmp_path):
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("good 1 0\nbad 0 1\n", encoding="utf-8")
+    cfg = make_cfg("task=yelp", "model=transformer_classifier", "scale=fixture", f"data.embeddings.path={vectors}")
+    dm = instantiate(cfg.data)
+    dm.setup()
+    assert dm.model_kwargs()["embeddings"].shape == (dm.tokenizer.vocab_size, 2)
+    with pytest.raises(InstantiationException, match="takes no pretrained vectors; set data.embeddings.path=null"):
+        pipeline.build_model(cfg, dm)

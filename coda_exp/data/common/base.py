@@ -149,3 +149,17 @@ class DataModule(pl.LightningDataModule, ABC):
 
     def predict_dataloader(self) -> DataLoader | list[DataLoader]:
         return self.test_dataloader()
+
+
+class LabelledDataModule(DataModule):
+    """A classification family's base: the classes are its reader's labels (``reader.label_names``)."""
+
+    reader: Reader
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return self.reader.label_names
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_names)

@@ -8,7 +8,7 @@ import datasets
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.base import DataModule, cached_split, fingerprint
+from coda_exp.data.common.base import LabelledDataModule, cached_split, fingerprint
 from coda_exp.data.common.embeddings import load_pretrained
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import PAD_ID, Vocab, tokenize
@@ -39,7 +39,7 @@ def _collate(rows: list[dict]) -> dict[str, torch.Tensor]:
 EVAL_PROTOCOLS = ("answered", "clean", "raw")
 
 
-class PairDataModule(DataModule):
+class PairDataModule(LabelledDataModule):
     """Reads a pair benchmark (``dataset``: snli, wikiqa, ...) from ``dir`` (official files) or the hub.
 
     ``dir=None`` loads ``hub_id`` with the ``datasets`` library. The vocabulary is built on the training split
@@ -93,14 +93,6 @@ class PairDataModule(DataModule):
         self.vocab: Vocab | None = None
         self.vocab_key = ""  # the cached vocabulary's key (it names the encoded datasets' cache too)
         self.embedding_matrix: torch.Tensor | None = None
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.reader.label_names)
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return self.reader.label_names
 
     def model_kwargs(self) -> dict:
         """Constructor arguments of the network that come from the data (call after ``setup``)."""

@@ -1,4 +1,5 @@
-"""LightningDataModule for single-text classification (IMDb, SST-2, SST-5): files/hub -> BPE ids -> batches."""
+"""LightningDataModule for single-text classification (IMDb, SST-2, SST-5, Yelp): files/hub -> BPE or word ids ->
+batches."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import datasets
 import torch
 from torch.utils.data import DataLoader
 
-from coda_exp.data.common.base import DataModule, cached_split, fingerprint
+from coda_exp.data.common.base import LabelledDataModule, cached_split, fingerprint
+from coda_exp.data.common.embeddings import load_pretrained
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import BPETokenizer, cached_bpe
-from coda_exp.data.common.vocab import EOS_ID, PAD_ID
+from coda_exp.data.common.vocab import EOS_ID, PAD_ID, Vocab, tokenize
 from coda_exp.data.text.readers import ImdbReader, get_text_reader
 
 log = logging.getLogger(__name__)
+TOKENIZERS = ("bpe", "word")
 
 FEATURES = datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("int64"),
                               "index": datasets.Value("int64")})
@@ -35,14 +38,23 @@ def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
             "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
 
 
-class TextClassificationDataModule(DataModule):
-    """Reads ``dataset`` (imdb, sst2, sst5) from ``dir`` (official files) or, with ``dir=None``, the hub.
+class TextClassificationDataModule(LabelledDataModule):
+    """Reads ``dataset`` (imdb, sst2, sst5, yelp) from ``dir`` (official files) or, with ``dir=None``, the hub.
 
-    A BPE vocabulary of ``bpe_vocab_size`` is learnt on the training split actually used (after
-    ``max_train_examples``) and cached under ``cache_dir/<dataset>/``; texts are encoded without lower-casing,
-    truncated to ``max_len`` tokens (the last one is ``eos`` when ``append_eos``, Tensor2Tensor's convention for
+    ``tokenizer="bpe"`` (CoDA Table 5): a BPE vocabulary of ``bpe_vocab_size`` is learnt on the training split
+    actually used (after ``max_train_examples``) and cached under ``cache_dir/<dataset>/``; texts are encoded
+    without lower-casing. ``tokenizer="word"`` (AttConv): texts are split into words and punctuation marks by
+    :func:`~coda_exp.data.common.vocab.tokenize` (lower-cased when ``lowercase``); the project's
+    :class:`~coda_exp.data.common.vocab.Vocab` is built on the training split (``min_freq``, ``max_vocab``) and
+    cached there too; ``embeddings.path`` loads GloVe / word2vec text vectors for it
+    (:func:`~coda_exp.data.common.embeddings.load_pretrained`; words missing from the file get random vectors),
+    given to the model as ``model_kwargs()["embeddings"]`` (None without a file; whether the model fine-tunes them
+    is the model's choice), and with ``embeddings.extend_vocab`` the validation/test words the file covers join
+    the vocabulary. Either way texts are truncated to their first ``max_len`` tokens (the last one is ``eos`` when ``append_eos``, Tensor2Tensor's convention for
     class-label problems). Batches hold ``batch_size`` examples, or, when ``max_tokens`` is set, as many as fit in
     ``max_tokens`` padded tokens (:class:`~coda_exp.data.common.batching.TokenBatchSampler`, also for evaluation).
+    ``min_words`` > 0 drops, from every split, texts of fewer whitespace-separated words (Yin & Schütze's Yelp
+    loader: 4), counted in ``stats`` (``<split>_dropped_short``) and recorded as a warning.
     ``index`` is the example's position in its split as the reader yields it (kept through subsetting), so test
     predictions map back to the files; a split capped by ``max_*_examples`` is a random subset drawn with the
     fixed ``subset_seed`` (the same examples for every run seed). ``val_fraction`` is IMDb's held-out share of ``train`` (0: validate on
@@ -54,12 +66,14 @@ class TextClassificationDataModule(DataModule):
                  append_eos: bool = True, batch_size: int = 64, eval_batch_size: int | None = 256,
                  max_tokens: int | None = None, bucket_width: int = 8, val_fraction: float = 0.1,
                  max_train_examples: int | None = None, max_eval_examples: int | None = None,
-                 num_workers: int = 0, seed: int = 0, subset_seed: int = 0):
+                 num_workers: int = 0, seed: int = 0, subset_seed: int = 0, lowercase: bool = True,
+                 min_freq: int = 1, max_vocab: int | None = None, embeddings: dict | None = None,
+                 min_words: int = 0):
         super().__init__(dir=dir, cache_dir=cache_dir, batch_size=batch_size, eval_batch_size=eval_batch_size,
                          max_tokens=max_tokens, bucket_width=bucket_width, max_train_examples=max_train_examples,
                          max_eval_examples=max_eval_examples, num_workers=num_workers, seed=seed)
-        if tokenizer != "bpe":
-            raise DataError(f"unknown tokenizer {tokenizer!r} for text classification; available: 'bpe'")
+        if tokenizer not in TOKENIZERS:
+            raise DataError(f"unknown tokenizer {tokenizer!r} for text classification; available: {list(TOKENIZERS)}")
         if max_len < 1 or (append_eos and max_len < 2):
             raise DataError(f"max_len={max_len} leaves no room for text")
         if max_tokens is not None and max_tokens < max_len:
@@ -70,20 +84,19 @@ class TextClassificationDataModule(DataModule):
         self.tokenizer_name, self.bpe_vocab_size, self.bpe_min_frequency = tokenizer, bpe_vocab_size, bpe_min_frequency
         self.max_len, self.append_eos = max_len, append_eos
         self.subset_seed = subset_seed
-        self.tokenizer: BPETokenizer | None = None
-        self.tokenizer_path: Path | None = None  # the cached BPE file (its name is the data + settings key)
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.reader.label_names)
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return self.reader.label_names
+        self.lowercase, self.min_freq, self.max_vocab, self.min_words = lowercase, min_freq, max_vocab, min_words
+        self.embeddings_cfg = dict(embeddings or {})
+        self.tokenizer: BPETokenizer | Vocab | None = None
+        self.tokenizer_path: Path | None = None  # the cached BPE file or word vocabulary (its name is the data key)
+        self.encoding_key = ""  # what the encoded datasets' cache depends on besides the raw data
+        self.embedding_matrix = None  # (vocab, dim) pretrained vectors with tokenizer="word" and embeddings.path
 
     def model_kwargs(self) -> dict:
         """Constructor arguments of the network that come from the data (call after ``setup``)."""
-        return {"vocab_size": self.tokenizer.vocab_size, "num_classes": self.num_classes, "pad_id": PAD_ID}
+        kwargs = {"vocab_size": self.tokenizer.vocab_size, "num_classes": self.num_classes, "pad_id": PAD_ID}
+        if self.tokenizer_name == "word":
+            kwargs["embeddings"] = self.embedding_matrix
+        return kwargs
 
     def task_kwargs(self) -> dict:
         return {"num_classes": self.num_classes}
@@ -93,6 +106,13 @@ class TextClassificationDataModule(DataModule):
 
     def _raw_split(self, split: str) -> datasets.Dataset:
         ds = cached_split(self.reader, split, self.dir, self.cache_dir, FEATURES, "text-raw-v2")
+        if self.min_words > 0:
+            n, least = len(ds), self.min_words
+            ds = ds.filter(lambda t: len(t.split()) >= least, input_columns="text", desc=f"short texts ({split})",
+                           new_fingerprint=fingerprint("text-min-words-v1", ds._fingerprint, least))
+            self.stats[f"{split}_dropped_short"] = n - len(ds)
+            if len(ds) == 0:
+                raise DataError(f"{self.reader.name}: no {split} text has {least} words or more (data.min_words)")
         limit = self.limit(split)
         if limit is not None and len(ds) > limit:
             ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
@@ -102,19 +122,51 @@ class TextClassificationDataModule(DataModule):
         tok, path = cached_bpe(lambda: iter(train["text"]), fingerprint=train._fingerprint,
                                vocab_size=self.bpe_vocab_size, cache_dir=self.cache_dir / self.reader.name,
                                min_frequency=self.bpe_min_frequency)
-        self.tokenizer_path = path
+        self.tokenizer_path, self.encoding_key = path, path.name
         return tok
 
+    def _build_vocab(self, raw: dict[str, datasets.Dataset]) -> Vocab:
+        """The word vocabulary of the training texts (cached), grown by the evaluation words that the pretrained
+        vectors cover when ``embeddings.extend_vocab``; sets ``embedding_matrix`` when ``embeddings.path``."""
+        lower, train = self.lowercase, raw["train"]
+        key = fingerprint("text-vocab-v1", train._fingerprint, lower, self.min_freq, self.max_vocab)
+        self.tokenizer_path = self.cache_dir / self.reader.name / f"vocab-{key}.json"
+        if self.tokenizer_path.is_file():
+            vocab = Vocab.load(self.tokenizer_path)
+        else:
+            vocab = Vocab.build((tokenize(t, lower) for t in train["text"]), self.min_freq, self.max_vocab)
+            vocab.save(self.tokenizer_path)
+        path = self.embeddings_cfg.get("path")
+        if not path:
+            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
+                      "initialised and trained, so numbers will not match the paper's")
+        else:
+            extra = None
+            if self.embeddings_cfg.get("extend_vocab", True):
+                words = {w for s, d in raw.items() if s != "train" for t in d["text"] for w in tokenize(t, lower)}
+                extra = words - set(vocab.stoi)
+            size = len(vocab)
+            self.embedding_matrix, found = load_pretrained(path, vocab, lowercase=lower, seed=self.seed,
+                                                           extra_words=extra)
+            self.stats["embeddings_found"], self.stats["vocab_added_from_embeddings"] = found, len(vocab) - size
+        self.encoding_key = f"{self.tokenizer_path.name}:{lower}:{sorted(self.embeddings_cfg.items())}:{len(vocab)}"
+        return vocab
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
+        if isinstance(self.tokenizer, Vocab):
+            return [self.tokenizer.lookup(tokenize(t, self.lowercase)) for t in texts]
+        return self.tokenizer.encode_batch(texts)
+
     def _encode(self, ds: datasets.Dataset, split: str) -> datasets.Dataset:
-        tok, max_len, eos = self.tokenizer, self.max_len, self.append_eos
+        max_len, eos = self.max_len, self.append_eos
         keep = max_len - 1 if eos else max_len
 
         def enc(batch):
-            ids = tok.encode_batch(batch["text"])
+            ids = self._ids(batch["text"])
             out = [x[:keep] + [EOS_ID] if eos else x[:keep] for x in ids]
             return {"ids": out, "length": [len(x) for x in out], "full_length": [len(x) for x in ids]}
 
-        fp = fingerprint("text-enc-v1", ds._fingerprint, self.tokenizer_path.name, max_len, eos)
+        fp = fingerprint("text-enc-v1", ds._fingerprint, self.encoding_key, max_len, eos)
         ds = ds.map(enc, batched=True, desc=f"tokenising {split}", new_fingerprint=fp)
         full = ds["full_length"]
         self.stats[f"{split}_truncated"] = sum(n > keep for n in full)
@@ -124,11 +176,16 @@ class TextClassificationDataModule(DataModule):
     def build(self) -> None:
         self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
         raw = {s: self._raw_split(s) for s in SPLITS}
-        self.tokenizer = self._build_tokenizer(raw["train"])
+        words = self.tokenizer_name == "word"
+        self.tokenizer = self._build_vocab(raw) if words else self._build_tokenizer(raw["train"])
         self.splits = {s: self._encode(d, s) for s, d in raw.items()}
         self.stats["vocab_size"] = self.tokenizer.vocab_size
         for note in self.reader.notes(self.dir):
             self.warn(note)
+        dropped = {s: self.stats.get(f"{s}_dropped_short", 0) for s in SPLITS}
+        if any(dropped.values()):
+            self.warn(f"{self.reader.name}: dropped texts of fewer than {self.min_words} words (data.min_words): "
+                      + ", ".join(f"{n} from {s}" for s, n in dropped.items()))
         log.info("%s: %s", self.reader.name, self.stats)
 
     # -- loaders ------------------------------------------------------------------------------------------

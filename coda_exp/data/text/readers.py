@@ -1,4 +1,5 @@
-"""Sentiment benchmarks of CoDA paper Table 5: IMDb and SST (binary SST-2 and fine-grained SST-5).
+"""Sentiment benchmarks of CoDA paper Table 5: IMDb and SST (binary SST-2 and fine-grained SST-5); Yelp (AttConv
+Table 3) is in :mod:`coda_exp.data.text.yelp`, on the :class:`LineReader` base defined here.
 
 Every reader yields ``{"text", "label", "index"}`` (``index``: position in the split, in the deterministic
 order documented per reader). Local files are validated line by line / file by file and errors name the file
@@ -70,11 +71,15 @@ class TextReader(Reader):
         for i, (text, label) in enumerate(super().read(split, directory)):
             yield {"text": text, "label": label, "index": i}
 
+    label_offset: int = 0  # the files' label of class 0 (Yelp's stars: 1)
+
     def label_id(self, label: str, where: str) -> int:
-        if label.isdigit() and int(label) < len(self.label_names):
-            return int(label)
-        raise DataError(f"{where}: unknown label {label!r} for {self.name}; expected an integer 0-"
-                        f"{len(self.label_names) - 1} ({', '.join(self.label_names)})")
+        """Class id of the file's ``label`` (an integer ``label_offset`` .. ``label_offset + classes - 1``)."""
+        if label.isdigit() and 0 <= int(label) - self.label_offset < len(self.label_names):
+            return int(label) - self.label_offset
+        raise DataError(f"{where}: unknown label {label!r} for {self.name}; expected an integer "
+                        f"{self.label_offset}-{self.label_offset + len(self.label_names) - 1} "
+                        f"({', '.join(self.label_names)})")
 
     def notes(self, directory: str | os.PathLike | None) -> list[str]:
         """Protocol deviations worth recording with a run (e.g. a split standing in for another)."""
@@ -164,15 +169,21 @@ class ImdbReader(TextReader):
 
 
 @dataclass(frozen=True)
-class SstReader(TextReader):
-    prefix: str = "stsa.binary"
-    hub_splits: tuple[tuple[str, str], ...] = ()
+class LineReader(TextReader):
+    """One example a line, ``<label> <text>`` (one space after the label; blank lines skipped), one file a split:
+    :meth:`file_names` in the order train, validation, test."""
+
+    line_format: str = "'<label> <sentence>' (an integer label, a space, the tokenized sentence)"
+
+    @abstractmethod
+    def file_names(self) -> tuple[str, str, str]:
+        """The files of train, validation and test."""
 
     def layout(self) -> str:
-        return f"{self.prefix}.train, {self.prefix}.dev, {self.prefix}.test"
+        return ", ".join(self.file_names())
 
     def path(self, directory: Path, split: str) -> Path:
-        names = [f"{self.prefix}.{s}" for s in ("train", "dev", "test")]
+        names = list(self.file_names())
         return require_files(self.name, directory, names, names, self.source_hint) / names[SPLITS.index(split)]
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
@@ -180,15 +191,23 @@ class SstReader(TextReader):
 
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         path = self.path(directory, split)
-        for lineno, line in iter_lines(path, split, "one '<label> <sentence>' per line"):
+        for lineno, line in iter_lines(path, split, f"one {self.line_format.split(' (')[0]} per line"):
             if not line.strip():
                 continue
             where = f"{path}:{lineno}"
-            label, _, sentence = line.strip().partition(" ")
-            if not sentence.strip():
-                raise DataError(f"{where}: malformed line {line[:60]!r}; expected '<label> <sentence>' "
-                                f"(an integer label, a space, the tokenized sentence)")
-            yield sentence.strip(), self.label_id(label, where)
+            parts = line.strip().split(None, 1)
+            if len(parts) < 2:
+                raise DataError(f"{where}: malformed line {line[:60]!r}; expected {self.line_format}")
+            yield parts[1].strip(), self.label_id(parts[0], where)
+
+
+@dataclass(frozen=True)
+class SstReader(LineReader):
+    prefix: str = "stsa.binary"
+    hub_splits: tuple[tuple[str, str], ...] = ()
+
+    def file_names(self) -> tuple[str, str, str]:
+        return tuple(f"{self.prefix}.{s}" for s in ("train", "dev", "test"))
 
     def read_hub(self, split: str) -> Iterator[tuple[str, int]]:
         import datasets
@@ -225,5 +244,5 @@ for _reader in (
 
 
 def get_text_reader(name: str, **options) -> TextReader:
-    """The reader of ``name`` (imdb, sst2, sst5); ``options`` override its fields (e.g. ``val_fraction``)."""
+    """The reader of ``name`` (imdb, sst2, sst5, yelp); ``options`` override its fields (e.g. ``val_fraction``)."""
     return get_reader(name, TextReader, **options)
