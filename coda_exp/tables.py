@@ -266,6 +266,8 @@ def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
     if not pooled:
         return NO_RUN
     def text(v: Any) -> str:
-        return "not recorded" if v is _MISSING else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+        if v is _MISSING:
+            return "not recorded"
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
     return " / ".join(sorted({text(lookup(rec, key)) for rec in pooled}))
