@@ -7,7 +7,11 @@ The rule: of the Hydra task overrides, drop
   ``experiment``; ``scale`` and ``scale_name`` (the record's ``scale``); the model's name and its attention
   (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
   in the record's ``attention``, which table rows match on); and the sweep parameters of
-  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``). Every other
+  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``), and AttConv Table 9's
+  two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved | gold): each is one of the paper
+  table's own rows or columns, each is recorded in the record (``hparams.contexts``, ``data.evidence``, the FEVER
+  data module's stats) and every Table 9 cell matches on both, so a cell never pools across them; outside FEVER
+  neither changes what a run computes (``contexts`` only acts on several evidence sentences). Every other
   ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
 - the budget keys (:data:`BUDGET_KEYS`), already part of the record's ``scale`` label ("fixture (task.epochs=2)"),
   which tables keep apart by scale;
@@ -36,7 +40,7 @@ BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_
                "trainer.limit_test_batches")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
 GRID_KEYS = ("seed", "task", "experiment", "scale", "scale_name", "centering", "model/attention", "model/scoring",
-             "model.attention", "model.scoring")
+             "model.attention", "model.scoring", "model.contexts", "data.evidence")
 #: grid axes matched exactly (``model`` = the model's name; ``model.hidden_size`` is a configuration change)
 GRID_EXACT = ("model", "model.name")
 #: where and how a run is stored, logged or placed (the ``trainer`` group itself: cpu, gpu, ddp); a key ``x`` also

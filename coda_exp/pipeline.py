@@ -24,7 +24,7 @@ from coda_exp.config_checks import check_config
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.run_folder import RESOLVED_CONFIG
-from coda_exp.run_record import attention_options, device_description, save_outputs
+from coda_exp.run_record import attention_options, device_description, parameter_counts, save_outputs
 
 __all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
 
@@ -318,6 +318,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "data": dict(datamodule.stats),
             "warnings": list(datamodule.warnings),
             "hparams": OmegaConf.to_container(cfg.model, resolve=True),
+            "parameters": parameter_counts(model),
         }
         if trainer.is_global_zero:
             save_outputs(record, task.test_predictions, cfg)

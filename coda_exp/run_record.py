@@ -45,6 +45,19 @@ def attention_options(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in opts.items() if not k.startswith("_")}
 
 
+def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
+    """The record's ``parameters``: ``total`` and ``trainable`` (each shared tensor once, frozen embeddings in
+    ``total`` only) for every model, plus the model's own breakdown where it offers one
+    (``model.parameter_breakdown() -> {name: count}``, e.g. AttConv's ``attconv`` layer, ``embeddings``, ``head``:
+    the layer count is AttConv Table 7's "(360K)"). The generic counts win on a shared name."""
+    params = list(model.parameters())  # nn.Module.parameters() yields a shared tensor once
+    counts = {"total": sum(p.numel() for p in params),
+              "trainable": sum(p.numel() for p in params if p.requires_grad)}
+    breakdown = getattr(model, "parameter_breakdown", None)
+    extra = breakdown() if callable(breakdown) else {}
+    return {**{str(k): int(v) for k, v in extra.items()}, **counts}
+
+
 def device_description(trainer: pl.Trainer) -> str:
     if torch.cuda.is_available() and trainer.num_devices and isinstance(
             trainer.accelerator, pl.accelerators.CUDAAccelerator):

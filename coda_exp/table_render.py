@@ -18,9 +18,22 @@ def _md(text: str) -> str:
 def _comparison_rows(table: Table) -> list[list[str]]:
     """One row per ``compare`` pair: its name, then (paper Δ, ours Δ with p) per column."""
     rows: dict[str, list[str]] = {}
+    blank = ["", ""] if table.parameters else []  # no parameter count for a difference
     for comp in table.comparisons:
-        rows.setdefault(comp.row_name, [comp.row_name]).extend([comp.paper_text(), comp.ours_text()])
+        rows.setdefault(comp.row_name, [comp.row_name, *blank]).extend([comp.paper_text(), comp.ours_text()])
     return list(rows.values())
+
+
+def _table_rows(table: Table) -> list[list[str]]:
+    """One per spec row: its name, the parameter counts (paper, ours) when the spec has them, then (paper, ours)
+    per column."""
+    counts = table.parameters or [()] * len(table.cells)
+    return [[row.name, *count] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
+            for row, count, cell_row in zip(table.spec.rows, counts, table.cells)]
+
+
+def _body_rows(table: Table) -> list[list[str]]:
+    return _table_rows(table) + _comparison_rows(table)
 
 
 SIGNIFICANCE_LEGEND = (
@@ -55,13 +68,11 @@ def render_markdown(table: Table) -> str:
     if table.comparisons:
         lines += [SIGNIFICANCE_LEGEND, ""]
     lines += [provenance, ""]
-    header = [spec.row_header] + [f"{c.name} ({p})" for c in spec.columns for p in ("paper", "ours")]
+    params = ["parameters (paper)", "parameters (ours)"] if table.parameters else []
+    header = [spec.row_header, *params] + [f"{c.name} ({p})" for c in spec.columns for p in ("paper", "ours")]
     lines.append("| " + " | ".join(_md(h) for h in header) + " |")
-    lines.append("| --- |" + " ---: |" * (2 * len(spec.columns)))
-    for row, cell_row in zip(spec.rows, table.cells):
-        texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
-        lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
-    for texts in _comparison_rows(table):
+    lines.append("| --- |" + " ---: |" * (len(header) - 1))
+    for texts in _body_rows(table):
         lines.append("| " + " | ".join(_md(t) for t in texts) + " |")
     notes = off_grid_notes(table)
     if notes:
@@ -84,23 +95,23 @@ def latex_escape(text: str) -> str:
 
 def render_latex(table: Table) -> str:
     spec = table.spec
-    k = len(spec.columns)
     lines = [
         f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s)",
         r"\begin{table}[t]",
         r"\centering",
         r"\caption{" + latex_escape(spec.title) + "}",
         r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are
-        r"\begin{tabular}{l" + " rr" * k + "}",
+    ]
+    groups = (["parameters"] if table.parameters else []) + [c.name for c in spec.columns]
+    lines += [
+        r"\begin{tabular}{l" + " rr" * len(groups) + "}",
         r"\toprule",
-        " & ".join([""] + [r"\multicolumn{2}{c}{" + latex_escape(c.name) + "}" for c in spec.columns])
-        + r" \\",
-        " ".join(rf"\cmidrule(lr){{{2 + 2 * j}-{3 + 2 * j}}}" for j in range(k)),
-        " & ".join([latex_escape(spec.row_header)] + ["paper", "ours"] * k) + r" \\",
+        " & ".join([""] + [r"\multicolumn{2}{c}{" + latex_escape(name) + "}" for name in groups]) + r" \\",
+        " ".join(rf"\cmidrule(lr){{{2 + 2 * j}-{3 + 2 * j}}}" for j in range(len(groups))),
+        " & ".join([latex_escape(spec.row_header)] + ["paper", "ours"] * len(groups)) + r" \\",
         r"\midrule",
     ]
-    for row, cell_row in zip(spec.rows, table.cells):
-        texts = [row.name] + [t for cell in cell_row for t in (cell.paper_text(), cell.ours_text())]
+    for texts in _table_rows(table):
         lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
     comparison_rows = _comparison_rows(table)
     if comparison_rows:
@@ -124,7 +135,8 @@ def _num(x: float | None) -> str:
 
 
 def render_csv(table: Table) -> str:
-    """One line per cell; numbers in display units (percent columns x100), empty when absent."""
+    """One line per cell; numbers in display units (percent columns x100), empty when absent. With a spec's
+    ``parameters``, one line per row in column "parameters": paper and ours as printed ("360K", "360,300")."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -134,6 +146,9 @@ def render_csv(table: Table) -> str:
             others = ";".join(f"{s}:{n}" for s, n in cell.other_scales.items())
             extra = [cell.task, cell.metric, cell.status, others, ";".join(cell.run_ids)]
             writer.writerow([cell.row, cell.column, *numbers, *extra, "", "", "", "", ""])
+    for row, (paper, ours) in zip(table.spec.rows, table.parameters):  # status "parameters": counts as printed
+        writer.writerow([row.name, "parameters", paper, ours, "", "", "", "", table.spec.parameters, "parameters",
+                         "", "", "", "", "", "", ""])
     for comp in table.comparisons:  # status "delta": mean = treatment − baseline, paper = the paper's difference
         w, pr = comp.welch, comp.paired
         numbers = [_num(comp.paper_delta), _num(w.delta if w else None), "", f"{w.n_a}/{w.n_b}" if w else "", ""]

@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 
 PAPERS = {"coda": "CoDA (Compositional De-Attention Networks)", "attconv": "AttConv (Attentive Convolution)"}
-_SPEC_KEYS = {"id", "title", "paper", "notes", "row_header", "columns", "rows", "compare"}
+_SPEC_KEYS = {"id", "title", "paper", "notes", "row_header", "columns", "rows", "compare", "parameters"}
 _COLUMN_KEYS = {"name", "task", "metric", "percent", "decimals", "match"}
-_ROW_KEYS = {"name", "match", "paper", "split"}
+_ROW_KEYS = {"name", "match", "paper", "split", "paper_parameters"}
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -42,6 +42,7 @@ class Row:
     match: dict[str, Any] | None  # None: paper-only baseline
     paper: list[float | None]
     split: str | None = None
+    paper_parameters: str | None = None  # the paper's parameter count as printed ("360K"); None: a dash
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class TableSpec:
     row_header: str = "model"
     path: Path | None = None
     compare: list[tuple[str, str]] = field(default_factory=list)  # (baseline row, treatment row)
+    parameters: str | None = None  # dotted record key of the parameter count printed beside the paper's
 
     def decimals(self, j: int) -> int:
         """Digits after the point for column ``j``: its ``decimals``, else its paper numbers' (>= 1)."""
@@ -138,7 +140,11 @@ def _parse_row(row: Any, where: str, columns: list[Column]) -> Row:
         if bad:
             raise TableSpecError(f"{where}: key 'split' needs 'split/name' metrics; not in columns {bad}")
     paper = [None if x is None else float(x) for x in numbers]
-    return Row(_need(row, "name", str, where), _match(row, where, True), paper, split=split)
+    counted = row.get("paper_parameters")
+    if counted is not None and (not isinstance(counted, str) or not counted.strip()):
+        raise TableSpecError(f"{where}: key 'paper_parameters' must be a non-empty string (\"360K\"), got {counted!r}")
+    return Row(_need(row, "name", str, where), _match(row, where, True), paper, split=split,
+               paper_parameters=counted)
 
 
 def load_table_spec(path: str | os.PathLike) -> TableSpec:
@@ -173,7 +179,13 @@ def load_table_spec(path: str | os.PathLike) -> TableSpec:
         raise TableSpecError(f"{path}: keys 'notes' and 'row_header' must be strings")
     title = _need(raw, "title", str, str(path))
     compare = _parse_compare(raw.get("compare") or [], rows, f"{path}: compare")
-    return TableSpec(spec_id, title, paper, columns, rows, notes.strip(), row_header, path, compare)
+    parameters = raw.get("parameters")
+    if parameters is not None and (not isinstance(parameters, str) or not parameters.strip()):
+        raise TableSpecError(f"{path}: key 'parameters' must be a dotted record key (parameters.attconv), "
+                             f"got {parameters!r}")
+    if parameters is None and any(r.paper_parameters for r in rows):
+        raise TableSpecError(f"{path}: rows give 'paper_parameters' but the spec names no 'parameters' record key")
+    return TableSpec(spec_id, title, paper, columns, rows, notes.strip(), row_header, path, compare, parameters)
 
 
 def _parse_compare(raw: Any, rows: list[Row], where: str) -> list[tuple[str, str]]:

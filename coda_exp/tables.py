@@ -17,6 +17,8 @@ and how to select the run records (``coda_exp.results``) for each cell::
       - {name: "dev: AttConv", split: val, match: {model: attconv_advanced}, paper: [62.26, 39.44]}
     compare:                        # optional: [baseline row, treatment row] pairs tested for significance
       - ["D-ATT", "D-ATT + CoDA"]
+    parameters: parameters.attconv  # optional: a parameter count per row, ours (this record key) beside the
+                                    # paper's (a row's ``paper_parameters: "360K"``): AttConv Table 7
 
 Selection. A record fills cell (row, column) when ``record["task"] == column.task``, the cell's metric is in
 ``record["metrics"]``, and every ``key: value`` of the row's ``match`` merged with the column's ``match`` (the
@@ -47,6 +49,10 @@ no record says ``no run``: ours is never filled from the paper.
 Comparisons. Each ``compare`` pair adds, per column, the difference treatment − baseline of the two cells' means
 with Welch's p across seeds and, where both runs of a seed kept their test predictions, McNemar's paired p
 (:mod:`coda_exp.significance`); the renderers print them as extra rows ``Δ <treatment> − <baseline>``.
+
+Parameters. With ``parameters`` the table gains two columns after the row name: the paper's count (the row's
+``paper_parameters``, as printed) and ours, the value of that record key (``coda_exp.run_record.parameter_counts``)
+in the runs the row's cells pooled, with thousands separators; several distinct values are all shown ("a / b").
 """
 
 from __future__ import annotations
@@ -136,6 +142,7 @@ class Table:
     records_total: int
     generated: str
     comparisons: list = field(default_factory=list)  # coda_exp.significance.Comparison, one per pair x column
+    parameters: list[tuple[str, str]] = field(default_factory=list)  # (paper, ours) per row, with spec.parameters
 
 
 # --------------------------------------------------------------------------------------------------
@@ -237,6 +244,7 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
                       UnknownFingerprintWarning, stacklevel=2)
     cells = [[_build_cell(spec, row, j, records) for j in range(len(spec.columns))] for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
+    by_id = {r["run_id"]: r for r in records}
     return Table(
         spec=spec,
         cells=cells,
@@ -244,4 +252,22 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         records_total=len(records),
         generated=generated or utc_now_iso(),
         comparisons=compare_table(spec, cells, records, Path(predictions_dir) if predictions_dir else None),
+        parameters=[] if spec.parameters is None else [
+            (row.paper_parameters or DASH, _parameters_text(row, [by_id[i] for c in cell_row for i in c.run_ids],
+                                                            spec.parameters))
+            for row, cell_row in zip(spec.rows, cells)],
     )
+
+
+def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
+    """Ours in the parameter column: the distinct values of ``key`` in the pooled runs ("360,300")."""
+    if row.match is None:
+        return NOT_RUN
+    if not pooled:
+        return NO_RUN
+    def text(v: Any) -> str:
+        if v is _MISSING:
+            return "not recorded"
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+    return " / ".join(sorted({text(lookup(rec, key)) for rec in pooled}))

@@ -123,6 +123,10 @@ class AttConvLight(nn.Module):
     def build_layer(self, dim: int, hidden: int, matching: str, attention) -> nn.Module:
         return LightAttConv(dim, hidden, matching, attention)
 
+    def parameter_breakdown(self) -> dict[str, int]:
+        """The run record's ``parameters`` breakdown (``coda_exp.run_record.parameter_counts``)."""
+        return parameter_counts(self)
+
     # -- pieces ----------------------------------------------------------------------------------------------------
     def embed_tokens(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # (B, L) -> (B, L, d), 0 at pads
         return keep(self.dropout(self.embed(ids)), mask)

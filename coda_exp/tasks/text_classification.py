@@ -13,7 +13,8 @@ class TextClassificationTask(PairClassificationTask):
 
     Metrics and test predictions are those of :class:`PairClassificationTask` (a ``TaskModule``):
     ``{train,val,test}/loss`` (plain cross-entropy for val/test), ``{val,test}/acc`` (a fraction in [0, 1]) and one
-    buffered prediction per test example ``{"index", "label", "prediction"}``. Training may use Tensor2Tensor's
+    buffered prediction per test example ``{"index", "label", "prediction", "length"}`` (``length``: the text's tokens
+    before truncation, where the batch has it; AttConv Figure 5 groups by it). Training may use Tensor2Tensor's
     label smoothing (``label_smoothing``: 1 - eps on the gold class, eps / (K - 1) on each other one; T2T's
     ``transformer_tiny`` uses 0.1 for class labels too); 0 is plain cross-entropy.
     """
@@ -29,3 +30,8 @@ class TextClassificationTask(PairClassificationTask):
         loss, _ = label_smoothed_nll(self(batch), batch["label"], None, self.label_smoothing)
         self.log_loss("train", loss, batch["label"].numel())
         return loss
+
+    def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        super().test_step(batch, batch_idx, dataloader_idx)
+        if "length" in batch:  # joins the prediction row buffered just now
+            self._test_buffer[-1]["length"] = batch["length"].detach().cpu()

@@ -56,7 +56,9 @@ def test_datamodule_on_fixtures(cache, name, sizes, classes):
     assert dm.warnings == [] and dm.stats["vocab_size"] == dm.tokenizer.vocab_size
     seen = []
     for b in dm.train_dataloader():
-        assert set(b) == {"ids", "mask", "label", "index"}
+        assert set(b) == {"ids", "mask", "label", "index", "length"}
+        # the text's tokens before truncation, without the appended eos (AttConv Figure 5 groups by it)
+        assert (b["length"] >= b["mask"].sum(-1) - int(dm.append_eos)).all()
         assert b["ids"].dtype == torch.long and b["mask"].dtype == torch.bool and b["label"].dtype == torch.long
         assert b["ids"].numel() <= 256  # the token budget, padding included
         assert torch.equal(b["mask"], b["ids"] != PAD_ID)
@@ -143,7 +145,8 @@ def test_lightning_fast_dev_run_with_test_predictions(cache):
     preds = task.test_predictions
     first = next(iter(dm.test_dataloader()))
     assert [p["index"] for p in preds] == first["index"].tolist()
-    assert set(preds[0]) == {"index", "label", "prediction"} and all(0 <= p["prediction"] < 5 for p in preds)
+    assert set(preds[0]) == {"index", "label", "prediction", "length"} and all(0 <= p["prediction"] < 5 for p in preds)
+    assert [p["length"] for p in preds] == first["length"].tolist()
 
 
 @pytest.mark.parametrize("overrides,classes", [(["task=imdb"], 2), (["task=sst"], 2),

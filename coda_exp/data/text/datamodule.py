@@ -26,7 +26,8 @@ FEATURES = datasets.Features({"text": datasets.Value("string"), "label": dataset
 
 
 def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
-    """``ids`` (B, L) padded with 0 to the longest row, ``mask`` (B, L) True on real tokens, ``label``/``index`` (B,)."""
+    """``ids`` (B, L) padded with 0 to the longest row, ``mask`` (B, L) True on real tokens, ``label``/``index`` (B,);
+    ``length`` (B,): each text's tokens before truncation, where the rows carry ``full_length`` (AttConv Figure 5)."""
     width = max(1, max(len(r["ids"]) for r in rows))
     ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
     mask = torch.zeros(len(rows), width, dtype=torch.bool)
@@ -34,8 +35,11 @@ def collate_text(rows: list[dict]) -> dict[str, torch.Tensor]:
         n = len(r["ids"])
         ids[i, :n] = torch.as_tensor(r["ids"], dtype=torch.long)
         mask[i, :n] = True
-    return {"ids": ids, "mask": mask, "label": torch.tensor([r["label"] for r in rows], dtype=torch.long),
-            "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
+    batch = {"ids": ids, "mask": mask, "label": torch.tensor([r["label"] for r in rows], dtype=torch.long),
+             "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
+    if rows and "full_length" in rows[0]:
+        batch["length"] = torch.tensor([r["full_length"] for r in rows], dtype=torch.long)
+    return batch
 
 
 class TextClassificationDataModule(LabelledDataModule):
@@ -191,5 +195,5 @@ class TextClassificationDataModule(LabelledDataModule):
     # -- loaders ------------------------------------------------------------------------------------------
     def split_loader(self, split: str) -> DataLoader:
         ds = self.splits[split]
-        return self.loader(ds.select_columns(["ids", "label", "index"]), train=split == "train",
+        return self.loader(ds.select_columns(["ids", "label", "index", "full_length"]), train=split == "train",
                            lengths=ds["length"])

@@ -1,0 +1,82 @@
+"""scripts/plot_attconv.py: AttConv Figures 5 (Yelp accuracy by text length) and 8 (FEVER accuracy by gold
+evidence sentences) from synthetic run records and prediction files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coda_exp.run_record import write_predictions
+from tests.results.records import rec
+
+
+@pytest.fixture
+def plot(load_script):
+    return load_script("plot_attconv")
+
+
+def saved_run(tmp_path, task, model, seed, rows, coda=False, **extra):
+    record = rec(task=task, model=model, seed=seed, attention={"name": "coda" if coda else "none"}, **extra)
+    record["predictions"] = str(write_predictions(rows, tmp_path / f"{record['run_id']}.jsonl.gz"))
+    path = tmp_path / f"{record['run_id']}.json"
+    path.write_text(json.dumps(record))
+    return record, path
+
+
+def yelp_rows(right_if_longer_than: int, n: int = 20):
+    """Texts of length 1..n (shuffled order of index); correct exactly when longer than the threshold."""
+    return [{"index": i, "label": 1, "prediction": int(length > right_if_longer_than), "length": length}
+            for i, length in enumerate(reversed(range(1, n + 1)))]
+
+
+def test_length_groups_sort_by_length_and_split_evenly(plot):
+    groups = plot.length_groups(yelp_rows(10), groups=4)
+    assert [g[0] for g in groups] == ["1-5", "6-10", "11-15", "16-20"]
+    assert [g[1] for g in groups] == [0.0, 0.0, 1.0, 1.0] and [g[2] for g in groups] == [5, 5, 5, 5]
+    uneven = plot.length_groups(yelp_rows(0, n=7), groups=3)
+    assert [g[2] for g in uneven] == [3, 2, 2]
+    with pytest.raises(ValueError, match="without 'length'"):
+        plot.length_groups([{"index": 0, "label": 0, "prediction": 0}], groups=1)
+    with pytest.raises(ValueError, match="cannot form 4 groups"):
+        plot.length_groups(yelp_rows(0, n=3), groups=4)
+
+
+def test_evidence_groups_leave_out_nei_and_pool_large_sets(plot):
+    rows = [{"index": i, "label": "SUPPORTS", "prediction": p, "num_gold_evidence": k}
+            for i, (k, p) in enumerate([(1, "SUPPORTS"), (1, "REFUTES"), (2, "SUPPORTS"), (3, "REFUTES"),
+                                        (7, "SUPPORTS"), (None, "REFUTES")])]
+    assert plot.evidence_groups(rows, max_sentences=3) == [("1", 0.5, 2), ("2", 1.0, 1), ("3+", 0.5, 2)]
+    with pytest.raises(ValueError, match="no claim with gold evidence"):
+        plot.evidence_groups(rows[-1:], max_sentences=3)
+
+
+def test_figure_5_averages_the_seeds_of_each_system(plot, tmp_path):
+    paths = [saved_run(tmp_path, "yelp", "attconv_light", 1, yelp_rows(10))[1],
+             saved_run(tmp_path, "yelp", "attconv_light", 2, yelp_rows(5))[1],
+             saved_run(tmp_path, "yelp", "attconv_light", 1, yelp_rows(20), coda=True)[1]]
+    out = plot.main(["--figure", "5", "--records", *map(str, paths), "--groups", "4", "--out",
+                     str(tmp_path / "f5.png")])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from coda_exp.results import read_record
+
+    lines = plot.series([read_record(p) for p in paths], 5, None, groups=4)
+    assert lines["attconv_light"] == (["1-5", "6-10", "11-15", "16-20"], [0.0, 0.5, 1.0, 1.0], 2)
+    assert lines["attconv_light + CoDA"][1] == [0.0] * 4
+
+
+def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
+    rows = [{"index": i, "label": "SUPPORTS", "prediction": "SUPPORTS", "num_gold_evidence": 1 + i % 3}
+            for i in range(6)]
+    fever = saved_run(tmp_path, "fever", "attconv_advanced", 1, rows, hparams={"contexts": "wise"},
+                      data={"evidence": "gold"})
+    out = plot.main(["--figure", "8", "--records", str(fever[1]), "--out", str(tmp_path / "f8.png")])
+    assert out.exists() and plot.system_name(fever[0]) == "attconv_advanced, wise, gold evidence"
+    with pytest.raises(SystemExit):  # a Yelp run is not a FEVER run
+        plot.main(["--figure", "8", "--records", str(saved_run(tmp_path, "yelp", "attconv_light", 1,
+                                                                    yelp_rows(3))[1])])
+    assert "Figure 8 plots fever runs" in capsys.readouterr().err
+    record, path = saved_run(tmp_path, "yelp", "attconv_light", 3, yelp_rows(3))
+    (tmp_path / f"{record['run_id']}.jsonl.gz").unlink()
+    with pytest.raises(SystemExit, match="no saved test predictions"):
+        plot.main(["--figure", "5", "--records", str(path)])
