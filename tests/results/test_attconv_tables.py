@@ -151,8 +151,6 @@ def test_fast_dev_run_records_parameter_counts(make_cfg, one_thread, tmp_path, t
 
     overrides = [f"task={task}", f"model={model}", "scale=fixture", "debug=fdr", "logger=none",
                  "save_record=true", "save_predictions=true"]
-    if task == "yelp":  # until configs/model/attconv_*.yaml list text_classification in their families
-        overrides.append("model.families=[text_classification]")
     run(make_cfg(*overrides))
     (path,) = (tmp_path / "results" / "runs").glob("*.json")
     record = json.loads(path.read_text())
