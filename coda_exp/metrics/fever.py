@@ -13,7 +13,10 @@ the metadata (``'_Printer' object has no attribute 'splitlines'``). This module 
   recall = 1 when a whole gold set is among them (or the claim has no gold evidence), else 0.
 
 Labels are compared case-insensitively, as the official scorer does. ``tests/metrics/test_fever.py`` checks it on
-hand-built cases, among them the official scorer's own ``max_evidence`` tests.
+hand-built cases, among them the official scorer's own ``max_evidence`` tests, and
+``tests/metrics/test_fever_official.py`` (slow: it fetches the pinned sdist from PyPI and imports its
+``scorer.py`` from the archive) against the official ``fever_score`` on 1500 random instances: all five numbers
+equal.
 """
 
 from __future__ import annotations
