@@ -1,5 +1,4 @@
 import json
-import shutil
 
 import pytest
 import torch
@@ -9,20 +8,7 @@ from coda_exp.data.common.embeddings import load_pretrained
 from tests import FIXTURES
 
 
-def dm(tmp_path, name="snli", src=None, **kw):
-    m = PairDataModule(name, dir=str(src or FIXTURES / name), cache_dir=str(tmp_path / "cache"),
-                       ranking=name == "wikiqa", **kw)
-    m.setup()
-    return m
-
-
-def copy_fixture(tmp_path, name):
-    dst = tmp_path / name
-    shutil.copytree(FIXTURES / name, dst)
-    return dst
-
-
-def test_snli_drops_dash_and_maps_labels(tmp_path):
+def test_snli_drops_dash_and_maps_labels(tmp_path, dm):
     rows = [json.loads(line) for line in (FIXTURES / "snli" / "snli_1.0_train.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["gold_label"] != "-"]
     assert len(kept) < len(rows)  # the fixture has pairs without a gold label
@@ -35,7 +21,7 @@ def test_snli_drops_dash_and_maps_labels(tmp_path):
     assert m.num_classes == 3
 
 
-def test_wikiqa_groups_and_answered_filter(tmp_path):
+def test_wikiqa_groups_and_answered_filter(tmp_path, dm):
     m = dm(tmp_path, "wikiqa")
     val = m.splits["validation"]
     # every evaluated question has a correct answer; the unanswered one was dropped (standard protocol)
@@ -49,7 +35,7 @@ def test_wikiqa_groups_and_answered_filter(tmp_path):
     assert len(m2.splits["validation"]) > len(val)
 
 
-def test_batches_are_padded_with_masks(tmp_path):
+def test_batches_are_padded_with_masks(tmp_path, dm):
     m = dm(tmp_path, batch_size=5)
     b = next(iter(m.train_dataloader()))
     assert b["a_ids"].shape[0] == 5
@@ -59,13 +45,13 @@ def test_batches_are_padded_with_masks(tmp_path):
     assert lengths.max() == b["b_ids"].shape[1]  # padded to the longest in the batch, no more
 
 
-def test_truncation_and_max_examples(tmp_path):
+def test_truncation_and_max_examples(tmp_path, dm):
     m = dm(tmp_path, max_len_a=3, max_train_examples=10)
     assert len(m.splits["train"]) == 10
     assert max(len(x) for x in m.splits["train"]["a_ids"]) == 3
 
 
-def test_vocab_is_built_on_train_and_cached(tmp_path):
+def test_vocab_is_built_on_train_and_cached(tmp_path, dm):
     m = dm(tmp_path)
     cached = list((tmp_path / "cache" / "snli").glob("vocab-*.json"))
     assert len(cached) == 1
@@ -90,21 +76,21 @@ def test_vocab_order_and_tokenizer():
     assert tokenize("Don't stop-now, OK?") == ["don't", "stop-now", ",", "ok", "?"]
 
 
-def test_missing_directory_names_expected_files(tmp_path):
+def test_missing_directory_names_expected_files(tmp_path, dm):
     with pytest.raises(DataError) as e:
         dm(tmp_path, src=tmp_path / "nowhere")
     msg = str(e.value)
     assert "snli_1.0_train.jsonl" in msg and "snli_1.0_test.jsonl" in msg and "nlp.stanford.edu" in msg
 
 
-def test_missing_one_file_is_named(tmp_path):
+def test_missing_one_file_is_named(tmp_path, dm, copy_fixture):
     d = copy_fixture(tmp_path, "wikiqa")
     (d / "WikiQA-dev.tsv").unlink()
     with pytest.raises(DataError, match="lacks WikiQA-dev.tsv"):
         dm(tmp_path, "wikiqa", src=d)
 
 
-def test_malformed_json_line_names_file_and_line(tmp_path):
+def test_malformed_json_line_names_file_and_line(tmp_path, dm, copy_fixture):
     d = copy_fixture(tmp_path, "snli")
     p = d / "snli_1.0_dev.jsonl"
     lines = p.read_text().splitlines()
@@ -114,7 +100,7 @@ def test_malformed_json_line_names_file_and_line(tmp_path):
         dm(tmp_path, src=d)
 
 
-def test_malformed_tsv_row_names_file_and_line(tmp_path):
+def test_malformed_tsv_row_names_file_and_line(tmp_path, dm, copy_fixture):
     d = copy_fixture(tmp_path, "wikiqa")
     p = d / "WikiQA-train.tsv"
     lines = p.read_text().splitlines()
@@ -124,7 +110,7 @@ def test_malformed_tsv_row_names_file_and_line(tmp_path):
         dm(tmp_path, "wikiqa", src=d)
 
 
-def test_unknown_label_is_named(tmp_path):
+def test_unknown_label_is_named(tmp_path, dm, copy_fixture):
     d = copy_fixture(tmp_path, "snli")
     p = d / "snli_1.0_test.jsonl"
     rows = [json.loads(line) for line in p.read_text().splitlines()]
@@ -163,7 +149,7 @@ def test_pretrained_embeddings_glove_and_word2vec(tmp_path):
         load_pretrained(tmp_path / "none.txt", vocab)
 
 
-def test_datamodule_loads_embeddings_and_records_missing_ones(tmp_path):
+def test_datamodule_loads_embeddings_and_records_missing_ones(tmp_path, dm):
     m = dm(tmp_path)
     assert m.embedding_matrix is None and any("random" in w for w in m.warnings)
     vec = tmp_path / "vec.txt"
@@ -193,7 +179,7 @@ def test_hub_path_maps_the_hub_schema(tmp_path, monkeypatch):
     assert m.splits["validation"]["label"][0] == 2
 
 
-def test_pretrained_vectors_extend_the_vocabulary_with_evaluation_words(tmp_path):
+def test_pretrained_vectors_extend_the_vocabulary_with_evaluation_words(tmp_path, dm):
     base = dm(tmp_path / "base")
     train_words = set(base.vocab.stoi)
     test_texts = list(base.splits["test"]["text_a"]) + list(base.splits["test"]["text_b"])
@@ -224,7 +210,7 @@ def test_vocab_extend_and_load_pretrained_extra_words(tmp_path):
     assert found == 2 and torch.equal(matrix[vocab.stoi["emu"]], torch.tensor([1.0, 1.0]))
 
 
-def test_capped_splits_are_the_same_subset_for_every_run_seed(tmp_path):
+def test_capped_splits_are_the_same_subset_for_every_run_seed(tmp_path, dm):
     a = dm(tmp_path / "a", seed=1, max_train_examples=5, max_eval_examples=3)
     b = dm(tmp_path / "b", seed=2, max_train_examples=5, max_eval_examples=3)
     c = dm(tmp_path / "c", seed=1, max_train_examples=5, max_eval_examples=3, subset_seed=7)

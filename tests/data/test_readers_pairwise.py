@@ -14,32 +14,17 @@ from coda_exp.data import DataError, PairDataModule, get_reader
 from coda_exp.metrics import ranking_scores
 from tests import FIXTURES
 
-RANKING = {"trecqa", "udc"}
-
-
-def dm(tmp_path, name, src=None, **kw):
-    if name == "mnli":
-        kw.setdefault("validation_from_train", 0.1)
-    m = PairDataModule(name, dir=str(src or FIXTURES / name), cache_dir=str(tmp_path / "cache"),
-                       ranking=name in RANKING, **kw)
-    m.setup()
-    return m
-
 
 def examples(name, path):
     return list(get_reader(name).read_file(path, "train"))
 
 
-def copy_fixture(tmp_path, name):
-    dst = tmp_path / name
-    shutil.copytree(FIXTURES / name, dst)
-    return dst
 
 
 # ---- MNLI ------------------------------------------------------------------------------------------------
 
 
-def test_mnli_two_test_sets_and_a_fixed_validation_holdout(tmp_path):
+def test_mnli_two_test_sets_and_a_fixed_validation_holdout(tmp_path, dm):
     rows = [json.loads(line) for line in (FIXTURES / "mnli" / "multinli_1.0_train.jsonl").read_text().splitlines()]
     kept = [r for r in rows if r["gold_label"] != "-"]
     assert len(kept) < len(rows)  # pairs without a gold label are dropped, as in SNLI
@@ -93,7 +78,7 @@ def test_hub_schemas_of_mnli_and_scitail(tmp_path, monkeypatch):
 
 def test_benchmarks_without_a_hub_say_so(tmp_path):
     for name in ("dnli", "trecqa", "udc"):
-        m = PairDataModule(name, dir=None, cache_dir=str(tmp_path / name), ranking=name in RANKING)
+        m = PairDataModule(name, dir=None, cache_dir=str(tmp_path / name), ranking=name != "dnli")
         with pytest.raises(DataError, match="no Hugging Face hub copy.*data.dir=DIR"):
             m.setup()
 
@@ -101,7 +86,7 @@ def test_benchmarks_without_a_hub_say_so(tmp_path):
 # ---- SciTail ---------------------------------------------------------------------------------------------
 
 
-def test_scitail_both_release_formats_agree(tmp_path):
+def test_scitail_both_release_formats_agree(tmp_path, dm):
     tsv = examples("scitail", FIXTURES / "scitail" / "tsv_format" / "scitail_1.0_train.tsv")
     snli = examples("scitail", FIXTURES / "scitail" / "snli_format" / "scitail_1.0_train.txt")
     assert tsv == snli and len(tsv) == 60
@@ -115,7 +100,7 @@ def test_scitail_both_release_formats_agree(tmp_path):
     assert m2.splits["test"]["label"] == m.splits["test"]["label"] and m.num_classes == 2
 
 
-def test_scitail_errors_name_file_and_line(tmp_path):
+def test_scitail_errors_name_file_and_line(tmp_path, dm, copy_fixture):
     d = copy_fixture(tmp_path, "scitail")
     p = d / "tsv_format" / "scitail_1.0_dev.tsv"
     lines = p.read_text().splitlines()
@@ -136,7 +121,7 @@ def test_scitail_errors_name_file_and_line(tmp_path):
 # ---- DNLI ------------------------------------------------------------------------------------------------
 
 
-def test_dnli_json_array_and_json_lines(tmp_path):
+def test_dnli_json_array_and_json_lines(tmp_path, dm):
     path = FIXTURES / "dnli" / "dialogue_nli_dev.jsonl"
     data = json.loads(path.read_text())
     assert isinstance(data, list)  # the release's files hold one JSON array despite the extension
@@ -173,7 +158,7 @@ def test_dnli_edge_cases(tmp_path):
 # ---- TrecQA ----------------------------------------------------------------------------------------------
 
 
-def test_trecqa_xml_and_toks_layouts_agree(tmp_path):
+def test_trecqa_xml_and_toks_layouts_agree(tmp_path, dm):
     for split, folder in (("TRAIN-ALL", "train-all"), ("DEV", "raw-dev"), ("TEST", "raw-test")):
         xml = examples("trecqa", FIXTURES / "trecqa" / f"{split}.xml")
         toks = examples("trecqa", FIXTURES / "trecqa" / "toks" / folder)
@@ -183,7 +168,7 @@ def test_trecqa_xml_and_toks_layouts_agree(tmp_path):
     assert a.splits["test"]["group"] == b.splits["test"]["group"]
 
 
-def test_trecqa_clean_and_raw_evaluation(tmp_path):
+def test_trecqa_clean_and_raw_evaluation(tmp_path, dm):
     clean = dm(tmp_path, "trecqa", eval_protocol="clean")
     raw = dm(tmp_path / "raw", "trecqa", eval_protocol="raw")
     answered = dm(tmp_path / "ans", "trecqa", eval_protocol="answered")
@@ -202,7 +187,7 @@ def test_trecqa_clean_and_raw_evaluation(tmp_path):
         PairDataModule("trecqa", eval_protocol="dirty")
 
 
-def test_trecqa_jacana_names_and_train_all_preferred(tmp_path):
+def test_trecqa_jacana_names_and_train_all_preferred(tmp_path, dm):
     d = tmp_path / "jacana"
     d.mkdir()
     src = FIXTURES / "trecqa"
@@ -254,7 +239,7 @@ def test_trecqa_edge_cases(tmp_path, caplog):
 # ---- UDC -------------------------------------------------------------------------------------------------
 
 
-def test_udc_train_pairs_and_ten_candidate_groups(tmp_path):
+def test_udc_train_pairs_and_ten_candidate_groups(tmp_path, dm):
     m = dm(tmp_path, "udc")
     train = m.splits["train"]
     assert len(set(train["group"])) == len(train) == 64 and set(train["label"]) == {0, 1}
@@ -266,7 +251,7 @@ def test_udc_train_pairs_and_ten_candidate_groups(tmp_path):
     assert "__eou__" in test["text_a"][0]
 
 
-def test_udc_edge_cases(tmp_path):
+def test_udc_edge_cases(tmp_path, copy_fixture):
     d = copy_fixture(tmp_path, "udc")
     p = d / "valid.csv"
     lines = p.read_text().splitlines()
