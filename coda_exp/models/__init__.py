@@ -7,8 +7,8 @@ from coda_exp.models.attconv import (
     attconv_parameter_count,
     parameter_counts,
 )
-from coda_exp.models.decoding import beam_search, greedy_decode, strip_special
 from coda_exp.models.decaprop import DecaProp
+from coda_exp.models.decoding import beam_search, greedy_decode, strip_special
 from coda_exp.models.decompatt import DecompAtt, IntraAttention
 from coda_exp.models.embedding import ProjectedEmbedding
 from coda_exp.models.transformer import TransformerClassifier, TransformerSeq2Seq

@@ -129,8 +129,8 @@ class DecaProp(nn.Module):
         # 7. answer pointer
         self.start_rnn = PackedBiGRU(width, hidden_size, dropout)
         self.end_rnn = PackedBiGRU(width, hidden_size, dropout)
-        self.start_out = nn.Linear(width, 1)
-        self.end_out = nn.Linear(width, 1)
+        self.start_out = nn.Linear(width, 1, bias=False)  # a bias is shift-invariant under softmax
+        self.end_out = nn.Linear(width, 1, bias=False)
 
     def inputs(self, ids: torch.Tensor, chars: torch.Tensor | None, em: torch.Tensor | None,
                side: str) -> torch.Tensor:
