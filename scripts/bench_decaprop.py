@@ -17,10 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's coda_exp
 
 import torch
 
