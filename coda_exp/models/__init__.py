@@ -7,6 +7,7 @@ from coda_exp.models.attconv import (
     attconv_parameter_count,
     parameter_counts,
 )
+from coda_exp.models.decaprop import DecaProp
 from coda_exp.models.decoding import beam_search, greedy_decode, strip_special
 from coda_exp.models.decompatt import DecompAtt, IntraAttention
 from coda_exp.models.embedding import ProjectedEmbedding
@@ -16,6 +17,7 @@ __all__ = [
     "AttConvAdvanced",
     "AttConvLight",
     "AttConvNoConv",
+    "DecaProp",
     "DecompAtt",
     "IntraAttention",
     "ProjectedEmbedding",
