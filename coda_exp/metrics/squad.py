@@ -3,7 +3,9 @@ the gold answers, as fractions in [0, 1] (tables multiply by 100), and a DDP-saf
 
 Normalisation (``normalize_answer``): lower case, punctuation removed, the articles a/an/the removed, whitespace
 collapsed. F1 is the bag-of-tokens F1 of the normalised texts (Quasar-T's own ``metric.py`` uses set-based F1: not
-this). SearchQA (Dunn et al. 2017) also reports EM over the questions whose answer is one word (``em_unigram``) and
+this); when one side normalises to nothing, F1 = EM (the v2.0 script's rule, torchmetrics' too: v1.1 gave 0 to an
+empty prediction of an answer that normalises to nothing, e.g. "The", though its EM was 1). Checked against
+torchmetrics' ``squad`` on random cases (``tests/metrics/test_squad.py``). SearchQA (Dunn et al. 2017) also reports EM over the questions whose answer is one word (``em_unigram``) and
 F1 over those whose answer has several (``f1_ngram``); the answer's length is counted after normalisation.
 """
 
@@ -35,6 +37,8 @@ def exact_match(prediction: str, gold: str) -> float:
 
 def f1(prediction: str, gold: str) -> float:
     pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not pred or not ref:  # the v2.0 script's (and torchmetrics') rule; v1.1 gave 0 even when both are empty
+        return float(pred == ref)
     common = sum((Counter(pred) & Counter(ref)).values())
     if common == 0:
         return 0.0
