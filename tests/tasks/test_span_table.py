@@ -44,3 +44,21 @@ def test_experiment_table_1_sweeps_both_datasets_models_and_seeds():
     assert axes == {"task": ["quasart", "searchqa"], "model": ["decaprop", "decaprop_coda"], "seed": ["1", "2", "3"]}
     jobs = [[f"{k}={v}" for k, v in zip(axes, combo)] for combo in itertools.product(*axes.values())]
     assert len(jobs) == 12 and all(fingerprint(["experiment=table_1", *job]) == GRID_FINGERPRINT for job in jobs)
+
+
+@pytest.mark.parametrize("task", ["quasart", "searchqa"])
+def test_task_configs_compose_and_read_their_fixture(make_cfg, task):
+    """task=quasart|searchqa at scale=fixture: the data module reads the fixture, the task's settings are the
+    paper's (Adam 1e-3, batch 100 and 10 epochs at scale=paper, max_span 15, monitor val/f1)."""
+    from hydra.utils import get_class, instantiate
+
+    paper = make_cfg(f"task={task}")
+    assert (paper.optimizer.lr, paper.data.batch_size, paper.task.epochs) == (0.001, 100, 10)
+    assert paper.task.family == "span_extraction" and paper.task.monitor == "val/f1"
+    assert paper.task.module.max_span == 15 and get_class(paper.task.module._target_).__name__ == "SpanExtractionTask"
+    assert paper.data.max_len_passage_train == (400 if task == "searchqa" else 200)
+    cpu = make_cfg(f"task={task}", "scale=cpu")
+    assert (cpu.data.max_train_examples, cpu.data.max_len_passage_eval) == (20000, 400)
+    dm = instantiate(make_cfg(f"task={task}", "scale=fixture").data)
+    dm.setup()
+    assert dm.stats["train_examples"] == 19 and dm.reader.ngram_metrics == (task == "searchqa")

@@ -81,7 +81,7 @@ class SpanDataModule(DataModule):
     words'), ``use_exact_match`` the exact-match features. Capped splits are random subsets (``subset_seed``).
     """
 
-    def __init__(self, dataset: str = "quasart", dir: str | None = None, cache_dir: str = "cache",
+    def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache",
                  contexts: str = "short", train_context: str = "window", max_len_passage_train: int | None = 200,
                  max_len_passage_eval: int | None = 1000, max_len_query: int | None = 25, batch_size: int = 100,
                  eval_batch_size: int | None = 100, lowercase: bool = True, min_freq: int = 1,
