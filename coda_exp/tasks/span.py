@@ -91,8 +91,8 @@ class SpanExtractionTask(TaskModule):
         golds = [answers[i] for i in batch["index"].tolist()]
         scored = [best_over_golds(t, g) for t, g in zip(texts, golds)]
         device = batch["index"].device
-        em = torch.tensor([s[0] for s in scored], device=device)
-        f1 = torch.tensor([s[1] for s in scored], device=device)
+        em = torch.tensor([s[0] for s in scored], dtype=torch.float64, device=device)  # exact in the saved rows
+        f1 = torch.tensor([s[1] for s in scored], dtype=torch.float64, device=device)
         unigram = torch.tensor([is_unigram(g) for g in golds], dtype=torch.bool, device=device)
         (self.val_scores if stage == "val" else self.test_scores).update(em, f1, unigram, batch["index"])
         return start, end, em, f1
