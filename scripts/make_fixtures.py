@@ -8,6 +8,7 @@ a learnable signal so that an overfit run can reach high scores. Re-running the 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import random
 from pathlib import Path
@@ -363,11 +364,34 @@ def write_fever(out: Path) -> list[Path]:
     return written
 
 
+def write_span(out: Path) -> list[Path]:
+    """Quasar-T (gzip JSON lines), SearchQA (.txt); an answer absent when k % 7 == 3, no passage when k % 11 == 5."""
+    written, rng = [], random.Random(11)
+    for split, sqa, n in (("train", "train", 24), ("dev", "val", 8), ("test", "test", 8)):
+        rows = []
+        for k, ((title, what), other) in enumerate((rng.choice(FEVER_PAGES), rng.choice(FILLERS)) for _ in range(n)):
+            name = title.split("_")[0]
+            ps = rng.sample([f"{name} is {'known as the ' + what if k % 7 != 3 else 'unknown'} of the region .",
+                             other, f"Many say {other.lower()}"], 3)
+            rows.append((f"{split}{k}", f"What is {name} known as ?", f"the {what.title()}", [] if k % 11 == 5 else ps))
+        files = {f"questions/{split}_questions.json.gz": [{"uid": u, "question": q, "answer": a} for u, q, a, _ in rows]}
+        for kind, extra in (("short", []), ("long", ["A longer pseudo-document follows ."])):
+            files[f"contexts/{kind}/{split}_contexts.json.gz"] = [
+                {"uid": u, "contexts": [[1 - i / 10, p] for i, p in enumerate(extra + ps)]} for u, _, _, ps in rows]
+        for name, objs in files.items():  # gzip without a time stamp: rewriting gives identical bytes
+            written.append(out / "quasart" / name)
+            written[-1].parent.mkdir(parents=True, exist_ok=True)
+            written[-1].write_bytes(gzip.compress("".join(json.dumps(o) + "\n" for o in objs).encode(), mtime=0))
+        text = "".join(" ".join(f"<s> {p} </s>" for p in ps) + f" ||| {q} ||| {a}\n" for _, q, a, ps in rows)
+        written.append(atomic_write_text(out / "searchqa" / f"{sqa}.txt", text))
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures")
     args = ap.parse_args(argv)
-    for p in [*write(args.out), *write_yelp(args.out)]:
+    for p in [*write(args.out), *write_yelp(args.out), *write_span(args.out)]:
         print(p)
     return 0
 
