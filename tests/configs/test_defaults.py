@@ -21,10 +21,12 @@ CONFIGS = ROOT / "configs"
 # (class or function name, parameter): why the YAML may differ from the code default, or leave it out
 ALLOWED = {
     ("*", "scheduler_interval"): "every schedule here (T2T's) steps per optimizer step: a mechanism, not a choice",
+    ("DecaProp", "attention"): "null = DecaProp's softmax; decaprop_coda.yaml injects CoDA (defaults: attention: coda)",
 }
 # passed by the pipeline besides the config (datamodule.model_kwargs / task_kwargs, the scheduler factory)
 RUNTIME = {"vocab_size", "src_vocab_size", "tgt_vocab_size", "num_classes", "embeddings", "pad_id", "bos_id",
-           "eos_id", "unk_id", "decode_text", "targets", "evaluations", "run_info", "test_sets", "scheduler"}
+           "eos_id", "unk_id", "decode_text", "targets", "evaluations", "run_info", "test_sets", "scheduler",
+           "char_vocab_size"}
 
 
 def options(group: str) -> list[str]:
