@@ -115,6 +115,7 @@ _ACC_SEQ = re.compile(r"^test/acc_seq$")  # exact match of the generated output 
 _ACC_EXEC = re.compile(r"^test/acc_exec$")  # AlgoLisp: the generated program passes all its tests
 _TEACHER_FORCED = re.compile(r"^test/acc_(?:seq|tok)_tf$")
 _RECALL_AT_1 = re.compile(r"^test/r(\d+)@1(?:_(\w+))?$")
+_EXACT_MATCH = re.compile(r"^test/em$")  # span extraction: the predicted answer matches a gold one (SQuAD EM)
 
 
 def read_predictions(path: str | Path) -> list[dict]:
@@ -129,6 +130,7 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
     ``test/acc_seq``: per example of a sequence task (its saved ``exact``: generated tokens == reference tokens).
     ``test/acc_exec``: per AlgoLisp example (its saved ``exec``: the program passed all its tests); None for
     predictions saved without ``exec``. Neither ``acc_seq`` nor ``acc_exec`` names a test set ("seq", "exec").
+    ``test/em``: per question of a span task (its saved ``em``: 1 when the predicted answer matches a gold one).
     ``test/rN@1[_set]``: per group with one relevant candidate, as :mod:`coda_exp.metrics.ranking` counts it
     (its relevant candidate and the first N-1 others in input order; ties counted against it).
     """
@@ -142,6 +144,10 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
         # records written before ``exact`` was saved: the detokenised texts (equal for character-level tasks)
         return {(r["index"], r["reference"]): bool(r.get("exact", r["hypothesis"] == r["reference"]))
                 for r in rows}
+    if _EXACT_MATCH.match(metric):
+        if rows and "em" not in rows[0]:
+            return None  # not span predictions
+        return {(r["index"],): bool(r["em"]) for r in rows}
     m = _ACC.match(metric)
     if m:
         rows = [r for r in rows if r.get("test_set") == m.group(1)] if m.group(1) else rows

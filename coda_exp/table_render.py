@@ -39,7 +39,7 @@ def _body_rows(table: Table) -> list[list[str]]:
 SIGNIFICANCE_LEGEND = (
     "Δ rows: treatment − baseline of the means above (paper: the paper's difference); p: Welch's two-sided "
     "t-test across seeds (n = seeds per cell); paired p: McNemar's exact test on the test predictions of the "
-    "seeds both models ran, pooled (accuracy, R@1 only). See coda_exp/significance.py."
+    "seeds both models ran, pooled (accuracy, exact match, R@1 only). See coda_exp/significance.py."
 )
 
 

@@ -16,7 +16,12 @@ from tests.results.records import cell, rec
 
 
 def span(task, model, seed, em, f1):
-    return rec(task=task, model=model, seed=seed, scale="paper", fingerprint=GRID_FINGERPRINT,
+    attention = ({"name": "none"} if model == "decaprop" else
+                 {"name": "coda", "e_fn": "tanh", "n_fn": "sigmoid", "center_e": False, "center_n": False,
+                  "gate_scale": 2.0, "scale": True})
+    hparams = {"coda_in_bac": False, "coda_in_self_attention": False}
+    return rec(task=task, model=model, seed=seed, scale="paper", fingerprint=GRID_FINGERPRINT, attention=attention,
+               hparams=hparams,
                metrics={"test/em": em, "test/f1": f1, "val/f1": f1 + 0.01,
                         **({"test/em_unigram": em + 0.02, "test/f1_ngram": f1 - 0.02} if task == "searchqa" else {})})
 
@@ -62,3 +67,15 @@ def test_task_configs_compose_and_read_their_fixture(make_cfg, task):
     dm = instantiate(make_cfg(f"task={task}", "scale=fixture").data)
     dm.setup()
     assert dm.stats["train_examples"] == 19 and dm.reader.ngram_metrics == (task == "searchqa")
+
+
+def test_exact_match_has_per_question_outcomes_for_mcnemar():
+    from coda_exp.significance import outcomes, paired_test
+
+    base = [{"index": i, "em": float(i % 2), "f1": 0.5} for i in range(20)]
+    coda = [{"index": i, "em": 1.0, "f1": 0.9} for i in range(20)]
+    assert outcomes("test/em", base) == {(i,): bool(i % 2) for i in range(20)}
+    assert outcomes("test/em", []) == {} and outcomes("test/em", [{"index": 0, "label": 1}]) is None
+    test = paired_test("test/em", [(base, coda)])
+    assert (test.b, test.c, test.seeds) == (0, 10, 1) and test.p < 0.01
+    assert outcomes("test/f1", coda) is None  # F1 is graded: no right/wrong per question
