@@ -63,7 +63,8 @@ def test_task_configs_compose_and_read_their_fixture(make_cfg, task):
     assert paper.task.module.max_span == 15 and get_class(paper.task.module._target_).__name__ == "SpanExtractionTask"
     assert paper.data.max_len_passage_train == (400 if task == "searchqa" else 200)
     cpu = make_cfg(f"task={task}", "scale=cpu")
-    assert (cpu.data.max_train_examples, cpu.data.max_len_passage_eval) == (20000, 400)
+    assert (cpu.data.max_train_examples, cpu.data.batch_size, cpu.task.epochs) == (5000, 32, 3)  # < 1 h here
+    assert (cpu.data.max_len_passage_train, cpu.data.max_len_passage_eval) == (200, 400)
     dm = instantiate(make_cfg(f"task={task}", "scale=fixture").data)
     dm.setup()
     assert dm.stats["train_examples"] == 19 and dm.reader.ngram_metrics == (task == "searchqa")
