@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,6 +118,15 @@ class DataModule(pl.LightningDataModule, ABC):
     def limit(self, split: str) -> int | None:
         """The cap on the examples of ``split``: ``max_train_examples`` for train, ``max_eval_examples`` else."""
         return self.max_train_examples if split == "train" else self.max_eval_examples
+
+    def subset(self, split: str, examples: list) -> list:
+        """``examples`` capped by :meth:`limit`: a random subset drawn with the fixed ``subset_seed`` (the same
+        examples for every run seed, so models are compared on one subset), kept in file order."""
+        limit = self.limit(split)
+        if limit is None or len(examples) <= limit:
+            return examples
+        keep = sorted(random.Random(getattr(self, "subset_seed", 0)).sample(range(len(examples)), limit))
+        return [examples[i] for i in keep]
 
     def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None) -> DataLoader:
         """A DataLoader over ``ds``: token-based batches when ``max_tokens`` is set and ``lengths`` given,

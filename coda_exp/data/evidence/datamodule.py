@@ -114,13 +114,6 @@ class EvidenceDataModule(DataModule):
         return self.claims[split]
 
     # -- evidence ------------------------------------------------------------------------------------------
-    def _subset(self, split: str, examples: list[dict]) -> list[dict]:
-        limit = self.limit(split)
-        if limit is None or len(examples) <= limit:
-            return examples
-        keep = sorted(random.Random(self.subset_seed).sample(range(len(examples)), limit))
-        return [examples[i] for i in keep]
-
     def _check_gold(self, store: WikiStore, ex: dict) -> None:
         if ex["label"] == NEI:
             return
@@ -155,7 +148,7 @@ class EvidenceDataModule(DataModule):
                                                  self.reader.source_key(split, self.dir), self.progress)
             self.stats[f"{split}_retrieved_evidence_file"] = str(path)
         out = []
-        for ex in self._subset(split, examples):
+        for ex in self.subset(split, examples):
             pairs = self._pairs(store, ex, retrieved)
             out.append({**ex, "pairs": pairs, "sentences": [store.sentence(p, n) or "" for p, n in pairs]})
         return out

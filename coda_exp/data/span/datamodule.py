@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 from collections import Counter
 
 import torch
@@ -123,13 +122,6 @@ class SpanDataModule(DataModule):
         return self._tokens[split]
 
     # -- building -------------------------------------------------------------------------------------------
-    def _subset(self, split: str, examples: list[dict]) -> list[dict]:
-        limit = self.limit(split)
-        if limit is None or len(examples) <= limit:
-            return examples
-        keep = sorted(random.Random(self.subset_seed).sample(range(len(examples)), limit))
-        return [examples[i] for i in keep]
-
     def _prepare(self, split: str, ex: dict) -> dict | None:
         """Context tokens, question tokens and gold span of ``ex``; None for a dropped training example."""
         context = tokens_with_space(join_passages(ex["passages"]))
@@ -192,7 +184,7 @@ class SpanDataModule(DataModule):
         self.stats.update(train_dropped_no_answer=0, train_dropped_truncated=0)
         raw: dict[str, list[dict]] = {}
         for split in self.reader.splits():
-            read = self._subset(split, list(self.reader.read(split, self.dir)))
+            read = self.subset(split, list(self.reader.read(split, self.dir)))
             raw[split] = [e for e in (self._prepare(split, ex) for ex in read) if e is not None]
             self.stats[f"{split}_questions"] = len(read)
         if not raw["train"]:
