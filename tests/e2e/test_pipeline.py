@@ -18,7 +18,9 @@ from tests.e2e.helpers import train
 TASKS = ["snli", "wikiqa", "mnli", "scitail", "dnli", "trecqa", "udc"]
 # the other families, each with the model that serves it (softmax and CoDA variants alternate)
 TASK_MODELS = [("mlu", "coda_transformer"), ("algolisp", "transformer"), ("iwslt15_envi", "coda_transformer"),
-               ("imdb", "coda_transformer_classifier"), ("sst", "transformer_classifier")]
+               ("imdb", "coda_transformer_classifier"), ("sst", "transformer_classifier"),
+               ("quasart", "decaprop"), ("quasart", "decaprop_coda"), ("searchqa", "decaprop"),
+               ("searchqa", "decaprop_coda")]
 
 
 @pytest.mark.parametrize("task,model", [(t, "decompatt") for t in TASKS] + TASK_MODELS)
