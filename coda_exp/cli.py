@@ -4,7 +4,7 @@
 
 The configs are the repository's top-level ``configs/`` folder in a checkout and ship inside the wheel as
 ``coda_exp/configs`` (``setup.py`` maps the one onto the other): :func:`config_dir` picks whichever exists, the
-checkout first. Importing this module also registers the configs' resolvers (``${dir_if_exists:PATH}``).
+checkout first. Importing this module registers the configs' resolvers (:mod:`coda_exp.resolvers`).
 """
 
 from __future__ import annotations
@@ -13,20 +13,12 @@ import os
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...})
 
 PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parent  # the repository root when coda_exp is used from a checkout
-
-
-def dir_if_exists(path: str) -> str | None:
-    """``${dir_if_exists:PATH}``: PATH when it is a folder, else null. The data bases (configs/data/*.yaml) read
-    ``data/<task>/`` when it holds the official files and otherwise leave ``data.dir`` null (the hub, or MLU's
-    generator), so a run's resolved config records which folder it read."""
-    return str(path) if path is not None and Path(path).is_dir() else None
-
-
-OmegaConf.register_new_resolver("dir_if_exists", dir_if_exists, replace=True)
 
 
 def in_checkout() -> bool:

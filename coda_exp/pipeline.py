@@ -16,7 +16,7 @@ import torch
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import cli, results, run_folder  # noqa: F401 (cli registers the configs' resolvers: ${dir_if_exists:...})
+from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${dir_if_exists:...})
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
