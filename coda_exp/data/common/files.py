@@ -57,6 +57,15 @@ def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str 
         raise DataError(f"{path}: empty file{of_split(split)}; expected {expected}")
 
 
+def iter_records(path: str | os.PathLike, split: str | None = None, expected: str = "text"
+                 ) -> Iterator[tuple[str, str]]:
+    """``(where, line)`` for every non-blank line of ``path`` (``where`` = ``file:line``, for error messages),
+    with the checks of :func:`iter_lines`."""
+    for lineno, line in iter_lines(path, split, expected):
+        if line.strip():
+            yield f"{path}:{lineno}", line
+
+
 def read_lines(path: str | os.PathLike, split: str | None = None, expected: str = "text") -> list[str]:
     """All lines of ``path`` (see :func:`iter_lines`); a missing final newline adds no empty line."""
     return [line for _, line in iter_lines(path, split, expected)]
@@ -71,10 +80,7 @@ def read_jsonl(path: str | os.PathLike, split: str | None = None, expected: str 
                ) -> Iterator[tuple[str, dict]]:
     """``(where, object)`` for each non-blank line of a JSON-lines file (``where`` = ``file:line``); a malformed
     line or one that is not an object is a :class:`DataError` naming ``file:line``."""
-    for lineno, line in iter_lines(path, split, expected):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
+    for where, line in iter_records(path, split, expected):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:

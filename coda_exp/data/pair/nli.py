@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.files import iter_lines, read_jsonl, read_text
+from coda_exp.data.common.files import iter_records, read_jsonl, read_text
 from coda_exp.data.pair.readers import PairReader, SnliReader, register, require_str
 
 NLI3 = ("entailment", "neutral", "contradiction")
@@ -76,10 +76,7 @@ class SciTailReader(PairReader):
                 yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
                        "label": self.label_id(label, where), "group": ""}
             return
-        for lineno, line in iter_lines(path, split, "premise<TAB>hypothesis<TAB>label lines"):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
+        for where, line in iter_records(path, split, "premise<TAB>hypothesis<TAB>label lines"):
             fields = line.split("\t")
             if len(fields) != 3:
                 raise DataError(f"{where}: malformed row with {len(fields)} tab-separated fields; expected 3 "

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, require_files
-from coda_exp.data.common.files import iter_lines, read_text
+from coda_exp.data.common.files import iter_records, read_text
 from coda_exp.data.common.readers import Reader, get_reader, register
 from coda_exp.data.common.splits import SPLITS
 
@@ -191,10 +191,7 @@ class LineReader(TextReader):
 
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         path = self.path(directory, split)
-        for lineno, line in iter_lines(path, split, f"one {self.line_format.split(' (')[0]} per line"):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
+        for where, line in iter_records(path, split, f"one {self.line_format.split(' (')[0]} per line"):
             parts = line.strip().split(None, 1)
             if len(parts) < 2:
                 raise DataError(f"{where}: malformed line {line[:60]!r}; expected {self.line_format}")
