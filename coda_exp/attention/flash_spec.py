@@ -1,0 +1,99 @@
+"""What every Flash-CoDA backend computes: the contract, the reference and the dropout hash (one source of truth).
+
+Flash-CoDA computes out = (dropout(M) ⊙ valid) V without storing M (..., Lq, Lk), where, per (batch, head) slice,
+
+    E_ij = alpha · q_i · k_j,    N_ij = -beta · ||nq_i - nk_j||_1,    M_ij = f_E(E_ij) · gate · f_N(N_ij)
+
+(Tay et al. 2019, eqs. 1-3, 5, 10; alpha and beta already include any 1/sqrt(d) scaling; no centring). A pair
+(i, j) is valid when ``mask[b, h, i, j]`` (None: all), ``query_mask[b, h, i]`` (None: all) and, with ``causal``,
+j <= i + (Lk - Lq). Invalid pairs contribute exactly 0; rows are not normalised (CoDA has no softmax).
+
+Backend functions (``forward`` / ``backward``) take 4-D tensors on one device, one floating dtype, contiguous:
+q (B, H, Lq, de), k (B, H, Lk, de), v (B, H, Lk, dv), nq (B, H, Lq, dn), nk (B, H, Lk, dn); ``mask`` None or a bool
+(B, H, Lq, Lk) *expanded view* (stride 0 on broadcast dims: never materialised), ``query_mask`` None or a bool
+(B, H, Lq) expanded view, and ``FlashParams``. ``forward(...) -> out (B, H, Lq, dv)`` in the input dtype;
+``backward(..., dout) -> (dq, dk, dv, dnq, dnk)``; with ``params.shared_n`` (nq is q and nk is k, CoDAScoring's
+eq. 10) the L1 gradients are added into dq / dk and dnq = dnk = None.
+
+Dropout on M (``dropout_p`` > 0) is counter-based so a backward can regenerate it block by block: pair (s, i, j) of
+flattened slice s = b·H + h is kept iff ``uniform(seed, s, i, j) >= dropout_p``, kept values scaled by
+1 / (1 - dropout_p); ``uniform`` = the top 24 bits of a 32-bit hash (``hash32``) times 2^-24.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS
+
+MASK32 = 0xFFFFFFFF
+MIX_A, MIX_B = 0x7FEB352D, 0x846CA68B  # lowbias32 (C. Wellons) multipliers
+
+
+@dataclass(frozen=True)
+class FlashParams:
+    """Scalars of one call: temperatures (scaling included), gate, activations, causal flag, dropout, shared_n."""
+
+    alpha: float
+    beta: float
+    gate: float
+    e_fn: str
+    n_fn: str
+    causal: bool = False
+    dropout_p: float = 0.0
+    seed: int = 0  # 0 <= seed < 2^31
+    shared_n: bool = False
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """lowbias32 on int64 tensors holding uint32 values (every product masked back to 32 bits)."""
+    x = x ^ (x >> 16)
+    x = (x * MIX_A) & MASK32
+    x = x ^ (x >> 15)
+    x = (x * MIX_B) & MASK32
+    return x ^ (x >> 16)
+
+
+def hash32(seed: int, s: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """mix32(mix32(mix32(seed + s) + i) + j), additions mod 2^32; int64 tensors (broadcast)."""
+    h = mix32((s + seed) & MASK32)
+    h = mix32((h + i) & MASK32)
+    return mix32((h + j) & MASK32)
+
+
+def dropout_keep(seed: int, p: float, shape: tuple[int, int, int, int], device=None) -> torch.Tensor:
+    """The bool keep mask (B, H, Lq, Lk) of the counter-based dropout (for references and tests only: L × L)."""
+    b, h, lq, lk = shape
+    s = torch.arange(b * h, dtype=torch.int64, device=device).view(b, h, 1, 1)
+    i = torch.arange(lq, dtype=torch.int64, device=device).view(1, 1, lq, 1)
+    j = torch.arange(lk, dtype=torch.int64, device=device).view(1, 1, 1, lk)
+    uniform = (hash32(seed, s, i, j) >> 8).to(torch.float64) * 2.0 ** -24
+    return uniform >= p
+
+
+def valid_pairs(mask, query_mask, causal: bool, lq: int, lk: int, device) -> torch.Tensor | None:
+    """The bool validity of every pair, broadcastable to (B, H, Lq, Lk) (reference only: may be L × L)."""
+    valid = mask
+    if query_mask is not None:
+        qm = query_mask[..., None]
+        valid = qm if valid is None else valid & qm
+    if causal:
+        tri = torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal=lk - lq)
+        valid = tri if valid is None else valid & tri
+    return valid
+
+
+def reference_forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:
+    """The materialising reference (plain PyTorch, differentiable): what every backend must match."""
+    energy = params.alpha * (q @ k.transpose(-1, -2))
+    neg = -params.beta * (nq[..., :, None, :] - nk[..., None, :, :]).abs().sum(-1)
+    m = E_FUNCTIONS[params.e_fn](energy) * params.gate * N_FUNCTIONS[params.n_fn](neg)
+    valid = valid_pairs(mask, query_mask, params.causal, q.shape[-2], k.shape[-2], q.device)
+    if valid is not None:
+        m = torch.where(valid, m, torch.zeros((), dtype=m.dtype, device=m.device))
+    if params.dropout_p > 0:
+        keep = dropout_keep(params.seed, params.dropout_p, tuple(m.shape), m.device)
+        m = torch.where(keep, m / (1.0 - params.dropout_p), torch.zeros((), dtype=m.dtype, device=m.device))
+    return m @ v
