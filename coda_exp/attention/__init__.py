@@ -7,6 +7,7 @@ configured ``kernel``); what a forward ran: ``kernels_used(model)``; matrices fo
 from coda_exp.attention.coda import CoDACrossAttention
 from coda_exp.attention.dispatch import ENV_VAR as KERNEL_ENV_VAR
 from coda_exp.attention.dispatch import KERNEL_CHOICES, kernels_used, l1_distance, select_kernel
+from coda_exp.attention.flash import coda_attention, run_coda_attention
 from coda_exp.attention.functional import coda_components, coda_matrix, compositional_pool
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_max, masked_mean, masked_softmax, masked_sum, pair_mask
@@ -25,6 +26,7 @@ __all__ = [
     "SoftmaxCrossAttention",
     "SoftmaxScoring",
     "attention_mask",
+    "coda_attention",
     "coda_components",
     "coda_matrix",
     "compositional_pool",
@@ -35,5 +37,6 @@ __all__ = [
     "masked_softmax",
     "masked_sum",
     "pair_mask",
+    "run_coda_attention",
     "select_kernel",
 ]

@@ -102,10 +102,11 @@ if HAVE_NUMBA:
                     out[i0 + r, j] = acc[r, j]
 
     @njit(fastmath=_FAST, cache=True)
-    def _l1_grad_slice(x, y, g, dx, dy, yt, dyt):  # pragma: no cover - compiled
+    def _l1_grad_slice(x, y, g, dx, dy, yt, dyt, acc_dy):  # pragma: no cover - compiled
         """dx[i, k] = sum_j g[i, j] sign(x[i, k] - y[j, k]); dy[j, k] = -sum_i g[i, j] sign(...); sign(0) = 0.
 
-        x (la, d), y (lb, d), g (la, lb); dx, dy written in full; yt, dyt (d, lb) scratch. ``zero = g - g`` keeps
+        x (la, d), y (lb, d), g (la, lb); dx written in full, dy too, or added to when ``acc_dy`` (a query block's
+        share of a key gradient); yt, dyt (d, lb) scratch. ``zero = g - g`` keeps
         every literal in the input dtype (an int 0 would promote float32 selects to float64).
         """
         la, d = x.shape
@@ -163,9 +164,14 @@ if HAVE_NUMBA:
                             sa += ta
                             dyt[k, j] -= ta
                         dx[i, k] = sa
-        for j in range(lb):
-            for k in range(d):
-                dy[j, k] = dyt[k, j]
+        if acc_dy:
+            for j in range(lb):
+                for k in range(d):
+                    dy[j, k] += dyt[k, j]
+        else:
+            for j in range(lb):
+                for k in range(d):
+                    dy[j, k] = dyt[k, j]
 
     @njit(parallel=True, cache=True)
     def l1_forward(x, y, out):  # pragma: no cover - compiled
@@ -186,7 +192,7 @@ if HAVE_NUMBA:
         for s in prange(n_slices):
             yt = np.empty((d, lb), dtype=x.dtype)
             dyt = np.empty((d, lb), dtype=x.dtype)
-            _l1_grad_slice(x[s], y[s], g[s], dx[s], dy[s], yt, dyt)
+            _l1_grad_slice(x[s], y[s], g[s], dx[s], dy[s], yt, dyt, False)
 
     @njit(fastmath=_EXACT, error_model="numpy", cache=True)
     def _exp_row(u, n, out, r, bits, scale, c, ic):  # pragma: no cover - compiled
@@ -342,8 +348,9 @@ if HAVE_NUMBA:
             g[q] = gm * b[q]
 
     @njit(parallel=True, fastmath=_FAST, cache=True)
-    def gate_backward(dm, a, b, x, y, de, dx, dy):  # pragma: no cover - compiled
-        """dE_raw = dm * a (written to de); G = dm * b goes straight into the L1 gradient (dx, dy) of each slice."""
+    def gate_backward(dm, a, b, x, y, de, dx, dy, acc_dy):  # pragma: no cover - compiled
+        """dE_raw = dm * a (written to de); G = dm * b goes straight into the L1 gradient (dx, dy) of each slice;
+        dy is added to when ``acc_dy`` (Flash-CoDA's query blocks), else written."""
         n_slices, la, lb = dm.shape
         d = x.shape[2]
         for s in prange(n_slices):
@@ -353,4 +360,277 @@ if HAVE_NUMBA:
                       g.reshape(size))
             yt = np.empty((d, lb), dtype=x.dtype)
             dyt = np.empty((d, lb), dtype=x.dtype)
-            _l1_grad_slice(x[s], y[s], g, dx[s], dy[s], yt, dyt)
+            _l1_grad_slice(x[s], y[s], g, dx[s], dy[s], yt, dyt, acc_dy)
+
+    @njit(parallel=True, cache=True)
+    def dropout_rows(x, seed, row0, p, scale):  # pragma: no cover - compiled
+        """Flash-CoDA's counter-based dropout in place on x (S, rows, lb), rows row0.. of each slice (``flash_spec``):
+        x[s, i, j] *= scale if uniform(seed, s, row0 + i, j) >= p else 0; uniform = (hash32 >> 8) * 2^-24."""
+        n_slices, rows, lb = x.shape
+        mask = np.uint64(0xFFFFFFFF)
+        ma, mb = np.uint64(0x7FEB352D), np.uint64(0x846CA68B)
+        s16, s15, s8 = np.uint64(16), np.uint64(15), np.uint64(8)
+        zero = x.dtype.type(0)
+        for s in prange(n_slices):
+            h0 = (np.uint64(seed) + np.uint64(s)) & mask
+            h0 ^= h0 >> s16
+            h0 = (h0 * ma) & mask
+            h0 ^= h0 >> s15
+            h0 = (h0 * mb) & mask
+            h0 ^= h0 >> s16
+            for i in range(rows):
+                h1 = (h0 + np.uint64(row0 + i)) & mask
+                h1 ^= h1 >> s16
+                h1 = (h1 * ma) & mask
+                h1 ^= h1 >> s15
+                h1 = (h1 * mb) & mask
+                h1 ^= h1 >> s16
+                for j in range(lb):
+                    h = (h1 + np.uint64(j)) & mask
+                    h ^= h >> s16
+                    h = (h * ma) & mask
+                    h ^= h >> s15
+                    h = (h * mb) & mask
+                    h ^= h >> s16
+                    u = float(h >> s8) * 5.9604644775390625e-08
+                    x[s, i, j] = x[s, i, j] * scale if u >= p else zero
+
+    @njit(inline="always")
+    def _mix32(h):  # pragma: no cover - compiled
+        """lowbias32 on a uint64 holding a uint32 (``flash_spec.mix32``)."""
+        mask = np.uint64(0xFFFFFFFF)
+        h ^= h >> np.uint64(16)
+        h = (h * np.uint64(0x7FEB352D)) & mask
+        h ^= h >> np.uint64(15)
+        h = (h * np.uint64(0x846CA68B)) & mask
+        return h ^ (h >> np.uint64(16))
+
+    @njit(inline="always")
+    def _row_hash(seed, s, i):  # pragma: no cover - compiled
+        """mix32(mix32(seed + s) + i): the per-row part of ``flash_spec.hash32``."""
+        mask = np.uint64(0xFFFFFFFF)
+        return _mix32((_mix32((np.uint64(seed) + np.uint64(s)) & mask) + np.uint64(i)) & mask)
+
+    @njit(fastmath=_FAST, cache=True)
+    def _flash_block(q, nq, kt, nkt, i0, nr, j0, jb, s, mflat, moff, ms0, ms1, qvalid, causal, off, coefs, codes,
+                     c, ic, seed, need_grad, ebuf, dbuf, work, bits, m, a, b):  # pragma: no cover - compiled
+        """One (rows i0..i0+nr) x (keys j0..j0+jb) block of a slice: M (dropout applied: the kept, rescaled value;
+        0 elsewhere) into m[r, j], and with ``need_grad`` A = dM/dE_raw, B = dM/dD of the undropped M into a, b,
+        all (R, BK) with row stride BK. kt (de, Lk), nkt (dn, Lk): the slice's keys transposed."""
+        de, dn = q.shape[1], nq.shape[1]
+        bk = m.shape[1]
+        alpha, beta, gate, p, keep_scale = coefs[0], coefs[1], coefs[2], coefs[4], coefs[5]
+        zero = coefs[3]
+        ujb = np.uint64(jb)  # unsigned trip counts and 1-D views: no wraparound branch, LLVM vectorises over j
+        for r in range(nr):
+            i = i0 + r
+            erow, drow = ebuf[r], dbuf[r]
+            for j in range(ujb):
+                erow[j] = zero
+                drow[j] = zero
+            for kk in range(de):
+                xv = q[i, kk]
+                krow = kt[kk, j0:j0 + jb]
+                for j in range(ujb):
+                    erow[j] += xv * krow[j]
+            for kk in range(dn):
+                xv = nq[i, kk]
+                krow = nkt[kk, j0:j0 + jb]
+                for j in range(ujb):
+                    drow[j] += abs(xv - krow[j])
+            for j in range(ujb):
+                erow[j] = alpha * erow[j]
+                drow[j] = -beta * drow[j]
+        n = nr * bk
+        ve, vn = ebuf.reshape(ebuf.size)[:n], dbuf.reshape(dbuf.size)[:n]
+        fe, dfe, fn, dfn, tmp, rr = work[0], work[1], work[2], work[3], work[4], work[5]
+        pow2 = bits.view(ebuf.dtype)
+        _activate(codes[0], ve, n, fe, dfe, tmp, rr, bits, pow2, c, ic)
+        _activate(codes[1], vn, n, fn, dfn, tmp, rr, bits, pow2, c, ic)
+        for r in range(nr):
+            i = i0 + r
+            row_ok = qvalid[s, i] != 0
+            base = moff[s] + i * ms0
+            limit = i + off if causal else j0 + jb
+            h1 = _row_hash(seed, s, i) if p > zero else np.uint64(0)
+            for j in range(jb):
+                t = r * bk + j
+                jj = j0 + j
+                ok = row_ok and mflat[base + jj * ms1] != 0 and jj <= limit
+                val = fe[t] * (gate * fn[t])
+                da = alpha * gate * fn[t] * dfe[t]
+                db = -beta * gate * fe[t] * dfn[t]
+                if not ok:
+                    val, da, db = zero, zero, zero
+                if p > zero:
+                    h = _mix32((h1 + np.uint64(jj)) & np.uint64(0xFFFFFFFF))
+                    u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
+                    val = val * keep_scale if u >= p else zero
+                m[r, j] = val
+                if need_grad:
+                    a[r, j] = da
+                    b[r, j] = db
+
+    @njit(inline="always")
+    def _key_limit(i0, nr, lk, causal, off):  # pragma: no cover - compiled
+        """Keys 0.. this row block may see: all, or up to the causal limit of its last row."""
+        if causal:
+            return max(0, min(lk, i0 + nr + off))
+        return lk
+
+    @njit(parallel=True, fastmath=_FAST, cache=True)
+    def flash_forward(q, k, v, nq, nk, mflat, moff, mstride, qvalid, causal, off, coefs, codes, c, ic, seed,
+                      out):  # pragma: no cover - compiled
+        """Flash-CoDA forward (``flash_spec``), one slice per thread: rows in blocks of _ROWS, keys in blocks of
+        _CHUNK / _ROWS; out[s, i] = sum_j M_ij v_j accumulated block by block, M never stored beyond a block."""
+        n_slices, lq, de = q.shape
+        lk, dv, dn = k.shape[1], v.shape[2], nq.shape[2]
+        bk = _CHUNK // _ROWS
+        for s in prange(n_slices):
+            kt = np.empty((de, lk), dtype=q.dtype)
+            nkt = np.empty((dn, lk), dtype=q.dtype)
+            for j in range(lk):
+                for kk in range(de):
+                    kt[kk, j] = k[s, j, kk]
+                for kk in range(dn):
+                    nkt[kk, j] = nk[s, j, kk]
+            ebuf = np.empty((_ROWS, bk), dtype=q.dtype)
+            dbuf = np.empty((_ROWS, bk), dtype=q.dtype)
+            work = np.empty((6, _CHUNK), dtype=q.dtype)
+            bits = np.empty(_CHUNK, ic.dtype)
+            m = np.empty((_ROWS, bk), dtype=q.dtype)
+            none = np.empty((0, 0), dtype=q.dtype)
+            acc = np.empty((_ROWS, dv), dtype=q.dtype)
+            for i0 in range(0, lq, _ROWS):
+                nr = min(_ROWS, lq - i0)
+                acc[:] = 0
+                jmax = _key_limit(i0, nr, lk, causal, off)
+                for j0 in range(0, jmax, bk):
+                    jb = min(bk, jmax - j0)
+                    _flash_block(q[s], nq[s], kt, nkt, i0, nr, j0, jb, s, mflat, moff, mstride[0], mstride[1],
+                                 qvalid, causal, off, coefs, codes, c, ic, seed, False, ebuf, dbuf, work, bits, m,
+                                 none, none)
+                    for r in range(nr):
+                        arow, mrow = acc[r], m[r]
+                        for j in range(jb):
+                            w = mrow[j]
+                            vrow = v[s, j0 + j]
+                            for dd in range(np.uint64(dv)):
+                                arow[dd] += w * vrow[dd]
+                for r in range(nr):
+                    for dd in range(dv):
+                        out[s, i0 + r, dd] = acc[r, dd]
+
+    @njit(parallel=True, fastmath=_FAST, cache=True)
+    def flash_backward(q, k, v, nq, nk, mflat, moff, mstride, qvalid, causal, off, coefs, codes, c, ic, seed,
+                       dout, shared, dq, dk, dv, dnq, dnk):  # pragma: no cover - compiled
+        """Flash-CoDA backward, one slice per thread, recomputing each block: dM = dout v^T (dropout-masked),
+        dv += M^T dout, dE = dM A -> dq, dk; G = dM B -> the L1 gradients. Every output written in full; with
+        ``shared`` (nq is q, nk is k) the L1 gradients are added into dq / dk and dnq / dnk are not touched."""
+        n_slices, lq, de = q.shape
+        lk, ndv, dn = k.shape[1], v.shape[2], nq.shape[2]
+        bk = _CHUNK // _ROWS
+        zero = coefs[3]
+        for s in prange(n_slices):
+            kt = np.empty((de, lk), dtype=q.dtype)
+            nkt = np.empty((dn, lk), dtype=q.dtype)
+            vt = np.empty((ndv, lk), dtype=q.dtype)
+            for j in range(lk):
+                for kk in range(de):
+                    kt[kk, j] = k[s, j, kk]
+                for kk in range(dn):
+                    nkt[kk, j] = nk[s, j, kk]
+                for dd in range(ndv):
+                    vt[dd, j] = v[s, j, dd]
+            dkt = np.zeros((de, lk), dtype=q.dtype)
+            dnkt = np.zeros((dn, lk), dtype=q.dtype)
+            dvt = np.zeros((ndv, lk), dtype=q.dtype)
+            ebuf = np.empty((_ROWS, bk), dtype=q.dtype)
+            dbuf = np.empty((_ROWS, bk), dtype=q.dtype)
+            work = np.empty((6, _CHUNK), dtype=q.dtype)
+            bits = np.empty(_CHUNK, ic.dtype)
+            m = np.empty((_ROWS, bk), dtype=q.dtype)
+            a = np.empty((_ROWS, bk), dtype=q.dtype)
+            b = np.empty((_ROWS, bk), dtype=q.dtype)
+            dm = np.empty((_ROWS, bk), dtype=q.dtype)
+            dq_acc = np.empty((_ROWS, de), dtype=q.dtype)
+            dnq_acc = np.empty((_ROWS, dn), dtype=q.dtype)
+            p, keep_scale = coefs[4], coefs[5]
+            for i0 in range(0, lq, _ROWS):
+                nr = min(_ROWS, lq - i0)
+                dq_acc[:] = 0
+                dnq_acc[:] = 0
+                jmax = _key_limit(i0, nr, lk, causal, off)
+                for j0 in range(0, jmax, bk):
+                    jb = min(bk, jmax - j0)
+                    _flash_block(q[s], nq[s], kt, nkt, i0, nr, j0, jb, s, mflat, moff, mstride[0], mstride[1],
+                                 qvalid, causal, off, coefs, codes, c, ic, seed, True, ebuf, dbuf, work, bits, m,
+                                 a, b)
+                    ujb = np.uint64(jb)
+                    for r in range(nr):
+                        i = i0 + r
+                        dmr, mr, ar, br = dm[r], m[r], a[r], b[r]
+                        for j in range(ujb):
+                            dmr[j] = zero
+                        for dd in range(ndv):
+                            g = dout[s, i, dd]
+                            vrow = vt[dd, j0:j0 + jb]
+                            for j in range(ujb):
+                                dmr[j] += g * vrow[j]
+                        if p > zero:  # dL/dM = keep * scale * dL/d(dropped M): m holds keep * scale * M
+                            h1 = _row_hash(seed, s, i)
+                            for j in range(jb):
+                                h = _mix32((h1 + np.uint64(j0 + j)) & np.uint64(0xFFFFFFFF))
+                                u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
+                                dmr[j] = dmr[j] * keep_scale if u >= p else zero
+                        for dd in range(ndv):
+                            g = dout[s, i, dd]
+                            dvrow = dvt[dd, j0:j0 + jb]
+                            for j in range(ujb):
+                                dvrow[j] += mr[j] * g
+                        for j in range(ujb):  # dm -> dE (into a), G (into b)
+                            gm = dmr[j]
+                            ar[j] = gm * ar[j]
+                            br[j] = gm * br[j]
+                        for kk in range(de):
+                            xv = q[s, i, kk]
+                            krow = kt[kk, j0:j0 + jb]
+                            dkrow = dkt[kk, j0:j0 + jb]
+                            acc = zero
+                            for j in range(ujb):
+                                w = ar[j]
+                                acc += w * krow[j]
+                                dkrow[j] += w * xv
+                            dq_acc[r, kk] += acc
+                        for kk in range(dn):
+                            xv = nq[s, i, kk]
+                            nrow = nkt[kk, j0:j0 + jb]
+                            dnrow = dnkt[kk, j0:j0 + jb]
+                            acc = zero
+                            for j in range(ujb):
+                                yv = nrow[j]
+                                g = br[j]
+                                t = g if xv > yv else (-g if xv < yv else zero)
+                                acc += t
+                                dnrow[j] -= t
+                            dnq_acc[r, kk] += acc
+                for r in range(nr):
+                    for kk in range(de):
+                        dq[s, i0 + r, kk] = dq_acc[r, kk]
+                    if shared:
+                        for kk in range(dn):
+                            dq[s, i0 + r, kk] += dnq_acc[r, kk]
+                    else:
+                        for kk in range(dn):
+                            dnq[s, i0 + r, kk] = dnq_acc[r, kk]
+            for j in range(lk):
+                for kk in range(de):
+                    dk[s, j, kk] = dkt[kk, j]
+                for dd in range(ndv):
+                    dv[s, j, dd] = dvt[dd, j]
+                if shared:
+                    for kk in range(dn):
+                        dk[s, j, kk] += dnkt[kk, j]
+                else:
+                    for kk in range(dn):
+                        dnk[s, j, kk] = dnkt[kk, j]

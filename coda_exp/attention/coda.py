@@ -7,6 +7,7 @@ from types import MappingProxyType
 import torch
 from torch import nn
 
+from coda_exp.attention.flash import run_coda_cross_attention
 from coda_exp.attention.functional import compositional_pool, run_coda
 from coda_exp.attention.masking import pair_mask
 from coda_exp.attention.options import DEFAULTS, CoDAOptions
@@ -30,7 +31,8 @@ class CoDACrossAttention(nn.Module):
     N = -beta ||F_N(a_i) - F_N(b_j)||_1, M = f_E(E) * g * f_N(N) (eqs. 1-6); a_aligned = M b (B, la, dim),
     b_aligned = M^T a (B, lb, dim) (eq. 7). Padded rows of both outputs are exactly 0. ``maps``: ``AttentionMaps``
     with weights = M, E, N, f_E, f_N, gate and the pair mask, each (B, la, lb) (requesting them runs the
-    materialising path). ``kernel_used``: the kernel the last forward ran (``dispatch``).
+    materialising path). ``kernel_used``: the kernel the last forward ran (``dispatch``); without ``return_maps``,
+    ``flash`` (two Flash-CoDA calls, M never stored: ``flash.run_coda_cross_attention``) wherever it applies.
 
     The CoDA options (alpha, beta, e_fn, n_fn, scale, center_e, center_n, center_over, gate_scale, kernel) are the
     fields of ``CoDAOptions`` with its defaults, but ``gate_scale`` = 2.0: DecompAtt's Table 2/3/8 runs fix the gate
@@ -72,12 +74,18 @@ class CoDACrossAttention(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor | None = None,
                 mask_b: torch.Tensor | None = None, return_maps: bool = False):
-        pm = pair_mask(mask_a, mask_b)  # (B, la, lb) or None
         e_a, e_b = self.proj_e(a), self.proj_e(b)  # (B, la, hidden), (B, lb, hidden)
         if self.proj_n is self.proj_e:
             n_a, n_b = e_a, e_b
         else:
             n_a, n_b = self.proj_n(a), self.proj_n(b)
+        if not return_maps:
+            a_aligned, b_aligned, kernel = run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, self.options,
+                                                                   mask_a, mask_b)
+            if a_aligned is not None:  # flash: M never stored
+                self.kernel_used = kernel
+                return a_aligned, b_aligned
+        pm = pair_mask(mask_a, mask_b)  # (B, la, lb) or None
         result, self.kernel_used = run_coda(e_a, e_b, n_a, n_b, self.options, pm, maps=return_maps)
         m = result.weights if return_maps else result  # (B, la, lb)
         a_aligned, b_aligned = compositional_pool(m, a, b)  # (B, la, dim), (B, lb, dim)

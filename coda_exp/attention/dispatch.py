@@ -10,6 +10,8 @@ flash-style one) is one more entry here.
 
 Registered kernels, in ``auto``'s order:
 
+* ``flash``: attention only (M V, ``flash.run_coda_attention``), M never stored (``flash``): CPU float32/float64
+  with numba, CUDA with Triton; no centring, no matrices requested.
 * ``fused``: eqs. 1-5 in one numba pass (``fused.fused_coda_matrix``): float32/float64 CPU, bool CPU mask, no
   centring, no matrices requested for analysis.
 * ``numba``: plain composition on the numba L1 kernels (``l1.numba_l1``): float32/float64 CPU.
@@ -31,6 +33,7 @@ import torch
 from torch import nn
 
 from coda_exp.attention import _kernels
+from coda_exp.attention.flash import flash_backend
 from coda_exp.attention.fused import fused_coda_matrix
 from coda_exp.attention.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
 
@@ -42,23 +45,27 @@ class KernelRequest:
     """What a kernel choice depends on. device: the inputs' device type ("mixed" when they differ); dtype: their
     common dtype (None when they differ); mask_ok: no mask, or a bool mask on the same device; materialise: the
     intermediates are needed (matrices requested, centring, or the L1 distance itself); needs_grad: autograd will
-    differentiate the result (a forward-only kernel declares ``runs=lambda r: not r.needs_grad``)."""
+    differentiate the result (a forward-only kernel declares ``runs=lambda r: not r.needs_grad``); output:
+    ``matrix`` (M itself) or ``attention`` (M V: a kernel with ``attend`` may skip M, the others materialise it)."""
 
     device: str
     dtype: torch.dtype | None
     mask_ok: bool = True
     materialise: bool = False
     needs_grad: bool = False
+    output: str = "matrix"
 
 
-def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, materialise: bool = False) -> KernelRequest:
+def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, materialise: bool = False,
+             output: str = "matrix") -> KernelRequest:
     """The ``KernelRequest`` of a call on ``tensors`` (and ``mask``) under the current grad mode."""
     devices = {t.device.type for t in tensors}
     dtypes = {t.dtype for t in tensors}
     device = devices.pop() if len(devices) == 1 else "mixed"
     mask_ok = mask is None or (mask.dtype == torch.bool and mask.device.type == device)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, materialise, needs_grad)
+    return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, materialise, needs_grad,
+                         output)
 
 
 def _numba_runs(request: KernelRequest) -> bool:
@@ -68,17 +75,25 @@ def _numba_runs(request: KernelRequest) -> bool:
 @dataclass(frozen=True)
 class Kernel:
     """One registry entry: ``l1(x, y, chunk_bytes)`` for a composing kernel, ``matrix(e_a, e_b, n_a, n_b, *,
-    alpha, beta, e_fn, n_fn, gate_scale, mask)`` for a one-pass kernel; ``auto`` (default ``runs``): whether
-    ``auto`` may pick it."""
+    alpha, beta, e_fn, n_fn, gate_scale, mask)`` for a one-pass kernel, ``attend`` (True) for an attention-only
+    kernel (``flash.run_coda_attention`` runs it: M V without M); ``auto`` (default ``runs``): whether ``auto``
+    may pick it."""
 
     name: str
     runs: Callable[[KernelRequest], bool]
     l1: Callable[..., torch.Tensor] | None = None
     matrix: Callable[..., torch.Tensor] | None = None
     auto: Callable[[KernelRequest], bool] | None = None
+    attend: bool = False
+
+
+def _flash_runs(request: KernelRequest) -> bool:
+    return (request.output == "attention" and request.mask_ok and not request.materialise
+            and flash_backend(request.device, request.dtype) is not None)
 
 
 REGISTRY: tuple[Kernel, ...] = (
+    Kernel("flash", runs=_flash_runs, attend=True),
     Kernel("fused", runs=lambda r: _numba_runs(r) and r.mask_ok and not r.materialise, matrix=fused_coda_matrix),
     Kernel("numba", runs=_numba_runs, l1=numba_l1),
     Kernel("chunked", runs=lambda r: True, l1=chunked_l1, auto=lambda r: r.device != "cpu"),

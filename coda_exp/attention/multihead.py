@@ -5,7 +5,9 @@ to (B, H, Lq, Lk) (True = may attend, or None) and, when the query padding is kn
 broadcastable to (B, H, Lq, 1) (True = real query) to ``(out (B, H, Lq, dv), AttentionMaps of (B, H, Lq, Lk) matrices or None)``:
 ``scoring(q, k, v, mask=None, dropout_p=0.0, return_maps=False[, query_mask=...])``. ``MultiHeadAttention`` passes
 ``query_mask`` only when it has one, so a scoring whose rows are independent (softmax) may ignore it; a scoring that
-pools over rows (CoDA's slice centring) must keep padded queries out.
+pools over rows (CoDA's slice centring) must keep padded queries out. A scoring with ``structured_mask = True``
+(CoDA) gets the key padding mask (B, 1, 1, Lk) as ``mask`` and ``causal=True`` instead of the combined (B, 1, Lq,
+Lk) mask, so Flash-CoDA never builds anything L × L.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coda_exp.attention.flash import run_coda_attention
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax
@@ -81,10 +84,14 @@ class CoDAScoring(nn.Module):
     any) is applied to M. ``query_mask`` (broadcastable to (B, H, Lq, 1), True = real query) masks every pair of a
     padded query: its row of M and of the output is 0 and it enters no slice mean. ``return_maps``: also
     ``AttentionMaps`` (weights = M, E, N, f_E, f_N, gate, mask), computed on the materialising path.
-    ``kernel_used``: the kernel the last forward ran (``dispatch``).
+    ``kernel_used``: the kernel the last forward ran (``dispatch``): without ``return_maps``, ``flash``
+    (``flash.run_coda_attention``: M V block by block, M never stored) wherever it applies. ``causal``: key j is
+    visible to query i iff j <= i + Lk - Lq, on top of ``mask`` (``structured_mask``: ``MultiHeadAttention`` passes
+    the key padding mask and the flag, never a (B, 1, Lq, Lk) mask).
     """
 
     OPTION_DEFAULTS = MappingProxyType({"center_over": "row"})  # where this module's defaults differ from CoDAOptions()
+    structured_mask = True
 
     def __init__(self, scale: bool = DEFAULTS.scale, center_e: bool = DEFAULTS.center_e,
                  center_n: bool = DEFAULTS.center_n, gate_scale: float | None = DEFAULTS.gate_scale,
@@ -99,12 +106,18 @@ class CoDAScoring(nn.Module):
         return ", ".join(f"{key}={value}" for key, value in self.options.as_dict().items())
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-                dropout_p: float = 0.0, return_maps: bool = False, query_mask: torch.Tensor | None = None):
+                dropout_p: float = 0.0, return_maps: bool = False, query_mask: torch.Tensor | None = None,
+                causal: bool = False):
+        if not return_maps:
+            out, self.kernel_used = run_coda_attention(q, k, v, self.options, mask=mask, query_mask=query_mask,
+                                                       causal=causal, dropout_p=dropout_p)
+            return out, None
         mask = _with_queries(mask, query_mask)  # (B|1, 1, Lq, Lk or 1)
-        result, self.kernel_used = run_coda(q, k, q, k, self.options, mask, maps=return_maps)
-        m = result.weights if return_maps else result  # (B, H, Lq, Lk)
-        out = F.dropout(m, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
-        return out, (result if return_maps else None)
+        if causal:
+            mask = _with_queries(attention_mask(None, True, q.shape[-2], k.shape[-2], q.device), mask)
+        maps, self.kernel_used = run_coda(q, k, q, k, self.options, mask, maps=True)
+        out = F.dropout(maps.weights, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
+        return out, maps
 
 
 class MultiHeadAttention(nn.Module):
@@ -143,8 +156,12 @@ class MultiHeadAttention(nn.Module):
         q = self._heads(self.q_proj(query))  # (B, H, Lq, dk)
         k = self._heads(self.k_proj(key))  # (B, H, Lk, dk)
         v = self._heads(self.v_proj(value))  # (B, H, Lk, dk)
-        mask = attention_mask(key_padding_mask, causal, len_q, key.shape[1], query.device)
         extra = {}
+        if getattr(self.scoring, "structured_mask", False):
+            mask = attention_mask(key_padding_mask, False, len_q, key.shape[1], query.device)  # (B, 1, 1, Lk)
+            extra["causal"] = causal
+        else:
+            mask = attention_mask(key_padding_mask, causal, len_q, key.shape[1], query.device)
         if query_padding_mask is not None:
             extra["query_mask"] = query_padding_mask[:, None, :, None].to(torch.bool)  # (B, 1, Lq, 1)
         out, maps = self.scoring(q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0,

@@ -130,7 +130,7 @@ def test_compositional_pool_is_eq7():
     ("beta", float("nan"), "beta must be"),
     ("gate_scale", 0.0, "gate_scale must be"),
     ("center_over", "batch", "center_over must be one of ['slice', 'row']"),
-    ("kernel", "flash", "kernel must be one of ['auto', 'fused', 'numba', 'chunked', 'torch']"),
+    ("kernel", "flashy", "kernel must be one of ['auto', 'flash', 'fused', 'numba', 'chunked', 'torch']"),
     ("scale", "yes", "scale must be True or False"),
     ("sharpness", 2.0, "unknown CoDA option(s) ['sharpness']"),
 ])

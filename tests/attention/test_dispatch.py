@@ -40,10 +40,16 @@ def test_auto_picks_by_device_dtype_and_what_is_needed():
     assert _pick(dtype=None) == "torch"  # mixed dtypes
     assert _pick(device="cuda") == _pick(device="cuda", materialise=True) == "chunked"
     assert _pick(device="mixed") == "chunked"
+    # M V requested (a scoring module without maps): Flash-CoDA wherever it applies, else the same choices
+    assert _pick(output="attention") == _pick(output="attention", dtype=torch.float64) == "flash"
+    assert _pick(output="attention", materialise=True) == "numba"  # centring: the means need E and N
+    assert _pick(output="attention", mask_ok=False) == "numba"
+    assert _pick(output="attention", dtype=torch.bfloat16) == "torch"
 
 
 def test_a_requested_kernel_runs_if_it_can_else_auto_decides():
-    assert [_pick(k.name) for k in REGISTRY] == ["fused", "numba", "chunked", "torch"]
+    assert [_pick(k.name) for k in REGISTRY] == ["fused", "fused", "numba", "chunked", "torch"]  # flash: no M
+    assert [_pick(k.name, output="attention") for k in REGISTRY] == ["flash", "fused", "numba", "chunked", "torch"]
     assert _pick("fused", materialise=True) == "numba"  # the fused kernel returns M only
     assert _pick("numba", device="cuda") == _pick("fused", device="cuda") == "chunked"
     assert _pick("numba", dtype=torch.half) == "torch"
@@ -78,7 +84,7 @@ def test_describe_reads_device_dtype_mask_and_grad_mode():
     assert describe(x, x.to("meta")).device == "mixed"
 
 
-@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY])
+@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY if not k.attend])  # flash: tests/attention/test_flash.py
 @pytest.mark.parametrize("center", [False, True])
 def test_every_kernel_matches_the_torch_reference_in_float64(kernel, center):
     tensors, mask = make_inputs(21, batch=(2, 3), la=5, lb=6, de=4, dn=3, requires_grad=True)
@@ -101,7 +107,7 @@ def test_requesting_maps_falls_back_to_the_materialising_path():
     v = k.flip(-1)  # (.., Lk, dv)
     scoring = CoDAScoring()
     out, maps = scoring(q, k, v)
-    assert maps is None and scoring.kernel_used == "fused"
+    assert maps is None and scoring.kernel_used == "flash"
     out_maps, maps = scoring(q, k, v, return_maps=True)
     assert scoring.kernel_used == "numba" and maps.f_E is not None
     torch.testing.assert_close(out_maps, out, rtol=1e-12, atol=1e-14)
@@ -120,10 +126,10 @@ def test_kernels_used_lists_what_the_last_forwards_ran(monkeypatch):
                                 scoring=CoDAScoring)
     assert kernels_used(net) == []  # nothing ran yet
     net(ids, mask)
-    assert kernels_used(net) == ["fused"]
+    assert kernels_used(net) == ["flash"]
     net.encoder.layers[0].self_attn.scoring.options = CoDAOptions(kernel="torch")  # one layer on another kernel
     net(ids, mask)
-    assert kernels_used(net) == ["fused", "torch"]
+    assert kernels_used(net) == ["flash", "torch"]
     monkeypatch.setenv(ENV_VAR, "chunked")
     net(ids, mask)
     assert kernels_used(net) == ["chunked"]
@@ -134,6 +140,6 @@ def test_kernels_used_lists_what_the_last_forwards_ran(monkeypatch):
     monkeypatch.delenv(ENV_VAR)
     pair = _decompatt(CoDACrossAttention)
     pair(ids, mask, ids[:, :4], mask[:, :4])
-    assert kernels_used(pair) == ["fused"]
+    assert kernels_used(pair) == ["flash"]
     pair.attention_maps(ids, mask, ids[:, :4], mask[:, :4])
     assert kernels_used(pair) == ["numba"]

@@ -22,7 +22,7 @@ MODULES = {"attention": CoDACrossAttention, "scoring": CoDAScoring}
     ("e_fn", "relu", "CoDA option e_fn must be one of ['sigmoid', 'tanh'], got 'relu'"),
     ("n_fn", "softmax", "CoDA option n_fn must be one of ['algebraic', 'arctan', 'sigmoid', 'tanh']"),
     ("center_over", "batch", "CoDA option center_over must be one of ['slice', 'row'], got 'batch'"),
-    ("kernel", "flash", "CoDA option kernel must be one of ['auto', 'fused', 'numba', 'chunked', 'torch']"),
+    ("kernel", "flashy", "CoDA option kernel must be one of ['auto', 'flash', 'fused', 'numba', 'chunked', 'torch']"),
     ("scale", 1, "CoDA option scale must be True or False, got 1"),
     ("center_e", "yes", "CoDA option center_e must be True or False"),
     ("alpha", -0.5, "CoDA option alpha must be a finite float >= 0"),

@@ -1,0 +1,218 @@
+"""Flash-CoDA: CoDA attention out = M V computed block by block, never storing M (Tay et al. 2019, eqs. 1-5, 10).
+
+CoDA has no softmax, hence no row normalisation: out_i = Σ_j f_E(E_ij) · g · f_N(N_ij) · v_j is a plain sum over key
+blocks, and E_ij, N_ij are recomputed from q, k (and the N-side inputs nq, nk) wherever they are needed, as
+FlashAttention does for softmax. The backward recomputes each block too. What is computed, for every backend, is
+fixed by ``flash_spec`` (contract, counter-based dropout, materialising reference).
+
+``coda_attention(q, k, v, *, options, mask, query_mask, causal, n_q, n_k, dropout_p)`` is the op (differentiable
+in q, k, v and n_q, n_k); ``run_coda_attention`` returns the name of the kernel that ran as well. The kernel is
+``dispatch.select_kernel``'s choice for an attention request: ``flash`` when it applies (no centring, no matrices
+requested; float32/float64 CPU tensors with numba: ``_flash_cpu``; CUDA tensors with Triton: ``_flash_triton``),
+else any other kernel on the materialising path (M from ``functional.run_coda``, then dropout, then M V).
+
+Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N; Flash-CoDA
+does not compute it: a centred configuration runs the materialising path (the run record names the kernel).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+from coda_exp.attention import _flash_cpu
+from coda_exp.attention.flash_spec import FlashParams, valid_pairs
+
+if TYPE_CHECKING:
+    from coda_exp.attention.options import CoDAOptions
+
+try:  # Triton is optional (GPU, or its CPU interpreter in tests)
+    from coda_exp.attention import _flash_triton
+except ImportError:  # pragma: no cover - the module guards its own import of triton
+    _flash_triton = None
+
+BACKENDS = ("cpu", "triton")
+
+
+def _triton_available(device_type: str) -> bool:
+    return _flash_triton is not None and _flash_triton.available(device_type)
+
+
+def flash_backend(device_type: str, dtype: torch.dtype | None) -> str | None:
+    """The Flash-CoDA backend for tensors on ``device_type`` (of ``dtype``): ``cpu`` (numba) on CPU, ``triton`` on
+    CUDA; None when none can run (no numba, an unsupported dtype, CUDA without Triton, another device)."""
+    if device_type == "cpu":
+        return "cpu" if _flash_cpu.available("cpu", dtype) else None
+    if device_type == "cuda" and dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return "triton" if _triton_available("cuda") else None
+    return None
+
+
+def _module(backend: str):
+    if backend == "cpu":
+        return _flash_cpu
+    if backend == "triton":
+        if _flash_triton is None:
+            raise RuntimeError("the triton Flash-CoDA backend needs triton (pip install triton)")
+        return _flash_triton
+    raise ValueError(f"Flash-CoDA backend must be one of {list(BACKENDS)}, got {backend!r}")
+
+
+class _FlashCoDA(torch.autograd.Function):
+    """Autograd around a backend's ``forward`` / ``backward``; nq, nk None = q, k (``params.shared_n``)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, nq, nk, mask, query_mask, params: FlashParams, backend: str):
+        module = _module(backend)
+        n_q, n_k = (q, k) if params.shared_n else (nq, nk)
+        out = module.forward(q, k, v, n_q, n_k, mask, query_mask, params)
+        ctx.save_for_backward(q, k, v, *(() if params.shared_n else (nq, nk)))
+        ctx.masks, ctx.params, ctx.backend = (mask, query_mask), params, backend
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
+        n_q, n_k = (q, k) if ctx.params.shared_n else saved[3:]
+        dq, dk, dv, dnq, dnk = _module(ctx.backend).backward(q, k, v, n_q, n_k, *ctx.masks, ctx.params,
+                                                              dout.contiguous())
+        return dq, dk, dv, dnq, dnk, None, None, None, None
+
+
+def _as_4d(t: torch.Tensor, name: str) -> torch.Tensor:
+    if t.dim() < 2:
+        raise ValueError(f"{name} must have shape (..., L, d), got {tuple(t.shape)}")
+    if t.dim() == 2:
+        return t[None, None]
+    if t.dim() == 3:
+        return t[:, None]
+    return t.reshape(-1, t.shape[-3], t.shape[-2], t.shape[-1]) if t.dim() > 4 else t
+
+
+def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=None, query_mask=None,
+                    backend: str | None = None) -> torch.Tensor:
+    """The Flash-CoDA op on (..., L, d) tensors with ``FlashParams`` (temperatures already scaled).
+
+    mask: bool broadcastable to (..., Lq, Lk) (key padding (B, 1, 1, Lk) stays that size: nothing L × L is built);
+    query_mask: bool broadcastable to (..., Lq, 1), True = real query; n_q / n_k: the N-side inputs (None: q / k,
+    eq. 10). backend: ``cpu`` | ``triton`` | None (``flash_backend``'s choice for the inputs' device).
+    """
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"feature sizes differ: q has d={q.shape[-1]}, k has d={k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v lengths differ: {k.shape[-2]} vs {v.shape[-2]}")
+    shared = n_q is None and n_k is None
+    if not shared:
+        n_q, n_k = (q if n_q is None else n_q), (k if n_k is None else n_k)
+        if n_q.shape[-1] != n_k.shape[-1] or n_q.shape[-2] != q.shape[-2] or n_k.shape[-2] != k.shape[-2]:
+            raise ValueError(f"n_q {tuple(n_q.shape)} / n_k {tuple(n_k.shape)} must match q's and k's lengths "
+                             "and share a feature size")
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                  *(() if shared else (n_q.shape[:-2], n_k.shape[:-2])))
+    lq, lk = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
+    if query_mask is not None:
+        lead = torch.broadcast_shapes(lead, query_mask.shape[:-2])
+    expand = [t.expand(lead + t.shape[-2:]) for t in (q, k, v, *(() if shared else (n_q, n_k)))]
+    q4, k4, v4, *ns = (_as_4d(t, name).contiguous() for t, name in zip(expand, ("q", "k", "v", "n_q", "n_k")))
+    full = q4.shape[:2] + (lq, lk)
+    mask4 = None if mask is None else _as_4d(mask.to(torch.bool).expand(lead + (lq, lk)), "mask").expand(full)
+    qm4 = None
+    if query_mask is not None:
+        qm = query_mask.to(torch.bool).expand(lead + (lq, 1))
+        qm4 = _as_4d(qm, "query_mask")[..., 0].expand(full[:3])
+    backend = backend or flash_backend(q.device.type, q.dtype)
+    if backend is None:
+        raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
+    params = FlashParams(**{**params.__dict__, "shared_n": shared})
+    out = _FlashCoDA.apply(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, params, backend)
+    return out.reshape(lead + (lq, v.shape[-1]))
+
+
+def flash_params(options: CoDAOptions, dim: int, *, causal: bool = False, dropout_p: float = 0.0,
+                 generator: torch.Generator | None = None) -> FlashParams:
+    """``FlashParams`` of ``options`` for features of size ``dim``; a dropout seed drawn from torch's RNG."""
+    alpha, beta = options.temperatures(dim)
+    seed = int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)) if dropout_p > 0 else 0
+    return FlashParams(alpha=alpha, beta=beta, gate=options.gate, e_fn=options.e_fn, n_fn=options.n_fn,
+                       causal=causal, dropout_p=float(dropout_p), seed=seed)
+
+
+def _materialised(q, k, v, n_q, n_k, options, mask, query_mask, causal, dropout_p, kernel: str):
+    """M on the materialising path (``functional.run_coda`` with ``kernel``), dropout, then M V."""
+    from coda_exp.attention.functional import (
+        run_coda,  # functional imports dispatch, which imports this module
+    )
+
+    valid = valid_pairs(mask, None if query_mask is None else query_mask[..., 0], causal, q.shape[-2],
+                        k.shape[-2], q.device)
+    m, _ = run_coda(q, k, q if n_q is None else n_q, k if n_k is None else n_k, options.replace(kernel=kernel),
+                    valid)
+    return F.dropout(m, dropout_p, training=dropout_p > 0) @ v
+
+
+def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=None, causal: bool = False,
+                       n_q=None, n_k=None, dropout_p: float = 0.0) -> tuple[torch.Tensor, str]:
+    """(out (..., Lq, dv), the name of the kernel that ran): ``flash`` when ``dispatch`` picks it, else the
+    materialising path on the chosen kernel. Masks as in ``flash_attention``; ``dropout_p`` applies to M."""
+    from coda_exp.attention.dispatch import describe, select_kernel
+
+    tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
+    request = describe(*tensors, mask=mask, materialise=options.centred, output="attention")
+    kernel = select_kernel(options.kernel, request)
+    if kernel.name == "flash":
+        params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)
+        return flash_attention(q, k, v, params=params, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask), "flash"
+    out = _materialised(q, k, v, n_q, n_k, options, mask, query_mask, causal, dropout_p, kernel.name)
+    return out, kernel.name
+
+
+def coda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, options: CoDAOptions | None = None,
+                   mask: torch.Tensor | None = None, query_mask: torch.Tensor | None = None, causal: bool = False,
+                   n_q: torch.Tensor | None = None, n_k: torch.Tensor | None = None, dropout_p: float = 0.0,
+                   **overrides) -> torch.Tensor:
+    """CoDA attention out = M V (eqs. 1-5, 10) without storing M where the ``flash`` kernel runs.
+
+    q (..., Lq, de), k (..., Lk, de), v (..., Lk, dv); n_q (..., Lq, dn) / n_k (..., Lk, dn): the N-side inputs
+    (None: q and k, as in eq. 10); mask: bool broadcastable to (..., Lq, Lk), True = valid pair (a key padding
+    mask (B, 1, 1, Lk) is never expanded); query_mask: bool broadcastable to (..., Lq, 1), True = real query
+    (padded queries output 0); causal: key j visible to query i iff j <= i + Lk - Lq. ``options`` (default
+    ``CoDAOptions()``) and/or its fields as keywords; ``options.kernel`` / ``CODA_KERNEL`` choose the kernel.
+    dropout_p: dropout on M (flash: counter-based, drawn from torch's RNG; else ``F.dropout``).
+    """
+    from coda_exp.attention.functional import resolve_options
+
+    return run_coda_attention(q, k, v, resolve_options(options, overrides), mask=mask, query_mask=query_mask,
+                              causal=causal, n_q=n_q, n_k=n_k, dropout_p=dropout_p)[0]
+
+
+
+def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mask_a=None, mask_b=None):
+    """(a_aligned = M b, b_aligned = M^T a, kernel name) for ``CoDACrossAttention`` (eq. 7) without storing M when
+    ``flash`` runs: M^T is CoDA with the roles swapped (E and the L1 distance are symmetric), so each side is one
+    Flash-CoDA call (M is computed twice, block by block). Otherwise (None, None, kernel name): the caller
+    materialises M. a (B, la, d), b (B, lb, d), e_* / n_* their projections (n_* is e_* when shared), masks
+    (B, la) / (B, lb) True = real token; padded rows of both outputs are 0."""
+    from coda_exp.attention.dispatch import describe, select_kernel
+
+    request = describe(e_a, e_b, n_a, n_b, a, b, mask=mask_a if mask_a is not None else mask_b,
+                       materialise=options.centred, output="attention")
+    kernel = select_kernel(options.kernel, request)
+    if kernel.name != "flash":
+        return None, None, kernel.name
+    shared = n_a is e_a and n_b is e_b
+    params = flash_params(options, e_a.shape[-1])
+
+    def side(e_q, e_k, n_q, n_k, values, mask_q, mask_k):
+        return flash_attention(e_q, e_k, values, params=params, n_q=None if shared else n_q,
+                               n_k=None if shared else n_k,
+                               mask=None if mask_k is None else mask_k[:, None, :],
+                               query_mask=None if mask_q is None else mask_q[:, :, None])
+
+    return (side(e_a, e_b, n_a, n_b, b, mask_a, mask_b), side(e_b, e_a, n_b, n_a, a, mask_b, mask_a), "flash")

@@ -1,0 +1,196 @@
+"""Flash-CoDA (coda_exp.attention.flash, _flash_cpu): equal to the materialising reference in float64, values and
+gradients, for every composition, mask, length and dropout; never handed an L × L block; deterministic."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from coda_exp.attention import CoDACrossAttention, CoDAScoring, MultiHeadAttention, _kernels
+from coda_exp.attention.dispatch import ENV_VAR
+from coda_exp.attention.flash import coda_attention, flash_attention, run_coda_attention
+from coda_exp.attention.flash_spec import FlashParams, dropout_keep, reference_forward
+from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS, CoDAOptions
+from tests import ROOT
+
+
+@pytest.fixture(autouse=True)
+def _no_env_override(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+
+
+def _inputs(seed, b=2, h=3, lq=5, lk=7, de=4, dv=3, dn=None, grad=True):
+    gen = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_(grad)
+
+    q, k, v = rnd(b, h, lq, de), rnd(b, h, lk, de), rnd(b, h, lk, dv)
+    nq, nk = (rnd(b, h, lq, dn), rnd(b, h, lk, dn)) if dn else (None, None)
+    key = torch.rand(b, 1, 1, lk, generator=gen) > 0.3
+    key[..., 0] = True
+    query = torch.rand(b, 1, lq, 1, generator=gen) > 0.2
+    return q, k, v, nq, nk, key, query
+
+
+def _reference(q, k, v, nq, nk, key, query, params):
+    full = q.shape[:2] + (q.shape[2], k.shape[2])
+    mask = None if key is None else key.expand(full)
+    qm = None if query is None else query[..., 0].expand(full[:3])
+    shared = nq is None
+    return reference_forward(q, k, v, q if shared else nq, k if shared else nk, mask, qm,
+                             dataclasses.replace(params, shared_n=shared))
+
+
+def _check(params, seed=0, **shape):
+    q, k, v, nq, nk, key, query = _inputs(seed, **shape)
+    got = flash_attention(q, k, v, params=params, n_q=nq, n_k=nk, mask=key, query_mask=query)
+    want = _reference(q, k, v, nq, nk, key, query, params)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)
+    inputs = [t for t in (q, k, v, nq, nk) if t is not None]
+    dout = torch.randn_like(got)
+    for g, w in zip(torch.autograd.grad(got, inputs, dout), torch.autograd.grad(want, inputs, dout)):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    return got
+
+
+@pytest.mark.parametrize("e_fn,n_fn", list(itertools.product(sorted(E_FUNCTIONS), sorted(N_FUNCTIONS))))
+def test_every_composition_of_table_9_matches_the_reference(e_fn, n_fn):
+    _check(FlashParams(alpha=0.6, beta=0.3, gate=2.0 if n_fn == "sigmoid" else 1.0, e_fn=e_fn, n_fn=n_fn))
+
+
+# blocks are 4 query rows x 256 keys: 9 rows and 300 keys cross both block edges
+@pytest.mark.parametrize("causal,lq,lk", [(False, 5, 7), (True, 5, 7), (True, 9, 4), (False, 1, 1), (True, 6, 6),
+                                          (False, 9, 300), (True, 7, 300), (True, 300, 9)])
+@pytest.mark.parametrize("shared", [True, False])
+def test_masks_lengths_blocks_and_n_inputs(causal, lq, lk, shared):
+    params = FlashParams(alpha=0.8, beta=0.5, gate=2.0, e_fn="tanh", n_fn="sigmoid", causal=causal)
+    _check(params, seed=lq * 10 + lk, lq=lq, lk=lk, dn=None if shared else 5)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_is_the_counter_hash_of_flash_spec(p):
+    params = FlashParams(alpha=0.8, beta=0.5, gate=2.0, e_fn="tanh", n_fn="sigmoid", causal=True, dropout_p=p,
+                         seed=12345)
+    _check(params, lq=6, lk=300, dn=3)
+    x = np.ones((6, 40, 50))
+    _kernels.dropout_rows(x, np.int64(99), np.int64(7), p, 2.0)  # rows 7.. of each slice
+    keep = dropout_keep(99, p, (2, 3, 47, 50))[:, :, 7:].reshape(6, 40, 50).numpy()
+    np.testing.assert_array_equal(x, np.where(keep, 2.0, 0.0))
+    assert abs(keep.mean() - (1 - p)) < 0.02
+
+
+def test_gradcheck_in_float64():
+    params = FlashParams(alpha=0.9, beta=0.7, gate=2.0, e_fn="tanh", n_fn="sigmoid", causal=True, dropout_p=0.2,
+                         seed=3)
+    q, k, v, nq, nk, key, query = _inputs(4, b=1, h=2, lq=4, lk=5, de=3, dv=2, dn=2)
+
+    def fn(q, k, v, nq, nk):
+        return flash_attention(q, k, v, params=params, n_q=nq, n_k=nk, mask=key, query_mask=query)
+
+    assert torch.autograd.gradcheck(fn, (q, k, v, nq, nk))
+
+
+_PEAK = """
+import sys, torch
+from pathlib import Path
+from coda_exp.attention.flash import flash_attention
+from coda_exp.attention.flash_spec import FlashParams
+q, k, v = (torch.randn(1, 2, 2048, 8, requires_grad=True) for _ in range(3))
+params = FlashParams(0.5, 0.5, 2.0, "tanh", "sigmoid", causal=sys.argv[1] == "causal")
+small = [t[:, :, :8].detach().requires_grad_() for t in (q, k, v)]
+flash_attention(*small, params=params).sum().backward()  # compile / load the kernels first
+Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set (VmHWM)
+status = lambda f: next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith(f))
+before = status("VmRSS:")
+flash_attention(q, k, v, params=params).sum().backward()
+print((status("VmHWM:") - before) / 1024)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to read the peak RSS")
+@pytest.mark.parametrize("causal", ["causal", "full"])
+def test_fwd_bwd_at_2048_never_allocates_the_lq_by_lk_matrix(causal):
+    """At L = 2048 one (B, H) = (1, 2) float32 M alone would be 32 MB; the whole fwd + bwd stays within 8 MB."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, causal], capture_output=True, text=True, check=True,
+                         env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}, cwd=ROOT)
+    assert float(out.stdout.split()[-1]) < 8
+
+
+def test_deterministic_across_runs_and_threads():
+    q, k, v, _, _, key, query = _inputs(5, lq=33, lk=40, de=16, dv=8)
+    params = FlashParams(0.5, 0.5, 2.0, "tanh", "sigmoid", dropout_p=0.1, seed=8)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2, 1):
+            torch.set_num_threads(n)
+            out = flash_attention(q, k, v, params=params, mask=key, query_mask=query)
+            results.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
+    finally:
+        torch.set_num_threads(threads)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)
+
+
+def test_scoring_in_multihead_attention_equals_the_materialising_path():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3, CoDAScoring(), dropout=0.0).double()
+    x = torch.randn(2, 7, 12, dtype=torch.float64, requires_grad=True)
+    pad = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    outs = []
+    for kernel in ("flash", "torch"):
+        mha.scoring.options = CoDAOptions(kernel=kernel)
+        out = mha(x, x, x, key_padding_mask=pad, causal=True)
+        assert mha.scoring.kernel_used == kernel
+        outs.append((out, *torch.autograd.grad(out.sum(), (x, *mha.parameters()))))
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12)
+    maps_out, maps = mha(x, x, x, key_padding_mask=pad, causal=True, return_maps=True)
+    torch.testing.assert_close(maps_out, outs[0][0], rtol=1e-11, atol=1e-12)
+    assert not maps.weights[0, :, 0, 1:].any()  # causal in the maps too
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_cross_attention_module_uses_two_flash_calls(share):
+    torch.manual_seed(1)
+    module = CoDACrossAttention(6, hidden=5, share_projections=share, dropout=0.0).double()
+    a = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, 8, 6, dtype=torch.float64, requires_grad=True)
+    mask_a = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    mask_b = torch.tensor([[True] * 6 + [False] * 2, [True] * 8])
+    results = []
+    for kernel in ("flash", "torch"):
+        module.options = module.options.replace(kernel=kernel)
+        out_a, out_b = module(a, b, mask_a, mask_b)
+        assert module.kernel_used == kernel
+        results.append((out_a, out_b, *torch.autograd.grad((out_a.sum() + 2 * out_b.sum()), (a, b))))
+    for x, y in zip(*results):
+        torch.testing.assert_close(x, y, rtol=1e-11, atol=1e-12)
+    assert not results[0][0][1, 3:].any() and not results[0][1][0, 6:].any()  # padded rows are 0
+
+
+def test_the_op_takes_options_falls_back_for_centring_and_validates():
+    q, k, v, _, _, key, _ = _inputs(6, grad=False)
+    out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
+    assert ran == "flash"
+    torch.testing.assert_close(coda_attention(q, k, v, mask=key, kernel="torch"), out, rtol=1e-12, atol=1e-13)
+    centred, ran = run_coda_attention(q, k, v, CoDAOptions(center_n=True, center_over="row"), mask=key)
+    assert ran == "numba"  # the means need E / N: the materialising path
+    want = coda_attention(q, k, v, mask=key, center_n=True, center_over="row", kernel="torch")
+    torch.testing.assert_close(centred, want, rtol=1e-12, atol=1e-13)
+    three_d = coda_attention(q[:, 0], k[:, 0], v[:, 0], mask=key[:, 0])  # (B, L, d) inputs
+    torch.testing.assert_close(three_d, out[:, 0], rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="feature sizes differ"):
+        coda_attention(q, k[..., :2], v)
+    with pytest.raises(ValueError, match="unknown CoDA option"):
+        coda_attention(q, k, v, sharpness=2)
