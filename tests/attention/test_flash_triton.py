@@ -1,0 +1,285 @@
+"""Flash-CoDA Triton kernels (``_flash_triton``) under the Triton interpreter against ``flash_spec.reference_forward``.
+
+TRITON_INTERPRET: ``triton.jit`` reads it when a kernel is *decorated* (when ``_flash_triton`` is imported), and
+``_flash_triton`` runs CPU tensors through an interpreted copy of its kernels when it was imported without it. So
+here the variable is only set per test, by the autouse fixture below (``monkeypatch``: ``available("cpu")`` reads
+it at call time), and other tests of the same pytest process never see it, whatever the import order.
+``test_interpret_set_before_import`` covers the other order (variable set before triton is imported, the module's
+own kernels interpreted) in a subprocess.
+
+Values and gradients are compared in float64 (gradients of the reference by autograd), on tiny shapes: the
+interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8), so lengths up to 20 still cross blocks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from coda_exp.attention import _flash_triton as ft
+from coda_exp.attention.flash_spec import FlashParams, dropout_keep, reference_forward
+from tests import ROOT
+
+FN_PAIRS = list(itertools.product(["tanh", "sigmoid"], ["sigmoid", "tanh", "arctan", "algebraic"]))  # Table 9
+TOL64 = {"rtol": 1e-10, "atol": 1e-12}
+
+
+@pytest.fixture(autouse=True)
+def _interpret(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _randn(gen, dtype, *shape):
+    return torch.randn(*shape, generator=gen, dtype=dtype)
+
+
+def _inputs(b, h, lq, lk, de, dn, dv, *, shared=False, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = _randn(gen, dtype, b, h, lq, de), _randn(gen, dtype, b, h, lk, de), _randn(gen, dtype, b, h, lk, dv)
+    if shared:
+        return q, k, v, None, None
+    return q, k, v, _randn(gen, dtype, b, h, lq, dn), _randn(gen, dtype, b, h, lk, dn)
+
+
+def _masks(kind: str | None, b, h, lq, lk, seed=1):
+    """Expanded views, as the contract passes them: key padding (B, 1, 1, Lk), pair (B, 1, Lq, Lk), per head."""
+    gen = torch.Generator().manual_seed(seed)
+    if kind is None:
+        return None
+    if kind == "keys":
+        keys = torch.ones(b, lk, dtype=torch.bool)
+        keys[0, lk - 3:] = False
+        keys[-1, :2] = False
+        return keys[:, None, None, :].expand(b, h, lq, lk)
+    if kind == "pair":
+        return (torch.rand(b, 1, lq, lk, generator=gen) > 0.3).expand(b, h, lq, lk)
+    assert kind == "per-head"
+    return torch.rand(b, h, lq, lk, generator=gen) > 0.4
+
+
+def _query_mask(b, h, lq):
+    rows = torch.ones(b, lq, dtype=torch.bool)
+    rows[0, 1] = False
+    rows[-1, lq - 1] = False
+    return rows[:, None, :].expand(b, h, lq)
+
+
+def _compare(q, k, v, nq, nk, mask, query_mask, params, tol=TOL64):
+    """forward / backward against the reference (float64 copies of the inputs, gradients by autograd)."""
+    names = ["q", "k", "v"] if params.shared_n else ["q", "k", "v", "nq", "nk"]
+    leaves = [t.detach().double().requires_grad_() for t in ((q, k, v) if params.shared_n else (q, k, v, nq, nk))]
+    ref_n = (leaves[0], leaves[1]) if params.shared_n else (leaves[3], leaves[4])
+    want = reference_forward(*leaves[:3], *ref_n, mask, query_mask, params)
+    assert want.abs().max() > 0.1  # the comparison is not between two zero tensors
+    got = ft.forward(q, k, v, nq, nk, mask, query_mask, params)
+    assert got.dtype == q.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.double(), want, **tol)
+
+    dout = _randn(torch.Generator().manual_seed(7), torch.float64, *want.shape)
+    wants = torch.autograd.grad(want, leaves, dout)
+    dout_t = dout.to(q.dtype).transpose(-1, -2).contiguous().transpose(-1, -2)  # non-contiguous: accepted
+    grads = ft.backward(q, k, v, nq, nk, mask, query_mask, params, dout_t)
+    if params.shared_n:
+        assert grads[3] is None and grads[4] is None
+    for name, g, w in zip(names, grads, wants):
+        assert g.dtype == q.dtype and g.shape == w.shape, name
+        torch.testing.assert_close(g.double(), w, **tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("e_fn,n_fn", FN_PAIRS)
+def test_functions_float64(e_fn, n_fn):
+    """Every f_E x f_N of Table 9, gate 2 and 1 in turn, a key-padding mask, Lk across two key blocks."""
+    index = FN_PAIRS.index((e_fn, n_fn))
+    b, h, lq, lk = 1, 2, 6, 11
+    q, k, v, nq, nk = _inputs(b, h, lq, lk, 3, 4, 5, seed=index)
+    params = FlashParams(alpha=0.9, beta=0.35, gate=2.0 if index % 2 == 0 else 1.0, e_fn=e_fn, n_fn=n_fn)
+    _compare(q, k, v, nq, nk, _masks("keys", b, h, lq, lk), None, params)
+
+
+CASES = {  # name: (B, H, Lq, Lk, de, dn, dv, mask, query_mask, FlashParams overrides)
+    "keys-odd": (2, 2, 13, 17, 5, 3, 4, "keys", False, {}),
+    "pair+query": (2, 2, 9, 11, 6, 5, 3, "pair", True, {"gate": 1.0, "e_fn": "sigmoid", "n_fn": "arctan"}),
+    "causal-wide+dropout": (2, 2, 8, 17, 4, 3, 5, "keys", False, {"causal": True, "dropout_p": 0.25, "seed": 123}),
+    "causal-tall+query": (2, 2, 18, 5, 3, 4, 2, None, True, {"causal": True, "n_fn": "algebraic"}),
+    "shared+dropout": (2, 2, 10, 12, 7, 7, 3, "per-head", False, {"shared_n": True, "dropout_p": 0.4, "seed": 9}),
+    "length-1": (2, 2, 1, 1, 1, 1, 1, None, False, {"e_fn": "sigmoid"}),
+    "wide-dims": (1, 2, 5, 9, 16, 9, 12, None, False, {"causal": True, "n_fn": "tanh"}),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cases_float64(name):
+    """Masks (expanded views), query masks, causal with Lq != Lk, dropout, shared_n, odd lengths, d not 2^k."""
+    b, h, lq, lk, de, dn, dv, mask_kind, with_query, overrides = CASES[name]
+    params = FlashParams(**{"alpha": 0.6, "beta": 0.3, "gate": 2.0, "e_fn": "tanh", "n_fn": "sigmoid",
+                            **overrides})
+    q, k, v, nq, nk = _inputs(b, h, lq, lk, de, dn, dv, shared=params.shared_n, seed=len(name))
+    query_mask = _query_mask(b, h, lq) if with_query else None
+    _compare(q, k, v, nq, nk, _masks(mask_kind, b, h, lq, lk), query_mask, params)
+
+
+def test_self_attention_shared_n_with_ties():
+    """q = k = nq = nk (one tensor): the diagonal has |x_i - x_i| = 0, whose gradient is sign(0) = 0."""
+    gen = torch.Generator().manual_seed(3)
+    x = _randn(gen, torch.float64, 2, 2, 9, 4)
+    v = _randn(gen, torch.float64, 2, 2, 9, 3)
+    params = FlashParams(alpha=0.5, beta=0.7, gate=2.0, e_fn="tanh", n_fn="arctan", causal=True,
+                         dropout_p=0.2, seed=77, shared_n=True)
+    xl, vl = x.clone().requires_grad_(), v.clone().requires_grad_()
+    want = reference_forward(xl, xl, vl, xl, xl, None, None, params)
+    torch.testing.assert_close(ft.forward(x, x, v, x, x, None, None, params), want, **TOL64)
+    dout = _randn(gen, torch.float64, *want.shape)
+    dx_want, dv_want = torch.autograd.grad(want, (xl, vl), dout)
+    dq, dk, dv, dnq, dnk = ft.backward(x, x, v, None, None, None, None, params, dout)
+    assert dnq is None and dnk is None
+    torch.testing.assert_close(dq + dk, dx_want, **TOL64)
+    torch.testing.assert_close(dv, dv_want, **TOL64)
+
+
+@pytest.mark.parametrize("seed", [0, 2 ** 31 - 1])
+def test_dropout_keep_pattern_is_the_spec_hash(seed):
+    """alpha = beta = 0, sigmoid x sigmoid, gate 4: M = 1, so out = keep / (1 - p) with v = I (exact)."""
+    b, h, lq, lk, p = 2, 3, 19, 13, 0.5
+    q = torch.zeros(b, h, lq, 2, dtype=torch.float64)
+    k = torch.zeros(b, h, lk, 2, dtype=torch.float64)
+    v = torch.eye(lk, dtype=torch.float64).expand(b, h, lk, lk).contiguous()
+    params = FlashParams(alpha=0.0, beta=0.0, gate=4.0, e_fn="sigmoid", n_fn="sigmoid", dropout_p=p, seed=seed,
+                         shared_n=True)
+    out = ft.forward(q, k, v, None, None, None, None, params)
+    keep = dropout_keep(seed, p, (b, h, lq, lk))
+    assert torch.equal(out != 0, keep)
+    assert torch.equal(out[keep], torch.full((int(keep.sum()),), 2.0, dtype=torch.float64))
+    assert 0.4 < keep.double().mean() < 0.6
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, {"rtol": 1e-4, "atol": 2e-5}),
+                                       (torch.float16, {"rtol": 5e-3, "atol": 5e-3})])
+def test_low_precision_within_tolerance(dtype, tol):
+    """float32 (accumulated in float32) and float16 (tiles cast to float16 only as tl.dot operands)."""
+    b, h, lq, lk = 2, 2, 11, 14
+    q, k, v, nq, nk = _inputs(b, h, lq, lk, 6, 5, 4, dtype=dtype, seed=5)
+    params = FlashParams(alpha=0.6, beta=0.3, gate=2.0, e_fn="tanh", n_fn="arctan", causal=True, dropout_p=0.1,
+                         seed=4)
+    _compare(q, k, v, nq, nk, _masks("keys", b, h, lq, lk), _query_mask(b, h, lq), params, tol=tol)
+
+
+def test_available_and_device_error(monkeypatch):
+    assert ft.available("cpu") and ft.available("cuda")
+    assert not ft.available("mps")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert not ft.available("cpu")
+    q, k, v, nq, nk = _inputs(1, 1, 2, 2, 2, 2, 2)
+    with pytest.raises(ValueError, match="q is on cpu"):
+        ft.forward(q, k, v, nq, nk, None, None, FlashParams(1.0, 1.0, 2.0, "tanh", "sigmoid"))
+
+
+def _bad_inputs():
+    """(argument named in the error, (q, k, v, nq, nk, mask, query_mask, params), dout) per malformed call."""
+    q, k, v, nq, nk = _inputs(2, 2, 3, 4, 5, 2, 3)
+    p = FlashParams(1.0, 1.0, 2.0, "tanh", "sigmoid")
+    good = (q, k, v, nq, nk, None, None, p)
+
+    def change(index, value):
+        args = list(good)
+        args[index] = value
+        return tuple(args)
+
+    return [
+        ("q", change(0, q.to(torch.int64)), None),
+        ("q", tuple(t.bfloat16() if isinstance(t, torch.Tensor) else t for t in good), None),  # cpu: no bf16
+        ("k", change(1, k[..., :4].contiguous()), None),
+        ("v", change(2, v[:, :, :3].contiguous()), None),
+        ("nq", change(3, None), None),
+        ("nk", change(4, nk.float()), None),
+        ("v", change(2, v.transpose(-1, -2).contiguous().transpose(-1, -2)), None),  # non-contiguous
+        ("k", change(1, k.to("meta")), None),  # another device
+        ("mask", change(5, torch.ones(2, 2, 3, 4)), None),
+        ("query_mask", change(6, torch.ones(2, 2, 4, dtype=torch.bool)), None),
+        ("dropout_p", change(7, FlashParams(1.0, 1.0, 2.0, "tanh", "sigmoid", dropout_p=1.0)), None),
+        ("n_fn", change(7, FlashParams(1.0, 1.0, 2.0, "tanh", "relu")), None),
+        ("nq", change(7, FlashParams(1.0, 1.0, 2.0, "tanh", "sigmoid", shared_n=True)), None),  # nq is not q
+        ("dout", good, torch.zeros(2, 2, 2, 3, dtype=torch.float64)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_bad_inputs())),
+                         ids=[f"{i}-{name}" for i, (name, _, _) in enumerate(_bad_inputs())])
+def test_errors_name_the_argument(index):
+    name, args, dout = _bad_inputs()[index]
+    with pytest.raises(ValueError, match=rf"[ .]{name} must|{name} is "):
+        if dout is None:
+            ft.forward(*args)
+        else:
+            ft.backward(*args, dout)
+
+
+def test_imports_without_triton(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    spec = importlib.util.spec_from_file_location("_flash_triton_without_triton", ft.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not module.HAVE_TRITON
+    assert not module.available("cuda") and not module.available("cpu")
+
+
+_SUBPROCESS = """
+import torch
+from coda_exp.attention import _flash_triton as ft
+from coda_exp.attention.flash_spec import FlashParams, reference_forward
+assert ft._INTERPRETED and ft._kernels(torch.device("cpu")) is ft
+g = torch.Generator().manual_seed(0)
+q, k, nq, nk = (torch.randn(2, 1, 9, 3, generator=g, dtype=torch.float64) for _ in range(4))
+v = torch.randn(2, 1, 9, 2, generator=g, dtype=torch.float64)
+p = FlashParams(0.7, 0.4, 2.0, "sigmoid", "tanh", causal=True, dropout_p=0.3, seed=11)
+leaves = [t.clone().requires_grad_() for t in (q, k, v, nq, nk)]
+want = reference_forward(*leaves, None, None, p)
+dout = torch.randn(want.shape, generator=g, dtype=torch.float64)
+errors = [(ft.forward(q, k, v, nq, nk, None, None, p) - want).abs().max().item()]
+for got, ref in zip(ft.backward(q, k, v, nq, nk, None, None, p, dout), torch.autograd.grad(want, leaves, dout)):
+    errors.append((got - ref).abs().max().item())
+print(max(errors))
+"""
+
+
+def test_interpret_set_before_import():
+    """TRITON_INTERPRET=1 before triton is imported: the module's own kernels are the interpreted ones."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", _SUBPROCESS], check=False, env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert float(run.stdout.strip().splitlines()[-1]) < 1e-12
+
+
+@pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False)])
+def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
+    """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed)."""
+    if ft._INTERPRETED:
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    fn = getattr(ft, f"_{kernel}_kernel")
+    constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
+                 "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
+                 "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "DOT_PREC": "tf32", "BLOCK_M": 32,
+                 "BLOCK_N": 32}
+    constants = {name: value for name, value in constants.items() if name in fn.arg_names}
+    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32"}
+    signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
+                 else "i32" for name in fn.arg_names}
+    signature.update({name: "i32" for name in ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")})
+    compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 2})
+    assert compiled.asm["cubin"] and "mma" in compiled.asm["ptx"]  # tl.dot on tensor cores
