@@ -182,11 +182,13 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
     decoded, generate = [], Seq2SeqTask.generate
     monkeypatch.setattr(Seq2SeqTask, "generate", lambda self, batch, decoding: decoded.append(
         (str(self.trainer.state.fn.value), decoding["strategy"])) or generate(self, batch, decoding))
-    run(make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
-                 "task.val_check_interval=2"))
+    cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
+                   "task.val_check_interval=2")
+    monitor = cfg.task.monitor
+    run(cfg)
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert {"test/acc_seq", "test/acc_seq_tf", "test/acc_tok_tf", "val/acc_seq"} <= set(rec["metrics"])
-    assert rec["val_curve_steps"] == [2, 4] and len(rec["val_curve"]) == 2 and rec["val_curve_metric"] == "val/acc_seq"
+    assert rec["val_curve_steps"] == [2, 4] and len(rec["val_curve"]) == 2 and rec["val_curve_metric"] == monitor
     assert "gate_stats" not in rec  # callbacks=gate_stats is off by default
     assert rec["attention"]["name"] == ("coda" if model.startswith("coda") else "softmax")
     with gzip.open(rec["predictions"], "rt") as f:
