@@ -75,12 +75,15 @@ class RandomState(pl.Callback):
 
 
 class ValidationHistory(pl.Callback):
-    """The monitored metric after every validation of the fit (not the sanity check), in order: the run record's
-    ``val_curve``. Kept in checkpoints, so a resumed run reports the whole curve."""
+    """The monitored metric after every validation of the fit (not the sanity check), in order, and the global step
+    (optimizer steps done) of each: the run record's ``val_curve`` and ``val_curve_steps``. Kept in checkpoints, so
+    a resumed run reports the whole curve; a checkpoint written before the steps were kept restores its values with
+    step None (unknown), and the validations after the resume have their steps."""
 
     def __init__(self, monitor: str) -> None:
         self.monitor = monitor
         self.values: list[float] = []
+        self.steps: list[int | None] = []
 
     @property
     def state_key(self) -> str:
@@ -91,9 +94,153 @@ class ValidationHistory(pl.Callback):
         if trainer.sanity_checking or value is None or trainer.state.fn != "fit":
             return
         self.values.append(float(value))
+        self.steps.append(int(trainer.global_step))
 
     def state_dict(self) -> dict:
-        return {"values": list(self.values)}
+        return {"values": list(self.values), "steps": list(self.steps)}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.values = [float(v) for v in state_dict.get("values", [])]
+        steps = [None if s is None else int(s) for s in state_dict.get("steps", [])][:len(self.values)]
+        self.steps = steps + [None] * (len(self.values) - len(steps))  # an older checkpoint: steps unknown
+
+
+class GateStats(pl.Callback):
+    """CoDA's gate g * f_N(N) (eq. 5) during training, per CoDA attention layer: every ``every_n_steps`` optimizer
+    steps, the mean of the gate over the valid pairs and the fraction of valid pairs whose gate is below 0.01
+    (a closed gate: the pair is de-attended whatever E says), on the first ``max_examples`` examples of the batch.
+
+    Off by default; ``callbacks=gate_stats`` switches it on (``configs/callbacks/gate_stats.yaml``: the default
+    callbacks plus this one). Layers are the ``CoDAScoring`` modules of the network (``pl_module.model``), named by
+    the module path of their attention (``encoder.layers.0.self_attn``, ``decoder_layers.1.cross_attn``).
+
+    How: for the batch that completes a multiple of ``every_n_steps`` (steps ``every_n_steps``, ``2 *
+    every_n_steps``...), forward pre-hooks on each scoring capture the per-head q, k and the pair mask of the training
+    forward (so the gate is the one of the weights before that batch's update); at the batch's end the gate is
+    recomputed from them with ``coda_components`` and the scoring's own options, without gradient. The hooks exist
+    only during those batches: other steps run untouched. Nothing draws random numbers: the training is the same
+    with the callback on or off.
+
+    Logged as ``gate/<layer>/mean`` and ``gate/<layer>/frac_lt_0.01`` to every logger of the trainer (CSV, W&B,
+    TensorBoard) at the logger step of the measured batch's own training loss (Lightning's, one less than the step
+    count it completes), through ``logger.log_metrics``: ``pl_module.log`` would re-send the last value at every
+    later logging step of the epoch (Lightning keeps on-step values until the epoch ends), reporting gates at
+    steps where none was measured. Kept in :attr:`series` (``{layer: {"steps": [...], "mean": [...],
+    "frac_lt_0.01": [...]}}``, the run record's ``gate_stats``; steps count the optimizer steps done after the
+    measured batch) and in checkpoints, so a resumed run reports the whole series. A model without a CoDA layer:
+    one warning, nothing measured. Under gradient accumulation a step is measured once (its first micro-batch).
+    """
+
+    THRESHOLD = 0.01
+    FRACTION = "frac_lt_0.01"
+
+    def __init__(self, every_n_steps: int = 100, max_examples: int = 8) -> None:
+        for name, value in (("every_n_steps", every_n_steps), ("max_examples", max_examples)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"GateStats: {name} must be an int >= 1, got {value!r}")
+        self.every_n_steps = every_n_steps
+        self.max_examples = max_examples
+        self.series: dict[str, dict[str, list]] = {}
+        self._layers: dict[str, object] | None = None  # layer name -> CoDAScoring, found at the fit's start
+        self._handles: list = []
+        self._captured: dict[str, list[tuple]] = {}
+        self._armed_step: int | None = None
+
+    # ------------------------------------------------------------------ layers and hooks
+    @staticmethod
+    def coda_layers(module) -> dict:
+        """``{attention path: CoDAScoring}`` of ``module``'s network (``module.model`` for a task module)."""
+        from coda_exp.attention.multihead import CoDAScoring
+
+        net = getattr(module, "model", module)
+        return {name.removesuffix(".scoring") or "scoring": sub for name, sub in net.named_modules()
+                if isinstance(sub, CoDAScoring)}
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        from pytorch_lightning.utilities import rank_zero_warn
+
+        self._layers = self.coda_layers(pl_module)
+        if not self._layers:
+            rank_zero_warn(f"GateStats: {type(getattr(pl_module, 'model', pl_module)).__name__} has no CoDA attention "
+                           "layer (CoDAScoring): no gate statistics are measured")
+
+    def _capture(self, name: str):
+        def hook(module, args, kwargs):
+            q = args[0] if len(args) > 0 else kwargs["q"]
+            k = args[1] if len(args) > 1 else kwargs["k"]
+            mask = args[3] if len(args) > 3 else kwargs.get("mask")
+            tensors = (q, k, mask, kwargs.get("query_mask"))
+            self._captured.setdefault(name, []).append(tuple(self._first(t, self.max_examples) for t in tensors))
+        return hook
+
+    @staticmethod
+    def _first(tensor, n: int):
+        """The first ``n`` examples of a (B, ...) tensor, detached (a mask broadcast over the batch, (1, ...), whole)."""
+        return None if tensor is None else tensor[:n].detach()
+
+    def _remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        step = trainer.global_step + 1  # the step this batch completes
+        if not self._layers or step % self.every_n_steps or step == self._armed_step:
+            return
+        self._armed_step, self._captured = step, {}
+        self._handles = [scoring.register_forward_pre_hook(self._capture(name), with_kwargs=True)
+                         for name, scoring in self._layers.items()]
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if not self._handles:
+            return
+        self._remove_hooks()
+        captured, self._captured = self._captured, {}
+        step = self._armed_step
+        logged = {}
+        for name, calls in captured.items():
+            mean, frac = self.measure(self._layers[name].options, calls)
+            if mean is None:  # no valid pair
+                continue
+            entry = self.series.setdefault(name, {"steps": [], "mean": [], self.FRACTION: []})
+            entry["steps"].append(int(step))
+            entry["mean"].append(mean)
+            entry[self.FRACTION].append(frac)
+            logged[f"gate/{name}/mean"], logged[f"gate/{name}/{self.FRACTION}"] = mean, frac
+        if logged:
+            for logger in trainer.loggers:
+                logger.log_metrics(logged, step=max(trainer.global_step - 1, 0))
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._remove_hooks()
+
+    @classmethod
+    def measure(cls, options, calls: list[tuple]) -> tuple[float | None, float | None]:
+        """(mean gate, fraction of gates < 0.01) over the valid pairs of every captured call ``(q, k, mask,
+        query_mask)`` of one layer (per-head q (B, H, Lq, dk), k (B, H, Lk, dk), the bool masks the scoring got),
+        recomputed with ``coda_components`` and the layer's ``options``; (None, None) without any valid pair."""
+        import torch
+
+        from coda_exp.attention.functional import coda_components
+        from coda_exp.attention.multihead import _with_queries
+
+        total, closed, count = 0.0, 0, 0
+        with torch.no_grad():
+            for q, k, mask, query_mask in calls:
+                maps = coda_components(q.float(), k.float(), q.float(), k.float(), options,
+                                       mask=_with_queries(mask, query_mask))
+                gate = maps.gate[maps.valid()]
+                total += float(gate.sum())
+                closed += int((gate < cls.THRESHOLD).sum())
+                count += gate.numel()
+        return (None, None) if count == 0 else (total / count, closed / count)
+
+    # ------------------------------------------------------------------ checkpoint state
+    def state_dict(self) -> dict:
+        return {"series": {name: {key: list(values) for key, values in entry.items()}
+                           for name, entry in self.series.items()}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.series = {str(name): {str(key): list(values) for key, values in entry.items()}
+                       for name, entry in state_dict.get("series", {}).items()}

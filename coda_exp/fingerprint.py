@@ -16,7 +16,9 @@ The rule: of the Hydra task overrides, drop
 - the budget keys (:data:`BUDGET_KEYS`), already part of the record's ``scale`` label ("fixture (task.epochs=2)"),
   which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
-  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``trainer.devices``, ...);
+  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``trainer.devices``, ...) or only measure it
+  (the ``callbacks`` group choice, e.g. ``callbacks=gate_stats``, and ``callbacks.gate_stats.*``: a callbacks option
+  must not change what a run computes; ``callbacks.early_stopping.patience`` and the like still count);
 
 and hash what remains (``optimizer.lr=0.001``, ``data.batch_size=32``, ``preset=...``, ``task.patience=5`` ...),
 sorted, with numbers normalised (``1e-3`` = ``0.001``). A run without such overrides has
@@ -43,13 +45,19 @@ GRID_KEYS = ("seed", "task", "experiment", "scale", "scale_name", "centering", "
              "model.attention", "model.scoring", "model.contexts", "data.evidence")
 #: grid axes matched exactly (``model`` = the model's name; ``model.hidden_size`` is a configuration change)
 GRID_EXACT = ("model", "model.name")
-#: where and how a run is stored, logged or placed (the ``trainer`` group itself: cpu, gpu, ddp); a key ``x`` also
-#: covers ``x.*`` and ``x/*`` except for ``trainer``, whose other keys (precision, gradient clipping) do count
-OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "ckpt_path",
+#: where and how a run is stored, logged, placed or measured (the ``trainer`` group itself: cpu, gpu, ddp; the
+#: ``callbacks`` group itself: default, gate_stats); a key ``x`` also covers ``x.*`` and ``x/*`` except for ``trainer``
+#: and ``callbacks``, whose other keys (precision, gradient clipping, early stopping) do count
+OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "callbacks.gate_stats",
+               "ckpt_path",
                "save_record", "save_predictions", "data.dir", "data.cache_dir", "data.num_workers",
                "data_dir_by_scale", "local", "trainer.accelerator", "trainer.devices", "trainer.num_nodes",
                "trainer.strategy", "trainer.enable_progress_bar", "trainer.enable_model_summary",
                "trainer.log_every_n_steps", "trainer.default_root_dir", "trainer.sync_batchnorm")
+
+
+#: config groups whose choice alone changes no result (their keys below are judged one by one)
+GROUP_CHOICES = ("trainer", "callbacks")
 
 
 def override_key(override: str) -> str:
@@ -75,7 +83,7 @@ def _normalise(override: str) -> str:
 
 def configuration_overrides(overrides: list[str]) -> list[str]:
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted."""
-    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + ("trainer",)
+    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
             and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS)]
     return sorted(_normalise(o) for o in kept)
 

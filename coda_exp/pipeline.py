@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${dir_if_exists:...})
 from coda_exp.attention import kernels_used
-from coda_exp.callbacks import RandomState, ValidationHistory
+from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
@@ -276,7 +276,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
-        val_curve = list(history.values)  # before validate/test restore the callbacks' states from `best`
+        # before validate/test restore the callbacks' states from `best`
+        val_curve, val_curve_steps = list(history.values), list(history.steps)
+        gate_stats = next((c.state_dict()["series"] for c in callbacks if isinstance(c, GateStats)), None)
         kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
         ckpt = trainer.checkpoint_callback
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
@@ -303,6 +305,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "fingerprint_overrides": configuration_overrides(overrides),
             "metrics": metrics,
             "val_curve": val_curve,
+            "val_curve_steps": val_curve_steps,
+            "val_curve_metric": str(cfg.task.monitor),
             "steps": int(trainer.global_step),
             "epochs": int(trainer.current_epoch),
             "wall_time_s": round(time.time() - start, 3),
@@ -320,6 +324,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "hparams": OmegaConf.to_container(cfg.model, resolve=True),
             "parameters": parameter_counts(model),
         }
+        if gate_stats is not None:  # callbacks=gate_stats
+            record["gate_stats"] = gate_stats
         if trainer.is_global_zero:
             save_outputs(record, task.test_predictions, cfg)
         return metrics.get(cfg.task.monitor)

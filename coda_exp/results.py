@@ -13,7 +13,11 @@ crashed or killed sweep never leaves a half-written record, and every record is 
 written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, ``warnings``, ``hparams``,
 ``paths`` ...) are allowed and preserved; runs also record ``fingerprint`` and ``fingerprint_overrides`` (the
 configuration beyond the grid axes, :mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each
-validation) and ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null).
+validation), ``val_curve_steps`` (the global step of each of those validations, same length; null where unknown: a
+run resumed from a checkpoint written before steps were kept; absent from older records), ``val_curve_metric`` (the
+monitored metric's name) and ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null). A run with
+``callbacks=gate_stats`` also records ``gate_stats``: ``{layer: {"steps": [...], "mean": [...], "frac_lt_0.01":
+[...]}}`` (:class:`coda_exp.callbacks.GateStats`; ``{}`` for a model without CoDA attention).
 """
 
 from __future__ import annotations

@@ -151,3 +151,9 @@ def test_a_silent_difference_or_a_hidden_default_is_reported(make_cfg):
     assert "data.min_freq: 2 in the YAML, 1 in PairDataModule's signature" in found
     assert "model (DecompAtt): parameters with a code default that no YAML shows: ['intra_max_distance']" in found
     assert not problems(make_cfg("task=scitail", "model=decompatt"))  # batch 32: its line says why
+
+
+def test_optional_group_choices_show_their_defaults(make_cfg):
+    """Options that no task or model composes by default (callbacks=gate_stats) follow the same rule."""
+    cfg = make_cfg("task=mlu", "model=coda_transformer", "callbacks=gate_stats")
+    assert cfg.callbacks.gate_stats._target_ == "coda_exp.callbacks.GateStats" and not problems(cfg)

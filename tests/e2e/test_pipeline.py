@@ -86,9 +86,16 @@ def test_resume_from_last_checkpoint(make_cfg, tmp_path):
     assert state["epoch"] == 1  # the end of the second epoch, not the best (first) one
     steps_per_epoch = state["global_step"] // 2
     # resume with a larger budget: the configured patience (= task.epochs) applies, not the checkpoint's old one
+    # a checkpoint written before ValidationHistory kept the steps: its validations' steps are unknown (None)
+    (key,) = [k for k in state["callbacks"] if k.startswith("ValidationHistory")]
+    assert state["callbacks"][key]["steps"] == [steps_per_epoch, 2 * steps_per_epoch]
+    del state["callbacks"][key]["steps"]
+    torch.save(state, last)
     run(make_cfg("task=snli", "scale=fixture", "task.epochs=4", "logger=none", f"ckpt_path={last}", *best_first))
     rec = results.load_records(tmp_path / "results" / "runs")[0]
     assert rec["epochs"] == 4 and rec["steps"] == 4 * steps_per_epoch  # continued, not restarted
+    assert len(rec["val_curve"]) == 4 and rec["val_curve_metric"] == "val/acc"
+    assert rec["val_curve_steps"] == [None, None, 3 * steps_per_epoch, 4 * steps_per_epoch]
 
 
 def test_wandb_offline_run_is_finished(make_cfg, tmp_path):
@@ -175,10 +182,14 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
     decoded, generate = [], Seq2SeqTask.generate
     monkeypatch.setattr(Seq2SeqTask, "generate", lambda self, batch, decoding: decoded.append(
         (str(self.trainer.state.fn.value), decoding["strategy"])) or generate(self, batch, decoding))
-    run(make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
-                 "task.val_check_interval=2"))
+    cfg = make_cfg(f"task={task}", f"model={model}", "scale=fixture", "logger=none", "task.max_steps=4",
+                   "task.val_check_interval=2")
+    monitor = cfg.task.monitor
+    run(cfg)
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert {"test/acc_seq", "test/acc_seq_tf", "test/acc_tok_tf", "val/acc_seq"} <= set(rec["metrics"])
+    assert rec["val_curve_steps"] == [2, 4] and len(rec["val_curve"]) == 2 and rec["val_curve_metric"] == monitor
+    assert "gate_stats" not in rec  # callbacks=gate_stats is off by default
     assert rec["attention"]["name"] == ("coda" if model.startswith("coda") else "softmax")
     with gzip.open(rec["predictions"], "rt") as f:
         rows = [json.loads(line) for line in f]
@@ -200,6 +211,38 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
     if task == "algolisp":  # per-example execution outcomes, for Table 7's paired test
         assert sum(r["exec"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_exec"])
         assert rows[0]["reference"].startswith("( ")
+
+
+@pytest.mark.parametrize("model", ["coda_transformer", "transformer"])
+def test_gate_stats_reach_the_logs_and_the_record(make_cfg, tmp_path, model):
+    import csv
+
+    overrides = ["task=mlu", f"model={model}", "scale=fixture", "task.max_steps=4", "task.val_check_interval=2",
+                 "callbacks=gate_stats", "callbacks.gate_stats.every_n_steps=2", "save_predictions=false"]
+    if model == "transformer":  # softmax: one warning, nothing measured, an empty series in the record
+        with pytest.warns(UserWarning, match="no CoDA attention layer"):
+            run(make_cfg(*overrides))
+    else:
+        run(make_cfg(*overrides))
+    rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
+    assert rec["fingerprint"] == GRID_FINGERPRINT  # measuring is no other configuration: pooled in Table 6
+    if model == "transformer":
+        assert rec["gate_stats"] == {}
+        return
+    layers = [f"encoder.layers.{i}.self_attn" for i in range(2)] + [
+        f"decoder_layers.{i}.{kind}" for i in range(2) for kind in ("self_attn", "cross_attn")]
+    assert sorted(rec["gate_stats"]) == sorted(layers)
+    for series in rec["gate_stats"].values():
+        assert series["steps"] == [2, 4]
+        assert all(0.0 <= v <= 1.0 for v in series["mean"] + series["frac_lt_0.01"])
+    with open(next((tmp_path / "run" / "csv").rglob("metrics.csv")), newline="") as f:
+        rows = list(csv.DictReader(f))
+    logged = [(int(r["step"]), float(r["gate/encoder.layers.0.self_attn/mean"])) for r in rows
+              if r.get("gate/encoder.layers.0.self_attn/mean")]
+    # once per measurement, at the logger step of the measured batch's training loss (Lightning's: step count - 1)
+    assert [s for s, _ in logged] == [1, 3]
+    assert [v for _, v in logged] == pytest.approx(rec["gate_stats"]["encoder.layers.0.self_attn"]["mean"])
+    assert any(r.get("gate/decoder_layers.1.cross_attn/frac_lt_0.01") for r in rows)
 
 
 def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path):

@@ -31,6 +31,7 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     best = a["best_checkpoint"].rsplit("/", 1)[1]
     assert best.startswith("epoch000-") and b["best_checkpoint"] == str(tmp_path / "killed" / "checkpoints" / best)
     assert len(a["val_curve"]) == 4 and b["val_curve"] == a["val_curve"]  # bit-identical validation curve
+    assert b["val_curve_steps"] == a["val_curve_steps"] and None not in a["val_curve_steps"]  # and its steps
     assert b["metrics"] == a["metrics"] and b["steps"] == a["steps"]
 
 

@@ -60,3 +60,27 @@ def md_row(markdown, name):
         if parts[0] == name:
             return parts
     raise AssertionError(f"row {name!r} not in markdown")
+
+
+CODA_SCORING = {"name": "coda", "_target_": "coda_exp.attention.CoDAScoring", "_partial_": True, "scale": True,
+                "center_e": False, "center_n": False, "gate_scale": None, "alpha": 1.0, "beta": 1.0, "e_fn": "tanh",
+                "n_fn": "sigmoid", "center_over": "row", "kernel": "auto"}
+
+
+def mlu_rec(model="coda_transformer", seed=1, acc=0.5, curve=(0.0, 0.2, 0.4), steps=(10, 20, 30), scale="cpu",
+            options=None, **extra):
+    """An MLU run record as the pipeline writes it: the scoring in ``hparams.scoring`` (``options`` change the CoDA
+    defaults), the validation curve with its steps (``steps=None``: an older record without them); ``extra``: other
+    record keys."""
+    from coda_exp.fingerprint import GRID_FINGERPRINT
+
+    scoring = {"name": "softmax", "_target_": "coda_exp.attention.SoftmaxScoring", "_partial_": True} \
+        if model == "transformer" else {**CODA_SCORING, **(options or {})}
+    record = rec(task="mlu", model=model, seed=seed, scale=scale, metrics={"test/acc_seq": acc, "val/acc_seq": acc},
+                 attention={k: v for k, v in scoring.items() if not k.startswith("_")},
+                 hparams={"name": model, "d_model": 128, "scoring": scoring}, fingerprint=GRID_FINGERPRINT,
+                 fingerprint_overrides=[], val_curve=list(curve), val_curve_metric="val/acc_seq")
+    if steps is not None:
+        record["val_curve_steps"] = list(steps)
+    record.update(extra)
+    return record

@@ -33,6 +33,14 @@ def test_only_configuration_overrides_count():
         "model.hidden_size=300"]
 
 
+def test_measuring_the_gate_is_no_other_configuration():
+    # callbacks=gate_stats only measures (coda_exp.callbacks.GateStats): its runs stay in the table's cells
+    measured = ["callbacks=gate_stats", "callbacks.gate_stats.every_n_steps=50", "+callbacks.gate_stats.max_examples=4"]
+    assert configuration_overrides(measured) == [] and fingerprint(measured) == GRID_FINGERPRINT
+    assert configuration_overrides(["callbacks=gate_stats", "callbacks.early_stopping.patience=3"]) == [
+        "callbacks.early_stopping.patience=3"]
+
+
 def test_every_experiment_sweep_is_on_its_tables_grid():
     """The runs of `-m experiment=table_N` all have the grid's fingerprint: each sweep axis is a grid axis."""
     for path in sorted((ROOT / "configs" / "experiment").glob("*.yaml")):

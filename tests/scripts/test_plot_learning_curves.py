@@ -1,0 +1,102 @@
+"""scripts/plot_learning_curves.py: validation curves against steps from synthetic run records, selection by task,
+metric and table, group means."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coda_exp.curves import Curve
+from tests.results.records import mlu_rec
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def plot(load_script):
+    return load_script("plot_learning_curves")
+
+
+def saved(folder, *records):
+    folder.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_curves_of_several_folders_and_groups(plot, tmp_path, capsys):
+    a = saved(tmp_path / "a" / "runs", mlu_rec("transformer", seed=1), mlu_rec("transformer", seed=2,
+                                                                               curve=(0.1, 0.3, 0.5)))
+    b = saved(tmp_path / "b", mlu_rec(seed=1), mlu_rec(seed=2, options={"center_n": True}),
+              mlu_rec(seed=3, steps=None))  # an older record: its curve at validations 1, 2, 3
+    out = tmp_path / "figures" / "curves.png"
+    assert plot.main(["--runs", str(a.parent), "--runs", str(b), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG and out.stat().st_size > 1000
+    printed = capsys.readouterr().out
+    assert "transformer: 2 run(s), seeds [1, 2]" in printed
+    assert "coda_transformer[center_n=true]: 1 run(s)" in printed and "coda_transformer: 2 run(s)" in printed
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(".")]  # no temporary file left
+    assert plot.main(["--runs", str(b), "--out", str(out), "--group", "model"]) == 0
+    assert "coda_transformer: 3 run(s)" in capsys.readouterr().out
+
+
+def test_selection_by_task_metric_and_curve(plot):
+    records = [mlu_rec(), mlu_rec(val_curve_metric="val/acc_tok"), mlu_rec(val_curve=[]),
+               {**mlu_rec(), "task": "algolisp"}]
+    kept, skipped = plot.select(records, "val/acc_seq", task="mlu")
+    assert kept == records[:1]
+    assert [s.split(": ", 1)[1] for s in skipped] == ["its curve is val/acc_tok", "no val_curve", "task algolisp"]
+    older = mlu_rec()
+    del older["val_curve_metric"]  # written before the metric was recorded: taken to be the one asked for
+    assert plot.select([older], "val/acc_seq")[0] == [older]
+
+
+def test_the_mean_is_taken_where_every_run_has_a_value(plot):
+    curves = [Curve([0.0, 0.2, 0.4], [10, 20, 30], "steps"), Curve([0.2, 0.4], [10, 20], "steps")]
+    assert plot.mean_curve(curves) == ([10, 20], [pytest.approx(0.1), pytest.approx(0.3)])
+
+
+def test_table_6_keeps_only_the_runs_its_cells_pool(plot, tmp_path, capsys):
+    grid = [mlu_rec("transformer", seed=1), mlu_rec(seed=1)]
+    others = [mlu_rec(seed=2, options={"center_n": True}),  # an ablation: not Table 6's CoDA row
+              mlu_rec("transformer", seed=3, fingerprint="0123456789ab", fingerprint_overrides=["optimizer.lr=1"])]
+    folder = saved(tmp_path / "runs", *grid, *others)
+    assert plot.table_run_ids("table_6", [*grid, *others]) == {r["run_id"] for r in grid}
+    out = tmp_path / "t6.png"
+    assert plot.main(["--runs", str(folder), "--table", "table_6", "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+    assert "left out 2 record(s)" in capsys.readouterr().err
+
+
+def test_bad_input_is_one_line_naming_it(plot, tmp_path, capsys):
+    out = tmp_path / "x.png"
+    assert plot.main(["--runs", str(tmp_path / "missing"), "--out", str(out)]) == 1
+    assert "no such folder of run records" in capsys.readouterr().err
+    folder = saved(tmp_path / "runs", mlu_rec(val_curve=[]))
+    assert plot.main(["--runs", str(folder), "--out", str(out)]) == 1
+    assert "no run to plot among 1 record(s)" in capsys.readouterr().err and not out.exists()
+    assert plot.main(["--runs", str(folder), "--table", "table_99", "--out", str(out)]) == 1
+    assert "--table table_99: no table spec" in capsys.readouterr().err
+    broken = mlu_rec(val_curve_steps=[1])
+    saved(tmp_path / "runs2", broken)
+    assert plot.main(["--runs", str(tmp_path / "runs2"), "--out", str(out)]) == 1
+    assert f"run record {broken['run_id']}.json: key 'val_curve_steps'" in capsys.readouterr().err
+
+
+def test_make_run_plots_table_6s_curves(plot, tmp_path):
+    """The `run` target's plot command, its folders moved under tmp_path: Table 6's two runs, nothing else."""
+    import shlex
+
+    from tests import ROOT
+
+    recipe = ROOT.joinpath("Makefile").read_text(encoding="utf-8").split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    (line,) = [x for x in recipe.splitlines() if "plot_learning_curves.py" in x]
+    args = shlex.split(line)[2:]
+    assert args[args.index("--out") + 1] == "results/figures/mlu_learning_curves.png"
+    assert args[args.index("--runs") + 1] == "results/runs" and args[args.index("--table") + 1] == "table_6"
+    runs = saved(tmp_path / "results" / "runs", mlu_rec("transformer"), mlu_rec(),
+                 {**mlu_rec("transformer", seed=2), "task": "algolisp"})
+    args[args.index("--runs") + 1] = str(runs)
+    args[args.index("--out") + 1] = str(tmp_path / "mlu_learning_curves.png")
+    assert plot.main(args) == 0 and (tmp_path / "mlu_learning_curves.png").read_bytes()[:8] == PNG

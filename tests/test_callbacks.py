@@ -1,0 +1,152 @@
+"""coda_exp.callbacks: the validation curve with its steps, and CoDA's gate statistics (hooks, hand-checked values).
+Whole runs with them: tests/e2e/test_pipeline.py (records, CSV logs, resuming)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from coda_exp.attention import CoDAScoring, SoftmaxScoring
+from coda_exp.attention.multihead import MultiHeadAttention
+from coda_exp.callbacks import GateStats, ValidationHistory
+
+
+def _validated(history: ValidationHistory, value: float, step: int) -> None:
+    trainer = SimpleNamespace(callback_metrics={"val/acc": torch.tensor(value)}, sanity_checking=False,
+                              state=SimpleNamespace(fn="fit"), global_step=step)
+    history.on_validation_end(trainer, None)
+
+
+def test_validation_history_keeps_the_step_of_each_value():
+    history = ValidationHistory("val/acc")
+    _validated(history, 0.25, 10)
+    _validated(history, 0.5, 20)
+    assert history.values == [0.25, 0.5] and history.steps == [10, 20]
+    restored = ValidationHistory("val/acc")
+    restored.load_state_dict(history.state_dict())
+    assert restored.values == [0.25, 0.5] and restored.steps == [10, 20]
+
+
+def test_an_old_checkpoint_without_steps_still_loads_and_fills_what_it_can():
+    history = ValidationHistory("val/acc")
+    history.load_state_dict({"values": [0.1, 0.2]})  # written before the steps were kept
+    assert history.values == [0.1, 0.2] and history.steps == [None, None]
+    _validated(history, 0.5, 30)  # the resumed run's validations have their steps
+    assert history.state_dict() == {"values": [0.1, 0.2, 0.5], "steps": [None, None, 30]}
+
+
+class _Net(nn.Module):
+    """The module paths of a Transformer: ``encoder.layers.<i>.self_attn`` (one head, d = 2, identity q/k maps)."""
+
+    def __init__(self, scoring: nn.Module):
+        super().__init__()
+        layer = nn.Module()
+        layer.self_attn = MultiHeadAttention(2, 1, scoring, bias=False)
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+            proj.weight.data.copy_(torch.eye(2))
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList([layer])
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder.layers[0].self_attn(x, x, x, key_padding_mask=mask)
+
+
+class _Task(nn.Module):
+    """What the callback sees of a task module: the network as ``model``; ``logged``: what its loggers received,
+    ``{logger step: metrics}``."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.model = net
+        self.logged: dict[int, dict[str, float]] = {}
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        self.logged.setdefault(step, {}).update(metrics)
+
+
+def _trainer(step: int, task: _Task):
+    """A trainer after ``step`` optimizer steps whose one logger is ``task.log_metrics``."""
+    return SimpleNamespace(global_step=step, loggers=[task])
+
+
+def _step(callback: GateStats, task: _Task, step: int, x: torch.Tensor, mask: torch.Tensor) -> None:
+    """One training batch that completes ``step``: the callback's hooks around the network's forward."""
+    callback.on_train_batch_start(_trainer(step - 1, task), task, None, 0)
+    task.model(x, mask)
+    callback.on_train_batch_end(_trainer(step, task), task, None, None, 0)
+
+
+# token 0 at the origin, token 1 at L1 distance 3 from it, token 2 padding; a second token 1 far away (distance 20)
+X = torch.tensor([[[0.0, 0.0], [1.0, 2.0], [7.0, 7.0]],
+                  [[0.0, 0.0], [10.0, 10.0], [7.0, 7.0]]])
+MASK = torch.tensor([[True, True, False], [True, True, False]])
+
+
+def _gate(distance: float, dk: int = 2) -> float:
+    """Eq. 5 by hand: 2 sigmoid(N), N = -||q_i - k_j||_1 / sqrt(dk) (alpha = beta = 1, scale on)."""
+    return 2.0 / (1.0 + math.exp(distance / math.sqrt(dk)))
+
+
+def test_gate_statistics_equal_a_hand_computation():
+    task = _Task(_Net(CoDAScoring()))
+    callback = GateStats(every_n_steps=2, max_examples=1)
+    callback.on_fit_start(_trainer(0, task), task)
+    _step(callback, task, 1, X, MASK)  # step 1: not measured, no hook left behind
+    assert callback.series == {} and task.logged == {}
+    _step(callback, task, 2, X, MASK)
+    # the first example only (max_examples=1): valid pairs (0,0), (0,1), (1,0), (1,1), distances 0, 3, 3, 0
+    mean = (2 * _gate(0.0) + 2 * _gate(3.0)) / 4
+    layer = "encoder.layers.0.self_attn"
+    assert callback.series == {layer: {"steps": [2], "mean": [pytest.approx(mean)], "frac_lt_0.01": [0.0]}}
+    # logged at the logger step of the measured batch's training loss (Lightning's: one less than the step count)
+    assert task.logged == {1: {f"gate/{layer}/mean": pytest.approx(mean), f"gate/{layer}/frac_lt_0.01": 0.0}}
+    callback.max_examples = 2
+    _step(callback, task, 4, X, MASK)
+    # both examples: the second's pairs (0,1), (1,0) are 20 apart, a gate of ~1e-6, i.e. closed
+    assert _gate(20.0) < 0.01
+    assert callback.series[layer]["mean"][1] == pytest.approx((4 * _gate(0.0) + 2 * _gate(3.0) + 2 * _gate(20.0)) / 8)
+    assert callback.series[layer]["frac_lt_0.01"][1] == 2 / 8 and callback.series[layer]["steps"] == [2, 4]
+    assert all(not m._forward_pre_hooks for m in task.modules())  # hooks only during measured batches
+
+
+def test_gate_statistics_use_the_scoring_options():
+    task = _Task(_Net(CoDAScoring(beta=0.5, scale=False, gate_scale=1.0)))
+    callback = GateStats(every_n_steps=1, max_examples=1)
+    callback.on_fit_start(_trainer(0, task), task)
+    _step(callback, task, 1, X, MASK)
+    expected = (2 * 0.5 + 2 / (1 + math.exp(0.5 * 3.0))) / 4  # g = 1, N = -0.5 ||.||_1 unscaled
+    assert callback.series["encoder.layers.0.self_attn"]["mean"] == [pytest.approx(expected)]
+
+
+def test_gate_statistics_survive_a_checkpoint():
+    task = _Task(_Net(CoDAScoring()))
+    callback = GateStats(every_n_steps=1)
+    callback.on_fit_start(_trainer(0, task), task)
+    _step(callback, task, 1, X, MASK)
+    restored = GateStats(every_n_steps=1)
+    restored.load_state_dict(callback.state_dict())
+    assert restored.series == callback.series and restored.series
+
+
+def test_a_model_without_coda_warns_once_and_measures_nothing():
+    task = _Task(_Net(SoftmaxScoring()))
+    callback = GateStats(every_n_steps=1)
+    with pytest.warns(UserWarning, match="no CoDA attention layer"):
+        callback.on_fit_start(_trainer(0, task), task)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for step in (1, 2):
+            _step(callback, task, step, X, MASK)
+    assert callback.series == {} and task.logged == {}
+
+
+def test_a_bad_setting_names_itself():
+    with pytest.raises(ValueError, match="every_n_steps must be an int >= 1"):
+        GateStats(every_n_steps=0)
+    with pytest.raises(ValueError, match="max_examples"):
+        GateStats(max_examples=True)
