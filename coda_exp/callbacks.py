@@ -170,7 +170,8 @@ class GateStats(pl.Callback):
             k = args[1] if len(args) > 1 else kwargs["k"]
             mask = args[3] if len(args) > 3 else kwargs.get("mask")
             tensors = (q, k, mask, kwargs.get("query_mask"))
-            self._captured.setdefault(name, []).append(tuple(self._first(t, self.max_examples) for t in tensors))
+            call = (*(self._first(t, self.max_examples) for t in tensors), bool(kwargs.get("causal", False)))
+            self._captured.setdefault(name, []).append(call)
         return hook
 
     @staticmethod
@@ -218,18 +219,19 @@ class GateStats(pl.Callback):
     @classmethod
     def measure(cls, options, calls: list[tuple]) -> tuple[float | None, float | None]:
         """(mean gate, fraction of gates < 0.01) over the valid pairs of every captured call ``(q, k, mask,
-        query_mask)`` of one layer (per-head q (B, H, Lq, dk), k (B, H, Lk, dk), the bool masks the scoring got),
+        query_mask, causal)`` of one layer (per-head q (B, H, Lq, dk), k (B, H, Lk, dk), the bool masks the scoring got),
         recomputed with ``coda_components`` and the layer's ``options``; (None, None) without any valid pair."""
         import torch
 
+        from coda_exp.attention.flash_spec import valid_pairs
         from coda_exp.attention.functional import coda_components
-        from coda_exp.attention.multihead import _with_queries
 
         total, closed, count = 0.0, 0, 0
         with torch.no_grad():
-            for q, k, mask, query_mask in calls:
-                maps = coda_components(q.float(), k.float(), q.float(), k.float(), options,
-                                       mask=_with_queries(mask, query_mask))
+            for q, k, mask, query_mask, *causal in calls:
+                valid = valid_pairs(mask, None if query_mask is None else query_mask[..., 0], bool(causal and causal[0]),
+                                    q.shape[-2], k.shape[-2], q.device)
+                maps = coda_components(q.float(), k.float(), q.float(), k.float(), options, mask=valid)
                 gate = maps.gate[maps.valid()]
                 total += float(gate.sum())
                 closed += int((gate < cls.THRESHOLD).sum())

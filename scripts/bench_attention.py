@@ -58,7 +58,9 @@ from coda_exp.attention import (
     compositional_pool,
     masked_softmax,
 )
+from coda_exp.attention.flash import run_coda_cross_attention
 from coda_exp.attention.l1 import HAVE_NUMBA
+from coda_exp.attention.options import CoDAOptions
 
 os.environ.pop(KERNEL_ENV_VAR, None)  # each row names its kernel
 
@@ -72,10 +74,12 @@ def configs(quick: bool) -> list[dict]:
 
 
 def impls(kind: str) -> list[str]:
-    return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-plain", "coda-chunked", "coda-cdist"]
+    return ["sdpa" if kind == "transformer" else "softmax", "coda", "coda-fused", "coda-plain", "coda-chunked",
+            "coda-cdist"]
 
 
-KERNEL = {"coda": "auto", "coda-plain": "numba", "coda-chunked": "chunked", "coda-cdist": "torch"}
+KERNEL = {"coda": "auto", "coda-flash": "flash", "coda-fused": "fused", "coda-plain": "numba",
+          "coda-chunked": "chunked", "coda-cdist": "torch"}
 
 
 def make_step(cfg: dict, impl: str, device: str):
@@ -97,6 +101,11 @@ def make_step(cfg: dict, impl: str, device: str):
             scores = a @ b.transpose(1, 2)  # (B, la, lb)
             a2 = masked_softmax(scores, None, dim=-1) @ b
             b2 = masked_softmax(scores, None, dim=-2).transpose(1, 2) @ a
+        elif KERNEL[impl] in ("auto", "flash"):  # what CoDACrossAttention runs without maps: two Flash-CoDA calls
+            a2, b2, ran = run_coda_cross_attention(a, b, a, b, a, b, CoDAOptions(kernel=KERNEL[impl]))
+            if a2 is None:  # flash cannot run here: the materialising path, as the module does
+                m = coda_matrix(a, b, a, b, kernel=ran)
+                a2, b2 = compositional_pool(m, a, b)
         else:
             m = coda_matrix(a, b, a, b, kernel=KERNEL[impl])
             a2, b2 = compositional_pool(m, a, b)
@@ -109,10 +118,10 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_ms(steps: dict, device: str, reps: int) -> dict[str, float]:
-    """Median fwd+bwd ms of each step after 2 warm-ups, the timed runs interleaved across the steps."""
+def time_ms(steps: dict, device: str, reps: int, warmups: int = 2) -> dict[str, float]:
+    """Median fwd+bwd ms of each step after ``warmups`` warm-ups, the timed runs interleaved across the steps."""
     for step in steps.values():
-        for _ in range(2):
+        for _ in range(warmups):
             step()
     sync(device)
     times: dict[str, list[float]] = {name: [] for name in steps}
@@ -232,6 +241,80 @@ def run_policies(args, policies: list[str]) -> list[dict]:
     return rows
 
 
+SWEEP_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
+SWEEP_IMPLS = ("sdpa", "coda-flash", "coda-fused")
+FUSED_MAX_L = 1024  # the fused kernel keeps M and two local derivatives: at L = 2048, 3 x 0.5 GB (B 4, H 8)
+
+
+def run_sweep(args) -> list[dict]:
+    """Flash-CoDA vs SDPA (and today's fused kernel up to FUSED_MAX_L) over L, (B 4, H 8, d 64), CPU."""
+    lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else list(SWEEP_LENGTHS)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, OMP_WAIT_POLICY="
+          f"{os.environ['OMP_WAIT_POLICY']}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    header = f"{'L':>5} {'impl':11} {'fwd+bwd ms':>11} {'x sdpa':>7} {'peak MB':>9} {'x sdpa':>7} {'L x L MB':>9}"
+    print(f"{header}\n{'-' * len(header)}", flush=True)
+    rows = []
+    for length in lengths:
+        cfg = {"kind": "transformer", "B": 4, "H": 8, "L": length, "d": 64}
+        names = [n for n in SWEEP_IMPLS if n != "coda-fused" or length <= FUSED_MAX_L]
+        big = length >= 2048
+        ms = time_ms({n: make_step(cfg, n, "cpu") for n in names}, "cpu", reps=1 if big else (args.reps or 3),
+                     warmups=1)
+        matrix_mb = 4 * 8 * length * length * 4 / 2**20  # one float32 (B, H, L, L) tensor
+        base_mb = None
+        for name in names:
+            mb = peak_mb(cfg, name, "cpu")
+            base_mb = mb if name == "sdpa" else base_mb
+            row = dict(device="cpu", **cfg, impl=name, ms=ms[name], peak_mb=mb, time_ratio=ms[name] / ms["sdpa"],
+                       mem_ratio=mb / base_mb if base_mb else float("nan"), matrix_mb=matrix_mb,
+                       omp_wait_policy=os.environ["OMP_WAIT_POLICY"])
+            rows.append(row)
+            print(f"{length:5d} {name:11} {ms[name]:11.1f} {row['time_ratio']:7.2f} {mb:9.1f} {row['mem_ratio']:7.2f} "
+                  f"{matrix_mb:9.1f}", flush=True)
+    return rows
+
+
+def run_train_step(args) -> list[dict]:
+    """One CoDA-Transformer training step (fwd, bwd, Adam) on IWSLT-like shapes, Flash-CoDA vs fused vs softmax:
+    transformer_base sizes (6 + 6 layers, d 512, 8 heads, d_ff 2048, dropouts 0.1), 8000-token vocabularies,
+    a batch of 16 x 40 source / 40 target tokens with padding."""
+    import functools
+
+    from coda_exp.models import TransformerSeq2Seq
+
+    gen = torch.Generator().manual_seed(0)
+    batch, length, vocab = 16, 40, 8000
+    src = torch.randint(3, vocab, (batch, length), generator=gen)
+    tgt = torch.randint(3, vocab, (batch, length + 1), generator=gen)
+    lengths = torch.randint(length // 2, length + 1, (batch,), generator=gen)
+    mask = torch.arange(length)[None] < lengths[:, None]
+    src = src.masked_fill(~mask, 0)
+    scorings = {"softmax": SoftmaxScoring, "coda-flash": functools.partial(CoDAScoring, kernel="flash"),
+                "coda-fused": functools.partial(CoDAScoring, kernel="fused")}
+    steps = {}
+    for name, scoring in scorings.items():
+        torch.manual_seed(0)
+        model = TransformerSeq2Seq(vocab, vocab, scoring, d_model=512, num_layers=6, num_heads=8, d_ff=2048)
+        model.train()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def step(model=model, opt=opt):
+            opt.zero_grad()
+            logits = model(src, mask, tgt[:, :-1], mask)
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tgt[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+        steps[name] = step
+    ms = time_ms(steps, "cpu", args.reps or 3, warmups=1)
+    print(f"training step, transformer_base sizes, batch {batch} x {length} tokens (median of {args.reps or 3}):")
+    rows = []
+    for name, value in ms.items():
+        rows.append({"impl": name, "train_step_ms": value, "time_ratio": value / ms["softmax"]})
+        print(f"  {name:11} {value:9.1f} ms   x softmax {value / ms['softmax']:5.2f}   "
+              f"x coda-fused {value / ms['coda-fused']:5.2f}", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="L=128 and the DecompAtt shape only, 3 reps")
@@ -240,10 +323,20 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="write the rows to this JSON file")
     parser.add_argument("--omp-policy", default=None, choices=["PASSIVE", "ACTIVE", "both"],
                         help="OpenMP wait policy (default: $OMP_WAIT_POLICY, else PASSIVE); both: one run each")
+    parser.add_argument("--sweep", action="store_true",
+                        help="Flash-CoDA vs SDPA (and fused up to L=1024) over L=128..4096 at (B 4, H 8, d 64)")
+    parser.add_argument("--lengths", default=None, help="comma-separated lengths for --sweep")
+    parser.add_argument("--train-step", action="store_true",
+                        help="one training step of a transformer_base-sized CoDA-Transformer: flash vs fused vs softmax")
     parser.add_argument("--_probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._probe:
         _probe(args._probe)
+        return
+    if args.sweep or args.train_step:
+        rows = (run_sweep(args) if args.sweep else []) + (run_train_step(args) if args.train_step else [])
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
         return
     wanted = args.omp_policy or os.environ["OMP_WAIT_POLICY"]
     if wanted == "both" or wanted.upper() != os.environ["OMP_WAIT_POLICY"].upper():

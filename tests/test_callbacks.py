@@ -52,8 +52,8 @@ class _Net(nn.Module):
         self.encoder = nn.Module()
         self.encoder.layers = nn.ModuleList([layer])
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.encoder.layers[0].self_attn(x, x, x, key_padding_mask=mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        return self.encoder.layers[0].self_attn(x, x, x, key_padding_mask=mask, causal=causal)
 
 
 class _Task(nn.Module):
@@ -112,6 +112,18 @@ def test_gate_statistics_equal_a_hand_computation():
     assert callback.series[layer]["mean"][1] == pytest.approx((4 * _gate(0.0) + 2 * _gate(3.0) + 2 * _gate(20.0)) / 8)
     assert callback.series[layer]["frac_lt_0.01"][1] == 2 / 8 and callback.series[layer]["steps"] == [2, 4]
     assert all(not m._forward_pre_hooks for m in task.modules())  # hooks only during measured batches
+
+
+def test_gate_statistics_of_a_causal_layer_count_the_visible_pairs_only():
+    """MultiHeadAttention hands CoDA the key mask and ``causal=True`` (no L x L mask): pair (0, 1) is the future."""
+    task = _Task(_Net(CoDAScoring()))
+    callback = GateStats(every_n_steps=1, max_examples=1)
+    callback.on_fit_start(_trainer(0, task), task)
+    callback.on_train_batch_start(_trainer(0, task), task, None, 0)
+    task.model(X, MASK, causal=True)
+    callback.on_train_batch_end(_trainer(1, task), task, None, None, 0)
+    mean = (2 * _gate(0.0) + _gate(3.0)) / 3  # (0,0), (1,0), (1,1)
+    assert callback.series["encoder.layers.0.self_attn"]["mean"] == [pytest.approx(mean)]
 
 
 def test_gate_statistics_use_the_scoring_options():

@@ -55,7 +55,6 @@ import sys
 import torch
 
 from coda_exp.attention.flash_spec import FlashParams
-from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS
 
 try:  # triton is optional (Linux x86-64 dev extra): without it ``available`` is False
     import triton
@@ -469,6 +468,8 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
     if not isinstance(params, FlashParams):
         raise ValueError(  # noqa: TRY004 (the contract's argument errors are ValueErrors)
             f"Flash-CoDA (triton): params must be a FlashParams, got {type(params).__name__}")
+    from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS  # options -> dispatch -> flash -> here
+
     for name, allowed in (("e_fn", E_FUNCTIONS), ("n_fn", N_FUNCTIONS)):
         if getattr(params, name) not in allowed:
             raise ValueError(f"Flash-CoDA (triton): params.{name} must be one of {sorted(allowed)}, "

@@ -447,29 +447,48 @@ if HAVE_NUMBA:
         pow2 = bits.view(ebuf.dtype)
         _activate(codes[0], ve, n, fe, dfe, tmp, rr, bits, pow2, c, ic)
         _activate(codes[1], vn, n, fn, dfn, tmp, rr, bits, pow2, c, ic)
+        ag, bg = alpha * gate, -beta * gate
         for r in range(nr):
             i = i0 + r
-            row_ok = qvalid[s, i] != 0
-            base = moff[s] + i * ms0
-            limit = i + off if causal else j0 + jb
-            h1 = _row_hash(seed, s, i) if p > zero else np.uint64(0)
-            for j in range(jb):
-                t = r * bk + j
-                jj = j0 + j
-                ok = row_ok and mflat[base + jj * ms1] != 0 and jj <= limit
-                val = fe[t] * (gate * fn[t])
-                da = alpha * gate * fn[t] * dfe[t]
-                db = -beta * gate * fe[t] * dfn[t]
-                if not ok:
-                    val, da, db = zero, zero, zero
-                if p > zero:
-                    h = _mix32((h1 + np.uint64(jj)) & np.uint64(0xFFFFFFFF))
-                    u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
-                    val = val * keep_scale if u >= p else zero
-                m[r, j] = val
+            t0 = r * bk
+            fe_r, fn_r, dfe_r, dfn_r = fe[t0:t0 + jb], fn[t0:t0 + jb], dfe[t0:t0 + jb], dfn[t0:t0 + jb]
+            mr = m[r]
+            for j in range(ujb):
+                mr[j] = fe_r[j] * (gate * fn_r[j])
+            if need_grad:
+                ar, br = a[r], b[r]
+                for j in range(ujb):
+                    ar[j] = ag * fn_r[j] * dfe_r[j]
+                    br[j] = bg * fe_r[j] * dfn_r[j]
+            # validity: zero what is masked (vectorised selects over contiguous keys; no mask = one flag of 1)
+            start = moff[s] + i * ms0 + j0 * ms1
+            hi = jb  # keys [0, hi) of the block may be valid
+            if qvalid[s, i] == 0 or (ms1 == 0 and mflat[start] == 0):
+                hi = 0
+            if causal:
+                hi = max(0, min(hi, i + off + 1 - j0))
+            if ms1 != 0:
+                mm = mflat[start:start + jb * ms1:ms1]
+                for j in range(ujb):
+                    mr[j] = mr[j] if mm[j] != 0 else zero
                 if need_grad:
-                    a[r, j] = da
-                    b[r, j] = db
+                    ar, br = a[r], b[r]
+                    for j in range(ujb):
+                        ok = mm[j] != 0
+                        ar[j] = ar[j] if ok else zero
+                        br[j] = br[j] if ok else zero
+            for j in range(hi, jb):
+                mr[j] = zero
+            if need_grad:
+                for j in range(hi, jb):
+                    a[r, j] = zero
+                    b[r, j] = zero
+            if p > zero:
+                h1 = _row_hash(seed, s, i)
+                for j in range(hi):
+                    h = _mix32((h1 + np.uint64(j0 + j)) & np.uint64(0xFFFFFFFF))
+                    u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
+                    mr[j] = mr[j] * keep_scale if u >= p else zero
 
     @njit(inline="always")
     def _key_limit(i0, nr, lk, causal, off):  # pragma: no cover - compiled
@@ -489,17 +508,21 @@ if HAVE_NUMBA:
         for s in prange(n_slices):
             kt = np.empty((de, lk), dtype=q.dtype)
             nkt = np.empty((dn, lk), dtype=q.dtype)
+            vt = np.empty((dv, lk), dtype=q.dtype)
             for j in range(lk):
                 for kk in range(de):
                     kt[kk, j] = k[s, j, kk]
                 for kk in range(dn):
                     nkt[kk, j] = nk[s, j, kk]
+                for dd in range(dv):
+                    vt[dd, j] = v[s, j, dd]
             ebuf = np.empty((_ROWS, bk), dtype=q.dtype)
             dbuf = np.empty((_ROWS, bk), dtype=q.dtype)
             work = np.empty((6, _CHUNK), dtype=q.dtype)
             bits = np.empty(_CHUNK, ic.dtype)
             m = np.empty((_ROWS, bk), dtype=q.dtype)
             none = np.empty((0, 0), dtype=q.dtype)
+            zero = coefs[3]
             acc = np.empty((_ROWS, dv), dtype=q.dtype)
             for i0 in range(0, lq, _ROWS):
                 nr = min(_ROWS, lq - i0)
@@ -510,13 +533,15 @@ if HAVE_NUMBA:
                     _flash_block(q[s], nq[s], kt, nkt, i0, nr, j0, jb, s, mflat, moff, mstride[0], mstride[1],
                                  qvalid, causal, off, coefs, codes, c, ic, seed, False, ebuf, dbuf, work, bits, m,
                                  none, none)
+                    ujb = np.uint64(jb)
                     for r in range(nr):
-                        arow, mrow = acc[r], m[r]
-                        for j in range(jb):
-                            w = mrow[j]
-                            vrow = v[s, j0 + j]
-                            for dd in range(np.uint64(dv)):
-                                arow[dd] += w * vrow[dd]
+                        mrow = m[r]
+                        for dd in range(dv):
+                            vrow = vt[dd, j0:j0 + jb]
+                            total = zero
+                            for j in range(ujb):
+                                total += mrow[j] * vrow[j]
+                            acc[r, dd] += total
                 for r in range(nr):
                     for dd in range(dv):
                         out[s, i0 + r, dd] = acc[r, dd]

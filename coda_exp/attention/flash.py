@@ -29,16 +29,13 @@ from coda_exp.attention.flash_spec import FlashParams, valid_pairs
 if TYPE_CHECKING:
     from coda_exp.attention.options import CoDAOptions
 
-try:  # Triton is optional (GPU, or its CPU interpreter in tests)
-    from coda_exp.attention import _flash_triton
-except ImportError:  # pragma: no cover - the module guards its own import of triton
-    _flash_triton = None
+from coda_exp.attention import _flash_triton  # imports without triton (``available`` is then False)
 
 BACKENDS = ("cpu", "triton")
 
 
 def _triton_available(device_type: str) -> bool:
-    return _flash_triton is not None and _flash_triton.available(device_type)
+    return _flash_triton.available(device_type)
 
 
 def flash_backend(device_type: str, dtype: torch.dtype | None) -> str | None:
@@ -55,7 +52,7 @@ def _module(backend: str):
     if backend == "cpu":
         return _flash_cpu
     if backend == "triton":
-        if _flash_triton is None:
+        if not _flash_triton.HAVE_TRITON:
             raise RuntimeError("the triton Flash-CoDA backend needs triton (pip install triton)")
         return _flash_triton
     raise ValueError(f"Flash-CoDA backend must be one of {list(BACKENDS)}, got {backend!r}")

@@ -283,3 +283,19 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": 4, "num_stages": 2})
     assert compiled.asm["cubin"] and "mma" in compiled.asm["ptx"]  # tl.dot on tensor cores
+
+
+def test_the_op_runs_the_triton_backend_like_the_cpu_one():
+    """``flash.flash_attention(backend="triton")`` (what CUDA tensors get) equals the numba backend, with autograd."""
+    from coda_exp.attention.flash import flash_attention
+
+    gen = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(2, 2, 9, 5, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.rand(2, 1, 1, 9, generator=gen) > 0.3
+    params = FlashParams(0.7, 0.4, 2.0, "tanh", "sigmoid", causal=True, dropout_p=0.2, seed=11)
+    results = []
+    for backend in ("triton", "cpu"):
+        out = flash_attention(q, k, v, params=params, mask=mask, backend=backend)
+        results.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL64)
