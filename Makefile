@@ -15,7 +15,7 @@ TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run quickstart test test-full tables bench estimate fixtures lint clean
+.PHONY: help setup run mlu-gate-ablation quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -33,6 +33,12 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 	$(PY) train.py -m experiment=table_6 scale=cpu seed=1 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
+
+mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
+	$(PY) scripts/gate_at_init.py --out results/mlu_gate_ablation/tables/gate_at_init.md task=mlu scale=$(or $(SCALE),cpu)
+	$(PY) train.py -m experiment=mlu_gate_ablation scale=$(or $(SCALE),cpu) $(RUN_ARGS)
+	$(PY) scripts/gate_ablation_table.py --runs results/mlu_gate_ablation --out results/mlu_gate_ablation/tables/gate_ablation.md
+	$(PY) scripts/plot_learning_curves.py --runs results/mlu_gate_ablation --task mlu --out results/mlu_gate_ablation/figures/learning_curves.png
 
 quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)

@@ -57,14 +57,16 @@ class CoDACrossAttention(nn.Module):
                  dropout: float = 0.2, alpha: float = DEFAULTS.alpha, beta: float = DEFAULTS.beta,
                  e_fn: str = DEFAULTS.e_fn, n_fn: str = DEFAULTS.n_fn, center_e: bool = DEFAULTS.center_e,
                  center_n: bool = DEFAULTS.center_n, gate_scale: float | None = 2.0, scale: bool = DEFAULTS.scale,
-                 center_over: str = DEFAULTS.center_over, kernel: str = DEFAULTS.kernel):
+                 center_over: str = DEFAULTS.center_over, kernel: str = DEFAULTS.kernel,
+                 query_scale: bool = DEFAULTS.query_scale):
         super().__init__()
         if projection not in PROJECTIONS:
             raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
         if not isinstance(share_projections, bool):
             raise ValueError(f"share_projections must be True or False, got {share_projections!r}")  # noqa: TRY004
         self.options = CoDAOptions(e_fn=e_fn, n_fn=n_fn, alpha=alpha, beta=beta, scale=scale, center_e=center_e,
-                                   center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel)
+                                   center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel,
+                                   query_scale=query_scale)
         self.proj_e = _projection(projection, dim, hidden, dropout)
         self.proj_n = self.proj_e if share_projections else _projection(projection, dim, hidden, dropout)
         self.kernel_used: str | None = None

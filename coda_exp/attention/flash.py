@@ -163,6 +163,10 @@ def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=N
     tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
     request = describe(*tensors, mask=mask, materialise=options.centred, output="attention")
     kernel = select_kernel(options.kernel, request)
+    if options.query_scale:  # T2T's q scaling, before both affinities (n_q None: q itself, scaled once)
+        factor = options.query_factor(q.shape[-1])
+        q, n_q = q * factor, None if n_q is None else n_q * factor
+        options = options.replace(query_scale=False)
     if kernel.name == "flash":
         params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)
         return flash_attention(q, k, v, params=params, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask), "flash"
@@ -204,6 +208,10 @@ def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mas
     if kernel.name != "flash":
         return None, None, kernel.name
     shared = n_a is e_a and n_b is e_b
+    if options.query_scale:  # the a side is the query side of M: scale it once, for both directions
+        factor = options.query_factor(e_a.shape[-1])
+        e_a = e_a * factor
+        n_a = e_a if shared else n_a * factor
     params = flash_params(options, e_a.shape[-1])
 
     def side(e_q, e_k, n_q, n_k, values, mask_q, mask_k):

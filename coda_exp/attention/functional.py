@@ -44,6 +44,9 @@ def run_coda(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch
     The kernel is ``dispatch.select_kernel``'s choice; centring and ``maps`` need the intermediates, so they run
     the plain composition below on the chosen kernel's L1.
     """
+    if options.query_scale:  # T2T: q scaled before the attention function (both affinities see it)
+        factor = options.query_factor(e_a.shape[-1])
+        e_a, n_a = (e_a * factor, e_a * factor) if n_a is e_a else (e_a * factor, n_a * factor)
     request = describe(e_a, e_b, n_a, n_b, mask=mask, materialise=maps or options.centred)
     kernel = select_kernel(options.kernel, request)
     alpha, beta = options.temperatures(e_a.shape[-1])

@@ -96,10 +96,12 @@ class CoDAScoring(nn.Module):
     def __init__(self, scale: bool = DEFAULTS.scale, center_e: bool = DEFAULTS.center_e,
                  center_n: bool = DEFAULTS.center_n, gate_scale: float | None = DEFAULTS.gate_scale,
                  alpha: float = DEFAULTS.alpha, beta: float = DEFAULTS.beta, e_fn: str = DEFAULTS.e_fn,
-                 n_fn: str = DEFAULTS.n_fn, center_over: str = "row", kernel: str = DEFAULTS.kernel):
+                 n_fn: str = DEFAULTS.n_fn, center_over: str = "row", kernel: str = DEFAULTS.kernel,
+                 query_scale: bool = DEFAULTS.query_scale):
         super().__init__()
         self.options = CoDAOptions(e_fn=e_fn, n_fn=n_fn, alpha=alpha, beta=beta, scale=scale, center_e=center_e,
-                                   center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel)
+                                   center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel,
+                                   query_scale=query_scale)
         self.kernel_used: str | None = None
 
     def extra_repr(self) -> str:

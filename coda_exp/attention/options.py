@@ -44,7 +44,10 @@ class CoDAOptions:
     size of e_a (eq. 10's 1/sqrt(dk); the paper asks alpha, beta <= 1 for large d). center_e / center_n: subtract
     the mean of E / N over the valid pairs before f_E / f_N (eqs. 6 / 4, Table 8). center_over: the axes of those
     means, ``slice`` (all valid pairs of each (..., la, lb) slice: the paper's Mean per example) or ``row`` (the
-    valid keys of each query row: causal-safe). gate_scale: g > 0; None = 2 without center_n (eq. 5: 2 sigmoid(N)
+    valid keys of each query row: causal-safe). query_scale: multiply the query-side inputs (e_a and n_a) by
+    1/sqrt(d) before both affinities, as Tensor2Tensor's ``multihead_attention`` scales q before its attention
+    function; with ``scale=False`` that is the T2T reading of eq. 10: E = q k^T / sqrt(d) (eq. 10's E), but
+    N = -||q / sqrt(d) - k||_1 (docs/transformer.md). gate_scale: g > 0; None = 2 without center_n (eq. 5: 2 sigmoid(N)
     in [0, 1] since N <= 0) and 1 with it (eq. 3 as printed, sigmoid(N')). kernel: ``auto`` or a registered
     kernel (``fused`` | ``numba`` | ``chunked`` | ``torch``); ``dispatch.select_kernel`` decides what runs.
     """
@@ -57,6 +60,7 @@ class CoDAOptions:
     center_e: bool = False
     center_n: bool = False
     center_over: str = "slice"
+    query_scale: bool = False
     gate_scale: float | None = None
     kernel: str = "auto"
 
@@ -65,7 +69,7 @@ class CoDAOptions:
                               ("center_over", list(CENTER_OVER)), ("kernel", list(KERNEL_CHOICES))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"CoDA option {name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("scale", "center_e", "center_n"):
+        for name in ("scale", "center_e", "center_n", "query_scale"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(  # noqa: TRY004 (a config value)
                     f"CoDA option {name} must be True or False, got {getattr(self, name)!r}")
@@ -97,6 +101,10 @@ class CoDAOptions:
         """(alpha, beta) as applied to features of size ``dim``: divided by sqrt(dim) when ``scale`` (eq. 10)."""
         inv = 1.0 / math.sqrt(dim) if self.scale and dim > 0 else 1.0
         return self.alpha * inv, self.beta * inv
+
+    def query_factor(self, dim: int) -> float:
+        """What the query-side inputs are multiplied by before the affinities: 1/sqrt(dim) with ``query_scale``."""
+        return 1.0 / math.sqrt(dim) if self.query_scale and dim > 0 else 1.0
 
     def replace(self, **changes) -> CoDAOptions:
         """A validated copy with ``changes`` applied; unknown names are a ValueError listing the options."""

@@ -195,3 +195,24 @@ def test_the_op_takes_options_falls_back_for_centring_and_validates():
         coda_attention(q, k[..., :2], v)
     with pytest.raises(ValueError, match="unknown CoDA option"):
         coda_attention(q, k, v, sharpness=2)
+
+
+def test_query_scale_is_t2ts_q_scaling_before_both_affinities():
+    """query_scale with scale=False: E = q k^T / sqrt(d) (eq. 10's E) but N = -||q / sqrt(d) - k||_1, every path."""
+    q, k, v, _, _, key, _ = _inputs(9, grad=False)
+    d = q.shape[-1]
+    opts = CoDAOptions(scale=False, query_scale=True)
+    params = FlashParams(alpha=1.0, beta=1.0, gate=2.0, e_fn="tanh", n_fn="sigmoid")
+    want = _reference(q / d ** 0.5, k, v, None, None, key, None, params)
+    for kernel in ("flash", "fused", "torch"):
+        got, ran = run_coda_attention(q, k, v, opts.replace(kernel=kernel), mask=key)
+        assert ran == kernel
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)
+    module = CoDACrossAttention(4, hidden=4, dropout=0.0, scale=False, query_scale=True).double()
+    a, b = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 5, 4, dtype=torch.float64)
+    outs = []
+    for kernel in ("flash", "torch"):
+        module.options = module.options.replace(kernel=kernel)
+        outs.append(module(a, b))
+    for x, y in zip(*outs):
+        torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-13)

@@ -160,3 +160,23 @@ def test_lightning_loads_the_average(tmp_path):
                          enable_model_summary=False, accelerator="cpu")
     trainer.fit(Tiny(), data, ckpt_path=out)  # resumes from it
     assert trainer.global_step == 4
+
+
+def test_warmup_cosine_rises_linearly_then_falls_to_its_floor():
+    from coda_exp.optim import warmup_cosine, warmup_cosine_lambda
+
+    lr = [warmup_cosine_lambda(step, warmup=10, total=110, peak_lr=3e-3) for step in range(130)]
+    assert lr[0] == pytest.approx(3e-4) and lr[9] == pytest.approx(3e-3)  # s = step + 1
+    assert lr[59] == pytest.approx(1.5e-3)  # half-way through the cosine
+    assert lr[109] == pytest.approx(0.0, abs=1e-18) and lr[129] == pytest.approx(0.0, abs=1e-18)
+    assert all(a >= b for a, b in zip(lr[9:], lr[10:]))
+    floor = warmup_cosine_lambda(200, warmup=10, total=110, peak_lr=1.0, final_fraction=0.1)
+    assert floor == pytest.approx(0.1)
+    def opt():
+        return torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
+
+    assert warmup_cosine(opt(), 10, 110, 3e-3).get_last_lr() == [pytest.approx(3e-4)]
+    with pytest.raises(ValueError, match="warmup_steps <= total_steps"):
+        warmup_cosine(opt(), 200, 110, 3e-3)
+    with pytest.raises(ValueError, match="optimizer's lr must be 1.0"):
+        warmup_cosine(torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.1), 10, 110, 3e-3)
