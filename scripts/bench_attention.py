@@ -1,7 +1,8 @@
 """Forward+backward time and peak memory of CoDA vs softmax attention (docs/attention.md has the numbers).
 
 Shapes: Transformer self-attention per head (B=32, H=8, L=64/128/256, dk=64): SDPA (``SoftmaxScoring``) vs
-``CoDAScoring`` with kernel ``auto`` ("coda": fused numba on CPU, chunked on CUDA), ``numba`` (plain PyTorch
+``CoDAScoring`` with kernel ``auto`` ("coda": Flash-CoDA where it runs), ``fused`` ("coda-fused": M stored, one numba
+pass), ``numba`` (plain PyTorch
 composition on the numba L1 kernel, "coda-plain"), ``chunked`` (the chunked plain-PyTorch L1 backward,
 "coda-chunked") and ``torch`` (torch.cdist's autograd, "coda-cdist"); kernels that cannot run on the device fall
 back as ``dispatch.select_kernel`` says (on CUDA "coda" and "coda-plain" both run ``chunked``). ``CODA_KERNEL``
@@ -25,6 +26,13 @@ under each and a summary of the ratios side by side.
 
     python scripts/bench_attention.py [--quick] [--device cpu|cuda|all] [--json OUT] [--reps N]
                                       [--omp-policy PASSIVE|ACTIVE|both]
+    python scripts/bench_attention.py --sweep [--lengths 128,...,4096] [--json OUT]   # Flash-CoDA vs SDPA over L
+    python scripts/bench_attention.py --train-step [--json OUT]   # a transformer_base-sized training step
+
+``--sweep``: (B 4, H 8, d 64) self-attention at L = 128 ... 4096, fwd+bwd time and peak-RSS growth of SDPA,
+Flash-CoDA and the fused kernel (up to L = 1024: it stores M and two derivatives), ratios to SDPA side by side.
+``--train-step``: one fwd+bwd+Adam step of a 6+6-layer d 512 CoDA-Transformer on IWSLT-like batches (16 x 40),
+Flash-CoDA vs the fused kernel vs softmax. With ``--json`` these write the rows plus the commit, date and load.
 """
 
 from __future__ import annotations
@@ -334,9 +342,15 @@ def main() -> None:
         _probe(args._probe)
         return
     if args.sweep or args.train_step:
+        from coda_exp.results import git_commit
+
+        meta = {"git_commit": git_commit(Path(__file__).resolve().parents[1]), "date": time.strftime("%Y-%m-%d %H:%M"),
+                "threads": torch.get_num_threads(), "load_average_start": os.getloadavg()}
         rows = (run_sweep(args) if args.sweep else []) + (run_train_step(args) if args.train_step else [])
         if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=2))
+            meta["load_average_end"] = os.getloadavg()
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps({**meta, "rows": rows}, indent=2))
         return
     wanted = args.omp_policy or os.environ["OMP_WAIT_POLICY"]
     if wanted == "both" or wanted.upper() != os.environ["OMP_WAIT_POLICY"].upper():
