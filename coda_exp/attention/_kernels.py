@@ -422,22 +422,55 @@ if HAVE_NUMBA:
         alpha, beta, gate, p, keep_scale = coefs[0], coefs[1], coefs[2], coefs[4], coefs[5]
         zero = coefs[3]
         ujb = np.uint64(jb)  # unsigned trip counts and 1-D views: no wraparound branch, LLVM vectorises over j
-        for r in range(nr):
-            i = i0 + r
-            erow, drow = ebuf[r], dbuf[r]
+        if nr == _ROWS:  # four rows share every key load (register-broadcast query values)
+            e0, e1, e2, e3 = ebuf[0], ebuf[1], ebuf[2], ebuf[3]
+            d0, d1, d2, d3 = dbuf[0], dbuf[1], dbuf[2], dbuf[3]
             for j in range(ujb):
-                erow[j] = zero
-                drow[j] = zero
+                e0[j] = zero
+                e1[j] = zero
+                e2[j] = zero
+                e3[j] = zero
+                d0[j] = zero
+                d1[j] = zero
+                d2[j] = zero
+                d3[j] = zero
             for kk in range(de):
-                xv = q[i, kk]
+                x0, x1, x2, x3 = q[i0, kk], q[i0 + 1, kk], q[i0 + 2, kk], q[i0 + 3, kk]
                 krow = kt[kk, j0:j0 + jb]
                 for j in range(ujb):
-                    erow[j] += xv * krow[j]
+                    y = krow[j]
+                    e0[j] += x0 * y
+                    e1[j] += x1 * y
+                    e2[j] += x2 * y
+                    e3[j] += x3 * y
             for kk in range(dn):
-                xv = nq[i, kk]
+                x0, x1, x2, x3 = nq[i0, kk], nq[i0 + 1, kk], nq[i0 + 2, kk], nq[i0 + 3, kk]
                 krow = nkt[kk, j0:j0 + jb]
                 for j in range(ujb):
-                    drow[j] += abs(xv - krow[j])
+                    y = krow[j]
+                    d0[j] += abs(x0 - y)
+                    d1[j] += abs(x1 - y)
+                    d2[j] += abs(x2 - y)
+                    d3[j] += abs(x3 - y)
+        else:
+            for r in range(nr):
+                i = i0 + r
+                erow, drow = ebuf[r], dbuf[r]
+                for j in range(ujb):
+                    erow[j] = zero
+                    drow[j] = zero
+                for kk in range(de):
+                    xv = q[i, kk]
+                    krow = kt[kk, j0:j0 + jb]
+                    for j in range(ujb):
+                        erow[j] += xv * krow[j]
+                for kk in range(dn):
+                    xv = nq[i, kk]
+                    krow = nkt[kk, j0:j0 + jb]
+                    for j in range(ujb):
+                        drow[j] += abs(xv - krow[j])
+        for r in range(nr):
+            erow, drow = ebuf[r], dbuf[r]
             for j in range(ujb):
                 erow[j] = alpha * erow[j]
                 drow[j] = -beta * drow[j]
@@ -581,10 +614,23 @@ if HAVE_NUMBA:
             dq_acc = np.empty((_ROWS, de), dtype=q.dtype)
             dnq_acc = np.empty((_ROWS, dn), dtype=q.dtype)
             p, keep_scale = coefs[4], coefs[5]
+            rowvals = np.zeros((_ROWS, ndv), dtype=q.dtype)  # dout, q, nq rows of the block, zero-padded
+            qrows = np.zeros((_ROWS, de), dtype=q.dtype)
+            nqrows = np.zeros((_ROWS, dn), dtype=q.dtype)
             for i0 in range(0, lq, _ROWS):
                 nr = min(_ROWS, lq - i0)
                 dq_acc[:] = 0
                 dnq_acc[:] = 0
+                rowvals[:] = 0
+                qrows[:] = 0
+                nqrows[:] = 0
+                for r in range(nr):
+                    for dd in range(ndv):
+                        rowvals[r, dd] = dout[s, i0 + r, dd]
+                    for kk in range(de):
+                        qrows[r, kk] = q[s, i0 + r, kk]
+                    for kk in range(dn):
+                        nqrows[r, kk] = nq[s, i0 + r, kk]
                 jmax = _key_limit(i0, nr, lk, causal, off)
                 for j0 in range(0, jmax, bk):
                     jb = min(bk, jmax - j0)
@@ -608,37 +654,62 @@ if HAVE_NUMBA:
                                 h = _mix32((h1 + np.uint64(j0 + j)) & np.uint64(0xFFFFFFFF))
                                 u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
                                 dmr[j] = dmr[j] * keep_scale if u >= p else zero
-                        for dd in range(ndv):
-                            g = dout[s, i, dd]
-                            dvrow = dvt[dd, j0:j0 + jb]
-                            for j in range(ujb):
-                                dvrow[j] += mr[j] * g
                         for j in range(ujb):  # dm -> dE (into a), G (into b)
                             gm = dmr[j]
                             ar[j] = gm * ar[j]
                             br[j] = gm * br[j]
-                        for kk in range(de):
-                            xv = q[s, i, kk]
-                            krow = kt[kk, j0:j0 + jb]
-                            dkrow = dkt[kk, j0:j0 + jb]
-                            acc = zero
-                            for j in range(ujb):
-                                w = ar[j]
-                                acc += w * krow[j]
-                                dkrow[j] += w * xv
-                            dq_acc[r, kk] += acc
-                        for kk in range(dn):
-                            xv = nq[s, i, kk]
-                            nrow = nkt[kk, j0:j0 + jb]
-                            dnrow = dnkt[kk, j0:j0 + jb]
-                            acc = zero
-                            for j in range(ujb):
-                                yv = nrow[j]
-                                g = br[j]
-                                t = g if xv > yv else (-g if xv < yv else zero)
-                                acc += t
-                                dnrow[j] -= t
-                            dnq_acc[r, kk] += acc
+                    for r in range(nr, _ROWS):  # padding rows of a short block contribute nothing
+                        for j in range(ujb):
+                            m[r, j] = zero
+                            a[r, j] = zero
+                            b[r, j] = zero
+                    # four rows at a time: every key-side accumulator is loaded and stored once per 4 products
+                    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
+                    a0, a1, a2, a3 = a[0], a[1], a[2], a[3]
+                    b0, b1, b2, b3 = b[0], b[1], b[2], b[3]
+                    for dd in range(ndv):
+                        g0, g1, g2, g3 = rowvals[0, dd], rowvals[1, dd], rowvals[2, dd], rowvals[3, dd]
+                        dvrow = dvt[dd, j0:j0 + jb]
+                        for j in range(ujb):
+                            dvrow[j] += (m0[j] * g0 + m1[j] * g1) + (m2[j] * g2 + m3[j] * g3)
+                    for kk in range(de):
+                        x0, x1, x2, x3 = qrows[0, kk], qrows[1, kk], qrows[2, kk], qrows[3, kk]
+                        krow = kt[kk, j0:j0 + jb]
+                        dkrow = dkt[kk, j0:j0 + jb]
+                        s0, s1, s2, s3 = zero, zero, zero, zero
+                        for j in range(ujb):
+                            y = krow[j]
+                            w0, w1, w2, w3 = a0[j], a1[j], a2[j], a3[j]
+                            s0 += w0 * y
+                            s1 += w1 * y
+                            s2 += w2 * y
+                            s3 += w3 * y
+                            dkrow[j] += (w0 * x0 + w1 * x1) + (w2 * x2 + w3 * x3)
+                        dq_acc[0, kk] += s0
+                        dq_acc[1, kk] += s1
+                        dq_acc[2, kk] += s2
+                        dq_acc[3, kk] += s3
+                    for kk in range(dn):
+                        x0, x1, x2, x3 = nqrows[0, kk], nqrows[1, kk], nqrows[2, kk], nqrows[3, kk]
+                        nrow = nkt[kk, j0:j0 + jb]
+                        dnrow = dnkt[kk, j0:j0 + jb]
+                        s0, s1, s2, s3 = zero, zero, zero, zero
+                        for j in range(ujb):
+                            y = nrow[j]
+                            h0, h1, h2, h3 = b0[j], b1[j], b2[j], b3[j]
+                            t0 = h0 if x0 > y else (-h0 if x0 < y else zero)
+                            t1 = h1 if x1 > y else (-h1 if x1 < y else zero)
+                            t2 = h2 if x2 > y else (-h2 if x2 < y else zero)
+                            t3 = h3 if x3 > y else (-h3 if x3 < y else zero)
+                            s0 += t0
+                            s1 += t1
+                            s2 += t2
+                            s3 += t3
+                            dnrow[j] -= (t0 + t1) + (t2 + t3)
+                        dnq_acc[0, kk] += s0
+                        dnq_acc[1, kk] += s1
+                        dnq_acc[2, kk] += s2
+                        dnq_acc[3, kk] += s3
                 for r in range(nr):
                     for kk in range(de):
                         dq[s, i0 + r, kk] = dq_acc[r, kk]
