@@ -85,10 +85,12 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the markdown table here")
     parser.add_argument("overrides", nargs="*", help="train.py overrides, e.g. task=mlu scale=cpu")
     args = parser.parse_args()
+    from coda_exp.results import git_commit
+
     results = {name: measure(name, args.overrides, args.seed) for name in args.models.split(",")}
     text = ("Gate at initialisation: mean g·f_N(N) over the valid pairs / fraction of pairs with gate < 0.01, "
-            f"first training batch, seed {args.seed}, overrides: {' '.join(args.overrides) or '(none)'}\n\n"
-            + table(results))
+            f"first training batch, seed {args.seed}, overrides: {' '.join(args.overrides) or '(none)'}, "
+            f"commit {git_commit(ROOT)}\n\n" + table(results))
     print(text)
     if args.out:
         from coda_exp.io import atomic_write_text
