@@ -331,3 +331,34 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         return metrics.get(cfg.task.monitor)
     finally:
         _finish_wandb(loggers)
+
+
+def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[DictConfig, object, pl.LightningModule]:
+    """(cfg, data module set up for fit, task module) of ``train.py <overrides>``, seeded, without training: outputs
+    and results go to a fresh temporary folder and no logger is built. For scripts that time or inspect a configured
+    run (``scripts/estimate_runtime.py``, ``scripts/gate_at_init.py``); raises what a run would raise on a bad
+    config (``check_compatible``) before any data is read."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from coda_exp.cli import _environment, config_dir
+
+    _environment()
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        cfg = compose("train", return_hydra_config=True, overrides=[
+            f"paths.output_dir={tmp}/run", f"paths.log_dir={tmp}/outputs", f"paths.results_dir={tmp}/results",
+            "logger=none", *overrides])
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    check_compatible(cfg)
+    pl.seed_everything(cfg.seed, workers=True)
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    return cfg, datamodule, build_task(cfg, build_model(cfg, datamodule), datamodule)

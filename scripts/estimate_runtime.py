@@ -19,7 +19,6 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -73,30 +72,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.steps < 1 or args.warmup < 1 or args.eval_batches < 1:
         parser.error("--steps, --warmup and --eval-batches must be >= 1")
 
-    import pytorch_lightning as pl
     import torch
-    from hydra import compose, initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
     from hydra.utils import instantiate
-    from omegaconf import open_dict
 
     from coda_exp import pipeline
 
-    os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
-    tmp = tempfile.mkdtemp(prefix="coda-estimate-")
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "configs")):
-        cfg = compose("train", return_hydra_config=True, overrides=[
-            f"paths.output_dir={tmp}/run", f"paths.log_dir={tmp}/outputs", f"paths.results_dir={tmp}/results",
-            "logger=none", *args.overrides])
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    pipeline.check_compatible(cfg)
-    pl.seed_everything(cfg.seed, workers=True)
-
-    datamodule = instantiate(cfg.data)
-    datamodule.setup("fit")
-    task = pipeline.build_task(cfg, pipeline.build_model(cfg, datamodule), datamodule)
+    cfg, datamodule, task = pipeline.build_offline(args.overrides, prefix="coda-estimate-")
     params = sum(p.numel() for p in task.parameters())
     timer = _StepTimer(args.warmup)
     trainer = instantiate(cfg.trainer, max_steps=args.warmup + args.steps, max_epochs=-1, limit_val_batches=0,

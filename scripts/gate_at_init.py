@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,32 +27,13 @@ MODELS = "coda_transformer,coda_transformer_center_n,coda_transformer_beta_dk,co
 
 def measure(model_name: str, overrides: list[str], seed: int) -> dict[str, tuple[float, float]]:
     """{layer: (mean gate, fraction < 0.01)} at initialisation for ``model=model_name`` + ``overrides``."""
-    import pytorch_lightning as pl
     import torch
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.utils import instantiate
-    from omegaconf import open_dict
 
     from coda_exp import pipeline
     from coda_exp.callbacks import GateStats
 
-    os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
-    tmp = tempfile.mkdtemp(prefix="coda-gate-init-")
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "configs")):
-        cfg = compose("train", return_hydra_config=True, overrides=[
-            f"paths.output_dir={tmp}/run", f"paths.log_dir={tmp}/outputs", f"paths.results_dir={tmp}/results",
-            "logger=none", f"model={model_name}", f"seed={seed}", *overrides])
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    pipeline.check_compatible(cfg)
-    pl.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
-    datamodule.setup("fit")
-    task = pipeline.build_task(cfg, pipeline.build_model(cfg, datamodule), datamodule)
+    _, datamodule, task = pipeline.build_offline([f"model={model_name}", f"seed={seed}", *overrides],
+                                                 prefix="coda-gate-init-")
     batch = next(iter(datamodule.train_dataloader()))
     callback = GateStats(every_n_steps=1, max_examples=10 ** 9)
     callback._layers = callback.coda_layers(task)

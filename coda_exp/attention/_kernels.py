@@ -523,6 +523,29 @@ if HAVE_NUMBA:
                     u = float(h >> np.uint64(8)) * 5.9604644775390625e-08
                     mr[j] = mr[j] * keep_scale if u >= p else zero
 
+    @njit(cache=True)
+    def _transposed_keys(k, nk, v):  # pragma: no cover - compiled
+        """(k^T (de, Lk), nk^T (dn, Lk), v^T (dv, Lk)) of one slice: every block loop then runs over contiguous keys."""
+        lk, de, dn, dv = k.shape[0], k.shape[1], nk.shape[1], v.shape[1]
+        kt = np.empty((de, lk), dtype=k.dtype)
+        nkt = np.empty((dn, lk), dtype=k.dtype)
+        vt = np.empty((dv, lk), dtype=k.dtype)
+        for j in range(lk):
+            for kk in range(de):
+                kt[kk, j] = k[j, kk]
+            for kk in range(dn):
+                nkt[kk, j] = nk[j, kk]
+            for dd in range(dv):
+                vt[dd, j] = v[j, dd]
+        return kt, nkt, vt
+
+    @njit(cache=True)
+    def _block_buffers(dtype, int_dtype):  # pragma: no cover - compiled
+        """Scratch of ``_flash_block``: E and D rows (_ROWS, BK), activation work (6, _CHUNK), exponent bits, M."""
+        bk = _CHUNK // _ROWS
+        return (np.empty((_ROWS, bk), dtype=dtype), np.empty((_ROWS, bk), dtype=dtype),
+                np.empty((6, _CHUNK), dtype=dtype), np.empty(_CHUNK, int_dtype), np.empty((_ROWS, bk), dtype=dtype))
+
     @njit(inline="always")
     def _key_limit(i0, nr, lk, causal, off):  # pragma: no cover - compiled
         """Keys 0.. this row block may see: all, or up to the causal limit of its last row."""
@@ -535,25 +558,12 @@ if HAVE_NUMBA:
                       out):  # pragma: no cover - compiled
         """Flash-CoDA forward (``flash_spec``), one slice per thread: rows in blocks of _ROWS, keys in blocks of
         _CHUNK / _ROWS; out[s, i] = sum_j M_ij v_j accumulated block by block, M never stored beyond a block."""
-        n_slices, lq, de = q.shape
-        lk, dv, dn = k.shape[1], v.shape[2], nq.shape[2]
+        n_slices, lq = q.shape[0], q.shape[1]
+        lk, dv = k.shape[1], v.shape[2]
         bk = _CHUNK // _ROWS
         for s in prange(n_slices):
-            kt = np.empty((de, lk), dtype=q.dtype)
-            nkt = np.empty((dn, lk), dtype=q.dtype)
-            vt = np.empty((dv, lk), dtype=q.dtype)
-            for j in range(lk):
-                for kk in range(de):
-                    kt[kk, j] = k[s, j, kk]
-                for kk in range(dn):
-                    nkt[kk, j] = nk[s, j, kk]
-                for dd in range(dv):
-                    vt[dd, j] = v[s, j, dd]
-            ebuf = np.empty((_ROWS, bk), dtype=q.dtype)
-            dbuf = np.empty((_ROWS, bk), dtype=q.dtype)
-            work = np.empty((6, _CHUNK), dtype=q.dtype)
-            bits = np.empty(_CHUNK, ic.dtype)
-            m = np.empty((_ROWS, bk), dtype=q.dtype)
+            kt, nkt, vt = _transposed_keys(k[s], nk[s], v[s])
+            ebuf, dbuf, work, bits, m = _block_buffers(q.dtype, ic.dtype)
             none = np.empty((0, 0), dtype=q.dtype)
             zero = coefs[3]
             acc = np.empty((_ROWS, dv), dtype=q.dtype)
@@ -590,24 +600,11 @@ if HAVE_NUMBA:
         bk = _CHUNK // _ROWS
         zero = coefs[3]
         for s in prange(n_slices):
-            kt = np.empty((de, lk), dtype=q.dtype)
-            nkt = np.empty((dn, lk), dtype=q.dtype)
-            vt = np.empty((ndv, lk), dtype=q.dtype)
-            for j in range(lk):
-                for kk in range(de):
-                    kt[kk, j] = k[s, j, kk]
-                for kk in range(dn):
-                    nkt[kk, j] = nk[s, j, kk]
-                for dd in range(ndv):
-                    vt[dd, j] = v[s, j, dd]
+            kt, nkt, vt = _transposed_keys(k[s], nk[s], v[s])
             dkt = np.zeros((de, lk), dtype=q.dtype)
             dnkt = np.zeros((dn, lk), dtype=q.dtype)
             dvt = np.zeros((ndv, lk), dtype=q.dtype)
-            ebuf = np.empty((_ROWS, bk), dtype=q.dtype)
-            dbuf = np.empty((_ROWS, bk), dtype=q.dtype)
-            work = np.empty((6, _CHUNK), dtype=q.dtype)
-            bits = np.empty(_CHUNK, ic.dtype)
-            m = np.empty((_ROWS, bk), dtype=q.dtype)
+            ebuf, dbuf, work, bits, m = _block_buffers(q.dtype, ic.dtype)
             a = np.empty((_ROWS, bk), dtype=q.dtype)
             b = np.empty((_ROWS, bk), dtype=q.dtype)
             dm = np.empty((_ROWS, bk), dtype=q.dtype)
@@ -640,7 +637,7 @@ if HAVE_NUMBA:
                     ujb = np.uint64(jb)
                     for r in range(nr):
                         i = i0 + r
-                        dmr, mr, ar, br = dm[r], m[r], a[r], b[r]
+                        dmr, ar, br = dm[r], a[r], b[r]
                         for j in range(ujb):
                             dmr[j] = zero
                         for dd in range(ndv):
