@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 from coda_exp.attention import _flash_triton  # imports without triton (``available`` is then False)
 
 BACKENDS = ("cpu", "triton")
+# ``auto`` runs Flash-CoDA in the cross-attention (which computes M twice, once per direction) only from this size of
+# M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is faster (DecompAtt,
+# B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash`` always runs it.
+CROSS_FLASH_MIN_BYTES = 64 << 20
 
 
 def _triton_available(device_type: str) -> bool:
@@ -196,17 +200,20 @@ def coda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, options
 
 def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mask_a=None, mask_b=None):
     """(a_aligned = M b, b_aligned = M^T a, kernel name) for ``CoDACrossAttention`` (eq. 7) without storing M when
-    ``flash`` runs: M^T is CoDA with the roles swapped (E and the L1 distance are symmetric), so each side is one
+    ``flash`` runs (requested, or ``auto`` with M of at least ``CROSS_FLASH_MIN_BYTES``): M^T is CoDA with the roles swapped (E and the L1 distance are symmetric), so each side is one
     Flash-CoDA call (M is computed twice, block by block). Otherwise (None, None, kernel name): the caller
     materialises M. a (B, la, d), b (B, lb, d), e_* / n_* their projections (n_* is e_* when shared), masks
     (B, la) / (B, lb) True = real token; padded rows of both outputs are 0."""
-    from coda_exp.attention.dispatch import describe, select_kernel
+    from coda_exp.attention.dispatch import describe, requested_kernel, select_kernel
 
     request = describe(e_a, e_b, n_a, n_b, a, b, mask=mask_a if mask_a is not None else mask_b,
                        materialise=options.centred, output="attention")
     kernel = select_kernel(options.kernel, request)
     if kernel.name != "flash":
         return None, None, kernel.name
+    matrix_bytes = e_a.shape[0] * e_a.shape[-2] * e_b.shape[-2] * e_a.element_size()
+    if requested_kernel(options.kernel)[0] == "auto" and matrix_bytes < CROSS_FLASH_MIN_BYTES:
+        return None, None, "auto"  # small M: the caller materialises it (fused on CPU)
     shared = n_a is e_a and n_b is e_b
     if options.query_scale:  # the a side is the query side of M: scale it once, for both directions
         factor = options.query_factor(e_a.shape[-1])

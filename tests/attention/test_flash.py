@@ -216,3 +216,15 @@ def test_query_scale_is_t2ts_q_scaling_before_both_affinities():
         outs.append(module(a, b))
     for x, y in zip(*outs):
         torch.testing.assert_close(x, y, rtol=1e-12, atol=1e-13)
+
+
+def test_auto_cross_attention_streams_only_a_large_m(monkeypatch):
+    from coda_exp.attention import flash
+
+    module = CoDACrossAttention(4, hidden=4, dropout=0.0)
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    module(a, b)
+    assert module.kernel_used == "fused"  # 2 x 3 x 5 floats: far below CROSS_FLASH_MIN_BYTES
+    monkeypatch.setattr(flash, "CROSS_FLASH_MIN_BYTES", 2 * 3 * 5 * 4)
+    module(a, b)
+    assert module.kernel_used == "flash"
