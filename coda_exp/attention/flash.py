@@ -8,8 +8,9 @@ fixed by ``flash_spec`` (contract, counter-based dropout, materialising referenc
 ``coda_attention(q, k, v, *, options, mask, query_mask, causal, n_q, n_k, dropout_p)`` is the op (differentiable
 in q, k, v and n_q, n_k); ``run_coda_attention`` returns the name of the kernel that ran as well. The kernel is
 ``dispatch.select_kernel``'s choice for an attention request: ``flash`` when it applies (no centring, no matrices
-requested; float32/float64 CPU tensors with numba: ``_flash_cpu``; CUDA tensors with Triton: ``_flash_triton``),
-else any other kernel on the materialising path (M from ``functional.run_coda``, then dropout, then M V).
+requested; float32/float64 CPU tensors with numba: ``_flash_cpu``; CUDA tensors with Triton: ``_flash_triton``) and,
+under ``auto``, M would take at least ``SELF_FLASH_MIN_BYTES`` (``CROSS_FLASH_MIN_BYTES`` for the cross-attention);
+else another kernel on the materialising path (M from ``functional.run_coda``, then dropout, then M V).
 
 Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N; Flash-CoDA
 does not compute it: a centred configuration runs the materialising path (the run record names the kernel).
@@ -17,6 +18,8 @@ does not compute it: a centred configuration runs the materialising path (the ru
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -36,6 +39,11 @@ BACKENDS = ("cpu", "triton")
 # M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is faster (DecompAtt,
 # B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash`` always runs it.
 CROSS_FLASH_MIN_BYTES = 64 << 20
+# The same for self-attention (M computed once, recomputed in the backward): below this size of M (slices x Lq x Lk
+# x itemsize) ``auto`` keeps the fused kernel, whose one pass beats the recomputation (a transformer_base training
+# step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 32, H 8,
+# L 128: M is 16 MiB, flash 323 ms vs fused 452 ms fwd+bwd). docs/attention.md has the measurements.
+SELF_FLASH_MIN_BYTES = 8 << 20
 
 
 def _triton_available(device_type: str) -> bool:
@@ -162,7 +170,7 @@ def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=N
                        n_q=None, n_k=None, dropout_p: float = 0.0) -> tuple[torch.Tensor, str]:
     """(out (..., Lq, dv), the name of the kernel that ran): ``flash`` when ``dispatch`` picks it, else the
     materialising path on the chosen kernel. Masks as in ``flash_attention``; ``dropout_p`` applies to M."""
-    from coda_exp.attention.dispatch import describe, select_kernel
+    from coda_exp.attention.dispatch import describe, requested_kernel, select_kernel
 
     tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
     request = describe(*tensors, mask=mask, materialise=options.centred, output="attention")
@@ -171,6 +179,10 @@ def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=N
         factor = options.query_factor(q.shape[-1])
         q, n_q = q * factor, None if n_q is None else n_q * factor
         options = options.replace(query_scale=False)
+    if kernel.name == "flash" and requested_kernel(options.kernel)[0] == "auto":
+        slices = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
+        if slices * q.shape[-2] * k.shape[-2] * q.element_size() < SELF_FLASH_MIN_BYTES:
+            kernel = select_kernel(options.kernel, dataclasses.replace(request, output="matrix"))
     if kernel.name == "flash":
         params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)
         return flash_attention(q, k, v, params=params, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask), "flash"

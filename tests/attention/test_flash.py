@@ -182,14 +182,15 @@ def test_cross_attention_module_uses_two_flash_calls(share):
 
 def test_the_op_takes_options_falls_back_for_centring_and_validates():
     q, k, v, _, _, key, _ = _inputs(6, grad=False)
-    out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
+    out, ran = run_coda_attention(q, k, v, CoDAOptions(kernel="flash"), mask=key)
     assert ran == "flash"
+    assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"  # auto: M below SELF_FLASH_MIN_BYTES
     torch.testing.assert_close(coda_attention(q, k, v, mask=key, kernel="torch"), out, rtol=1e-12, atol=1e-13)
     centred, ran = run_coda_attention(q, k, v, CoDAOptions(center_n=True, center_over="row"), mask=key)
     assert ran == "numba"  # the means need E / N: the materialising path
     want = coda_attention(q, k, v, mask=key, center_n=True, center_over="row", kernel="torch")
     torch.testing.assert_close(centred, want, rtol=1e-12, atol=1e-13)
-    three_d = coda_attention(q[:, 0], k[:, 0], v[:, 0], mask=key[:, 0])  # (B, L, d) inputs
+    three_d = coda_attention(q[:, 0], k[:, 0], v[:, 0], mask=key[:, 0], kernel="flash")  # (B, L, d) inputs
     torch.testing.assert_close(three_d, out[:, 0], rtol=1e-12, atol=1e-13)
     with pytest.raises(ValueError, match="feature sizes differ"):
         coda_attention(q, k[..., :2], v)
@@ -228,3 +229,14 @@ def test_auto_cross_attention_streams_only_a_large_m(monkeypatch):
     monkeypatch.setattr(flash, "CROSS_FLASH_MIN_BYTES", 2 * 3 * 5 * 4)
     module(a, b)
     assert module.kernel_used == "flash"
+
+
+def test_auto_self_attention_streams_from_a_size_of_m_on(monkeypatch):
+    from coda_exp.attention import flash
+
+    q, k, v, _, _, key, _ = _inputs(10, grad=False)
+    assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"
+    monkeypatch.setattr(flash, "SELF_FLASH_MIN_BYTES", 2 * 3 * 5 * 7 * 8)  # this M in float64
+    out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
+    assert ran == "flash"
+    torch.testing.assert_close(out, coda_attention(q, k, v, mask=key, kernel="torch"), rtol=1e-12, atol=1e-13)
