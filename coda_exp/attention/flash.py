@@ -41,8 +41,8 @@ BACKENDS = ("cpu", "triton")
 CROSS_FLASH_MIN_BYTES = 64 << 20
 # The same for self-attention (M computed once, recomputed in the backward): below this size of M (slices x Lq x Lk
 # x itemsize) ``auto`` keeps the fused kernel, whose one pass beats the recomputation (a transformer_base training
-# step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 32, H 8,
-# L 128: M is 16 MiB, flash 323 ms vs fused 452 ms fwd+bwd). docs/attention.md has the measurements.
+# step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 4, H 8:
+# even at L 256, M 8 MiB; 0.75x fused at L 1024). docs/attention.md has the measurements.
 SELF_FLASH_MIN_BYTES = 8 << 20
 
 
