@@ -117,6 +117,7 @@ for causal in (True, False):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to read the peak RSS")
 def test_fwd_bwd_at_2048_never_allocates_the_lq_by_lk_matrix():
     """At L = 2048 one float32 M alone is 16 MB; fwd + bwd (causal, then full) each stay within 4 MB of growth."""

@@ -249,6 +249,7 @@ print(max(errors))
 """
 
 
+@pytest.mark.slow
 def test_interpret_set_before_import():
     """TRITON_INTERPRET=1 before triton is imported: the module's own kernels are the interpreted ones."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
