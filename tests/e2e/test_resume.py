@@ -15,6 +15,7 @@ RUN = ["task=snli", "scale=fixture", "task.epochs=4", "seed=3", "callbacks.model
 KILL = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAfterEpoch", "+callbacks.kill.epoch=1"]
 
 
+@pytest.mark.slow  # ~26 s: three training processes; `make test-full` runs it (keeps `make test` within 5 minutes)
 def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     cache = tmp_path / "cache"
     whole = train([*RUN, f"hydra.run.dir={tmp_path}/whole"], tmp_path / "a", cache)
