@@ -89,7 +89,7 @@ class _CoDAFused(torch.autograd.Function):
         dx, dy = np.zeros_like(xs), np.zeros_like(ys)
         if de.size:
             set_numba_threads()
-            _kernels.gate_backward(gs, an, bn, xs, ys, de, dx, dy, False)
+            _kernels.gate_backward(gs, an, bn, xs, ys, de, dx, dy)
         d_energy = torch.from_numpy(de)  # (S, la, lb) = dL/dE_raw
         d_ea = torch.bmm(d_energy, _slices(e_b)).reshape(e_a.shape)
         d_eb = torch.bmm(d_energy.transpose(1, 2), _slices(e_a)).reshape(e_b.shape)

@@ -1,6 +1,7 @@
 """T2T learning-rate schedules, label-smoothed loss (coda_exp.optim) and checkpoint averaging
 (coda_exp.checkpoint_avg), against hand-computed values."""
 
+import itertools
 import math
 
 import pytest
@@ -169,7 +170,7 @@ def test_warmup_cosine_rises_linearly_then_falls_to_its_floor():
     assert lr[0] == pytest.approx(3e-4) and lr[9] == pytest.approx(3e-3)  # s = step + 1
     assert lr[59] == pytest.approx(1.5e-3)  # half-way through the cosine
     assert lr[109] == pytest.approx(0.0, abs=1e-18) and lr[129] == pytest.approx(0.0, abs=1e-18)
-    assert all(a >= b for a, b in zip(lr[9:], lr[10:]))
+    assert all(a >= b for a, b in itertools.pairwise(lr[9:]))
     floor = warmup_cosine_lambda(200, warmup=10, total=110, peak_lr=1.0, final_fraction=0.1)
     assert floor == pytest.approx(0.1)
     def opt():
