@@ -91,26 +91,30 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad_id: int |
     return torch.where(real, loss, zero).sum() / count, torch.where(real, nll, zero).sum() / count
 
 
-def warmup_cosine_lambda(step: int, warmup: int, total: int, peak_lr: float, final_fraction: float = 0.0) -> float:
-    """peak_lr * min(1, s / warmup) for s <= warmup, then a half cosine from peak_lr down to
-    final_fraction * peak_lr at s = total (held there after), s = step + 1: the short-budget schedule of the MLU
-    CPU scale (``configs/task_scale/mlu_cpu.yaml``)."""
+def warmup_cosine_lambda(step: int, warmup: int, total: int, peak_lr: float, final_fraction: float = 0.0,
+                         hold: int = 0) -> float:
+    """peak_lr * min(1, s / warmup) for s <= warmup, held at peak_lr for ``hold`` more steps, then a half cosine from
+    peak_lr down to final_fraction * peak_lr at s = total (held there after), s = step + 1: the short-budget schedule
+    of the MLU CPU scale (``configs/task_scale/mlu_cpu.yaml``). hold > 0 is a warm-up/stable/decay schedule whose
+    decay is the cosine over the last total - warmup - hold steps."""
     s = step + 1
     if s <= warmup:
         return peak_lr * s / warmup
-    progress = min(1.0, (s - warmup) / max(1, total - warmup))
+    progress = min(1.0, max(0, s - warmup - hold) / max(1, total - warmup - hold))
     return peak_lr * (final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def warmup_cosine(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, peak_lr: float,
-                  final_fraction: float = 0.0) -> LambdaLR:
+                  final_fraction: float = 0.0, hold_steps: int = 0) -> LambdaLR:
     """LambdaLR with lr = ``warmup_cosine_lambda``; total_steps is usually ``task.max_steps``."""
     _check_unit_lr(optimizer, "warmup_cosine")
-    if not (isinstance(warmup_steps, int) and isinstance(total_steps, int) and 0 < warmup_steps <= total_steps):
-        raise ValueError(f"warmup_cosine: need integers 0 < warmup_steps <= total_steps, got warmup_steps="
-                         f"{warmup_steps!r}, total_steps={total_steps!r}")
+    if not (all(isinstance(n, int) for n in (warmup_steps, total_steps, hold_steps))
+            and 0 < warmup_steps and 0 <= hold_steps and warmup_steps + hold_steps <= total_steps):
+        raise ValueError(f"warmup_cosine: need integers 0 < warmup_steps, 0 <= hold_steps, warmup_steps + hold_steps "
+                         f"<= total_steps, got warmup_steps={warmup_steps!r}, hold_steps={hold_steps!r}, "
+                         f"total_steps={total_steps!r}")
     if not (peak_lr > 0 and 0.0 <= final_fraction <= 1.0):
         raise ValueError(f"warmup_cosine: need peak_lr > 0 and 0 <= final_fraction <= 1, got {peak_lr!r}, "
                          f"{final_fraction!r}")
     return LambdaLR(optimizer, functools.partial(warmup_cosine_lambda, warmup=warmup_steps, total=total_steps,
-                                                 peak_lr=peak_lr, final_fraction=final_fraction))
+                                                 peak_lr=peak_lr, final_fraction=final_fraction, hold=hold_steps))

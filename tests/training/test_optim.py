@@ -177,7 +177,23 @@ def test_warmup_cosine_rises_linearly_then_falls_to_its_floor():
         return torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
 
     assert warmup_cosine(opt(), 10, 110, 3e-3).get_last_lr() == [pytest.approx(3e-4)]
-    with pytest.raises(ValueError, match="warmup_steps <= total_steps"):
+    with pytest.raises(ValueError, match="warmup_steps \\+ hold_steps <= total_steps"):
         warmup_cosine(opt(), 200, 110, 3e-3)
+    with pytest.raises(ValueError, match="hold_steps=100"):
+        warmup_cosine(opt(), 20, 110, 3e-3, hold_steps=100)
     with pytest.raises(ValueError, match="optimizer's lr must be 1.0"):
         warmup_cosine(torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=0.1), 10, 110, 3e-3)
+
+
+def test_warmup_cosine_can_hold_its_peak_before_the_decay():
+    from coda_exp.optim import warmup_cosine, warmup_cosine_lambda
+
+    lr = [warmup_cosine_lambda(step, warmup=10, total=110, peak_lr=2.0, hold=50) for step in range(120)]
+    assert lr[9] == lr[59] == pytest.approx(2.0)  # warm-up ends at s = 10, the peak is held through s = 60
+    assert lr[60] < 2.0 and lr[84] == pytest.approx(1.0)  # the cosine runs over s = 60..110
+    assert lr[109] == pytest.approx(0.0, abs=1e-18) and lr[119] == pytest.approx(0.0, abs=1e-18)
+    adam = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = warmup_cosine(adam, 10, 110, 2.0, hold_steps=50)
+    for _ in range(84):
+        adam.step(), sched.step()
+    assert sched.get_last_lr() == [pytest.approx(1.0)]
