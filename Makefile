@@ -9,13 +9,17 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 export OMP_WAIT_POLICY ?= PASSIVE
+# make mlu-gate-ablation: where it writes runs, tables and figures, and its scale (the CPU recipe, not SCALE's paper)
+ABLATION_DIR ?= results/mlu_gate_ablation
+ABLATION_SCALE ?= cpu
+ABLATION_ARGS ?=
 RUN_ARGS ?=
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
 TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run mlu-gate-ablation quickstart test test-full tables bench estimate fixtures lint clean
+.PHONY: help setup run mlu-gate-ablation mlu-gate-ablation-10k quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -35,10 +39,19 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
 
 mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
-	$(PY) scripts/gate_at_init.py --out results/mlu_gate_ablation/tables/gate_at_init.md task=mlu scale=$(or $(SCALE),cpu)
-	$(PY) train.py -m experiment=mlu_gate_ablation scale=$(or $(SCALE),cpu) $(RUN_ARGS)
-	$(PY) scripts/gate_ablation_table.py --runs results/mlu_gate_ablation --out results/mlu_gate_ablation/tables/gate_ablation.md
-	$(PY) scripts/plot_learning_curves.py --runs results/mlu_gate_ablation --task mlu --out results/mlu_gate_ablation/figures/learning_curves.png
+	$(gate_ablation)
+
+mlu-gate-ablation-10k: ABLATION_DIR := results/mlu_gate_ablation_10k
+mlu-gate-ablation-10k: ABLATION_ARGS := task.max_steps=10000 task.val_check_interval=500
+mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu
+	$(gate_ablation)
+
+define gate_ablation
+$(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
+$(PY) train.py -m experiment=mlu_gate_ablation scale=$(ABLATION_SCALE) paths.results_dir=$(ABLATION_DIR) $(ABLATION_ARGS) $(RUN_ARGS)
+$(PY) scripts/gate_ablation_table.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tables/gate_ablation.md
+$(PY) scripts/plot_learning_curves.py --runs $(ABLATION_DIR) --task mlu --out $(ABLATION_DIR)/figures/learning_curves.png
+endef
 
 quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
