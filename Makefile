@@ -50,6 +50,7 @@ define gate_ablation
 $(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
 $(PY) train.py -m experiment=mlu_gate_ablation scale=$(ABLATION_SCALE) paths.results_dir=$(ABLATION_DIR) $(ABLATION_ARGS) $(RUN_ARGS)
 $(PY) scripts/gate_ablation_table.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tables/gate_ablation.md
+$(PY) scripts/mlu_breakdown.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tables/by_operation.md
 $(PY) scripts/plot_learning_curves.py --runs $(ABLATION_DIR) --task mlu --out $(ABLATION_DIR)/figures/learning_curves.png
 endef
 

@@ -31,6 +31,7 @@ def test_the_study_runs_at_the_cpu_recipe_into_its_own_folder_whatever_scale_say
     outs = [x[x.index("--out") + 1] for x in lines if "--out" in x]
     assert outs == ["results/mlu_gate_ablation/tables/gate_at_init.md",
                     "results/mlu_gate_ablation/tables/gate_ablation.md",
+                    "results/mlu_gate_ablation/tables/by_operation.md",
                     "results/mlu_gate_ablation/figures/learning_curves.png"]
     assert "seed=2" in train_args(dry_run("mlu-gate-ablation", "RUN_ARGS=seed=2"))
 
