@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) ## create .venv and install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build)
 
-run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~15 min), then print it and plot its learning curves
+run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~20-25 min on 2 cores), then print it and plot its learning curves
 	$(PY) train.py -m experiment=table_6 scale=cpu seed=1 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
