@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, override_key
-from coda_exp.results import RecordWarning, load_records
+from coda_exp.results import RecordWarning, created_time, load_records
 
 GROUP_BY = ("model", "attention-variant")
 IGNORED_OPTIONS = ("name", "kernel")  # not what a variant computes (and Hydra's _target_, _partial_)
@@ -145,6 +145,20 @@ def group_label(record: dict, by: str = "attention-variant") -> str:
         label += "[" + ", ".join(f"{key}={_option_text(value)}" for key, value in variant.items()) + "]"
     config = off_grid_overrides(record)
     return f"{label} {{{', '.join(config)}}}" if config else label
+
+
+def latest_per_seed(records: list[dict]) -> tuple[list[dict], list[str]]:
+    """One group's runs, one per seed (the latest by ``created``, then run id), in seed order, and a line per run
+    that a later one of the same seed superseded."""
+    latest: dict[int, dict] = {}
+    superseded = []
+    for record in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
+        if record["seed"] in latest:
+            superseded.append(f"{latest[record['seed']]['run_id']} (superseded by {record['run_id']}, seed "
+                              f"{record['seed']})")
+        latest[record["seed"]] = record
+    return [latest[s] for s in sorted(latest)], superseded
+
 
 
 # --------------------------------------------------------------------------------------------------

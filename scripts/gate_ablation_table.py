@@ -38,9 +38,16 @@ if str(ROOT) not in sys.path:  # run as a plain script from a checkout without `
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
 
-from coda_exp.curves import GROUP_BY, first_step_reaching, group_label, load_run_records, validation_curve
+from coda_exp.curves import (
+    GROUP_BY,
+    first_step_reaching,
+    group_label,
+    latest_per_seed,
+    load_run_records,
+    validation_curve,
+)
 from coda_exp.io import atomic_write_text
-from coda_exp.results import created_time, utc_now_iso
+from coda_exp.results import utc_now_iso
 from coda_exp.significance import Welch, format_p, welch_test
 
 DASH = "—"
@@ -122,17 +129,6 @@ def final_gate(record: dict) -> tuple[float, float] | None:
     return (statistics.fmean(means), statistics.fmean(closed)) if means else None
 
 
-def _latest_per_seed(records: list[dict]) -> tuple[list[dict], list[str]]:
-    latest: dict[int, dict] = {}
-    superseded = []
-    for record in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
-        if record["seed"] in latest:
-            superseded.append(f"{latest[record['seed']]['run_id']} (superseded by {record['run_id']}, seed "
-                              f"{record['seed']})")
-        latest[record["seed"]] = record
-    return [latest[s] for s in sorted(latest)], superseded
-
-
 def _row(label: str, records: list[dict], metric: str, curve_metric: str, thresholds: list[float]) -> GroupRow:
     reach = {t: Reach() for t in thresholds}
     gate_mean, gate_closed = [], []
@@ -173,7 +169,7 @@ def ablation_sections(records: list[dict], reference: str = "transformer", metri
         notes = []
         rows = []
         for label in sorted(groups, key=lambda g: (g != reference, g)):
-            kept, superseded = _latest_per_seed(groups[label])
+            kept, superseded = latest_per_seed(groups[label])
             notes += [f"{label}: left out {s}" for s in superseded]
             rows.append(_row(label, kept, metric, curve_metric, list(thresholds)))
         ref = next((row for row in rows if row.label == reference), None)

@@ -21,7 +21,7 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-from coda_exp.curves import GROUP_BY, group_label, runs_folder
+from coda_exp.curves import GROUP_BY, group_label, latest_per_seed, runs_folder
 from coda_exp.data.seq2seq.mlu import MLUStream
 from coda_exp.io import atomic_write_text
 from coda_exp.results import load_records
@@ -68,20 +68,17 @@ def accuracy_by_operation(record: dict, predictions: Path) -> dict[str, float]:
 
 def collect(folders: list[Path], group_by: str = "attention-variant") -> dict[tuple[str, str], dict[int, dict]]:
     """{(scale, group): {seed: per-operation accuracy}} over the MLU records of ``folders`` (latest run per seed)."""
-    latest: dict[tuple[str, str], dict[int, tuple[str, dict]]] = defaultdict(dict)
-    seen: set[str] = set()
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    predictions: dict[str, Path] = {}  # run id -> its saved test predictions
     for folder in folders:
         runs = runs_folder(folder)
         for record in load_records(runs):
-            if record["task"] != "mlu" or record["run_id"] in seen:
+            if record["task"] != "mlu" or record["run_id"] in predictions:
                 continue
-            seen.add(record["run_id"])
-            acc = accuracy_by_operation(record, runs.parent / "predictions" / f"{record['run_id']}.jsonl.gz")
-            cell = latest[(str(record["scale"]), group_label(record, group_by))]
-            seed = int(record["seed"])
-            if seed not in cell or str(record["created"]) > cell[seed][0]:
-                cell[seed] = (str(record["created"]), acc)
-    return {key: {seed: acc for seed, (_, acc) in sorted(cell.items())} for key, cell in sorted(latest.items())}
+            predictions[record["run_id"]] = runs.parent / "predictions" / f"{record['run_id']}.jsonl.gz"
+            groups[(str(record["scale"]), group_label(record, group_by))].append(record)
+    return {key: {int(r["seed"]): accuracy_by_operation(r, predictions[r["run_id"]])
+                  for r in latest_per_seed(records)[0]} for key, records in sorted(groups.items())}
 
 
 def render(groups: dict[tuple[str, str], dict[int, dict]], source: str = "") -> str:
