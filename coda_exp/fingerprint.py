@@ -3,8 +3,9 @@
 Every run record carries ``fingerprint`` (12 hex digits) and ``fingerprint_overrides`` (the overrides it hashes).
 The rule: of the Hydra task overrides, drop
 
-- the grid axes, which the record states in its own fields and tables select on: ``seed``; ``task``;
-  ``experiment``; ``scale`` and ``scale_name`` (the record's ``scale``); the model's name and its attention
+- the grid axes, which the record states in its own fields and tables select on: ``seed``; the group choices
+  ``task=``, ``experiment=``, ``scale=`` and ``scale_name`` (the record's ``scale``; a key under them, such as
+  ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name and its attention
   (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
   in the record's ``attention``, which table rows match on); and the sweep parameters of
   ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``), and AttConv Table 9's
@@ -13,8 +14,8 @@ The rule: of the Hydra task overrides, drop
   data module's stats) and every Table 9 cell matches on both, so a cell never pools across them; outside FEVER
   neither changes what a run computes (``contexts`` only acts on several evidence sentences). Every other
   ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
-- the budget keys (:data:`BUDGET_KEYS`), already part of the record's ``scale`` label ("fixture (task.epochs=2)"),
-  which tables keep apart by scale;
+- the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
+  record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
   ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``trainer.devices``, ...) or only measure it
   (the ``callbacks`` group choice, e.g. ``callbacks=gate_stats``, and ``callbacks.gate_stats.*``: a callbacks option
@@ -37,14 +38,17 @@ import json
 # setting, so its record's scale says so (``cpu (task.max_steps=10000)``) and tables never pool it with runs at the
 # plain scale. An explicit ``scale_name=...`` override is taken as the user's own label.
 BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs",
-               "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
+               "task.val_check_interval", "task.check_val_every_n_epoch", "trainer.val_check_interval",
+               "trainer.check_val_every_n_epoch", "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
                "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
                "trainer.limit_test_batches")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
-GRID_KEYS = ("seed", "task", "experiment", "scale", "scale_name", "centering", "model/attention", "model/scoring",
-             "model.attention", "model.scoring", "model.contexts", "data.evidence")
-#: grid axes matched exactly (``model`` = the model's name; ``model.hidden_size`` is a configuration change)
-GRID_EXACT = ("model", "model.name")
+GRID_KEYS = ("seed", "centering", "model/attention", "model/scoring", "model.attention", "model.scoring",
+             "model.contexts", "data.evidence")
+#: grid axes matched exactly: the group choices ``task``, ``experiment``, ``scale`` (``task.cpu_scheduler.peak_lr``
+#: or ``task.gradient_clip_val`` are configuration changes) and ``model`` = the model's name (``model.hidden_size``
+#: is a configuration change)
+GRID_EXACT = ("task", "experiment", "scale", "scale_name", "model", "model.name")
 #: where and how a run is stored, logged, placed or measured (the ``trainer`` group itself: cpu, gpu, ddp; the
 #: ``callbacks`` group itself: default, gate_stats); a key ``x`` also covers ``x.*`` and ``x/*`` except for ``trainer``
 #: and ``callbacks``, whose other keys (precision, gradient clipping, early stopping) do count

@@ -97,7 +97,9 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     """Short hash of HEAD of the git repository at ``cwd`` (default: the current directory).
 
     Adds ``-dirty`` when tracked files have uncommitted changes (untracked files, e.g. new run records, do not
-    count). Returns None outside a git repository, when git is not installed, or when HEAD has no commit yet.
+    count). Outside a git repository, without git, or when HEAD has no commit yet: the environment variable
+    ``CODA_EXP_COMMIT`` when set (the commit a copy without its ``.git`` was made from, e.g. a tree synced to a
+    cluster), else None.
     """
 
     def _git(*args: str) -> str | None:
@@ -111,7 +113,7 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
 
     head = _git("rev-parse", "--short", "HEAD")
     if not head:
-        return None
+        return os.environ.get("CODA_EXP_COMMIT", "").strip() or None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return f"{head}-dirty" if status else head
 

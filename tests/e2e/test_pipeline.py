@@ -129,7 +129,9 @@ def test_multirun_two_jobs_then_tables(tmp_path):
 
 @pytest.mark.parametrize("overrides,label", [
     (["model=transformer", "seed=1", "scale=cpu"], "cpu"),
-    (["scale=cpu", "task.max_steps=10000", "task.val_check_interval=2500"], "cpu (task.max_steps=10000)"),
+    # how often a run validates decides which checkpoint is tested: part of the budget, named
+    (["scale=cpu", "task.max_steps=10000", "task.val_check_interval=2500"],
+     "cpu (task.max_steps=10000, task.val_check_interval=2500)"),
     (["+data.num_test=50", "debug=limit"], "cpu (data.num_test=50, debug=limit)"),
     (["task.max_steps=10000", "scale_name=cpu-10k"], "cpu"),  # the user's own label (cfg.scale_name) wins
 ])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, fingerprint
+from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, fingerprint, scale_label
 from coda_exp.table_render import render_latex, render_markdown
 from coda_exp.tables import SupersededRunWarning, UnknownFingerprintWarning, build_table
 from tests import ROOT
@@ -31,6 +31,15 @@ def test_only_configuration_overrides_count():
     # the model's other hyper-parameters are a different configuration (tables match only its name and attention)
     assert configuration_overrides([*grid, "model.hidden_size=300", "model.scoring.n_fn=tanh"]) == [
         "model.hidden_size=300"]
+    # a key under a grid group is a configuration change (task.* once hid every schedule change of a task)
+    assert configuration_overrides([*grid, "task.cpu_scheduler.peak_lr=1e-3", "+task.gradient_clip_val=1.0",
+                                    "task.module.label_smoothing=0", "experiment.x=1"]) == [
+        "experiment.x=1", "task.cpu_scheduler.peak_lr=0.001", "task.gradient_clip_val=1.0",
+        "task.module.label_smoothing=0"]
+    # how often a run validates is part of its budget: its scale label says it, its fingerprint does not
+    assert fingerprint([*grid, "task.val_check_interval=500"]) == GRID_FINGERPRINT
+    assert scale_label("cpu", ["task.max_steps=10000", "task.val_check_interval=500"]) == (
+        "cpu (task.max_steps=10000, task.val_check_interval=500)")
 
 
 def test_measuring_the_gate_is_no_other_configuration():

@@ -196,7 +196,8 @@ def test_make_run_id_unique_sortable_and_safe():
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-def test_git_commit(tmp_path):
+def test_git_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv("CODA_EXP_COMMIT", raising=False)
     assert git_commit(tmp_path) is None  # not a repository
 
     def git(*args):
@@ -219,3 +220,13 @@ def test_git_commit(tmp_path):
     assert git_commit(tmp_path) == clean  # untracked files (new run records) do not make it dirty
     Path(tmp_path / "a.txt").write_text("2")
     assert git_commit(tmp_path) == f"{clean}-dirty"
+    monkeypatch.setenv("CODA_EXP_COMMIT", "abc1234")
+    assert git_commit(tmp_path) == f"{clean}-dirty"  # git's answer wins where git can tell
+
+
+def test_git_commit_of_a_copy_without_git(tmp_path, monkeypatch):
+    """A tree copied without its .git (a cluster, a GPU machine) names its commit in CODA_EXP_COMMIT."""
+    monkeypatch.setenv("CODA_EXP_COMMIT", " abc1234 ")
+    assert git_commit(tmp_path) == "abc1234"
+    monkeypatch.setenv("CODA_EXP_COMMIT", "")
+    assert git_commit(tmp_path) is None
