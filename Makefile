@@ -14,12 +14,18 @@ ABLATION_DIR ?= results/mlu_gate_ablation
 ABLATION_SCALE ?= cpu
 ABLATION_ARGS ?=
 RUN_ARGS ?=
+# make mlu-studies-gpu: its time budget in seconds (runs that cannot end within it are stopped, least wanted first),
+# whether to start NVIDIA's MPS daemon (1: the side-by-side processes share the GPU instead of time-slicing it), and
+# where the CoDA recipe probes go
+GPU_BUDGET_S ?= 510
+MPS ?= 1
+PROBES_DIR ?= results/mlu_coda_recipe_probes
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
 TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run mlu-gate-ablation mlu-gate-ablation-10k quickstart test test-full tables bench estimate fixtures lint clean
+.PHONY: help setup run mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -46,9 +52,21 @@ mlu-gate-ablation-10k: ABLATION_ARGS := task.max_steps=10000 task.val_check_inte
 mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu
 	$(gate_ablation)
 
+mlu-studies-gpu: ABLATION_DIR := results/mlu_gate_ablation_10k
+mlu-studies-gpu: $(STAMP) ## on one GPU, every run side by side: the 10K gate study + CoDA recipe probes, then their tables (~8 min on an H100; GPU_BUDGET_S=510, MPS=1)
+	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
+	$(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
+	$(gate_ablation_tables)
+	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --out $(PROBES_DIR)/tables/probes.md
+	$(PY) scripts/plot_learning_curves.py --runs $(PROBES_DIR) --task mlu --out $(PROBES_DIR)/figures/learning_curves.png
+
 define gate_ablation
 $(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
 $(PY) train.py -m experiment=mlu_gate_ablation scale=$(ABLATION_SCALE) paths.results_dir=$(ABLATION_DIR) $(ABLATION_ARGS) $(RUN_ARGS)
+$(gate_ablation_tables)
+endef
+
+define gate_ablation_tables
 $(PY) scripts/gate_ablation_table.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tables/gate_ablation.md
 $(PY) scripts/mlu_breakdown.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tables/by_operation.md
 $(PY) scripts/plot_learning_curves.py --runs $(ABLATION_DIR) --task mlu --out $(ABLATION_DIR)/figures/learning_curves.png

@@ -7,7 +7,7 @@
 # change no fingerprint). A run stopped for time leaves no record.
 #   BUDGET_S=540 TRAINER=gpu bash scripts/gpu_mlu_studies.sh          (on a GPU machine; PY=python3 by default)
 #   BUDGET_S=300 TRAINER=cpu STEPS_10K=150 STEPS_PROBE=100 SMALL=1 bash scripts/gpu_mlu_studies.sh  (a dry run)
-# ONLY=REGEX keeps the jobs whose name matches. MPS=1 starts NVIDIA's MPS daemon first (kernels of the side-by-side processes then share the GPU instead of
+# ONLY=REGEX keeps the jobs whose name matches; LIST_ONLY=1 writes the job list and runs nothing. MPS=1 starts NVIDIA's MPS daemon first (kernels of the side-by-side processes then share the GPU instead of
 # taking time slices), checks a CUDA process can run under it, and stops it at the end (or goes on without it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +66,7 @@ jobs = [j for j in jobs if re.search("${ONLY:-.}", j["name"])]  # ONLY=regex: a 
 json.dump(jobs, open(sys.argv[1], "w"), indent=1)
 print(len(jobs), "jobs")
 EOF
+[ "${LIST_ONLY:-0}" = 1 ] && exit 0  # LIST_ONLY=1: write $LOGS/jobs.json and stop
 "$PY" scripts/side_by_side.py --jobs "$LOGS/jobs.json" --budget-s "$BUDGET_S" --logs "$LOGS" --max-parallel "${MAX_PARALLEL:-32}"
 status=$?
 [ "$mps_started" = 1 ] && { echo quit | nvidia-cuda-mps-control; echo "MPS: stopped"; }

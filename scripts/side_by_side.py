@@ -10,9 +10,10 @@ far the job is; it is flushed every 100 steps).
 
 Up to ``--max-parallel`` jobs run at once, each with one OpenMP thread and its output in ``<logs>/<name>.log``;
 a queued job starts when a slot frees. Every ``--check-s`` seconds the rate of each running job (steps per second
-over its last two measurements) projects its end, plus ``--tail-s`` for the final validation and test; while some
-running job's projected end falls after the budget, the lowest-priority running job is stopped (a GPU shared by
-time slices speeds the others up by its share) and no queued job is started. A job still running when the budget
+over its last ``--rate-window-s`` seconds of measurements) projects its end, plus ``--tail-s`` for the final validation and test. Once a
+job's progress has been measured for ``--grace-s`` seconds, if its projected end falls after the budget, the
+lowest-priority running job that is not about to end is stopped (a shared GPU or CPU speeds the others up by its
+share), every job's measurement starts afresh, and no queued job starts from then on. A job still running when the budget
 is spent is stopped. Nothing a finished job wrote is touched: a stopped job leaves no run record (train.py writes
 it at the end), so every record that exists is a complete run.
 
@@ -52,20 +53,26 @@ class Job:
     def last_step(self) -> int:
         return self.samples[-1][1] if self.samples else 0
 
-    def rate(self) -> float | None:
-        """Steps per second between the first and the last distinct measurements of the last minute or so."""
+    def rate(self, window_s: float = 45.0) -> float | None:
+        """Steps per second from the oldest measurement of the last ``window_s`` seconds (at least 1/4 of it
+        before the newest; else the newest one before that) to the newest; None with fewer than two."""
         if len(self.samples) < 2:
             return None
-        (t1, s1) = self.samples[-1]
-        earlier = [(t, s) for t, s in self.samples[:-1] if s < s1 and t1 - t >= 10]
+        t1, s1 = self.samples[-1]
+        earlier = [(t, s) for t, s in self.samples[:-1] if t1 - t >= window_s / 4]
         if not earlier:
             return None
-        recent = [p for p in earlier if t1 - p[0] <= 90] or earlier[-1:]
+        recent = [p for p in earlier if t1 - p[0] <= window_s] or earlier[-1:]
         t0, s0 = recent[0]
         return (s1 - s0) / (t1 - t0)
 
-    def projected_end(self, now: float, tail_s: float) -> float | None:
-        rate = self.rate()
+    def measured_for(self, now: float) -> float:
+        """Seconds since the job's first progress measurement (0 before it)."""
+        return now - self.samples[0][0] if self.samples else 0.0
+
+    def projected_end(self, now: float, tail_s: float, window_s: float = 45.0) -> float | None:
+        """When the job should end at its current rate, ``tail_s`` (final validation and test) included."""
+        rate = self.rate(window_s)
         if rate is None or rate <= 0:
             return None
         return now + (self.steps - self.last_step()) / rate + tail_s
@@ -128,18 +135,18 @@ def stop(job: Job, why: str) -> None:
     print(f"[{stamp()}] stop {job.name} at step {job.last_step()}: {why}", flush=True)
 
 
-T0 = time.time()
+T0 = time.time()  # reset by main(): the start of the budget
 
 
 def stamp() -> str:
     return f"{time.time() - T0:6.0f}s"
 
 
-def over_budget(running: list[Job], now: float, deadline: float, tail_s: float) -> list[Job]:
+def over_budget(running: list[Job], now: float, deadline: float, tail_s: float, window_s: float) -> list[Job]:
     """The running jobs whose projected end falls after ``deadline``."""
     late = []
     for job in running:
-        end = job.projected_end(now, tail_s)
+        end = job.projected_end(now, tail_s, window_s)
         if end is not None and end > deadline:
             late.append(job)
     return late
@@ -152,11 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, required=True)
     parser.add_argument("--max-parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--check-s", type=float, default=15.0)
+    parser.add_argument("--rate-window-s", type=float, default=45.0, help="seconds of progress a rate is taken over")
     parser.add_argument("--report-s", type=float, default=60.0, help="seconds between progress lines")
     parser.add_argument("--tail-s", type=float, default=30.0, help="seconds a job needs after its last step")
-    parser.add_argument("--grace-s", type=float, default=75.0,
-                        help="no job is stopped for its projection before it has run this long")
+    parser.add_argument("--grace-s", type=float, default=60.0,
+                        help="a job's projection counts once its progress has been measured this long (the first "
+                             "steps of processes starting together are slow)")
     args = parser.parse_args(argv)
+    global T0
+    T0 = time.time()
     jobs = load_jobs(args.jobs)
     args.logs.mkdir(parents=True, exist_ok=True)
     deadline = T0 + args.budget_s
@@ -180,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             if now >= next_report and running:
                 next_report = now + args.report_s
                 print(f"[{stamp()}] " + " | ".join(
-                    f"{j.name} {j.last_step()}" + (f" ({r:.1f}/s)" if (r := j.rate()) else "") for j in running),
+                    f"{j.name} {j.last_step()}" + (f" ({r:.1f}/s)" if (r := j.rate(args.rate_window_s)) else "") for j in running),
                     flush=True)
             if now >= deadline:
                 for job in running:
@@ -188,16 +199,16 @@ def main(argv: list[str] | None = None) -> int:
                 for job in queued:
                     job.state = "not started: budget spent"
                 break
-            settled = [j for j in running if now - j.started >= args.grace_s]
-            if len(running) > 1 and over_budget(settled, now, deadline, args.tail_s):
+            settled = [j for j in running if j.measured_for(now) >= args.grace_s]
+            if len(running) > 1 and over_budget(settled, now, deadline, args.tail_s, args.rate_window_s):
                 # stop the least wanted job that is not about to end anyway (its stop would free little)
-                ending = {j.name for j in running if (e := j.projected_end(now, args.tail_s)) and e <= now + 60}
+                ending = {j.name for j in running if (e := j.projected_end(now, args.tail_s, args.rate_window_s)) and e <= now + 60}
                 victim = max((j for j in running if j.name not in ending), key=lambda j: j.priority,
                              default=max(running, key=lambda j: j.priority))
                 stop(victim, "projected past the budget")
                 dropping = True
-                for job in running:  # the others speed up: measure afresh
-                    job.samples = job.samples[-1:]
+                for job in running:  # the others speed up: measure afresh, with a fresh grace
+                    job.samples = [(now, job.last_step())] if job.samples else []
             if not dropping:
                 for job in queued[: max(0, args.max_parallel - len(running))]:
                     start(job, args.logs)

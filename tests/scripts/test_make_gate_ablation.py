@@ -1,8 +1,11 @@
 """`make mlu-gate-ablation[-10k]`: what they run, read off `make -n` (no training)."""
 
+import json
+import os
 import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -45,3 +48,39 @@ def test_the_10k_study_stretches_the_recipe_and_keeps_its_records_apart(compose,
     assert all("results/mlu_gate_ablation_10k" == x[x.index("--runs") + 1] for x in lines if "--runs" in x)
     cfg = compose([a for a in args if not a.startswith(("-m", "paths.", "trainer="))] + ["model=coda_transformer"], tmp_path)
     assert cfg.task.max_steps == 10000 and cfg.scheduler.total_steps == 10000  # the cosine ends at the last step
+
+
+def test_the_gpu_studies_run_side_by_side_then_write_both_folders_tables():
+    out = subprocess.run(["make", "-n", "-o", ".venv/.installed", "mlu-studies-gpu", "GPU_BUDGET_S=300"], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    (driver,) = [line for line in out if "gpu_mlu_studies.sh" in line]
+    assert {"TRAINER=gpu", "BUDGET_S=300", "RESULTS_10K=results/mlu_gate_ablation_10k",
+            "RESULTS_PROBES=results/mlu_coda_recipe_probes"} <= set(shlex.split(driver))
+    outs = [x[x.index("--out") + 1] for x in map(shlex.split, out) if "--out" in x]
+    assert outs == ["results/mlu_gate_ablation_10k/tables/gate_at_init.md",
+                    "results/mlu_gate_ablation_10k/tables/gate_ablation.md",
+                    "results/mlu_gate_ablation_10k/tables/by_operation.md",
+                    "results/mlu_gate_ablation_10k/figures/learning_curves.png",
+                    "results/mlu_coda_recipe_probes/tables/probes.md",
+                    "results/mlu_coda_recipe_probes/figures/learning_curves.png"]
+
+
+
+def test_the_gpu_driver_lists_the_10k_grid_by_priority_then_the_probes(tmp_path):
+    env = {**os.environ, "LOGS": str(tmp_path), "LIST_ONLY": "1", "PY": sys.executable, "MPS": "0"}
+    subprocess.run(["bash", "scripts/gpu_mlu_studies.sh"], cwd=ROOT, env=env, check=True, capture_output=True)
+    jobs = json.loads((tmp_path / "jobs.json").read_text())
+    names = [j["name"] for j in jobs]
+    assert names[:6] == ["10k-transformer-s1", "10k-coda_transformer-s1", "10k-transformer-s2",
+                         "10k-coda_transformer-s2", "10k-transformer-s3", "10k-coda_transformer-s3"]
+    assert len([n for n in names if n.startswith("10k-")]) == 15 and names[12:15] == [
+        f"10k-coda_transformer_t2t-s{s}" for s in (1, 2, 3)]
+    assert all(n.startswith("probe-coda-") for n in names[15:]) and len(names) == 19
+    first = jobs[0]
+    assert first["steps"] == 10000 and first["progress"] == f"{tmp_path}/10k-transformer-s1/csv/version_*/metrics.csv"
+    assert {"experiment=mlu_gate_ablation", "scale=cpu", "task.max_steps=10000", "task.val_check_interval=500",
+            "trainer=gpu", "paths.results_dir=results/mlu_gate_ablation_10k", f"hydra.run.dir={tmp_path}/10k-transformer-s1"
+            } <= set(first["argv"])
+    probe = jobs[-1]
+    assert probe["steps"] == 2500 and "paths.results_dir=results/mlu_coda_recipe_probes" in probe["argv"]
+    assert not any("max_steps" in a for a in probe["argv"])  # make run's budget: the recipe's own 2500 steps
