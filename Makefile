@@ -14,10 +14,11 @@ ABLATION_DIR ?= results/mlu_gate_ablation
 ABLATION_SCALE ?= cpu
 ABLATION_ARGS ?=
 RUN_ARGS ?=
-# make mlu-studies-gpu: its time budget in seconds (runs that cannot end within it are stopped, least wanted first),
+# make mlu-studies-gpu: the time budgets in seconds of its two studies (runs that cannot end within it are stopped, least wanted first),
 # whether to start NVIDIA's MPS daemon (1: the side-by-side processes share the GPU instead of time-slicing it), and
 # where the CoDA recipe probes go
 GPU_BUDGET_S ?= 510
+GPU_PROBE_BUDGET_S ?= 240
 MPS ?= 1
 PROBES_DIR ?= results/mlu_coda_recipe_probes
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
@@ -53,11 +54,11 @@ mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, 
 	$(gate_ablation)
 
 mlu-studies-gpu: ABLATION_DIR := results/mlu_gate_ablation_10k
-mlu-studies-gpu: $(STAMP) ## on one GPU, every run side by side: the 10K gate study + CoDA recipe probes, then their tables (~8 min on an H100; GPU_BUDGET_S=510, MPS=1)
-	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
+mlu-studies-gpu: $(STAMP) ## on one GPU, runs side by side: the 10K gate study, then the CoDA recipe probes, then their tables (~11 min on an H100; GPU_BUDGET_S, MPS)
+	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
 	$(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
 	$(gate_ablation_tables)
-	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --out $(PROBES_DIR)/tables/probes.md
+	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --runs results/mlu_gate_ablation --out $(PROBES_DIR)/tables/probes.md
 	$(PY) scripts/plot_learning_curves.py --runs $(PROBES_DIR) --task mlu --out $(PROBES_DIR)/figures/learning_curves.png
 
 define gate_ablation

@@ -69,18 +69,20 @@ def test_the_gpu_studies_run_side_by_side_then_write_both_folders_tables():
 def test_the_gpu_driver_lists_the_10k_grid_by_priority_then_the_probes(tmp_path):
     env = {**os.environ, "LOGS": str(tmp_path), "LIST_ONLY": "1", "PY": sys.executable, "MPS": "0"}
     subprocess.run(["bash", "scripts/gpu_mlu_studies.sh"], cwd=ROOT, env=env, check=True, capture_output=True)
-    jobs = json.loads((tmp_path / "jobs.json").read_text())
-    names = [j["name"] for j in jobs]
+    grid = json.loads((tmp_path / "jobs_10k.json").read_text())
+    names = [j["name"] for j in grid]
     assert names[:6] == ["10k-transformer-s1", "10k-coda_transformer-s1", "10k-transformer-s2",
                          "10k-coda_transformer-s2", "10k-transformer-s3", "10k-coda_transformer-s3"]
-    assert len([n for n in names if n.startswith("10k-")]) == 15 and names[12:15] == [
-        f"10k-coda_transformer_t2t-s{s}" for s in (1, 2, 3)]
-    assert all(n.startswith("probe-coda-") for n in names[15:]) and len(names) == 19
-    first = jobs[0]
+    assert len(names) == 15 and names[12:] == [f"10k-coda_transformer_t2t-s{s}" for s in (1, 2, 3)]
+    first = grid[0]
     assert first["steps"] == 10000 and first["progress"] == f"{tmp_path}/10k-transformer-s1/csv/version_*/metrics.csv"
     assert {"experiment=mlu_gate_ablation", "scale=cpu", "task.max_steps=10000", "task.val_check_interval=500",
-            "trainer=gpu", "paths.results_dir=results/mlu_gate_ablation_10k", f"hydra.run.dir={tmp_path}/10k-transformer-s1"
-            } <= set(first["argv"])
-    probe = jobs[-1]
-    assert probe["steps"] == 2500 and "paths.results_dir=results/mlu_coda_recipe_probes" in probe["argv"]
-    assert not any("max_steps" in a for a in probe["argv"])  # make run's budget: the recipe's own 2500 steps
+            "trainer=gpu", "paths.results_dir=results/mlu_gate_ablation_10k",
+            f"hydra.run.dir={tmp_path}/10k-transformer-s1"} <= set(first["argv"])
+    probes = json.loads((tmp_path / "jobs_probes.json").read_text())
+    assert len(probes) == 17 and all(j["name"].startswith("probe-") and j["steps"] == 2500 for j in probes)
+    for j in probes:  # make run's budget: the recipe's own 2500 steps, one change each
+        assert "paths.results_dir=results/mlu_coda_recipe_probes" in j["argv"] and "experiment=table_6" in j["argv"]
+        assert not any("max_steps" in a for a in j["argv"])
+    best = next(j for j in probes if j["name"] == "probe-sigmoid-e-centred-n-s3")["argv"]
+    assert {"seed=3", "model.scoring.e_fn=sigmoid", "model.scoring.center_n=true"} <= set(best)
