@@ -72,10 +72,14 @@ def select(records: list[dict], metric: str, task: str | None = None,
 
 
 def group_curves(records: list[dict], by: str) -> dict[str, list[tuple[dict, Curve]]]:
-    """{group label: [(record, curve), ...]}, groups sorted by label, runs by seed then run id."""
+    """{group label: [(record, curve), ...]}, groups sorted by label, runs by seed then run id. Runs of different
+    scales (budgets: ``cpu`` and ``cpu (task.max_steps=5000)``) are never one group: when the records span several,
+    each label ends with its scale (`` @ <scale>``)."""
+    several_scales = len({str(r.get("scale")) for r in records}) > 1
     groups: dict[str, list[tuple[dict, Curve]]] = {}
     for record in sorted(records, key=lambda r: (r["seed"], r["run_id"])):
-        groups.setdefault(group_label(record, by), []).append((record, validation_curve(record)))
+        label = group_label(record, by) + (f" @ {record.get('scale')}" if several_scales else "")
+        groups.setdefault(label, []).append((record, validation_curve(record)))
     return dict(sorted(groups.items()))
 
 

@@ -52,6 +52,13 @@ def test_selection_by_task_metric_and_curve(plot):
     assert plot.select([older], "val/acc_seq")[0] == [older]
 
 
+def test_runs_of_different_budgets_are_never_one_group(plot):
+    short, long_ = mlu_rec(seed=1), mlu_rec(seed=2, scale="cpu (task.max_steps=5000)", steps=(10, 20, 50))
+    groups = plot.group_curves([short, long_], "attention-variant")
+    assert sorted(groups) == ["coda_transformer @ cpu", "coda_transformer @ cpu (task.max_steps=5000)"]
+    assert list(plot.group_curves([short, mlu_rec(seed=2)], "attention-variant")) == ["coda_transformer"]
+
+
 def test_the_mean_is_taken_where_every_run_has_a_value(plot):
     curves = [Curve([0.0, 0.2, 0.4], [10, 20, 30], "steps"), Curve([0.2, 0.4], [10, 20], "steps")]
     assert plot.mean_curve(curves) == ([10, 20], [pytest.approx(0.1), pytest.approx(0.3)])
