@@ -39,9 +39,9 @@ import json
 # plain scale. An explicit ``scale_name=...`` override is taken as the user's own label.
 BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs",
                "task.val_check_interval", "task.check_val_every_n_epoch", "trainer.val_check_interval",
-               "trainer.check_val_every_n_epoch", "data.max_train_examples", "data.max_eval_examples", "data.num_train", "data.num_validation",
-               "data.num_test", "debug", "trainer.limit_train_batches", "trainer.limit_val_batches",
-               "trainer.limit_test_batches")
+               "trainer.check_val_every_n_epoch", "data.max_train_examples", "data.max_eval_examples",
+               "data.num_train", "data.num_validation", "data.num_test", "debug", "trainer.limit_train_batches",
+               "trainer.limit_val_batches", "trainer.limit_test_batches")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
 GRID_KEYS = ("seed", "centering", "model/attention", "model/scoring", "model.attention", "model.scoring",
              "model.contexts", "data.evidence")

@@ -4,18 +4,18 @@
     python scripts/side_by_side.py --jobs jobs.json --budget-s 540 --logs outputs/side_by_side [--max-parallel 16]
 
 ``jobs.json``: a list of ``{"name": str, "argv": [...], "steps": int, "progress": "path/glob/metrics.csv"}`` in
-priority order (first = most wanted). ``argv`` is one ``train.py`` command (any program); ``steps`` its number of
-training steps; ``progress`` a glob of the CSV file Lightning's ``CSVLogger`` writes (its ``step`` column tells how
-far the job is; it is flushed every 100 steps).
+priority order (first = most wanted). ``argv`` is one ``train.py`` command (any program); ``steps`` its number
+of training steps; ``progress`` a glob of the CSV file Lightning's ``CSVLogger`` writes (its ``step`` column
+tells how far the job is; it is flushed every 100 steps).
 
 Up to ``--max-parallel`` jobs run at once, each with one OpenMP thread and its output in ``<logs>/<name>.log``;
-a queued job starts when a slot frees. Every ``--check-s`` seconds the rate of each running job (steps per second
-over its last ``--rate-window-s`` seconds of measurements) projects its end, plus ``--tail-s`` for the final validation and test. Once a
-job's progress has been measured for ``--grace-s`` seconds, if its projected end falls after the budget, the
-lowest-priority running job that is not about to end is stopped (a shared GPU or CPU speeds the others up by its
-share), every job's measurement starts afresh, and no queued job starts from then on. A job still running when the budget
-is spent is stopped. Nothing a finished job wrote is touched: a stopped job leaves no run record (train.py writes
-it at the end), so every record that exists is a complete run.
+a queued job starts when a slot frees. Every ``--check-s`` seconds the rate of each running job (steps per
+second over its last ``--rate-window-s`` seconds of measurements) projects its end, plus ``--tail-s`` for the
+final validation and test. Once a job's progress has been measured for ``--grace-s`` seconds, if its projected
+end falls after the budget, the lowest-priority running job that is not about to end is stopped (a shared GPU
+or CPU speeds the others up by its share), every job's measurement starts afresh, and no queued job starts from
+then on. A job still running when the budget is spent is stopped. Nothing a finished job wrote is touched: a
+stopped job leaves no run record (train.py writes it at the end), so every record that exists is a complete run.
 
 The summary (``<logs>/summary.json``, also printed): per job, its state (finished, failed, stopped: why), exit
 code, seconds from start to end and the last step seen. Standard library only.
@@ -116,8 +116,8 @@ def read_step(pattern: str) -> int | None:
 
 def start(job: Job, logs: Path) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    log = open(logs / f"{job.name}.log", "wb")  # noqa: SIM115 (kept open for the child's lifetime)
-    job.proc = subprocess.Popen(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    with open(logs / f"{job.name}.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        job.proc = subprocess.Popen(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     job.started, job.state = time.time(), "running"
     print(f"[{stamp()}] start {job.name}: {' '.join(job.argv)}", flush=True)
 
@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, required=True)
     parser.add_argument("--max-parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--check-s", type=float, default=15.0)
-    parser.add_argument("--rate-window-s", type=float, default=45.0, help="seconds of progress a rate is taken over")
+    parser.add_argument("--rate-window-s", type=float, default=45.0,
+                        help="seconds of progress a rate is taken over")
     parser.add_argument("--report-s", type=float, default=60.0, help="seconds between progress lines")
     parser.add_argument("--tail-s", type=float, default=30.0, help="seconds a job needs after its last step")
     parser.add_argument("--grace-s", type=float, default=60.0,
@@ -190,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             queued = [j for j in jobs if j.state == "queued"]
             if now >= next_report and running:
                 next_report = now + args.report_s
-                print(f"[{stamp()}] " + " | ".join(
-                    f"{j.name} {j.last_step()}" + (f" ({r:.1f}/s)" if (r := j.rate(args.rate_window_s)) else "") for j in running),
-                    flush=True)
+                progress = [f"{j.name} {j.last_step()}" + (f" ({r:.1f}/s)" if (r := j.rate(args.rate_window_s)) else "")
+                            for j in running]
+                print(f"[{stamp()}] " + " | ".join(progress), flush=True)
             if now >= deadline:
                 for job in running:
                     stop(job, "budget spent")
@@ -202,21 +203,21 @@ def main(argv: list[str] | None = None) -> int:
             settled = [j for j in running if j.measured_for(now) >= args.grace_s]
             if len(running) > 1 and over_budget(settled, now, deadline, args.tail_s, args.rate_window_s):
                 # stop the least wanted job that is not about to end anyway (its stop would free little)
-                ending = {j.name for j in running if (e := j.projected_end(now, args.tail_s, args.rate_window_s)) and e <= now + 60}
+                ending = {j.name for j in running
+                          if (e := j.projected_end(now, args.tail_s, args.rate_window_s)) and e <= now + 60}
                 victim = max((j for j in running if j.name not in ending), key=lambda j: j.priority,
                              default=max(running, key=lambda j: j.priority))
                 stop(victim, "projected past the budget")
                 dropping = True
                 for job in running:  # the others speed up: measure afresh, with a fresh grace
                     job.samples = [(now, job.last_step())] if job.samples else []
+                for job in queued:
+                    job.state = "not started: budget"
             if not dropping:
                 for job in queued[: max(0, args.max_parallel - len(running))]:
                     start(job, args.logs)
             if not any(j.state in ("running", "queued") for j in jobs):
                 break
-            if dropping:
-                for job in queued:
-                    job.state = "not started: budget"
             time.sleep(args.check_s)
     finally:
         for job in jobs:
