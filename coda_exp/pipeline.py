@@ -25,6 +25,7 @@ from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_lab
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.run_record import attention_options, device_description, parameter_counts, save_outputs
+from coda_exp.threads import pin_threads, thread_counts
 
 __all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
 
@@ -259,6 +260,7 @@ def run(cfg: DictConfig) -> float | None:
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
+    pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
     datamodule = instantiate(cfg.data)
@@ -311,6 +313,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "epochs": int(trainer.current_epoch),
             "wall_time_s": round(time.time() - start, 3),
             "device": device_description(trainer),
+            "threads": {"configured": cfg.get("threads"), **thread_counts()},  # read after the run: drift shows
             "git_commit": commit,
             "overrides": overrides,
             "created": results.utc_now_iso(),
@@ -358,6 +361,7 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[Dict
     with open_dict(cfg):
         del cfg["hydra"]
     check_compatible(cfg)
+    pin_threads(cfg.get("threads"))
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
