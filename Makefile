@@ -21,12 +21,19 @@ GPU_BUDGET_S ?= 510
 GPU_PROBE_BUDGET_S ?= 240
 MPS ?= 1
 PROBES_DIR ?= results/mlu_coda_recipe_probes
+# make reproduce-table-6-gpu: its wall-clock budget in seconds (runs that cannot finish within it are stopped, least
+# wanted first; a later call resumes them), where its records go, where its runs' folders are, more script arguments
+# (e.g. TABLE6_ARGS="--no-mps --seeds 1" or train.py overrides after "--")
+TABLE6_BUDGET_S ?= 660
+TABLE6_DIR ?= results/table_6_gpu
+TABLE6_OUTPUTS ?= outputs/table_6_gpu
+TABLE6_ARGS ?=
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
 TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
+.PHONY: help setup run reproduce-table-6-gpu mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -46,6 +53,13 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 	CODA_KERNEL= $(PY) train.py -m experiment=table_6 scale=cpu seed=1 hydra/launcher=joblib hydra.launcher.n_jobs=2 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
+
+reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on
+	$(PY) scripts/reproduce_table6_gpu.py --budget-s $(TABLE6_BUDGET_S) --scale $(SCALE) --results $(TABLE6_DIR) --outputs $(TABLE6_OUTPUTS) $(TABLE6_ARGS) || echo "some runs are missing: $(TABLE6_OUTPUTS)/status.json"
+	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --predictions $(TABLE6_DIR)/predictions --out $(TABLE6_DIR)/tables --print
+	$(PY) scripts/plot_learning_curves.py --runs $(TABLE6_DIR) --task mlu --table table_6 --out $(TABLE6_DIR)/figures/learning_curves.png
+	$(PY) scripts/mlu_breakdown.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/by_operation.md
+	$(PY) scripts/gate_ablation_table.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/gates.md
 
 mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
 	$(gate_ablation)

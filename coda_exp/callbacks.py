@@ -189,6 +189,7 @@ class GateStats(pl.Callback):
         if not self._layers or step % self.every_n_steps or step == self._armed_step:
             return
         self._armed_step, self._captured = step, {}
+        getattr(pl_module, "request_eager_step", lambda: None)()  # the fast path: a real forward, not a replay
         self._handles = [scoring.register_forward_pre_hook(self._capture(name), with_kwargs=True)
                          for name, scoring in self._layers.items()]
 

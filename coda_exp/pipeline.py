@@ -20,7 +20,8 @@ from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
-from coda_exp.config_checks import check_config
+from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.fast_step import FastOptions
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.run_folder import RESOLVED_CONFIG
@@ -62,20 +63,24 @@ def check_compatible(cfg: DictConfig) -> None:
                          f"{cfg.model._target_}{hint}")
 
 
-def unknown_model_keys(cfg: DictConfig) -> list[str]:
-    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept. A class whose ``__init__``
-    passes ``**kwargs`` on to its base accepts its bases' parameters too; a function with ``**`` accepts all."""
-    target = cfg.model.get("_target_")
-    if target is None:
-        return []
+def accepted_keys(target: str) -> set[str] | None:
+    """The keyword arguments ``target`` (a class or function path) accepts; None when it accepts any. A class
+    whose ``__init__`` passes ``**kwargs`` on to its base accepts its bases' parameters too."""
     accepted: set[str] = set()
     obj = get_object(target)
     for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
         params = inspect.signature(init).parameters
         accepted |= set(params)
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            break
-    else:
+            return accepted
+    return None
+
+
+def unknown_model_keys(cfg: DictConfig) -> list[str]:
+    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept (:func:`accepted_keys`)."""
+    target = cfg.model.get("_target_")
+    accepted = None if target is None else accepted_keys(target)
+    if accepted is None:
         return []
     return sorted(k for k in cfg.model if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
 
@@ -94,12 +99,41 @@ def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
     return instantiate(spec, **datamodule.model_kwargs())
 
 
+def fast_options(cfg: DictConfig) -> FastOptions | None:
+    """The fast path's options (``trainer=gpu_fast`` sets ``fast``), None on the plain path; a ConfigError
+    naming the key for a bad value."""
+    node = cfg.get("fast")
+    try:
+        return FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+
+
+def build_data(cfg: DictConfig):
+    """The data module of ``cfg.data``; on the fast path with ``fast.static_shapes``, batches of one shape (a
+    family without static batches trains as it is, one CUDA graph per batch shape) and ``fast.eval_batch_size``."""
+    fast, extra = fast_options(cfg), {}
+    if fast is not None:
+        accepted = accepted_keys(cfg.data._target_)
+        if fast.static_shapes and (accepted is None or "static_shapes" in accepted):
+            extra["static_shapes"] = True
+        elif fast.static_shapes:
+            log.warning("fast path: %s has no static batches: one CUDA graph per batch shape (at most "
+                        "fast.max_graphs, eager beyond)", cfg.data._target_)
+        if fast.eval_batch_size is not None:
+            extra["eval_batch_size"] = fast.eval_batch_size
+    return instantiate(cfg.data, **extra)
+
+
 def build_task(cfg: DictConfig, model: torch.nn.Module, datamodule) -> pl.LightningModule:
     """The task's LightningModule around ``model``, with the optimiser/scheduler factories and what the data
-    tells the task (``datamodule.task_kwargs()``: number of classes, tokenizers for decoding...)."""
+    tells the task (``datamodule.task_kwargs()``: number of classes, tokenizers for decoding...), on the fast path
+    when ``cfg.fast`` is set."""
     scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
+    fast = fast_options(cfg)
+    extra = {} if fast is None else {"fast": fast}
     return instantiate(cfg.task.module, model=model, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,
-                       **datamodule.task_kwargs())
+                       **extra, **datamodule.task_kwargs())
 
 
 def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[pl.Callback]:
@@ -245,6 +279,7 @@ def run(cfg: DictConfig) -> float | None:
     Every config value, the checkpoint to resume from and the output folders are checked before any data loads."""
     start = time.time()
     check_config(cfg)
+    fast_options(cfg)
     check_compatible(cfg)
     with run_folder.log_file(prepare_run_folder(cfg)):
         try:
@@ -263,7 +298,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
-    datamodule = instantiate(cfg.data)
+    datamodule = build_data(cfg)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
@@ -327,6 +362,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "hparams": OmegaConf.to_container(cfg.model, resolve=True),
             "parameters": parameter_counts(model),
         }
+        if task.fast_step is not None:  # trainer=gpu_fast: its levers and what they did (graphs, fallbacks)
+            record["fast"] = task.fast_step.summary()
         if gate_stats is not None:  # callbacks=gate_stats
             record["gate_stats"] = gate_stats
         if trainer.is_global_zero:
@@ -363,6 +400,6 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[Dict
     check_compatible(cfg)
     pin_threads(cfg.get("threads"))
     pl.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
+    datamodule = build_data(cfg)
     datamodule.setup("fit")
     return cfg, datamodule, build_task(cfg, build_model(cfg, datamodule), datamodule)

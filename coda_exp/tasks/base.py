@@ -9,6 +9,8 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from coda_exp.fast_step import FastOptions, FastStep, with_fused
+
 
 class TaskModule(pl.LightningModule):
     """A task family owns loss, decoding and metrics; the network (``model``) is any nn.Module.
@@ -21,7 +23,7 @@ class TaskModule(pl.LightningModule):
     """
 
     def __init__(self, model: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
-                 scheduler_interval: str = "step"):
+                 scheduler_interval: str = "step", fast: dict | FastOptions | None = None):
         super().__init__()
         self.model = model
         self.optimizer_factory = optimizer
@@ -29,14 +31,49 @@ class TaskModule(pl.LightningModule):
         self.scheduler_interval = scheduler_interval
         self.test_predictions: list[dict] = []
         self._test_buffer: list[dict[str, torch.Tensor]] = []
+        options = FastOptions.from_config(fast)
+        # the fast path steps the optimizer itself (Lightning's manual optimization), through FastStep
+        self.fast_step = FastStep(self, options) if options is not None else None
+        self.automatic_optimization = self.fast_step is None
 
     @abstractmethod
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The network's output for a batch of this family (which keys it reads is the family's business)."""
 
+    @abstractmethod
+    def train_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | int]:
+        """(the training loss of ``batch``, its weight in the logged mean: tokens or examples)."""
+
+    def training_step(self, batch, batch_idx):
+        if self.fast_step is not None:
+            self.fast_step.step(batch)
+            return None
+        loss, weight = self.train_loss(batch)
+        self.log_loss("train", loss, int(weight))
+        return loss
+
+    def request_eager_step(self) -> None:
+        """The next training step must run its real forward (a callback's hooks will read it): the fast path
+        replays no graph for it. A no-op on the plain path."""
+        if self.fast_step is not None:
+            self.fast_step.request_eager()
+
+    def step_schedulers(self, interval: str) -> None:
+        """Manual optimization (the fast path) steps its schedulers itself: those of ``interval`` ("step", "epoch")."""
+        schedulers = self.lr_schedulers() if interval == self.scheduler_interval else None
+        for scheduler in schedulers if isinstance(schedulers, list) else [schedulers] if schedulers else []:
+            scheduler.step()
+
+    def on_train_epoch_end(self) -> None:
+        if self.fast_step is not None:
+            self.step_schedulers("epoch")
+
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]
-        opt = self.optimizer_factory(params)
+        if self.fast_step is not None and self.fast_step.options.fused_optimizer:
+            opt = with_fused(self.optimizer_factory, params)
+        else:
+            opt = self.optimizer_factory(params)
         if self.scheduler_factory is None:
             return opt
         return {"optimizer": opt,

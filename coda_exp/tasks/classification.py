@@ -23,10 +23,8 @@ class PairTask(TaskModule):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["a_ids"], batch["a_mask"], batch["b_ids"], batch["b_mask"])  # (B, num_classes)
 
-    def training_step(self, batch, batch_idx):
-        loss = F.cross_entropy(self(batch), batch["label"])
-        self.log_loss("train", loss, batch["label"].numel())
-        return loss
+    def train_loss(self, batch):
+        return F.cross_entropy(self(batch), batch["label"]), batch["label"].numel()
 
 
 class PairClassificationTask(PairTask):

@@ -48,10 +48,8 @@ class EvidenceClassificationTask(TaskModule):
         return self.model(batch["claim_ids"], batch["claim_mask"], batch["evidence_ids"],
                           batch["evidence_mask"])  # (B, num_classes)
 
-    def training_step(self, batch, batch_idx):
-        loss = F.cross_entropy(self(batch), batch["label"])
-        self.log_loss("train", loss, batch["label"].numel())
-        return loss
+    def train_loss(self, batch):
+        return F.cross_entropy(self(batch), batch["label"]), batch["label"].numel()
 
     def complete(self, split: str) -> torch.Tensor:
         """Per example of ``split``: whether its evidence is complete in the official scorer's sense."""

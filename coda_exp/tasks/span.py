@@ -68,10 +68,8 @@ class SpanExtractionTask(TaskModule):
         return (F.cross_entropy(start_logits.float(), start, ignore_index=-1)
                 + F.cross_entropy(end_logits.float(), end, ignore_index=-1)) / 2
 
-    def training_step(self, batch, batch_idx):
-        loss = self.loss(*self(batch), batch["start"], batch["end"])
-        self.log_loss("train", loss, batch["start"].numel())
-        return loss
+    def train_loss(self, batch):
+        return self.loss(*self(batch), batch["start"], batch["end"]), batch["start"].numel()
 
     def texts(self, split: str, index: torch.Tensor, start: torch.Tensor, end: torch.Tensor) -> list[str]:
         """The context text of each predicted span (empty for an empty context)."""

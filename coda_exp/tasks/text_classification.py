@@ -26,10 +26,9 @@ class TextClassificationTask(PairClassificationTask):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["ids"], batch["mask"])  # (B, num_classes)
 
-    def training_step(self, batch, batch_idx):
+    def train_loss(self, batch):
         loss, _ = label_smoothed_nll(self(batch), batch["label"], None, self.label_smoothing)
-        self.log_loss("train", loss, batch["label"].numel())
-        return loss
+        return loss, batch["label"].numel()
 
     def test_step(self, batch, batch_idx, dataloader_idx: int = 0):
         super().test_step(batch, batch_idx, dataloader_idx)

@@ -22,6 +22,7 @@ CONFIGS = ROOT / "configs"
 ALLOWED = {
     ("*", "scheduler_interval"): "every schedule here (T2T's) steps per optimizer step: a mechanism, not a choice",
     ("DecaProp", "attention"): "null = DecaProp's softmax; decaprop_coda.yaml injects CoDA (defaults: attention: coda)",
+    ("*", "fast"): "the fast path's options come from the top-level `fast` node (trainer=gpu_fast), not task.module",
 }
 # passed by the pipeline besides the config (datamodule.model_kwargs / task_kwargs, the scheduler factory)
 RUNTIME = {"vocab_size", "src_vocab_size", "tgt_vocab_size", "num_classes", "embeddings", "pad_id", "bos_id",

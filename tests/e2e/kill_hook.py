@@ -14,3 +14,14 @@ class KillAfterEpoch(pl.Callback):
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.current_epoch == self.epoch:  # ModelCheckpoint saved at this epoch's validation end already
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillAtStep(pl.Callback):
+    """SIGKILL before the training batch after optimizer step ``step`` (its validation and checkpoints are written)."""
+
+    def __init__(self, step: int):
+        self.step = int(step)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if trainer.global_step >= self.step:
+            os.kill(os.getpid(), signal.SIGKILL)

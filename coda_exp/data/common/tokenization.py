@@ -155,13 +155,20 @@ class CharTokenizer:
         ids = [get(c, UNK_ID) for c in text]
         return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
 
-    def encode_padded(self, texts: list[str], bos: bool = False, eos: bool = False) -> torch.Tensor:
-        """A batch at once: (batch, longest + bos + eos) int64 ids, 0-padded; same ids as :meth:`encode`."""
+    def encode_padded(self, texts: list[str], bos: bool = False, eos: bool = False,
+                      width: int | None = None) -> torch.Tensor:
+        """A batch at once: (batch, longest + bos + eos) int64 ids, 0-padded; same ids as :meth:`encode`.
+        ``width``: pad every row to this many ids instead (static shapes); ValueError when a row needs more."""
         lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         codes = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
         ids = self._lut[np.minimum(codes, len(self._lut) - 1)]  # the LUT's last slot is unk
         off = int(bos)
-        out = np.full((len(texts), int(lens.max(initial=0)) + off + int(eos)), PAD_ID, dtype=np.int64)
+        need = int(lens.max(initial=0)) + off + int(eos)
+        if width is not None and need > width:
+            longest = texts[int(lens.argmax())]
+            raise ValueError(f"{longest!r} needs {need} ids (with bos={bos}, eos={eos}), more than the static "
+                             f"width {width}")
+        out = np.full((len(texts), need if width is None else width), PAD_ID, dtype=np.int64)
         cols = np.arange(out.shape[1])
         out[(cols >= off) & (cols < lens[:, None] + off)] = ids  # row-major order = concatenation order
         if bos:

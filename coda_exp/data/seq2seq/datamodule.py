@@ -11,6 +11,9 @@ benchmark reports (``evaluations``: ``bleu``, ``execution``) and hands over the 
 
 from __future__ import annotations
 
+import copy
+import functools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,24 +21,40 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from coda_exp.data.common.base import DataModule
+from coda_exp.data.common.batching import EpochShuffleSampler
+from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import CharTokenizer
 from coda_exp.data.common.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from coda_exp.data.seq2seq.mlu import MLU_MAX_SRC_CHARS, MLU_MAX_TGT_CHARS
 
 
-def pad_batch(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
-    """(B, longest) long tensor, right-padded with PAD (one tensor construction: fast for many short rows)."""
-    width = max(1, max(len(s) for s in seqs))
+def pad_batch(seqs: Sequence[Sequence[int]], width: int | None = None) -> torch.Tensor:
+    """(B, longest) long tensor, right-padded with PAD (one tensor construction: fast for many short rows).
+    ``width``: (B, width) instead (static shapes); a :class:`DataError` when a row is longer."""
+    longest = max(1, max(len(s) for s in seqs))
+    if width is not None and longest > width:
+        raise DataError(f"a sequence of {longest} tokens is longer than the static width {width} "
+                        f"(data.static_shapes): raise the width or turn static shapes off")
+    width = longest if width is None else width
     return torch.tensor([[*s, *([PAD_ID] * (width - len(s)))] for s in seqs], dtype=torch.long)
 
 
-def collate_seq2seq(rows: list[dict]) -> dict[str, torch.Tensor]:
-    """rows of ``{"src": ids, "tgt": ids, "index": int}`` -> a padded teacher-forcing batch."""
-    src = pad_batch([r["src"] for r in rows])
-    tgt_in = pad_batch([[BOS_ID, *r["tgt"]] for r in rows])
-    tgt_out = pad_batch([[*r["tgt"], EOS_ID] for r in rows])
+def teacher_forcing_batch(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                          index: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The batch dict every sequence family trains on, its masks derived from the padding (True = real token)."""
     return {"src_ids": src, "src_mask": src != PAD_ID, "tgt_in": tgt_in, "tgt_out": tgt_out,
-            "tgt_mask": tgt_out != PAD_ID, "index": torch.tensor([r["index"] for r in rows], dtype=torch.long)}
+            "tgt_mask": tgt_out != PAD_ID, "index": index}
+
+
+def collate_seq2seq(rows: list[dict], widths: tuple[int, int] | None = None) -> dict[str, torch.Tensor]:
+    """rows of ``{"src": ids, "tgt": ids, "index": int}`` -> a padded teacher-forcing batch; ``widths``
+    (source, target + 1): every batch padded to these lengths (static shapes) instead of its longest row."""
+    src_w, tgt_w = widths if widths is not None else (None, None)
+    return teacher_forcing_batch(pad_batch([r["src"] for r in rows], src_w),
+                                 pad_batch([[BOS_ID, *r["tgt"]] for r in rows], tgt_w),
+                                 pad_batch([[*r["tgt"], EOS_ID] for r in rows], tgt_w),
+                                 torch.tensor([r["index"] for r in rows], dtype=torch.long))
 
 
 class EncodedPairs(Dataset):
@@ -61,16 +80,33 @@ class Seq2SeqDataModule(DataModule):
     ``self.examples`` (split -> one dict per example, ``tgt`` its raw target text). ``evaluations`` names what the
     task computes from them besides exact-match accuracy. ``max_tokens`` (map-style splits) switches *training*
     batches to token-based batching (T2T's ``batch_size`` in tokens); evaluation batches hold ``eval_batch_size``.
+
+    ``static_shapes`` (the fast path, ``trainer=gpu_fast``): every batch of a split has the same shape, so that a
+    captured CUDA graph or a compiled step serves them all: sequences are padded to ``static_widths(split)``
+    (``STATIC_WIDTHS`` where a benchmark knows its longest source and target, else the longest of the split) and
+    the last partial training batch of an epoch is dropped. Padding changes no result: masks keep it out.
     """
 
     collate = staticmethod(collate_seq2seq)
     evaluations: tuple[str, ...] = ()
+    #: (source ids, target ids + 1) every example fits, where the benchmark fixes them (MLU); None: from the split
+    STATIC_WIDTHS: tuple[int, int] | None = None
 
-    def __init__(self, **kwargs):
+    def __init__(self, static_shapes: bool = False, **kwargs):
         super().__init__(**kwargs)
+        if static_shapes and self.max_tokens is not None:
+            raise ValueError("data.static_shapes needs batches of data.batch_size sequences: set data.max_tokens=null")
+        self.static_shapes = bool(static_shapes)
         self.src_tokenizer = None
         self.tgt_tokenizer = None
         self.examples: dict[str, list[dict]] = {}
+
+    def static_widths(self, split: str) -> tuple[int, int]:
+        """(source width, target width) of ``split``'s static batches (target width counts BOS or EOS)."""
+        if self.STATIC_WIDTHS is not None:
+            return self.STATIC_WIDTHS
+        pairs = self.splits[split].pairs
+        return (max(1, max((len(s) for s, _ in pairs), default=1)), max((len(t) for _, t in pairs), default=0) + 1)
 
     def model_kwargs(self) -> dict:
         return {"src_vocab_size": self.src_tokenizer.vocab_size, "tgt_vocab_size": self.tgt_tokenizer.vocab_size,
@@ -94,8 +130,20 @@ class Seq2SeqDataModule(DataModule):
 
     def split_loader(self, split: str) -> DataLoader:
         ds = self.splits[split]
+        if self.static_shapes and isinstance(ds, EncodedPairs):
+            return self.static_loader(ds, split)
         lengths = ds.lengths() if split == "train" and isinstance(ds, EncodedPairs) else None
         return self.loader(ds, train=split == "train", lengths=lengths)
+
+    def static_loader(self, ds: EncodedPairs, split: str) -> DataLoader:
+        """Batches of one shape (``static_shapes``): the plain loader's order, padded to ``static_widths``,
+        training without its last partial batch; pinned memory where CUDA is available (asynchronous copies)."""
+        train = split == "train"
+        return DataLoader(ds, batch_size=self.batch_size if train else self.eval_batch_size,
+                          sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
+                          collate_fn=functools.partial(collate_seq2seq, widths=self.static_widths(split)),
+                          drop_last=train, num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=torch.cuda.is_available())
 
 
 class _EncodedStream(IterableDataset):
@@ -104,17 +152,82 @@ class _EncodedStream(IterableDataset):
     def __init__(self, stream, tokenizer):
         self.stream, self.tokenizer = stream, tokenizer
         self._passes = 0
+        self._start = 0
 
     def __len__(self) -> int:
         return len(self.stream)
+
+    def resume(self, epoch: int, start: int = 0) -> None:
+        """The next pass is epoch ``epoch``, from its ``start``-th example on (a run resumed mid-epoch)."""
+        self._passes, self._start = int(epoch), int(start)
 
     def __iter__(self):
         if hasattr(self.stream, "set_epoch"):
             self.stream.set_epoch(self._passes)
         self._passes += 1
+        start, self._start = self._start, 0
+        if hasattr(self.stream, "start"):
+            self.stream.start = start
         enc = self.tokenizer.encode
         for ex in self.stream:
             yield {"src": enc(ex["src"]), "tgt": enc(ex["tgt"]), "index": ex["index"]}
+
+
+class MLUBatches(IterableDataset):
+    """Static-shape batches of one generated MLU split, encoded a batch at a time (``data.static_shapes``).
+
+    The examples and their order are the plain loader's (``stream`` read in groups of ``batch_size``). ``repeat``
+    (training): never ends, epoch after epoch (each in its own order, ``stream.set_epoch``), each epoch's last
+    partial batch dropped, starting at batch ``start_batch`` of the whole sequence (a resumed run starts at its
+    global step, so it trains on what the uninterrupted run would have); the trainer's ``max_steps`` ends training.
+    Without ``repeat`` (evaluation): one pass, the last batch as it comes.
+    """
+
+    def __init__(self, stream, tokenizer: CharTokenizer, batch_size: int, widths: tuple[int, int],
+                 repeat: bool = False, start_batch: int = 0):
+        self.stream, self.tokenizer, self.batch_size, self.widths = stream, tokenizer, int(batch_size), widths
+        self.repeat, self.start_batch = bool(repeat), int(start_batch)
+
+    def batches_per_epoch(self) -> int:
+        return len(self.stream) // self.batch_size
+
+    def __iter__(self):
+        if not self.repeat:
+            yield from self._pass(self.stream, drop_last=False)
+            return
+        per_epoch = self.batches_per_epoch()
+        if per_epoch == 0:
+            raise DataError(f"MLU: the {self.stream.split} split has {len(self.stream)} examples, fewer than one "
+                            f"batch of {self.batch_size}")
+        epoch, skip = divmod(self.start_batch, per_epoch)
+        world = self.stream._rank_world()[1]
+        while True:
+            stream = copy.copy(self.stream)
+            stream.set_epoch(epoch)
+            stream.start = skip * self.batch_size * world  # examples of the epoch already trained on, all ranks
+            yield from self._pass(stream, drop_last=True)
+            epoch, skip = epoch + 1, 0
+
+    def _pass(self, stream, drop_last: bool):
+        src, tgt, index = [], [], []
+        for ex in stream:
+            src.append(ex["src"])
+            tgt.append(ex["tgt"])
+            index.append(ex["index"])
+            if len(src) == self.batch_size:
+                yield self.encode(src, tgt, index)
+                src, tgt, index = [], [], []
+        if src and not drop_last:
+            yield self.encode(src, tgt, index)
+
+    def encode(self, src: list[str], tgt: list[str], index: list[int]) -> dict[str, torch.Tensor]:
+        """Texts -> the teacher-forcing batch of ``collate_seq2seq``, padded to ``widths``."""
+        enc, (src_w, tgt_w) = self.tokenizer.encode_padded, self.widths
+        try:
+            batch = (enc(src, width=src_w), enc(tgt, bos=True, width=tgt_w), enc(tgt, eos=True, width=tgt_w))
+        except ValueError as e:
+            raise DataError(f"MLU {self.stream.split}: {e}") from None
+        return teacher_forcing_batch(*batch, torch.tensor(index, dtype=torch.long))
 
 
 class MLUDataModule(Seq2SeqDataModule):
@@ -126,6 +239,8 @@ class MLUDataModule(Seq2SeqDataModule):
     With ``dir`` set, the examples are read from ``train.txt``/``dev.txt``/``test.txt`` (``input:target`` lines,
     as ``scripts/make_mlu.py`` writes them) instead. ``max_train_examples``/``max_eval_examples`` cap the sizes.
     """
+
+    STATIC_WIDTHS = (MLU_MAX_SRC_CHARS, MLU_MAX_TGT_CHARS + 1)  # (19, 8): every MLU pair fits
 
     def __init__(self, num_train: int, num_validation: int, num_test: int, data_seed: int = 1234, **kwargs):
         super().__init__(**kwargs)
@@ -147,3 +262,30 @@ class MLUDataModule(Seq2SeqDataModule):
                 self.stats[f"{split}_examples"] = n
         self.stats["data_seed"] = self.data_seed
         self.stats["source"] = self.dir or "generated"
+
+    def split_loader(self, split: str) -> DataLoader:
+        """With ``static_shapes``, a generated split comes as :class:`MLUBatches`, training from the trainer's
+        global step on (0 for a new run; a resumed run's restored step)."""
+        ds = self.splits[split]
+        train = split == "train"
+        if not (self.static_shapes and isinstance(ds, _EncodedStream)):
+            if train and isinstance(ds, _EncodedStream) and self.trainer is not None:
+                self._resume_stream(ds)
+            return super().split_loader(split)
+        start = int(self.trainer.global_step) if train and self.trainer is not None else 0
+        batches = MLUBatches(ds.stream, self.src_tokenizer, self.batch_size if train else self.eval_batch_size,
+                             self.static_widths(split), repeat=train, start_batch=start)
+        return DataLoader(batches, batch_size=None, pin_memory=torch.cuda.is_available())
+
+    def _resume_stream(self, ds: _EncodedStream) -> None:
+        """The plain loader of a run resumed from a checkpoint: Lightning restores the epoch and step, not a
+        stream's position, so the stream starts at the restored epoch (its order) and skips the batches of that
+        epoch already trained on (one optimizer step per batch), instead of training on them again."""
+        trainer = self.trainer
+        if not trainer.global_step or getattr(trainer, "accumulate_grad_batches", 1) != 1:
+            return
+        per_epoch = math.ceil(len(ds) / self.batch_size)
+        epoch = int(trainer.current_epoch)
+        done = int(trainer.global_step) - epoch * per_epoch
+        world = ds.stream._rank_world()[1]
+        ds.resume(epoch, done * self.batch_size * world if 0 < done < per_epoch else 0)

@@ -48,6 +48,9 @@ MLU_DEFAULT_SEED = 1234
 MLU_PAPER_TRAIN, MLU_PAPER_VALIDATION, MLU_PAPER_TEST = 10_909_091, 545_454, 545_455  # 12M pairs, 1/11 held out
 
 MLU_CHARS = "0123456789-+*=,xy"
+# the longest input (``x=-1000,y=-1000,x*y``) and answer (``1000000``, ``-999000``) of the whole space, in characters
+MLU_MAX_SRC_CHARS = len(f"x={MLU_LOW},y={MLU_LOW},x*y")
+MLU_MAX_TGT_CHARS = max(len(str(MLU_LOW * MLU_LOW)), len(str(MLU_LOW * (MLU_HIGH - 1))))
 SRC_RE = re.compile(r"^[xy]=-?\d+,[xy]=-?\d+,[xy][+\-*][xy]$")
 TGT_RE = re.compile(r"^-?\d+$")
 

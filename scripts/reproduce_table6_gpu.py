@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""CoDA Table 6 (MLU) on one GPU: {Transformer, CoDA Transformer} x seeds side by side on the fast path.
+
+    python scripts/reproduce_table6_gpu.py [--budget-s 660] [--scale paper] [--seeds 1 2 3] [--results DIR]
+    make reproduce-table-6-gpu [GPU_BUDGET_S=660] [SCALE=paper]        (this, then the table, curves, breakdown)
+
+Every run is ``python train.py experiment=table_6 model=M seed=S scale=SCALE trainer=gpu_fast callbacks=gate_stats``
+(the CoDA gate statistics every ``--gate-every`` steps) with its records under ``--results`` (``runs/``,
+``predictions/``) and its folder ``<outputs>/<model>-s<seed>``. The runs go side by side through
+``scripts/side_by_side.py`` under NVIDIA's MPS (``--mps``; the processes then share the GPU instead of taking time
+slices), within ``--budget-s`` seconds: when the projected end of a run passes the budget, the least wanted run
+(seed 3 before seed 2 before seed 1, CoDA before the Transformer of the same seed) is stopped and no queued run
+starts, so the budget finishes whole runs rather than six partial ones.
+
+Calling it again goes on where it stopped: a run with a record (same scale, the grid's configuration) is done and
+skipped; a run with a ``last.ckpt`` resumes from it (the fast path resumes at the checkpoint's global step, data
+order included). At the end it prints, and writes to ``<outputs>/status.json``, which runs are finished, which
+are partial (and at which step) and which never started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from coda_exp.fingerprint import fingerprint, scale_label
+from coda_exp.results import load_records
+
+MODELS = ("transformer", "coda_transformer")
+QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
+
+
+def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str, int], dict]:
+    """(model, seed) -> the newest finished MLU record whose scale label and fingerprint are those this script's
+    runs get (``scale`` and the ``extra`` overrides: a budget override changes the label, a configuration
+    change the fingerprint)."""
+    out: dict[tuple[str, int], dict] = {}
+    folder = results / "runs"
+    if not folder.is_dir():
+        return out
+    label, print_ = scale_label(scale, extra), fingerprint(extra)
+    for rec in load_records(folder):
+        if (rec["task"] == "mlu" and rec["scale"] == label and rec.get("status", "finished") == "finished"
+                and rec.get("fingerprint") == print_):
+            key = (rec["model"], int(rec["seed"]))
+            if key not in out or rec["created"] > out[key]["created"]:
+                out[key] = rec
+    return out
+
+
+def plan(args) -> tuple[list[dict], dict[str, dict]]:
+    """The side_by_side jobs still to run, in priority order, and every run's state before this call."""
+    done = finished_runs(args.results, args.scale, args.extra)
+    jobs, status = [], {}
+    for seed in args.seeds:  # priority: seed 1 first, each seed's Transformer before its CoDA Transformer
+        for model in args.models:
+            name = f"{model}-s{seed}"
+            folder = args.outputs / name
+            if (model, seed) in done:
+                status[name] = {"state": "finished", "record": done[(model, seed)]["run_id"]}
+                continue
+            last = folder / "checkpoints" / "last.ckpt"
+            argv = [args.python, str(ROOT / "train.py"), "experiment=table_6", f"model={model}", f"seed={seed}",
+                    f"scale={args.scale}", f"trainer={args.trainer}", "callbacks=gate_stats",
+                    f"callbacks.gate_stats.every_n_steps={args.gate_every}", f"paths.results_dir={args.results}",
+                    *QUIET, *args.extra]
+            if last.is_file():  # a partial run: resume in its own folder (Hydra's folder for this call beside it)
+                argv += [f"ckpt_path={last}", f"hydra.run.dir={folder}.resume-{time.strftime('%Y%m%d-%H%M%S')}"]
+                status[name] = {"state": "resuming", "from": str(last)}
+            else:
+                if folder.exists():  # started but never checkpointed: nothing to keep
+                    shutil.rmtree(folder)
+                argv.append(f"hydra.run.dir={folder}")
+                status[name] = {"state": "queued"}
+            jobs.append({"name": name, "argv": argv, "steps": args.steps,
+                         "progress": f"{folder}/csv/version_*/metrics.csv"})
+    return jobs, status
+
+
+def start_mps(python: str) -> dict | None:
+    """Start NVIDIA's MPS daemon and check a CUDA process runs under it; the environment to stop it, or None."""
+    if shutil.which("nvidia-cuda-mps-control") is None:
+        print("MPS: nvidia-cuda-mps-control not found; the runs time-slice the GPU")
+        return None
+    env = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/mps-log"}
+    for path in env.values():
+        os.makedirs(path, exist_ok=True)
+    os.environ.update(env)
+    check = [python, "-c", "import torch; assert torch.ones(2, device='cuda').sum().item() == 2"]
+    if (subprocess.run(["nvidia-cuda-mps-control", "-d"], check=False).returncode == 0
+            and subprocess.run(check, timeout=120, check=False).returncode == 0):
+        print("MPS: on")
+        return env
+    stop_mps(env)
+    print("MPS: could not start; the runs time-slice the GPU")
+    return None
+
+
+def stop_mps(env: dict | None) -> None:
+    if env is None:
+        return
+    subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", check=False)
+    time.sleep(2)
+    for key in env:
+        os.environ.pop(key, None)
+
+
+def report(args, before: dict[str, dict]) -> dict[str, dict]:
+    """Each run's state after this call (finished / partial at step k / not started), printed and saved."""
+    done = finished_runs(args.results, args.scale, args.extra)
+    status = {}
+    for seed in args.seeds:
+        for model in args.models:
+            name = f"{model}-s{seed}"
+            last = args.outputs / name / "checkpoints" / "last.ckpt"
+            if (model, seed) in done:
+                rec = done[(model, seed)]
+                status[name] = {"state": "finished", "record": rec["run_id"],
+                                "test/acc_seq": rec["metrics"].get("test/acc_seq")}
+            elif last.is_file():
+                import torch
+
+                step = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+                status[name] = {"state": "partial", "step": step, "resume": str(last)}
+            else:
+                status[name] = {"state": "not started"}
+            status[name]["before"] = before.get(name, {}).get("state")
+    args.outputs.mkdir(parents=True, exist_ok=True)
+    (args.outputs / "status.json").write_text(json.dumps(status, indent=1))
+    missing = [n for n, s in status.items() if s["state"] != "finished"]
+    for name, s in status.items():
+        print(f"  {name:24s} {s['state']}" + (f" at step {s['step']} of {args.steps}" if "step" in s else ""))
+    if missing:
+        print(f"missing {len(missing)} of {len(status)} runs: call again (`make reproduce-table-6-gpu`) to go on; "
+              f"partial runs resume from their last.ckpt")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget-s", type=float, default=660.0, help="wall-clock seconds for the runs (tests "
+                        "included: each run keeps --tail-s for its final validation and test)")
+    parser.add_argument("--tail-s", type=float, default=60.0)
+    parser.add_argument("--scale", default="paper")
+    parser.add_argument("--steps", type=int, default=None, help="training steps of a run (default: the scale's: "
+                        "100000 at paper scale); only tells side_by_side how far a run has to go")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--trainer", default="gpu_fast")
+    parser.add_argument("--gate-every", type=int, default=1000, help="steps between CoDA gate measurements")
+    parser.add_argument("--results", type=Path, default=ROOT / "results" / "table_6_gpu")
+    parser.add_argument("--outputs", type=Path, default=ROOT / "outputs" / "table_6_gpu")
+    parser.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--list", action="store_true", help="print the jobs and run nothing")
+    parser.add_argument("extra", nargs="*", help="more train.py overrides for every run (e.g. trainer.accelerator=cpu)")
+    args = parser.parse_args(argv)
+    args.results, args.outputs = args.results.resolve(), args.outputs.resolve()
+    if args.steps is None:
+        args.steps = {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
+    jobs, before = plan(args)
+    if args.list:
+        print(json.dumps(jobs, indent=1))
+        return 0
+    if jobs:
+        args.outputs.mkdir(parents=True, exist_ok=True)
+        job_file = args.outputs / "jobs.json"
+        job_file.write_text(json.dumps(jobs, indent=1))
+        mps = start_mps(args.python) if args.mps else None
+        try:
+            subprocess.run([args.python, str(ROOT / "scripts" / "side_by_side.py"), "--jobs", str(job_file),
+                            "--budget-s", str(args.budget_s), "--logs", str(args.outputs / "logs"),
+                            "--tail-s", str(args.tail_s), "--max-parallel", str(len(jobs))], check=False)
+        finally:
+            stop_mps(mps)
+    else:
+        print("every run of the grid has its record: nothing to run")
+    status = report(args, before)
+    return 0 if all(s["state"] == "finished" for s in status.values()) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

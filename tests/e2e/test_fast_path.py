@@ -1,0 +1,117 @@
+"""The fast path (``trainer=gpu_fast``) on the CPU at fixture scale: the code a GPU runs, minus the CUDA graph."""
+
+import pytest
+
+from coda_exp import results
+from coda_exp.pipeline import run
+
+FAST = ["trainer=gpu_fast", "trainer.accelerator=cpu", "logger=none"]
+# generated MLU (the static-batch stream that resumes at the global step), small enough for seconds
+GENERATED = ["task=mlu", "scale=fixture", "data.dir=null", "data.num_train=2000", "data.num_validation=24",
+             "data.num_test=40", "data.batch_size=16", "task.max_steps=12", "task.val_check_interval=6"]
+
+
+def record(folder) -> dict:
+    (rec,) = results.load_records(folder / "results" / "runs", strict=True)
+    return rec
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip):
+    """Same batches (generated MLU within its first epoch), same steps, same model, same schedule (and the same
+    gradient clipping: Lightning's on the plain path, the fast step's own on the fast path): the same result up to
+    float order (fused Adam, padding to one shape). Without dropout: its masks are drawn over the padded shape, so
+    with dropout the two paths draw different (equally distributed) masks."""
+    no_dropout = ["model.dropout=0", "model.attention_dropout=0", "model.relu_dropout=0"]
+    clipping = [] if clip is None else [f"+task.gradient_clip_val={clip}"]
+    base = [*GENERATED, "model=transformer", "seed=2", "save_predictions=false", *no_dropout, *clipping]
+    run(compose([*base, "logger=none"], tmp_path / "plain"))
+    run(compose([*base, *FAST], tmp_path / "fast"))
+    plain, fast = record(tmp_path / "plain"), record(tmp_path / "fast")
+    assert fast["steps"] == plain["steps"] == 12
+    assert fast["fast"]["eager_steps"] == 12 and fast["fast"]["graphs_captured"] == 0  # no CUDA on a CPU
+    assert fast["fast"]["static_shapes"] and fast["fast"]["fallback"] is None
+    assert fast["fast"]["gradient_clip_val"] == clip
+    assert "fast" not in plain and fast["fingerprint"] == plain["fingerprint"]
+    for key in ("val/loss", "test/loss", "test/acc_tok_tf", "test/nll"):
+        assert fast["metrics"][key] == pytest.approx(plain["metrics"][key], rel=1e-3), key
+
+
+@pytest.mark.parametrize("path", ["fast", "plain"])
+def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path):
+    """Stopped at step 6 (its last.ckpt) and resumed: the uninterrupted run's curve and test, bit for bit: the
+    static-batch stream restarts at the restored global step, the plain stream skips the epoch's trained batches."""
+    # validation by val/loss, which moves with every step (exact-match accuracy is 0 this early, so an equal curve
+    # would not tell which batches the resumed steps trained on)
+    base = [*GENERATED, "model=coda_transformer", "seed=4", *(FAST if path == "fast" else ["logger=none"]),
+            "save_predictions=false", "task.monitor=val/loss", "task.monitor_mode=min"]
+    run(compose(base, tmp_path / "whole"))
+    run(compose([*base, "task.max_steps=6"], tmp_path / "part"))
+    last = tmp_path / "part" / "run" / "checkpoints" / "last.ckpt"
+    assert last.is_file()
+    run(compose([*base, f"ckpt_path={last}"], tmp_path / "resumed"))
+    whole, resumed = record(tmp_path / "whole"), record(tmp_path / "resumed")
+    assert resumed["steps"] == whole["steps"] == 12 and resumed["resumed_from"] == str(last)
+    assert resumed["val_curve_steps"] == whole["val_curve_steps"] == [6, 12]
+    assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
+
+
+def test_compile_that_fails_falls_back_to_eager_and_says_so(compose, tmp_path, monkeypatch):
+    import torch
+
+    def broken(fn, **kwargs):
+        def call(*args, **kw):
+            raise RuntimeError("this loss cannot be compiled")
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(UserWarning, match="torch.compile failed, eager instead"):
+        run(compose([*GENERATED, "model=transformer", *FAST, "fast.compile=default", "save_predictions=false"],
+                    tmp_path))
+    rec = record(tmp_path)
+    assert rec["status"] == "finished" and rec["steps"] == 12
+    assert "this loss cannot be compiled" in rec["fast"]["fallback"] and rec["fast"]["compile"] == "default"
+
+
+@pytest.mark.parametrize("override,message", [
+    ("fast.compile=fastest", "fast.compile must be one of"),
+    ("fast.log_every=0", "fast.log_every must be an int >= 1"),
+    ("+fast.graphs=2", "fast: unknown key"),
+    ("fast.compile=reduce-overhead", "makes CUDA graphs of its own"),
+])
+def test_bad_fast_options_stop_the_run_before_data(make_cfg, monkeypatch, override, message):
+    from coda_exp.config_checks import ConfigError
+
+    monkeypatch.setattr("coda_exp.pipeline.instantiate", lambda *a, **k: pytest.fail("data loaded before the check"))
+    with pytest.raises(ConfigError, match=message):
+        run(make_cfg("task=mlu", "model=transformer", "scale=fixture", *FAST, override))
+
+
+@pytest.mark.slow  # torch.compile on a CPU: ~1-2 min of compiling
+@pytest.mark.parametrize("model,compiled", [("transformer", True), ("coda_transformer", False)])
+def test_compiled_fast_path_on_the_cpu(compose, tmp_path, model, compiled):
+    """The Transformer's loss compiles on a CPU; CoDA's numba kernels do not (dynamo fails on them): that run goes
+    on eagerly and its record says why."""
+    run(compose([*GENERATED, f"model={model}", *FAST, "fast.compile=default", "save_predictions=false"], tmp_path))
+    rec = record(tmp_path)
+    assert rec["status"] == "finished" and rec["steps"] == 12
+    assert (rec["fast"]["fallback"] is None) == compiled
+
+
+def test_gate_statistics_and_sparse_loss_logs_on_the_fast_path(compose, tmp_path):
+    """GateStats asks for a real forward at its steps (hooks do not fire in a replayed graph); the training loss
+    reaches the logger every fast.log_every steps, averaged on the device in between."""
+    import csv
+
+    run(compose([*GENERATED, "model=coda_transformer", "trainer=gpu_fast", "trainer.accelerator=cpu", "logger=csv",
+                 "callbacks=gate_stats", "callbacks.gate_stats.every_n_steps=5", "fast.log_every=5",
+                 "save_predictions=false"], tmp_path))
+    rec = record(tmp_path)
+    assert rec["gate_stats"] and all(v["steps"] == [5, 10] for v in rec["gate_stats"].values())
+    (metrics,) = (tmp_path / "run" / "csv").rglob("metrics.csv")
+    with open(metrics, newline="") as f:
+        losses = [(int(r["step"]), float(r["train/loss"])) for r in csv.DictReader(f) if r.get("train/loss")]
+    # Lightning re-sends the last value at each logging step (the fixture scale logs every step): new values
+    # every 5 steps and at the last one (the logger counts from 0: steps 4, 9 and 11)
+    fresh = [s for i, (s, v) in enumerate(losses) if i == 0 or v != losses[i - 1][1]]
+    assert fresh == [4, 9, 11] and all(0 < v < 10 for _, v in losses)

@@ -1,0 +1,58 @@
+"""`make reproduce-table-6-gpu` (scripts/reproduce_table6_gpu.py): the plan, a partial run resumed, the report.
+Run on the CPU at fixture scale (trainer=gpu_fast with trainer.accelerator=cpu: the GPU path minus the graph)."""
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests import ROOT
+
+SCRIPT = [sys.executable, str(ROOT / "scripts" / "reproduce_table6_gpu.py")]
+
+
+def call(tmp_path, *extra: str, budget: int = 300) -> subprocess.CompletedProcess:
+    args = [*SCRIPT, "--scale", "fixture", "--seeds", "1", "--models", "transformer", "--no-mps",
+            "--budget-s", str(budget), "--results", str(tmp_path / "results"), "--outputs", str(tmp_path / "out"),
+            "--", "trainer.accelerator=cpu", f"paths.cache_dir={tmp_path / 'cache'}", *extra]
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+
+
+def status(tmp_path) -> dict:
+    return json.loads((tmp_path / "out" / "status.json").read_text())
+
+
+def test_a_killed_run_is_partial_then_resumed_to_its_record_then_skipped(tmp_path):
+    kill = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAtStep", "+callbacks.kill.step=10"]
+    first = call(tmp_path, *kill)
+    assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]  # a run is missing
+    assert status(tmp_path)["transformer-s1"] == {"state": "partial", "step": 10, "before": "queued",
+                                                   "resume": str(tmp_path / "out" / "transformer-s1" / "checkpoints" /
+                                                                 "last.ckpt")}
+    assert "missing 1 of 1 runs" in first.stdout
+    second = call(tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    done = status(tmp_path)["transformer-s1"]
+    assert done["state"] == "finished" and done["before"] == "resuming"
+    (record,) = (tmp_path / "results" / "runs").glob("*.json")
+    rec = json.loads(record.read_text())
+    assert rec["steps"] == 20 and rec["resumed_from"].endswith("transformer-s1/checkpoints/last.ckpt")
+    assert rec["fast"]["static_shapes"] and rec["scale"] == "fixture"
+    third = call(tmp_path)
+    assert third.returncode == 0 and "nothing to run" in third.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_the_make_target_runs_the_script_then_the_tables_curves_breakdown_and_gates():
+    out = subprocess.run(["make", "-n", "-o", ".venv/.installed", "reproduce-table-6-gpu", "TABLE6_BUDGET_S=700"],
+                         cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    lines = [shlex.split(line.split("||")[0]) for line in out.splitlines() if ".py" in line]
+    scripts = [next(a for a in line if a.endswith(".py")).rsplit("/", 1)[-1] for line in lines]
+    assert scripts == ["reproduce_table6_gpu.py", "make_tables.py", "plot_learning_curves.py", "mlu_breakdown.py",
+                       "gate_ablation_table.py"]
+    first = lines[0]
+    assert first[first.index("--budget-s") + 1] == "700" and first[first.index("--scale") + 1] == "paper"
+    assert all("results/table_6_gpu" in " ".join(line) for line in lines)
