@@ -240,10 +240,17 @@ def eval_seconds(args, model: str) -> float:
 
 def check(args, model: str) -> dict:
     """One fast step (graph on CUDA) against a float64 eager step of the same weights and batch."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # restored below
+    try:
+        return _check(args, model)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _check(args, model: str) -> dict:
     from coda_exp.fast_step import FastOptions, FastStep
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     _, dm, task = build(args, model, fast=True)
     for m in task.modules():  # dropout off (modules, and attention dropout rates): both steps compute one function
         if isinstance(m, torch.nn.Dropout):
