@@ -21,12 +21,13 @@ from pathlib import Path
 
 import torch
 
+from coda_exp.errors import UserError
 from coda_exp.io import atomic_write
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint file that is missing, empty, unreadable or not a Lightning checkpoint; one line naming it."""
 
 

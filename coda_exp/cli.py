@@ -10,6 +10,7 @@ checkout first. Importing this module registers the configs' resolvers (:mod:`co
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import hydra
@@ -44,9 +45,24 @@ def _environment() -> None:
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
 def _train(cfg: DictConfig) -> float | None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from coda_exp.errors import USER_ERROR_EXIT, UserError
+    from coda_exp.hydra_callbacks import LOGGED, SweepUserError
     from coda_exp.pipeline import run
 
-    return run(cfg)
+    try:
+        return run(cfg)
+    except UserError as err:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:  # the sweep goes on and lists this job at the end
+            wrapped = SweepUserError(f"{type(err).__name__}: {err}")
+            setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
+            wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
+            raise wrapped from None
+        if not getattr(err, LOGGED, False):
+            print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 
 def main() -> None:

@@ -16,10 +16,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from coda_exp.errors import UserError
+
 _ABSENT = object()
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """Config values of the wrong type or out of range; the message names every bad key."""
 
 
@@ -46,6 +48,7 @@ def _interval(lo: int) -> tuple[Callable[[Any], bool], str]:
 
 
 _POSITIVE = (lambda v: _number(v) and v > 0, "a number > 0")
+_PROBABILITY = (lambda v: _number(v) and 0 <= v < 1, "a probability in [0, 1)")
 _NON_NEGATIVE_OR_NULL = (lambda v: v is None or (_number(v) and v >= 0), "a number >= 0 or null")
 
 #: key -> (predicate, what was expected)
@@ -76,6 +79,21 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.num_workers": _int_at_least(0),
     "data.max_train_examples": _int_at_least(1, null=True),
     "data.max_eval_examples": _int_at_least(1, null=True),
+    # lengths and sizes of every data family (a negative cap would slice tokens away silently)
+    **{f"data.{key}": _int_at_least(1, null=True) for key in (
+        "max_len", "max_len_query", "max_len_passage_train", "max_len_passage_eval", "max_len_claim",
+        "max_len_evidence", "max_word_len", "max_sentences", "max_vocab", "bucket_width", "num_train",
+        "num_validation", "num_test", "nei_sentences", "bpe_vocab_size", "retrieval.pages", "retrieval.sentences",
+        "retrieval.ngram", "retrieval.hash_bits")},
+    **{f"data.{key}": _int_at_least(0, null=True) for key in ("min_freq", "min_words", "bpe_min_frequency")},
+    "data.val_fraction": (lambda v: v is None or (_number(v) and 0 <= v < 1), "a number in [0, 1) or null"),
+    "data.max_len_a": _NON_NEGATIVE_OR_NULL,
+    "data.max_len_b": _NON_NEGATIVE_OR_NULL,
+    # model sizes and dropout rates (a negative size or a rate of 1.5 fails deep inside torch, after the data)
+    **{f"model.{key}": _int_at_least(1, null=True) for key in (
+        "hidden_size", "embedding_dim", "d_model", "d_ff", "num_layers", "num_heads", "max_len", "encoder_layers",
+        "fm_factors", "char_dim", "char_hidden", "num_fc_layers", "intra_max_distance")},
+    **{f"model.{key}": _PROBABILITY for key in ("dropout", "attention_dropout", "relu_dropout")},
     "optimizer.lr": _POSITIVE,
 }
 
@@ -95,8 +113,34 @@ def _value(cfg: DictConfig, key: str) -> tuple[Any, str | None]:
         return f"<unresolvable: {err}>", raw
 
 
+def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
+    """(key, message) when the learning-rate schedule cannot fit the training budget: a warm-up (plus hold) longer
+    than ``total_steps`` (e.g. ``task=mlu scale=cpu task.max_steps=30`` with the recipe's 200 warm-up steps)."""
+    node = cfg.get("scheduler") if "scheduler" in cfg else None
+    if not isinstance(node, DictConfig) or not {"warmup_steps", "total_steps"} <= set(node):
+        return None
+    source = "scheduler"
+    if OmegaConf.is_interpolation(cfg, "scheduler"):  # e.g. ${task.cpu_scheduler}: name the keys a user overrides
+        source = str(cfg._get_node("scheduler")._value()).strip("${}")
+    try:
+        warmup, hold, total = node.warmup_steps, node.get("hold_steps", 0) or 0, node.total_steps
+    except OmegaConfBaseException:
+        return None
+    if not all(_int(v) for v in (warmup, hold, total)) or warmup + hold <= total:
+        return None
+    total_key = f"{source}.total_steps"
+    if OmegaConf.is_interpolation(node, "total_steps"):
+        total_key = str(node._get_node("total_steps")._value()).strip("${}")
+    held = f" + hold_steps {hold}" if hold else ""
+    message = (f"{source}.warmup_steps = {warmup}{held} exceeds {total_key} = {total}: the schedule must warm up "
+               f"within the training budget; lower {source}.warmup_steps (e.g. {source}.warmup_steps="
+               f"{max(1, total // 10)}) or raise {total_key}")
+    return f"{source}.warmup_steps", message
+
+
 def check_config(cfg: DictConfig) -> None:
-    """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range."""
+    """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
+    and a schedule that does not fit the budget."""
     bad: dict[str, str] = {}
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
@@ -106,5 +150,8 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
+    schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
+    if schedule is not None:
+        bad[schedule[0]] = schedule[1]
     if bad:
         raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))

@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from coda_exp.errors import UserError
 from coda_exp.io import atomic_write_text
 
 log = logging.getLogger(__name__)
+
+class SweepUserError(CompactHydraException):
+    """A sweep job's :class:`~coda_exp.errors.UserError`, as Hydra reports it once the sweep is over: its message
+    alone (Hydra prints a ``CompactHydraException`` without a traceback). ``str`` names the original type."""
+
 
 JOBS = ".jobs"
 LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
@@ -48,7 +55,8 @@ def job_outcome(job_return: JobReturn) -> dict[str, Any]:
         "overrides": list(job_return.overrides or []),
         "status": "failed" if failed else "completed",
         "exit_status": _exit_status(err) if failed else 0,
-        "error": f"{type(err).__name__}: {err}".splitlines()[0][:500] if failed else None,
+        "error": (str(err) if isinstance(err, SweepUserError) else f"{type(err).__name__}: {err}").splitlines()[0][:500]
+        if failed else None,
         "output_dir": str(runtime.runtime.output_dir) if runtime is not None else None,
     }
 
@@ -78,8 +86,9 @@ class JobReport(Callback):
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status == JobStatus.FAILED:
             err = job_return._return_value
-            if not getattr(err, LOGGED, False):
-                log.error("job failed: %s: %s", type(err).__name__, err, exc_info=(type(err), err, err.__traceback__))
+            if not getattr(err, LOGGED, False):  # a user's mistake (UserError) is its message; a crash, its traceback
+                trace = None if isinstance(err, (UserError, SweepUserError)) else (type(err), err, err.__traceback__)
+                log.error("job failed: %s: %s", type(err).__name__, err, exc_info=trace)
         if config.hydra.mode is not None and str(config.hydra.mode.name) == "MULTIRUN":
             outcome = job_outcome(job_return)
             folder = Path(str(config.hydra.sweep.dir)) / JOBS

@@ -21,6 +21,7 @@ from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.errors import UserError
 from coda_exp.fast_step import FastOptions
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
@@ -52,13 +53,13 @@ def check_compatible(cfg: DictConfig) -> None:
     SNLI) and for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv)."""
     families = cfg.model.get("families")
     if families is not None and cfg.task.family not in families:
-        raise ValueError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
+        raise ConfigError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
                          f"{cfg.task.family}, the model serves {list(families)}")
     unknown = unknown_model_keys(cfg)
     if unknown:
         preset = _choice("preset")
         hint = f" (preset={preset} sets Transformer sizes: add preset=none)" if preset not in (None, "none") else ""
-        raise ValueError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
+        raise ConfigError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
                          f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of "
                          f"{cfg.model._target_}{hint}")
 
@@ -97,6 +98,25 @@ def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
     check_compatible(cfg)
     spec = _strip(OmegaConf.to_container(cfg.model, resolve=True))
     return instantiate(spec, **datamodule.model_kwargs())
+
+
+def check_kernels(cfg: DictConfig) -> None:
+    """The CoDA kernel names, at start-up: ``CODA_KERNEL`` (when set) and every ``kernel`` option under ``model``
+    (``model.scoring.kernel``, ``model.attention.kernel``); a ConfigError naming the source and the choices."""
+    from coda_exp.attention.dispatch import requested_kernel
+
+    nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
+    configured = {f"{path}.kernel": node.kernel for path, node in nodes.items() if "kernel" in node}
+    try:
+        for key, name in {"(environment)": "auto", **configured}.items():
+            try:
+                requested_kernel(str(name))
+            except ValueError as err:
+                if "environment" in str(err):
+                    raise
+                raise ValueError(f"{key}: {err}") from None
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:
@@ -280,12 +300,16 @@ def run(cfg: DictConfig) -> float | None:
     start = time.time()
     check_config(cfg)
     fast_options(cfg)
+    check_kernels(cfg)
     check_compatible(cfg)
     with run_folder.log_file(prepare_run_folder(cfg)):
         try:
             return _train_and_record(cfg, start)
         except Exception as err:
-            log.exception("run failed")
+            if isinstance(err, UserError):  # the message says it all (file, line or key): no traceback
+                log.error("run failed: %s", err)
+            else:
+                log.exception("run failed")
             try:
                 setattr(err, LOGGED, True)
             except AttributeError:

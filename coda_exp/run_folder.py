@@ -22,13 +22,15 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from coda_exp.errors import UserError
+
 log = logging.getLogger(__name__)
 
 OWNER = ".run_owner"
 RESOLVED_CONFIG = "config_resolved.yaml"
 
 
-class OutputDirError(OSError):
+class OutputDirError(UserError, OSError):
     """An output folder that cannot be used: not writable, or held by a live run."""
 
 

@@ -69,6 +69,17 @@ def test_reader_errors_name_file_and_line(data, line, message):
     assert "paper_dev.jsonl:3" in str(err.value)
 
 
+def test_a_repeated_claim_id_is_refused_naming_both_lines(data):
+    """Retrieved evidence and predictions are keyed by claim id: a repeat would score one claim with the other's
+    evidence (issue 20)."""
+    first = json.loads((data / "paper_test.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    row = json.loads((data / "paper_test.jsonl").read_text(encoding="utf-8").splitlines()[5])
+    set_line(data / "paper_test.jsonl", 6, json.dumps({**row, "id": first["id"]}))
+    with pytest.raises(DataError, match=f"claim id {first['id']} repeats") as err:
+        list(get_claim_reader("fever").read("test", data))
+    assert "paper_test.jsonl:6" in str(err.value) and "paper_test.jsonl:1" in str(err.value)
+
+
 def test_missing_empty_and_non_utf8_claim_files(data):
     reader = get_claim_reader("fever")
     (data / "paper_test.jsonl").write_bytes(b"")

@@ -25,3 +25,10 @@ class KillAtStep(pl.Callback):
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
         if trainer.global_step >= self.step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Boom(pl.Callback):
+    """A crash (not a user's mistake) at the start of training."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        raise RuntimeError("boom: a bug, not a bad input")

@@ -151,13 +151,14 @@ def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path)
     assert len(jobs) == 2
     for line, num, missing in zip(jobs, (0, 2), ("missing1", "missing2")):
         assert line.startswith(f"  job #{num} [task=wikiqa scale=fixture task.epochs=1 data.dir={tmp_path}/{missing} ")
-        assert "]: exit status 1: DataError:" in line
-    # each failed job's own train.log ends with its error (the files it expected), after "Seed set to"
+        assert "]: exit status 2: DataError:" in line  # a user's mistake: status 2, a crash's is 1
+    # each failed job's own train.log ends with its error (the files it expected), after "Seed set to": the message
+    # alone, no traceback (a DataError is a user's mistake); Hydra's final report is that one message too
     logs = sorted((tmp_path / "outputs" / "multiruns").glob("*/[02]-wikiqa-*/train.log"))
     assert len(logs) == 2
     for path in logs:
         text = path.read_text()
-        assert "WikiQA-train.tsv" in text and "Traceback" in text, text[-2000:]
+        assert "WikiQA-train.tsv" in text and "Traceback" not in text, text[-2000:]
 
 
 def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):

@@ -30,6 +30,41 @@ def test_a_bad_config_value_names_its_key_before_any_data(make_cfg, no_data, ove
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("task,overrides,messages", [
+    # a negative cap used to slice tokens away silently (issue 20)
+    ("quasart", ["model=decaprop", "data.max_len_passage_eval=-5", "data.max_len_query=-1"],
+     ["data.max_len_passage_eval = -5: expected an int >= 1 or null", "data.max_len_query = -1: expected an int"]),
+    ("fever", ["model=attconv_light", "data.max_len_claim=0", "data.retrieval.pages=-1"],
+     ["data.max_len_claim = 0", "data.retrieval.pages = -1"]),
+    ("imdb", ["model=transformer_classifier", "data.max_len=-3", "data.val_fraction=1.5"],
+     ["data.max_len = -3", "data.val_fraction = 1.5: expected a number in [0, 1)"]),
+    ("mlu", ["model=transformer", "data.num_test=0"], ["data.num_test = 0"]),
+    # model sizes and rates used to fail inside torch after the data loaded
+    ("quasart", ["model=decaprop", "model.hidden_size=-5", "model.dropout=1.5"],
+     ["model.hidden_size = -5: expected an int >= 1", "model.dropout = 1.5: expected a probability in [0, 1)"]),
+    ("mlu", ["model=coda_transformer", "model.num_heads=0", "model.attention_dropout=-0.1"],
+     ["model.num_heads = 0", "model.attention_dropout = -0.1"]),
+    # a schedule that cannot warm up within the budget used to fail in configure_optimizers, after the data
+    ("mlu", ["model=transformer", "scale=cpu", "task.max_steps=30"],
+     ["task.cpu_scheduler.warmup_steps = 200 exceeds task.max_steps = 30",
+      "e.g. task.cpu_scheduler.warmup_steps=3"]),
+    ("mlu", ["model=coda_transformer", "model.scoring.kernel=fastest"],
+     ["model.scoring.kernel: CoDA option kernel must be one of"]),
+])
+def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_cfg, no_data, task, overrides,
+                                                                          messages):
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg(f"task={task}", "scale=fixture", *overrides))
+    for message in messages:
+        assert message in str(err.value)
+
+
+def test_a_bogus_coda_kernel_in_the_environment_stops_the_run_at_start(make_cfg, no_data, monkeypatch):
+    monkeypatch.setenv("CODA_KERNEL", "bogus")
+    with pytest.raises(ConfigError, match="environment variable CODA_KERNEL must be one of"):
+        run(make_cfg("task=mlu", "model=coda_transformer", "scale=fixture"))
+
+
 def test_every_bad_value_is_listed_once(make_cfg, no_data):
     with pytest.raises(ConfigError) as err:
         run(make_cfg("task=snli", "task.epochs=0", "data.eval_batch_size=x", "seed=1.5"))
@@ -77,3 +112,35 @@ def test_two_runs_in_one_folder_write_apart(make_cfg, tmp_path):
     a, b = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert (a["output_dir"], b["output_dir"]) == (str(tmp_path / "run"), str(tmp_path / "run-2"))
     assert (tmp_path / "run-2" / "checkpoints" / "last.ckpt").is_file()
+
+
+def _plain_train(args, tmp_path):
+    """train.py as a user runs it: without HYDRA_FULL_ERROR (the helpers set it to see every frame)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={tmp_path}/results",
+           f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache", "logger=none"]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["task=snli", "model=transformer"], "does not fit task=snli"),
+    (["task=mlu", "model=transformer", "scale=cpu", "task.max_steps=30"], "task.cpu_scheduler.warmup_steps = 200"),
+    (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist"),
+])
+def test_a_users_mistake_is_one_message_and_exit_status_2(tmp_path, args, message):
+    proc = _plain_train(args, tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    output = proc.stdout + proc.stderr  # errors found before the run's log opens go to stderr, later ones to the log
+    assert output.count(message) == 1 and "Traceback" not in output and "HYDRA_FULL_ERROR" not in output
+
+
+def test_a_crash_keeps_its_traceback_and_exit_status_1(tmp_path):
+    proc = _plain_train(["task=wikiqa", "scale=fixture", "task.epochs=1",
+                         "+callbacks.boom._target_=tests.e2e.kill_hook.Boom"], tmp_path)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "boom: a bug" in proc.stderr

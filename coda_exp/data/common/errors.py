@@ -6,8 +6,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from coda_exp.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
     """A dataset could not be read: missing files, a malformed row, an unknown label."""
 
 

@@ -58,9 +58,14 @@ class ClaimReader(Reader):
                 / self.files[split]]
 
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
+        seen: dict[int, str] = {}  # claim id -> where it was first read: retrieval and scores are keyed by id
         for where, row in read_jsonl(self.local_files(directory, split)[0], split):
             if not isinstance(row.get("id"), int) or isinstance(row.get("id"), bool):
                 raise DataError(f"{where}: missing or non-integer field 'id'")
+            if row["id"] in seen:
+                raise DataError(f"{where}: claim id {row['id']} repeats {seen[row['id']]} (evidence and predictions "
+                                "are looked up by id: each claim needs its own)")
+            seen[row["id"]] = where
             if not isinstance(row.get("claim"), str) or not row["claim"].strip():
                 raise DataError(f"{where}: missing or empty field 'claim'")
             if row.get("label") not in self.label_names:

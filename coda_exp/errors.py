@@ -1,0 +1,16 @@
+"""The base of every error a user's own input causes (a bad config value, data file, folder or checkpoint).
+
+Such an error is one message naming the key, file or line and what was expected: ``train.py`` prints it alone and
+exits with :data:`USER_ERROR_EXIT` (2), where a crash (any other exception) keeps its traceback and Hydra's exit
+status 1. In a sweep the job fails as any other (the sweep goes on and lists it at the end), logged without a
+traceback. Each module's own error class (``ConfigError``, ``DataError``, ``OutputDirError``, ``CheckpointError``)
+derives from it besides its builtin base.
+"""
+
+from __future__ import annotations
+
+USER_ERROR_EXIT = 2
+
+
+class UserError(Exception):
+    """An error in the user's input, reported as its message alone (see the module docstring)."""
