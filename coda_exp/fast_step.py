@@ -24,6 +24,7 @@ On a CPU the same code runs eagerly (or compiled): the path is tested there at f
 from __future__ import annotations
 
 import logging
+import math
 import warnings
 from dataclasses import asdict, dataclass
 
@@ -148,8 +149,11 @@ class FastStep:
             return
         count = float(self._count)
         if count > 0:
-            self.task.log("train/loss", float(self._sum) / count, on_step=True, on_epoch=False, prog_bar=True,
-                          batch_size=1)
+            mean = float(self._sum) / count
+            if not math.isfinite(mean):  # diverged since the last log (checked every log_every steps)
+                self.task.diverge(self.task.trainer.global_step)
+                return
+            self.task.log("train/loss", mean, on_step=True, on_epoch=False, prog_bar=True, batch_size=1)
         self._sum.zero_()
         self._count.zero_()
 

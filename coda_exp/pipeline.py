@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${dir_if_exists:...})
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
-from coda_exp.checkpoint_avg import load_checkpoint
+from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config
 from coda_exp.errors import UserError
 from coda_exp.fast_step import FastOptions
@@ -266,6 +267,36 @@ def _finish_wandb(loggers: list) -> None:
 RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path must hold to resume from
 
 
+def check_same_run(cfg: DictConfig, folder: Path | None) -> None:
+    """Before a resumed run claims its checkpoint's folder: the checkpoint must be of this run's task and model
+    (read from the folder's ``config_resolved.yaml``); a CheckpointError naming the file otherwise, so another run's
+    folder is never taken over (its owner, log and configs stay as they are)."""
+    if folder is None:
+        return
+    theirs = OmegaConf.load(folder / RESOLVED_CONFIG)
+    mine = {"task": cfg.task.name, "model": cfg.model.name}
+    other = {"task": OmegaConf.select(theirs, "task.name"), "model": OmegaConf.select(theirs, "model.name")}
+    if other != mine:
+        raise CheckpointError(f"{cfg.ckpt_path}: a checkpoint of task={other['task']} model={other['model']} "
+                              f"(its run's {folder / RESOLVED_CONFIG}); this run is task={mine['task']} "
+                              f"model={mine['model']}: resume a checkpoint of the same task and model")
+
+
+def check_checkpoint_fits(ckpt_path: str, task: pl.LightningModule) -> None:
+    """The checkpoint's weights are the built model's (same names, same shapes): else a CheckpointError naming the
+    file and the first differences, before training (a checkpoint outside a run folder has no config to compare)."""
+    state = load_checkpoint(ckpt_path, mmap=True)["state_dict"]
+    mine = task.state_dict()
+    missing, unexpected = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+    shapes = sorted(k for k in set(mine) & set(state) if tuple(mine[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or shapes:
+        parts = [f"{label}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''} ({len(keys)})"
+                 for label, keys in (("missing", missing), ("unexpected", unexpected), ("other shapes", shapes))
+                 if keys]
+        raise CheckpointError(f"{ckpt_path}: its weights do not fit this run's model ({'; '.join(parts)}): "
+                              "resume a checkpoint of the same task, model and configuration")
+
+
 def prepare_run_folder(cfg: DictConfig) -> Path | None:
     """Before any data loads: check ``ckpt_path`` (one line naming a corrupt file), choose and claim the run's
     folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder; a taken folder is never
@@ -275,15 +306,15 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     folder = hydra_dir
     if cfg.get("ckpt_path"):
         load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
+        check_same_run(cfg, run_folder.resume_folder(cfg.ckpt_path))
         folder = run_folder.resume_folder(cfg.ckpt_path) or hydra_dir
         if folder == hydra_dir:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
     if pl.utilities.rank_zero_only.rank == 0:
-        folder = run_folder.claim(folder, resume=folder != hydra_dir)
+        folder = run_folder.claim(folder, resume=folder != hydra_dir, quiet=True)  # run() says where, in the log
     if folder != hydra_dir:
         cfg.paths.output_dir = str(folder)
-        log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
     writes = {"paths.output_dir": folder}
     if cfg.get("save_record", True):
         writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
@@ -302,7 +333,16 @@ def run(cfg: DictConfig) -> float | None:
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
-    with run_folder.log_file(prepare_run_folder(cfg)):
+    hydra_dir = Path(cfg.paths.output_dir)
+    folder = prepare_run_folder(cfg)
+    # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
+    leave = hydra_dir if folder is not None and not cfg.get("ckpt_path") else None
+    with run_folder.log_file(folder, leave=leave):
+        if leave is not None:
+            log.warning("output folder %s belongs to another run (%s); this run writes to %s", hydra_dir,
+                        run_folder.owner_of(hydra_dir) or "unknown owner", folder)
+        if folder is not None:
+            log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
         try:
             return _train_and_record(cfg, start)
         except Exception as err:
@@ -332,6 +372,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
+    if cfg.get("ckpt_path"):
+        check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     try:
         for lg in loggers:
@@ -347,7 +389,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         if averaged is not None:
             best = averaged[0]
         metrics: dict[str, float] = {}
-        if cfg.get("test_after_fit", True):
+        diverged = task.diverged_at is not None  # a non-finite training loss: nothing to test, the record says so
+        val_curve = [v if math.isfinite(v) else None for v in val_curve]  # JSON has no NaN
+        if cfg.get("test_after_fit", True) and not diverged:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
@@ -376,7 +420,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "git_commit": commit,
             "overrides": overrides,
             "created": results.utc_now_iso(),
-            "status": "finished" if not trainer.interrupted else "interrupted",
+            "status": "diverged" if diverged else "finished" if not trainer.interrupted else "interrupted",
             "resumed_from": cfg.get("ckpt_path"),
             "best_checkpoint": best,
             "checkpoints_averaged": averaged[1] if averaged else 0,
@@ -386,12 +430,17 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "hparams": OmegaConf.to_container(cfg.model, resolve=True),
             "parameters": parameter_counts(model),
         }
+        if diverged:
+            record["diverged_at_step"] = task.diverged_at
         if task.fast_step is not None:  # trainer=gpu_fast: its levers and what they did (graphs, fallbacks)
             record["fast"] = task.fast_step.summary()
         if gate_stats is not None:  # callbacks=gate_stats
             record["gate_stats"] = gate_stats
         if trainer.is_global_zero:
             save_outputs(record, task.test_predictions, cfg)
+        if diverged:
+            log.error("run diverged at step %d: recorded with status 'diverged' (no test; tables list it apart)",
+                      task.diverged_at)
         return metrics.get(cfg.task.monitor)
     finally:
         _finish_wandb(loggers)

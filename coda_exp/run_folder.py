@@ -62,8 +62,9 @@ def _try_claim(folder: Path) -> bool:
     return True
 
 
-def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000) -> Path:
-    """Claim ``folder`` for this process and return the folder this run writes to (see the module docstring)."""
+def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000, quiet: bool = False) -> Path:
+    """Claim ``folder`` for this process and return the folder this run writes to (see the module docstring).
+    ``quiet``: say nothing when moving to another folder (the caller says it, once its log is there)."""
     folder = Path(folder)
     if resume:
         owner = _owner(folder)
@@ -78,11 +79,16 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
     for k in range(1, max_tries + 1):
         candidate = folder if k == 1 else folder.with_name(f"{folder.name}-{k}")
         if _try_claim(candidate):
-            if k > 1:
+            if k > 1 and not quiet:
                 log.warning("output folder %s belongs to another run (%s); this run writes to %s", folder,
                             _owner(folder) or "unknown owner", candidate)
             return candidate
     raise OutputDirError(f"{folder}: {max_tries} folders of that name are taken; set hydra.run.dir")
+
+
+def owner_of(folder: str | os.PathLike) -> dict:
+    """Who holds ``folder`` (host, pid), as its owner file says ({} when unknown)."""
+    return _owner(Path(folder))
 
 
 def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
@@ -113,18 +119,29 @@ def check_writable(folders: dict[str, str | os.PathLike]) -> None:
 
 
 @contextmanager
-def log_file(folder: Path | None, name: str = "train.log"):
+def log_file(folder: Path | None, name: str = "train.log", leave: Path | None = None):
     """While the block runs, also log to ``<folder>/<name>`` (appending; Hydra's format): the resumed or relocated
-    run's log lies beside its checkpoints. ``folder=None``: nothing added."""
-    if folder is None:
-        yield
-        return
-    handler = logging.FileHandler(folder / name, mode="a", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    run's log lies beside its checkpoints. ``folder=None``: nothing added. ``leave``: a folder whose log files the
+    root logger's file handlers (Hydra's ``train.log``) stop writing to meanwhile: a run relocated away from a
+    folder another run holds writes nothing into that run's log."""
     root = logging.getLogger()
-    root.addHandler(handler)
+    parked = []
+    if leave is not None:
+        leave = Path(leave).resolve()
+        parked = [h for h in root.handlers if isinstance(h, logging.FileHandler)
+                  and Path(h.baseFilename).resolve().parent == leave]
+        for h in parked:
+            root.removeHandler(h)
+    handler = None
+    if folder is not None:
+        handler = logging.FileHandler(folder / name, mode="a", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        root.addHandler(handler)
     try:
         yield
     finally:
-        root.removeHandler(handler)
-        handler.close()
+        if handler is not None:
+            root.removeHandler(handler)
+            handler.close()
+        for h in parked:
+            root.addHandler(h)

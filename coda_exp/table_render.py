@@ -45,7 +45,10 @@ SIGNIFICANCE_LEGEND = (
 
 def off_grid_notes(table: Table) -> list[str]:
     """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
-    return [f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
+    return [f"Not pooled, {run['status']}: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']})"
+            + (f" with {' '.join(run['overrides'])}" if run["overrides"] else "") + f" ({run['run_id']})"
+            if "status" in run else
+            f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
             f"with {' '.join(run['overrides'])} ({run['run_id']})"
             for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 

@@ -194,6 +194,12 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict]) -> Cell:
     match = {**row.match, **col.match}
     latest: dict[tuple[str, int], dict] = {}
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
+        if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
+            if rec.get("task") == col.task and all(_same(lookup(rec, k), v) for k, v in match.items()):
+                cell.off_grid.append({"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
+                                      "overrides": configuration_overrides(rec.get("overrides") or []),
+                                      "status": f"diverged at step {rec.get('diverged_at_step')}"})
+            continue
         if not record_matches(rec, col.task, metric, match):
             continue
         if record_fingerprint(rec) != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled

@@ -162,3 +162,27 @@ def test_a_bad_setting_names_itself():
         GateStats(every_n_steps=0)
     with pytest.raises(ValueError, match="max_examples"):
         GateStats(max_examples=True)
+
+
+def test_random_state_round_trip_restores_python_numpy_and_torch():
+    """What a resumed run's dropout draws depends on (issue 20: only a slow kill-and-resume test caught a missing
+    restore)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from coda_exp.callbacks import RandomState
+
+    saver = RandomState()
+    state = saver.state_dict()
+    drawn = (random.random(), float(np.random.rand()), torch.rand(3).tolist())
+    random.seed(99)
+    np.random.seed(99)
+    torch.manual_seed(99)
+    restorer = RandomState()
+    restorer.load_state_dict(state)
+    restorer.on_train_start(None, None)
+    assert (random.random(), float(np.random.rand()), torch.rand(3).tolist()) == drawn
+    restorer.on_train_start(None, None)  # restored once: a second train start draws on
+    assert torch.rand(3).tolist() != drawn[2]

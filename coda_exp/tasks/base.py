@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from collections.abc import Callable
 
@@ -10,6 +11,8 @@ import torch
 from torch import nn
 
 from coda_exp.fast_step import FastOptions, FastStep, with_fused
+
+log = logging.getLogger(__name__)
 
 
 class TaskModule(pl.LightningModule):
@@ -31,6 +34,7 @@ class TaskModule(pl.LightningModule):
         self.scheduler_interval = scheduler_interval
         self.test_predictions: list[dict] = []
         self._test_buffer: list[dict[str, torch.Tensor]] = []
+        self.diverged_at: int | None = None  # the step whose training loss was not finite (training stopped there)
         options = FastOptions.from_config(fast)
         # the fast path steps the optimizer itself (Lightning's manual optimization), through FastStep
         self.fast_step = FastStep(self, options) if options is not None else None
@@ -49,8 +53,20 @@ class TaskModule(pl.LightningModule):
             self.fast_step.step(batch)
             return None
         loss, weight = self.train_loss(batch)
+        if not bool(torch.isfinite(loss)):  # never step on it: stop here, the run is recorded as diverged
+            self.diverge(self.trainer.global_step + 1)
+            return None
         self.log_loss("train", loss, int(weight))
         return loss
+
+    def diverge(self, step: int) -> None:
+        """The training loss of optimizer step ``step`` is not finite: stop training (the pipeline then records
+        the run as diverged instead of testing it)."""
+        if self.diverged_at is None:
+            self.diverged_at = int(step)
+            log.error("training diverged at step %d: the training loss is not finite; training stops (the run is "
+                      "recorded with status 'diverged', listed by the tables, never pooled)", step)
+        self.trainer.should_stop = True
 
     def request_eager_step(self) -> None:
         """The next training step must run its real forward (a callback's hooks will read it): the fast path

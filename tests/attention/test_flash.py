@@ -197,7 +197,7 @@ def test_the_op_takes_options_falls_back_for_centring_and_validates():
     torch.testing.assert_close(centred, want, rtol=1e-12, atol=1e-13)
     three_d = coda_attention(q[:, 0], k[:, 0], v[:, 0], mask=key[:, 0], kernel="flash")  # (B, L, d) inputs
     torch.testing.assert_close(three_d, out[:, 0], rtol=1e-12, atol=1e-13)
-    with pytest.raises(ValueError, match="feature sizes differ"):
+    with pytest.raises(ValueError, match="must have the same feature size"):
         coda_attention(q, k[..., :2], v)
     with pytest.raises(ValueError, match="unknown CoDA option"):
         coda_attention(q, k, v, sharpness=2)
@@ -245,3 +245,23 @@ def test_auto_self_attention_streams_from_a_size_of_m_on(monkeypatch):
     out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
     assert ran == "flash"
     torch.testing.assert_close(out, coda_attention(q, k, v, mask=key, kernel="torch"), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"k": torch.randn(3, 2, 5, 8)}, "batch dimensions of"),
+    ({"v": torch.randn(2, 2, 6, 8)}, "v has 6 positions, k has 5"),
+    ({"k": torch.randn(2, 2, 5, 7), "v": torch.randn(2, 2, 5, 8)}, "the same feature size"),
+    ({"mask": torch.ones(2, 1, 1, 4, dtype=torch.bool)}, r"mask of shape \(2, 1, 1, 4\) does not broadcast"),
+    ({"mask": torch.ones(2, 1, 1, 5)}, "mask must be a bool tensor"),
+    ({"query_mask": torch.ones(2, 1, 3, 2, dtype=torch.bool)}, "query_mask of shape"),
+    ({"v": torch.randn(2, 2, 5, 8, dtype=torch.float64)}, "must share one dtype"),
+    ({"n_q": torch.randn(2, 2, 4, 6)}, "give both n_q and n_k"),
+    ({"q": torch.zeros(2, 2, 4, 8, dtype=torch.long)}, "q must be a floating tensor"),
+])
+def test_bad_inputs_name_the_argument(change, message):
+    """Mismatched shapes, a float mask or mixed dtypes used to raise raw torch errors deep in a kernel, or (mixed
+    dtypes on the flash path) return silently (issue 20)."""
+    args = {"q": torch.randn(2, 2, 4, 8), "k": torch.randn(2, 2, 5, 8), "v": torch.randn(2, 2, 5, 8), **change}
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    with pytest.raises(ValueError, match=message):
+        coda_attention(q, k, v, **args)

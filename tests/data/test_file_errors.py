@@ -83,3 +83,19 @@ def test_bad_files_are_named_with_line_and_split(tmp_path, reader, which, fault)
     assert f"the {split} split" in msg
     if which == "eval":
         assert "train" not in msg.replace(str(tmp_path), "<tmp>"), msg
+
+
+@pytest.mark.parametrize("fault", ["truncated", "not gzip"])
+def test_a_broken_gzip_file_is_named(tmp_path, fault):
+    """A truncated ``.json.gz`` (EOFError) or a plain file named ``.gz`` (BadGzipFile) used to surface as a bare
+    exception naming no file (issue 20)."""
+    from coda_exp.data.span.readers import get_span_reader
+
+    d = tmp_path / "quasart"
+    shutil.copytree(FIXTURES / "quasart", d)
+    path = d / "questions" / "dev_questions.json.gz"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if fault == "truncated" else b'{"uid": 1}\n')
+    with pytest.raises(DataError, match="cannot decompress") as err:
+        list(get_span_reader("quasart").read("validation", d))
+    assert str(path) in str(err.value) and "validation split" in str(err.value)

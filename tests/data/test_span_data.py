@@ -190,3 +190,22 @@ def test_pretrained_vectors_and_subsets(tmp_path):
     assert dm.embedding_matrix.shape == (len(dm.vocab), 2) and dm.stats["embeddings_found"] >= 2
     assert dm.stats["train_questions"] == 10 and len(dm.splits["test"]) == len(dm.answers("test")) == 3
     assert json.dumps(dm.stats)  # the run record is JSON
+
+
+@pytest.mark.parametrize("split,file", [("test", "test"), ("validation", "dev")])
+def test_an_evaluation_split_whose_answers_never_occur_is_refused_for_test_and_warned_for_validation(tmp_path, split,
+                                                                                                     file):
+    """Every context empty: EM and F1 would be 0 whatever the model (issue 20): the test split is refused, a
+    validation split warned about, in the log and in the record's warnings."""
+    d = copy(tmp_path, "quasart")
+    path = d / "contexts" / "short" / f"{file}_contexts.json.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    write_gz(path, [json.dumps({"uid": r["uid"], "contexts": []}) for r in rows])
+    if split == "test":
+        with pytest.raises(DataError, match="quasart test: none of the .* questions has its answer in its context"):
+            module(tmp_path, "quasart", src=d)
+        return
+    dm = module(tmp_path, "quasart", src=d)
+    assert dm.stats["validation_answer_in_context"] == 0
+    assert any("quasart validation: none of the" in w and "contexts empty" in w for w in dm.warnings)

@@ -365,3 +365,33 @@ def test_model_keys_the_model_does_not_take_stop_the_run_before_data(make_cfg):
                                          r"preset=none"):
         run(make_cfg("task=imdb", "model=attconv_light", "scale=fixture", "data.dir=/nonexistent"))
     assert pipeline.unknown_model_keys(make_cfg("task=imdb", "model=attconv_light", "preset=none")) == []
+
+
+@pytest.mark.parametrize("task,overrides", [
+    # the best checkpoint pinned to epoch 0 (monitor epoch, mode min): the final weights are another checkpoint
+    ("wikiqa", ["task.epochs=2", "callbacks.model_checkpoint.monitor=epoch", "callbacks.model_checkpoint.mode=min"]),
+    ("iwslt15_envi", ["model=transformer"]),  # T2T's averaged checkpoint is what is tested
+])
+def test_the_record_tests_the_checkpoint_it_names(make_cfg, tmp_path, task, overrides):
+    """The record's test metrics are those of its ``best_checkpoint`` (``averaged.ckpt`` for MT), tested anew; a
+    pipeline that tested the final weights while naming the best one would fail here (issue 20)."""
+    import pytorch_lightning as pl
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    run(make_cfg(f"task={task}", "scale=fixture", "logger=none", "save_predictions=false", *overrides))
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    best = rec["best_checkpoint"]
+    if task == "wikiqa":
+        assert best.endswith(".ckpt") and "epoch000" in best
+    else:
+        assert best.endswith("averaged.ckpt") and rec["checkpoints_averaged"] >= 1
+    cfg = OmegaConf.load(tmp_path / "run" / "config_resolved.yaml")
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    module = pipeline.build_task(cfg, pipeline.build_model(cfg, datamodule), datamodule)
+    module.prepare_final_evaluation()
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    (tested,) = trainer.test(module, datamodule=datamodule, ckpt_path=best, verbose=False)
+    for key, value in tested.items():
+        assert rec["metrics"][key] == pytest.approx(float(value), abs=1e-6), key

@@ -1,6 +1,7 @@
 """Checks before the first step (config values, output folders) and the run's outputs never lost after the last."""
 
 import json
+import math
 import os
 
 import pytest
@@ -129,9 +130,8 @@ def _plain_train(args, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["task=snli", "model=transformer"], "does not fit task=snli"),
     (["task=mlu", "model=transformer", "scale=cpu", "task.max_steps=30"], "task.cpu_scheduler.warmup_steps = 200"),
-    (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist"),
+    (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist"),  # found after the log opens
 ])
 def test_a_users_mistake_is_one_message_and_exit_status_2(tmp_path, args, message):
     proc = _plain_train(args, tmp_path)
@@ -144,3 +144,58 @@ def test_a_crash_keeps_its_traceback_and_exit_status_1(tmp_path):
     proc = _plain_train(["task=wikiqa", "scale=fixture", "task.epochs=1",
                          "+callbacks.boom._target_=tests.e2e.kill_hook.Boom"], tmp_path)
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "boom: a bug" in proc.stderr
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_a_diverging_run_stops_at_its_first_non_finite_loss_and_is_recorded_as_diverged(make_cfg, tmp_path, fast):
+    """optimizer.lr=1e8 used to train every epoch on NaN, then fail at the end writing no record (issue 20)."""
+    from coda_exp import table_render, tables
+    from tests import ROOT
+
+    extra = ["trainer=gpu_fast", "trainer.accelerator=cpu", "fast.log_every=1"] if fast else []
+    run(make_cfg("task=wikiqa", "scale=fixture", "optimizer.lr=1e8", "task.epochs=3", "logger=none", *extra))
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert rec["status"] == "diverged" and rec["metrics"] == {} and rec["steps"] <= 3
+    assert 1 <= rec["diverged_at_step"] <= 3 and all(v is None or math.isfinite(v) for v in rec["val_curve"])
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
+    md = table_render.render_markdown(tables.build_table(spec, [rec]))
+    assert f"Not pooled, diverged at step {rec['diverged_at_step']}" in md and rec["run_id"] in md
+    assert "n=1" not in md  # never pooled
+
+
+def test_a_foreign_checkpoint_is_refused_before_its_folder_is_touched(make_cfg, compose, tmp_path):
+    """Resuming task=snli from a DecompAtt WikiQA run's checkpoint used to take that folder over (owner file, a
+    resumed config, "run failed" in its train.log) before failing on missing keys (issue 20)."""
+    import shutil
+
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    run(compose(["task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none"], tmp_path / "theirs"))
+    folder = tmp_path / "theirs" / "run"
+    last = folder / "checkpoints" / "last.ckpt"
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    with pytest.raises(CheckpointError, match="a checkpoint of task=wikiqa model=decompatt .* this run is "
+                                              "task=snli model=attconv_light"):
+        run(make_cfg("task=snli", "model=attconv_light", "scale=fixture", f"ckpt_path={last}"))
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    # outside a run folder there is no config to compare: the weights are, before training
+    alone = tmp_path / "alone.ckpt"
+    shutil.copy(last, alone)
+    with pytest.raises(CheckpointError, match="its weights do not fit this run's model"):
+        run(make_cfg("task=wikiqa", "model=decompatt", "scale=fixture", "model.hidden_size=7", f"ckpt_path={alone}"))
+
+
+def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):
+    """Two runs started with one hydra.run.dir: the second moves to <dir>-2, and Hydra's log handler, which still
+    points at <dir>/train.log, is detached meanwhile (it used to write the second run's lines there; issue 20)."""
+    from tests.e2e.helpers import train
+
+    args = ["task=wikiqa", "scale=fixture", "task.epochs=1", f"hydra.run.dir={tmp_path}/same"]
+    first = train([*args, "seed=1"], tmp_path / "a")
+    assert first.returncode == 0, first.stderr[-2000:]
+    log_before = (tmp_path / "same" / "train.log").read_text()
+    second = train([*args, "seed=2"], tmp_path / "b")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert (tmp_path / "same" / "train.log").read_text() == log_before
+    moved = (tmp_path / "same-2" / "train.log").read_text()
+    assert "run folder:" in moved and "run record:" in moved

@@ -25,6 +25,44 @@ def status(tmp_path) -> dict:
     return json.loads((tmp_path / "out" / "status.json").read_text())
 
 
+def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_which(load_script, tmp_path,
+                                                                                    monkeypatch):
+    import argparse
+
+    import torch
+
+    script = load_script("reproduce_table6_gpu")
+    out = tmp_path / "out"
+    partial = out / "coda_transformer-s1" / "checkpoints"
+    partial.mkdir(parents=True)
+    torch.save({"global_step": 45000, "state_dict": {}}, partial / "last.ckpt")
+    (out / "transformer-s2").mkdir()  # started, never checkpointed: started again from scratch
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    record = {"task": "mlu", "model": "transformer", "seed": 1, "scale": "paper", "status": "finished",
+              "fingerprint": script.fingerprint([]), "run_id": "r1", "created": "2026-11-26T00:00:00Z",
+              "metrics": {"test/acc_seq": 0.5}}
+    (runs / "r1.json").write_text(json.dumps(record))
+    monkeypatch.setattr(script, "load_records", lambda folder: [record])  # the fields plan() reads
+    args = argparse.Namespace(
+        results=tmp_path / "results", outputs=out, scale="paper", extra=[], seeds=[1, 2], models=list(script.MODELS),
+        python="python", trainer="gpu_fast", gate_every=1000, steps=100000)
+    jobs, status = script.plan(args)
+    assert [j["name"] for j in jobs] == ["coda_transformer-s1", "transformer-s2", "coda_transformer-s2"]
+    assert status == {"transformer-s1": {"state": "finished", "record": "r1"},
+                      "coda_transformer-s1": {"state": "resuming", "from": str(partial / "last.ckpt")},
+                      "transformer-s2": {"state": "queued"}, "coda_transformer-s2": {"state": "queued"}}
+    resume = jobs[0]["argv"]
+    assert f"ckpt_path={partial / 'last.ckpt'}" in resume and "trainer=gpu_fast" in resume
+    assert any(a.startswith(f"hydra.run.dir={out / 'coda_transformer-s1'}.resume-") for a in resume)
+    assert not (out / "transformer-s2").exists()
+    report = script.report(args, status)
+    assert report["coda_transformer-s1"]["state"] == "partial" and report["coda_transformer-s1"]["step"] == 45000
+    assert report["transformer-s1"]["state"] == "finished" and report["transformer-s2"]["state"] == "not started"
+    assert json.loads((out / "status.json").read_text()) == report
+
+
+@pytest.mark.slow  # ~30 s: three calls of the script, two training runs
 def test_a_killed_run_is_partial_then_resumed_to_its_record_then_skipped(tmp_path):
     kill = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAtStep", "+callbacks.kill.step=10"]
     first = call(tmp_path, *kill)

@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,8 +49,18 @@ def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str 
     """
     path = Path(path)
     blank = True
+    lineno = 0
     with _open_binary(path) as f:
-        for lineno, raw in enumerate(f, 1):
+        lines = enumerate(f, 1)
+        while True:
+            try:
+                lineno, raw = next(lines)
+            except StopIteration:
+                break
+            except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # a truncated archive, or not gzip at all
+                raise DataError(f"{path}: cannot decompress after line {lineno} ({type(e).__name__}: {e})"
+                                f"{of_split(split)}; expected a complete gzip file (re-download or re-compress "
+                                f"it)") from None
             line = _decode(raw, path, lineno, split).rstrip("\n").rstrip("\r")
             blank = blank and not line.strip()
             yield lineno, line

@@ -207,9 +207,24 @@ class SpanDataModule(DataModule):
             if split != "train":
                 self.stats[f"{split}_answer_in_context"] = round(
                     sum(ex["start"] >= 0 for ex in examples) / max(1, len(examples)), 4)
+                self._check_answerable(split, examples)
         self.stats.update(dataset=self.reader.name, train_context=self.train_context, vocab_size=len(self.vocab),
                           unk_id=UNK_ID, **({"contexts": self.contexts} if self.reader.name == "quasart" else {}))
         log.info("%s: %s", self.reader.name, self.stats)
+
+    def _check_answerable(self, split: str, examples: list[dict]) -> None:
+        """An evaluation split where no answer occurs in its context (e.g. every context empty) scores EM 0 and
+        F1 0 whatever the model: refused for the test split, warned about (and recorded) for validation."""
+        if not examples or any(ex["start"] >= 0 for ex in examples):
+            return
+        empty = self.stats.get(f"{split}_empty_contexts", 0)
+        message = (f"{self.reader.name} {split}: none of the {len(examples)} questions has its answer in its context "
+                   f"({empty} contexts empty): every score of this split would be 0 whatever the model; check the "
+                   f"contexts files in {self.dir}" + (f" (data.contexts={self.contexts})"
+                                                      if self.reader.name == "quasart" else ""))
+        if split == "test":
+            raise DataError(message)
+        self.warn(message)
 
     def _load_embeddings(self, raw: dict[str, list[dict]]) -> None:
         path = self.embeddings_cfg.get("path")
