@@ -93,13 +93,21 @@ def chunk_plan(n_slices: int, la: int, lb: int, d: int, itemsize: int, chunk_byt
 
 
 class _L1DistanceChunked(torch.autograd.Function):
-    """cdist forward, memory-bounded plain-PyTorch backward; x, y already expanded to the same batch shape."""
+    """cdist forward, memory-bounded plain-PyTorch backward; x, y already expanded to the same batch shape.
+    Written for torch.func (``setup_context``, ``generate_vmap_rule``): it runs under ``vmap``, e.g. several seeds
+    of one model trained in one process (``scripts/bench_fast_path.py``'s ``vmap`` lever)."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, y: torch.Tensor, chunk_bytes: int) -> torch.Tensor:
+    def forward(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int) -> torch.Tensor:
+        return torch.cdist(x, y, p=1)  # (..., la, lb)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        x, y, chunk_bytes = inputs
         ctx.save_for_backward(x, y)
         ctx.chunk_bytes = chunk_bytes
-        return torch.cdist(x, y, p=1)  # (..., la, lb)
 
     @staticmethod
     @once_differentiable
@@ -107,8 +115,8 @@ class _L1DistanceChunked(torch.autograd.Function):
         x, y = ctx.saved_tensors  # (..., la, d), (..., lb, d)
         la, lb, d = x.shape[-2], y.shape[-2], x.shape[-1]
         grad = grad.to(x.dtype)  # (..., la, lb)
-        dx = torch.zeros(x.shape, dtype=x.dtype, device=x.device)  # dense even though x is an expanded view
-        dy = torch.zeros(y.shape, dtype=y.dtype, device=y.device)
+        dx = x.new_zeros(x.shape)  # dense even though x is an expanded view (and batched under vmap)
+        dy = y.new_zeros(y.shape)
         if x.numel() == 0 or y.numel() == 0:
             return dx, dy, None
         rows, width = chunk_plan(math.prod(x.shape[:-2]), la, lb, d, x.element_size(), ctx.chunk_bytes)

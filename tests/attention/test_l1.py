@@ -245,3 +245,20 @@ def test_chunked_backward_peak_memory_stays_within_its_budget():
     assert res.returncode == 0, res.stderr
     growth_mb = int(res.stdout.split()[-1])
     assert growth_mb < 200, f"peak RSS grew by {growth_mb} MB during fwd+bwd"
+
+
+def test_the_chunked_kernel_runs_under_vmap_as_one_batch():
+    """Several seeds of one model in one process (torch.func.vmap, the fast path's benchmark) need the chunked L1,
+    CUDA's kernel, to be vmappable: values and gradients equal the batched call's, small chunks included."""
+    from coda_exp.attention.l1 import chunked_l1
+
+    x = torch.randn(3, 2, 4, 5, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 2, 6, 5, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(3, 2, 4, 6, dtype=torch.float64)
+    mapped = torch.vmap(lambda a, b: chunked_l1(a, b, chunk_bytes=64))(x, y)
+    gx, gy = torch.autograd.grad((mapped * weights).sum(), (x, y))
+    whole = chunked_l1(x, y)
+    wx, wy = torch.autograd.grad((whole * weights).sum(), (x, y))
+    torch.testing.assert_close(mapped, whole)
+    torch.testing.assert_close(gx, wx)
+    torch.testing.assert_close(gy, wy)
