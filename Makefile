@@ -33,7 +33,7 @@ TORCH_INDEX ?=
 SCALE ?= paper
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run reproduce-table-6-gpu mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
+.PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
@@ -53,6 +53,7 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 	CODA_KERNEL= $(PY) train.py -m experiment=table_6 scale=cpu seed=1 hydra/launcher=joblib hydra.launcher.n_jobs=2 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
+	$(PY) scripts/results_index.py
 
 reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on
 	$(PY) scripts/reproduce_table6_gpu.py --budget-s $(TABLE6_BUDGET_S) --scale $(SCALE) --results $(TABLE6_DIR) --outputs $(TABLE6_OUTPUTS) $(TABLE6_ARGS) || echo "some runs are missing: $(TABLE6_OUTPUTS)/status.json"
@@ -60,6 +61,7 @@ reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 
 	$(PY) scripts/plot_learning_curves.py --runs $(TABLE6_DIR) --task mlu --table table_6 --out $(TABLE6_DIR)/figures/learning_curves.png
 	$(PY) scripts/mlu_breakdown.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/by_operation.md
 	$(PY) scripts/gate_ablation_table.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/gates.md
+	$(PY) scripts/results_index.py
 
 mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
 	$(gate_ablation)
@@ -115,7 +117,7 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # One rule for every paper table: `make reproduce-table-2` runs configs/experiment/table_2*.yaml (Table 8: table_8
 # and table_8_nmt), each as a sweep, then prints configs/tables/table_2.yaml. A new table joins by adding its
 # experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
-reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 2..9), reproduce-attconv-table-N
+reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
 	@table=$(subst -,_,$*); \
 	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
 	if [ -z "$$experiments" ]; then echo "no configs/experiment/$$table.yaml: no such table to reproduce" >&2; exit 2; fi; \
@@ -124,6 +126,9 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
 	$(PY) scripts/make_tables.py --tables $$table --print
+
+results-index: $(STAMP) ## rewrite results/README.md: each results folder, its question, command, status and records
+	$(PY) scripts/results_index.py
 
 fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
 	$(PY) scripts/make_fixtures.py

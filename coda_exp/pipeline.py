@@ -28,6 +28,7 @@ from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_lab
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.run_record import attention_options, device_description, parameter_counts, save_outputs
+from coda_exp.tasks.base import CHECKPOINT_CONFIG
 from coda_exp.threads import pin_threads, thread_counts
 
 __all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
@@ -242,17 +243,23 @@ def save_resolved_config(cfg: DictConfig) -> Path:
 
 
 def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None = None):
-    """Rebuild (cfg, datamodule, network) of a finished run from a checkpoint; the config defaults to the
+    """Rebuild (cfg, datamodule, network) of a finished run from a checkpoint. The config: ``config`` when given,
+    else the one the checkpoint carries (every checkpoint since the run config rode along), else the
     ``config_resolved.yaml`` of the run folder the checkpoint lies in (``<run>/checkpoints/x.ckpt``)."""
     checkpoint = Path(checkpoint)
-    config = Path(config) if config else checkpoint.parent.parent / RESOLVED_CONFIG
-    if not config.is_file():
-        raise FileNotFoundError(f"no run config at {config}; pass the run's {RESOLVED_CONFIG} explicitly")
-    cfg = OmegaConf.load(config)
+    ckpt = load_checkpoint(checkpoint)
+    if config is None and CHECKPOINT_CONFIG in ckpt:
+        cfg = OmegaConf.create(ckpt[CHECKPOINT_CONFIG])
+    else:
+        config = Path(config) if config else checkpoint.parent.parent / RESOLVED_CONFIG
+        if not config.is_file():
+            raise FileNotFoundError(f"no run config in {checkpoint} nor at {config}; pass the run's "
+                                    f"{RESOLVED_CONFIG} explicitly")
+        cfg = OmegaConf.load(config)
     datamodule = instantiate(cfg.data)
     datamodule.setup("fit")
     net = build_model(cfg, datamodule)
-    state = load_checkpoint(checkpoint)["state_dict"]
+    state = ckpt["state_dict"]
     net.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     return cfg, datamodule, net.eval()
 
@@ -366,6 +373,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
+    task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint
     loggers = build_loggers(cfg)
     history = ValidationHistory(cfg.task.monitor)
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState()]

@@ -273,6 +273,7 @@ def _check(args, model: str) -> dict:
     ref_loss.backward()
     rel = [float((g - p.grad).norm() / p.grad.norm().clamp_min(1e-30)) for g, p in
            zip(grads, [p for p in ref.parameters() if p.requires_grad])]
+    ref_loss = ref_loss.detach()
     out = {"loss": float(loss), "loss_float64": float(ref_loss), "graphs": len(fast.graphs),
            "replays": fast.replays, "max_grad_rel_err": max(rel),
            "ok": abs(float(loss) - float(ref_loss)) <= 1e-4 * abs(float(ref_loss)) and max(rel) < 1e-3}
@@ -399,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     step, data = lever_step(args, model, lever)
                     ms = time_steps(step, data, args.warmup, args.steps, args.device)
+                    fast = getattr(step, "fast", None)
+                    if fast is not None and (fast.fallback or fast.graphs):  # what the lever really ran
+                        out.setdefault("fast_steps", {})[f"{model}/{lever}"] = {
+                            "fallback": fast.fallback, "graphs": len(fast.graphs), "replays": fast.replays}
                 out["ms_per_step"][model][lever] = round(ms, 3)
             except Exception as err:  # noqa: BLE001 - a lever that fails is a result too
                 out["errors"][f"{model}/{lever}"] = f"{type(err).__name__}: {err}"[:500]

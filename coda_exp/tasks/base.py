@@ -14,6 +14,8 @@ from coda_exp.fast_step import FastOptions, FastStep, with_fused
 
 log = logging.getLogger(__name__)
 
+CHECKPOINT_CONFIG = "coda_exp.run_config"  # the checkpoint key of the run's resolved config
+
 
 class TaskModule(pl.LightningModule):
     """A task family owns loss, decoding and metrics; the network (``model``) is any nn.Module.
@@ -35,6 +37,7 @@ class TaskModule(pl.LightningModule):
         self.test_predictions: list[dict] = []
         self._test_buffer: list[dict[str, torch.Tensor]] = []
         self.diverged_at: int | None = None  # the step whose training loss was not finite (training stopped there)
+        self.run_config: dict | None = None  # the run's resolved config (the pipeline sets it): saved in checkpoints
         options = FastOptions.from_config(fast)
         # the fast path steps the optimizer itself (Lightning's manual optimization), through FastStep
         self.fast_step = FastStep(self, options) if options is not None else None
@@ -67,6 +70,12 @@ class TaskModule(pl.LightningModule):
             log.error("training diverged at step %d: the training loss is not finite; training stops (the run is "
                       "recorded with status 'diverged', listed by the tables, never pooled)", step)
         self.trainer.should_stop = True
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """A checkpoint knows what it is: the run's resolved config rides along (``coda_exp.run_config``), so a
+        ``.ckpt`` alone rebuilds its model and data settings (``pipeline.load_trained``)."""
+        if self.run_config is not None:
+            checkpoint[CHECKPOINT_CONFIG] = self.run_config
 
     def request_eager_step(self) -> None:
         """The next training step must run its real forward (a callback's hooks will read it): the fast path
