@@ -93,10 +93,11 @@ def with_fused(factory, params: list[torch.Tensor]):
 
 
 class _Graph:
-    """One captured step for one batch shape: its static input tensors, the graph, the loss it outputs."""
+    """One captured step for one batch shape: its static input tensors, the graph, the loss it outputs, and the
+    body it captured (what a replay computes; the tests replay it eagerly on a CPU to check the bookkeeping)."""
 
-    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: dict[str, torch.Tensor], loss: torch.Tensor):
-        self.graph, self.inputs, self.loss = graph, inputs, loss
+    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: dict[str, torch.Tensor], loss: torch.Tensor, body=None):
+        self.graph, self.inputs, self.loss, self.body = graph, inputs, loss, body
 
     def replay(self, batch: dict) -> torch.Tensor:
         for key, static in self.inputs.items():
@@ -249,7 +250,7 @@ class FastStep:
             self.options = FastOptions(**{**asdict(self.options), "cuda_graph": False})
             return None
         self.pool = graph.pool()
-        self.graphs[key] = _Graph(graph, inputs, loss)
+        self.graphs[key] = _Graph(graph, inputs, loss, body=lambda: self._run(static_batch))
         log.info("fast path: captured a CUDA graph for batches of shape %s", [(k, s) for k, s, _ in key])
         return self.graphs[key]
 

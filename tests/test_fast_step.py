@@ -1,0 +1,135 @@
+"""FastStep's CUDA-graph bookkeeping, on a CPU: warm-up, one capture per batch shape, replays into fixed gradient
+buffers, eager steps on request, the graph cap. torch.cuda's stream and graph calls are stood in for, and a replay
+runs the captured body eagerly (what the graph would launch), so the same code paths run without a GPU."""
+
+import contextlib
+
+import pytest
+import torch
+
+from coda_exp import fast_step
+from coda_exp.fast_step import FastOptions, FastStep
+
+
+class _Task(torch.nn.Module):
+    """The parts of a TaskModule FastStep uses: parameters and train_loss."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+
+    def train_loss(self, batch):
+        return ((self.net(batch["x"]).squeeze(-1) - batch["y"]) ** 2).mean(), batch["y"].numel()
+
+
+class _FakeGraph:
+    def __init__(self):
+        self.captured = False
+
+    def pool(self):
+        return "pool"
+
+    def replay(self):
+        raise AssertionError("replayed through _Graph.replay only")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    monkeypatch.setattr(fast_step, "_on_cuda", lambda batch: True)
+    stream = type("Stream", (), {"wait_stream": lambda self, other: None})
+    monkeypatch.setattr(torch.cuda, "Stream", stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", stream)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    captures = []
+
+    @contextlib.contextmanager
+    def graph(g, pool=None):
+        captures.append(pool)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+
+    def replay(self, batch):  # what a replay computes: the captured body on the static inputs, into the static loss
+        for key, static in self.inputs.items():
+            static.copy_(batch[key])
+        self.loss.copy_(self.body())
+        return self.loss
+
+    monkeypatch.setattr(fast_step._Graph, "replay", replay)
+    return captures
+
+
+def batches(n: int, size: int = 6):
+    gen = torch.Generator().manual_seed(1)
+    return [{"x": torch.randn(size, 4, generator=gen), "y": torch.randn(size, generator=gen)} for _ in range(n)]
+
+
+def train(step_fn, task, data):
+    opt = torch.optim.SGD(task.parameters(), lr=0.1)
+    losses = []
+    for b in data:
+        losses.append(float(step_fn(b)))
+        opt.step()
+    return losses, [p.detach().clone() for p in task.parameters()]
+
+
+def test_warm_up_then_one_capture_then_replays_into_fixed_gradient_buffers(fake_cuda):
+    eager_task = _Task()
+    eager = FastStep(eager_task, FastOptions(cuda_graph=False))
+    want_losses, want_params = train(eager._forward_backward, eager_task, batches(7))
+
+    task = _Task()
+    fast = FastStep(task, FastOptions(cuda_graph=True, warmup_steps=2))
+    grads = {}
+
+    def step(b):
+        loss = fast._forward_backward(b)
+        grads[len(grads)] = [p.grad for p in task.parameters()]
+        return loss
+
+    losses, params = train(step, task, batches(7))
+    assert (fast.eager_steps, len(fast.graphs), fast.replays) == (2, 1, 5) and fake_cuda == [None]
+    after = grads[2]  # the buffers captured at step 3 are the ones every replay writes
+    assert all(all(g is a for g, a in zip(grads[i], after)) for i in range(2, 7))
+    assert losses == pytest.approx(want_losses, rel=1e-6)
+    for p, q in zip(params, want_params):
+        torch.testing.assert_close(p, q)
+    summary = fast.summary()
+    assert summary["graphs_captured"] == 1 and summary["graph_replays"] == 5 and summary["fallback"] is None
+
+
+def test_an_eager_request_a_second_shape_and_the_graph_cap(fake_cuda):
+    task = _Task()
+    fast = FastStep(task, FastOptions(cuda_graph=True, warmup_steps=1, max_graphs=2))
+    small, mid, large = batches(3, 6), batches(2, 5), batches(2, 3)
+    for b in small:
+        fast._forward_backward(b)
+    assert (fast.eager_steps, len(fast.graphs), fast.replays) == (1, 1, 2)
+    fast.request_eager()  # e.g. GateStats: this step's hooks must fire
+    fast._forward_backward(small[0])
+    assert (fast.eager_steps, fast.replays) == (2, 2)
+    for b in mid:  # a second shape: its own graph
+        fast._forward_backward(b)
+    assert len(fast.graphs) == 2 and fast.replays == 4 and fake_cuda == [None, "pool"]  # one memory pool shared
+    for b in large:  # beyond max_graphs: eager
+        fast._forward_backward(b)
+    assert len(fast.graphs) == 2 and fast.eager_steps == 4
+
+
+def test_a_capture_that_fails_falls_back_to_eager_steps_with_a_warning(fake_cuda, monkeypatch):
+    @contextlib.contextmanager
+    def broken(g, pool=None):
+        raise RuntimeError("operation not permitted when stream is capturing")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(torch.cuda, "graph", broken)
+    task = _Task()
+    fast = FastStep(task, FastOptions(cuda_graph=True, warmup_steps=1))
+    with pytest.warns(UserWarning, match="CUDA graph capture failed, eager instead"):
+        for b in batches(4):
+            fast._forward_backward(b)
+    assert not fast.graphs and fast.eager_steps == 4 and "not permitted" in fast.fallback
+    assert fast.options.cuda_graph is False
