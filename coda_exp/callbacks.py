@@ -150,7 +150,7 @@ class GateStats(pl.Callback):
     @staticmethod
     def coda_layers(module) -> dict:
         """``{attention path: CoDAScoring}`` of ``module``'s network (``module.model`` for a task module)."""
-        from coda_exp.attention.multihead import CoDAScoring
+        from coda_exp.attention import CoDAScoring
 
         net = getattr(module, "model", module)
         return {name.removesuffix(".scoring") or "scoring": sub for name, sub in net.named_modules()
@@ -224,8 +224,7 @@ class GateStats(pl.Callback):
         recomputed with ``coda_components`` and the layer's ``options``; (None, None) without any valid pair."""
         import torch
 
-        from coda_exp.attention.flash_spec import valid_pairs
-        from coda_exp.attention.functional import coda_components
+        from coda_exp.attention import coda_components, valid_pairs
 
         total, closed, count = 0.0, 0, 0
         with torch.no_grad():

@@ -36,7 +36,8 @@ def config_dir() -> Path:
                             "(an installed package): reinstall coda-exp or run from the repository")
 
 
-def _environment() -> None:
+def set_environment() -> None:
+    """The environment every entry point sets before torch runs: the checkout root, and a passive OpenMP wait."""
     if in_checkout():  # a checkout: outputs, data and results under it, wherever the shell is
         os.environ.setdefault("CODA_EXP_ROOT", str(CHECKOUT))
     # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower)
@@ -67,7 +68,7 @@ def _train(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps)."""
-    _environment()
+    set_environment()
     _train()
 
 

@@ -466,9 +466,9 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[Dict
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from coda_exp.cli import _environment, config_dir
+    from coda_exp.cli import config_dir, set_environment
 
-    _environment()
+    set_environment()
     tmp = tempfile.mkdtemp(prefix=prefix)
     GlobalHydra.instance().clear()
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):

@@ -154,7 +154,7 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
         return {(r["index"], r["label"]): r["prediction"] == r["label"] for r in rows}
     m = _RECALL_AT_1.match(metric)
     if m:
-        from coda_exp.metrics.ranking import _recall
+        from coda_exp.metrics.ranking import query_recall
 
         rows = [r for r in rows if r.get("test_set") == m.group(2)] if m.group(2) else rows
         groups: dict[int, list[dict]] = {}
@@ -165,7 +165,7 @@ def outcomes(metric: str, rows: list[dict]) -> dict[tuple, bool] | None:
             labels = [bool(r["label"]) for r in items]
             if sum(labels) != 1:
                 continue
-            ok = _recall([r["score"] for r in items], labels, int(m.group(1)), 1, f"group {g}")
+            ok = query_recall([r["score"] for r in items], labels, int(m.group(1)), 1, f"group {g}")
             out[(g, tuple(r["index"] for r in items))] = ok == 1.0
         return out
     return None

@@ -8,6 +8,7 @@ from coda_exp.attention.coda import CoDACrossAttention
 from coda_exp.attention.dispatch import ENV_VAR as KERNEL_ENV_VAR
 from coda_exp.attention.dispatch import KERNEL_CHOICES, kernels_used, l1_distance, select_kernel
 from coda_exp.attention.flash import coda_attention, run_coda_attention
+from coda_exp.attention.flash_spec import valid_pairs
 from coda_exp.attention.functional import coda_components, coda_matrix, compositional_pool
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_max, masked_mean, masked_softmax, masked_sum, pair_mask
@@ -39,4 +40,5 @@ __all__ = [
     "pair_mask",
     "run_coda_attention",
     "select_kernel",
+    "valid_pairs",
 ]

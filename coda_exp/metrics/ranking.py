@@ -39,7 +39,7 @@ def _check_names(metrics: Sequence[str]) -> None:
             raise ValueError(f"unknown ranking metric {name!r}; known: {', '.join(METRICS)} with 1 <= k <= N")
 
 
-def _recall(scores: list[float], labels: list[bool], n: int, k: int, where: str) -> float:
+def query_recall(scores: list[float], labels: list[bool], n: int, k: int, where: str) -> float:
     """R_n@k of one query (items in input order), pessimistic ties."""
     if len(labels) < n:
         raise ValueError(f"r{n}@{k}: {where} has {len(labels)} candidates, fewer than {n}")
@@ -95,7 +95,7 @@ def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
         for name in sums:
             m = _RECALL.match(name)
             if m:
-                sums[name] += _recall(ss.tolist(), yy.tolist(), int(m.group(1)), int(m.group(2)), f"group {gid}")
+                sums[name] += query_recall(ss.tolist(), yy.tolist(), int(m.group(1)), int(m.group(2)), f"group {gid}")
     out: dict = {name: (v / n if n else 0.0) for name, v in sums.items()}
     out.update(queries=n, skipped_queries=skipped)
     return out

@@ -10,7 +10,7 @@ A decodable model exposes ``bos_id``, ``eos_id``, ``pad_id`` and
 ``TransformerSeq2Seq`` implements it. Both decoders return ids (B, L) without the BOS: each row is a hypothesis
 that ends with EOS (kept) or stops at its length cap, padded with ``pad_id`` after; L is the longest returned
 hypothesis. PAD and BOS are never generated. ``strip_special`` (the project's one, from
-:mod:`coda_exp.data.common.vocab`, re-exported here) turns rows into token lists. Call under ``model.eval()``.
+:mod:`coda_exp.tokens`, re-exported here) turns rows into token lists. Call under ``model.eval()``.
 
 Length caps: at most ``max_len`` generated tokens (EOS included); with ``max_len_a`` set, example i stops at
 min(max_len, floor(max_len_a * src_len_i + max_len_b)) tokens (at least 1). A hypothesis reaching its cap is
@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import torch
 
-from coda_exp.data.common.vocab import strip_special  # noqa: F401  (re-exported: coda_exp.models.strip_special)
+from coda_exp.tokens import strip_special  # noqa: F401  (re-exported: coda_exp.models.strip_special)
 
 
 def map_state(state, fn: Callable[[torch.Tensor], torch.Tensor]):

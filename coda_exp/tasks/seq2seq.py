@@ -6,11 +6,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from coda_exp.data.common.vocab import strip_special
 from coda_exp.models.decoding import beam_search, greedy_decode
 from coda_exp.optim import label_smoothed_nll
 from coda_exp.tasks.base import TaskModule
 from coda_exp.tasks.seq2seq_eval import get_evaluation
+from coda_exp.tokens import strip_special
 
 
 class Seq2SeqTask(TaskModule):

@@ -1,4 +1,6 @@
-"""Dependencies point one way: metrics know nothing of data, data nothing of metrics (an AST scan of imports)."""
+"""Dependencies point one way (DESIGN.md): attention knows nothing of models, models nothing of tasks, tasks nothing of
+Hydra, metrics nothing of data and data nothing of metrics; no module imports a private name of another package (an
+AST scan of imports, lazy ones included)."""
 
 from __future__ import annotations
 
@@ -32,10 +34,38 @@ def offenders(package: str, forbidden: str) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("package, forbidden", [("metrics", "coda_exp.data"), ("data", "coda_exp.metrics"),
-                                                ("algolisp", "coda_exp.data"), ("algolisp", "coda_exp.metrics")])
+LAYERS = {  # package -> what it must not import
+    "attention": ("coda_exp.models", "coda_exp.tasks", "coda_exp.data", "coda_exp.metrics", "coda_exp.pipeline",
+                  "hydra", "omegaconf", "pytorch_lightning"),
+    "models": ("coda_exp.tasks", "coda_exp.data", "coda_exp.pipeline", "hydra", "omegaconf", "pytorch_lightning"),
+    "tasks": ("coda_exp.data", "coda_exp.pipeline", "hydra", "omegaconf"),
+    "metrics": ("coda_exp.data", "coda_exp.tasks", "coda_exp.models"),
+    "data": ("coda_exp.metrics", "coda_exp.tasks", "coda_exp.models", "coda_exp.pipeline"),
+    "algolisp": ("coda_exp.data", "coda_exp.metrics"),
+}
+
+
+@pytest.mark.parametrize("package, forbidden", [(p, f) for p, fs in LAYERS.items() for f in fs])
 def test_no_import_across_the_layers(package, forbidden):
     assert offenders(package, forbidden) == []
+
+
+def _package_of(module: str) -> str:
+    """``coda_exp.data.common.vocab`` -> ``coda_exp.data``; a top-level module is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_module_imports_a_private_name_of_another_package():
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        own = _package_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("coda_exp"):
+                for alias in node.names:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    if private and _package_of(f"{node.module}.{alias.name}") != own:
+                        bad.append(f"{path.relative_to(ROOT)} imports {node.module}.{alias.name}")
+    assert bad == []
 
 
 def test_the_scan_sees_imports(tmp_path, monkeypatch):

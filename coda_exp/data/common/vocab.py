@@ -1,4 +1,5 @@
-"""The one word vocabulary of the project, its special ids, and :func:`strip_special`.
+"""The one word vocabulary of the project (its special ids and :func:`strip_special` live in :mod:`coda_exp.tokens`,
+which models and tasks use without the data layer; re-exported here).
 
 Every tokenizer (this vocabulary, BPE, MLU's characters) uses the same special ids: ``pad = 0``, ``bos = 1``,
 ``eos = 2``, ``unk = 3``; the words follow from id 4 on. A vocabulary is built from the training split (most
@@ -19,10 +20,10 @@ from pathlib import Path
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.files import iter_lines
 from coda_exp.io import atomic_write_text
+from coda_exp.tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID, strip_special
 
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # at ids 0, 1, 2, 3
+__all__ = ["BOS", "BOS_ID", "EOS", "EOS_ID", "PAD", "PAD_ID", "SPECIAL_TOKENS", "UNK", "UNK_ID", "Vocab",
+           "strip_special", "tokenize"]
 _TOKEN_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]", re.UNICODE)
 
 
@@ -31,26 +32,6 @@ def tokenize(text: str, lowercase: bool = True) -> list[str]:
     if lowercase:
         text = text.lower()
     return _TOKEN_RE.findall(text)
-
-
-def strip_special(ids, eos_id: int = EOS_ID, pad_id: int = PAD_ID, bos_id: int | None = BOS_ID):
-    """The content of decoded ids: each row up to (not including) its first ``eos``, without ``pad``/``bos``.
-
-    ``ids``: one row (a list of ints or a 1-D tensor) -> ``list[int]``; a batch (a 2-D tensor or a list of rows)
-    -> ``list[list[int]]``.
-    """
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    if ids and isinstance(ids[0], (list, tuple)):
-        return [strip_special(row, eos_id, pad_id, bos_id) for row in ids]
-    out: list[int] = []
-    for i in ids:
-        i = int(i)
-        if i == eos_id:
-            break
-        if i != pad_id and i != bos_id:
-            out.append(i)
-    return out
 
 
 class Vocab:
