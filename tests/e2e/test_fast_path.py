@@ -16,7 +16,7 @@ def record(folder) -> dict:
     return rec
 
 
-@pytest.mark.parametrize("clip", [None, 0.05])
+@pytest.mark.parametrize("clip", [None, pytest.param(0.05, marks=pytest.mark.slow)])
 def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip):
     """Same batches (generated MLU within its first epoch), same steps, same model, same schedule (and the same
     gradient clipping: Lightning's on the plain path, the fast step's own on the fast path): the same result up to
@@ -37,14 +37,17 @@ def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip):
         assert fast["metrics"][key] == pytest.approx(plain["metrics"][key], rel=1e-3), key
 
 
-@pytest.mark.parametrize("path", ["fast", "plain"])
-def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path):
+@pytest.mark.parametrize("path,num_train", [("fast", 2000), ("plain", 2000), ("fast", 80), ("plain", 75),
+                                            pytest.param("plain", 96, marks=pytest.mark.slow)])
+def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path, num_train):
     """Stopped at step 6 (its last.ckpt) and resumed: the uninterrupted run's curve and test, bit for bit: the
-    static-batch stream restarts at the restored global step, the plain stream skips the epoch's trained batches."""
+    static-batch stream restarts at the restored global step, the plain stream skips the epoch's trained batches;
+    within the first epoch (2000 examples) and past epoch ends (80 or 75: 5 batches of 16 an epoch, the plain
+    loader's last one partial; 96: the checkpoint at an epoch's very end)."""
     # validation by val/loss, which moves with every step (exact-match accuracy is 0 this early, so an equal curve
     # would not tell which batches the resumed steps trained on)
     base = [*GENERATED, "model=coda_transformer", "seed=4", *(FAST if path == "fast" else ["logger=none"]),
-            "save_predictions=false", "task.monitor=val/loss", "task.monitor_mode=min"]
+            "save_predictions=false", "task.monitor=val/loss", "task.monitor_mode=min", f"data.num_train={num_train}"]
     run(compose(base, tmp_path / "whole"))
     run(compose([*base, "task.max_steps=6"], tmp_path / "part"))
     last = tmp_path / "part" / "run" / "checkpoints" / "last.ckpt"

@@ -284,8 +284,9 @@ class MLUDataModule(Seq2SeqDataModule):
         trainer = self.trainer
         if not trainer.global_step or getattr(trainer, "accumulate_grad_batches", 1) != 1:
             return
-        per_epoch = math.ceil(len(ds) / self.batch_size)
-        epoch = int(trainer.current_epoch)
-        done = int(trainer.global_step) - epoch * per_epoch
+        per_epoch = math.ceil(len(ds) / self.batch_size)  # every epoch has this many batches (the last one partial)
+        if per_epoch == 0:
+            return
+        epoch, done = divmod(int(trainer.global_step), per_epoch)  # the next batch: its epoch and place in it
         world = ds.stream._rank_world()[1]
-        ds.resume(epoch, done * self.batch_size * world if 0 < done < per_epoch else 0)
+        ds.resume(epoch, done * self.batch_size * world)
