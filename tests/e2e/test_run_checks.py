@@ -188,12 +188,16 @@ def test_a_foreign_checkpoint_is_refused_before_its_folder_is_touched(make_cfg, 
 def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):
     """Two runs started with one hydra.run.dir: the second moves to <dir>-2, and Hydra's log handler, which still
     points at <dir>/train.log, is detached meanwhile (it used to write the second run's lines there; issue 20)."""
+    import socket
+
     from tests.e2e.helpers import train
 
-    args = ["task=wikiqa", "scale=fixture", "task.epochs=1", f"hydra.run.dir={tmp_path}/same"]
-    first = train([*args, "seed=1"], tmp_path / "a")
-    assert first.returncode == 0, first.stderr[-2000:]
-    log_before = (tmp_path / "same" / "train.log").read_text()
+    taken = tmp_path / "same"  # another run's folder: its owner file and its log, as a first run leaves them
+    taken.mkdir()
+    (taken / run_folder.OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    (taken / "train.log").write_text("[the first run's log]\n")
+    log_before = (taken / "train.log").read_text()
+    args = ["task=wikiqa", "scale=fixture", "task.epochs=1", f"hydra.run.dir={taken}"]
     second = train([*args, "seed=2"], tmp_path / "b")
     assert second.returncode == 0, second.stderr[-2000:]
     assert (tmp_path / "same" / "train.log").read_text() == log_before
