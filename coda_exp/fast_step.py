@@ -120,7 +120,8 @@ class FastStep:
         self.eager_steps = 0
         self.replays = 0
         self.fallback: str | None = None
-        self._compiled = None
+        self._compiled = None  # torch.compile of the loss (fast.compile), built at the first step
+        self._compile_failed = False
         self._eager_next = False
         self._sum: torch.Tensor | None = None
         self._count: torch.Tensor | None = None
@@ -161,13 +162,19 @@ class FastStep:
     def _params(self) -> list[torch.nn.Parameter]:
         return [p for p in self.task.parameters() if p.requires_grad]
 
-    def _loss_fn(self):
-        mode = self.options.compile
-        if mode is None or self.fallback is not None:
-            return self.task.train_loss
+    def _compiled_loss(self):
+        """The compiled loss (``fast.compile``), or None: compile off, or compiling it failed once."""
+        if self.options.compile is None or self._compile_failed:
+            return None
         if self._compiled is None:
-            self._compiled = torch.compile(self.task.train_loss, mode=mode, dynamic=False)
+            self._compiled = torch.compile(self.task.train_loss, mode=self.options.compile, dynamic=False)
         return self._compiled
+
+    def _fall_back(self, what: str, err: Exception) -> None:
+        """Say (a warning, and ``fallback`` in the record) that ``what`` failed and steps go on eagerly."""
+        message = f"{what} failed, eager instead: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+        self.fallback = message if self.fallback is None else f"{self.fallback}; {message}"
+        warnings.warn(f"fast path: {message}", stacklevel=3)
 
     def _accumulate(self, loss: torch.Tensor, weight) -> None:
         if self._sum is None:
@@ -194,14 +201,14 @@ class FastStep:
     def _run(self, batch: dict) -> torch.Tensor:
         """Zero the gradients, forward, backward, clip, sum the loss: the body a graph captures."""
         self._zero_grads()
-        fn = self._loss_fn()
+        compiled = self._compiled_loss()
         try:
-            loss, weight = fn(batch)
-        except Exception as err:  # a loss torch.compile cannot compile: eager from now on
-            if fn is self.task.train_loss:
+            loss, weight = (compiled or self.task.train_loss)(batch)
+        except Exception as err:
+            if compiled is None:  # the task's own loss failed: a real error
                 raise
-            self.fallback = f"torch.compile failed, eager instead: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
-            warnings.warn(f"fast path: {self.fallback}", stacklevel=2)
+            self._compile_failed = True  # a loss torch.compile cannot compile: eager from now on
+            self._fall_back("torch.compile", err)
             loss, weight = self.task.train_loss(batch)
         loss.backward()
         self._clip_grads()
@@ -245,8 +252,7 @@ class FastStep:
             with torch.cuda.graph(graph, pool=self.pool):
                 loss = self._run(static_batch)
         except Exception as err:  # noqa: BLE001 - anything capture refuses: keep training, eagerly
-            self.fallback = f"CUDA graph capture failed, eager instead: {type(err).__name__}: {str(err)[:200]}"
-            warnings.warn(f"fast path: {self.fallback}", stacklevel=2)
+            self._fall_back("CUDA graph capture", err)
             self.options = FastOptions(**{**asdict(self.options), "cuda_graph": False})
             return None
         self.pool = graph.pool()

@@ -136,3 +136,24 @@ def test_a_capture_that_fails_falls_back_to_eager_steps_with_a_warning(fake_cuda
         fast._forward_backward(b)
     assert not fast.graphs and fast.eager_steps == 4 and "not permitted" in fast.fallback
     assert fast.options.cuda_graph is False
+
+
+def test_a_real_error_of_the_loss_is_raised_not_taken_for_a_compile_failure():
+    """Without fast.compile, an error of the task's own loss propagates once: no "torch.compile failed" warning,
+    no second forward."""
+    import warnings
+
+    task = _Task()
+    calls = []
+
+    def broken(batch):
+        calls.append(1)
+        raise RuntimeError("a real bug in the loss")
+
+    task.train_loss = broken
+    fast = FastStep(task, FastOptions(cuda_graph=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match="a real bug in the loss"):
+            fast._forward_backward(batches(1)[0])
+    assert calls == [1] and fast.fallback is None
