@@ -143,14 +143,14 @@ def test_a_real_error_of_the_loss_is_raised_not_taken_for_a_compile_failure():
     no second forward."""
     import warnings
 
-    task = _Task()
     calls = []
 
-    def broken(batch):
-        calls.append(1)
-        raise RuntimeError("a real bug in the loss")
+    class Broken(_Task):
+        def train_loss(self, batch):  # a method, as on a TaskModule: each access is a new bound method
+            calls.append(1)
+            raise RuntimeError("a real bug in the loss")
 
-    task.train_loss = broken
+    task = Broken()
     fast = FastStep(task, FastOptions(cuda_graph=False))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
