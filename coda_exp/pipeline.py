@@ -109,16 +109,11 @@ def check_kernels(cfg: DictConfig) -> None:
 
     nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
     configured = {f"{path}.kernel": node.kernel for path, node in nodes.items() if "kernel" in node}
-    try:
-        for key, name in {"(environment)": "auto", **configured}.items():
-            try:
-                requested_kernel(str(name))
-            except ValueError as err:
-                if "environment" in str(err):
-                    raise
-                raise ValueError(f"{key}: {err}") from None
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    for key, name in {None: "auto", **configured}.items():  # "auto" first: CODA_KERNEL alone
+        try:
+            requested_kernel(str(name))
+        except ValueError as err:
+            raise ConfigError(str(err) if key is None else f"{key}: {err}") from None
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:
@@ -313,8 +308,9 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     folder = hydra_dir
     if cfg.get("ckpt_path"):
         load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
-        check_same_run(cfg, run_folder.resume_folder(cfg.ckpt_path))
-        folder = run_folder.resume_folder(cfg.ckpt_path) or hydra_dir
+        theirs = run_folder.resume_folder(cfg.ckpt_path)
+        check_same_run(cfg, theirs)
+        folder = theirs or hydra_dir
         if folder == hydra_dir:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)

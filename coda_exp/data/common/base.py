@@ -128,11 +128,13 @@ class DataModule(pl.LightningDataModule, ABC):
         keep = sorted(random.Random(getattr(self, "subset_seed", 0)).sample(range(len(examples)), limit))
         return [examples[i] for i in keep]
 
-    def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None) -> DataLoader:
+    def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None, collate: Callable | None = None,
+               drop_last: bool = False, pin_memory: bool = False) -> DataLoader:
         """A DataLoader over ``ds``: token-based batches when ``max_tokens`` is set and ``lengths`` given,
-        else ``batch_size`` (train, shuffled anew each epoch from ``(seed, epoch)``) or ``eval_batch_size`` (in order)."""
-        common = {"collate_fn": self.collate, "num_workers": self.num_workers,
-                  "persistent_workers": self.num_workers > 0}
+        else ``batch_size`` (train, shuffled anew each epoch from ``(seed, epoch)``) or ``eval_batch_size`` (in order).
+        ``collate`` replaces the family's ``collate``; ``drop_last`` and ``pin_memory`` are DataLoader's."""
+        common = {"collate_fn": collate or self.collate, "num_workers": self.num_workers,
+                  "persistent_workers": self.num_workers > 0, "pin_memory": pin_memory}
         size = self.batch_size if train else self.eval_batch_size
         if isinstance(ds, IterableDataset):
             return DataLoader(ds, batch_size=size, **common)
@@ -142,7 +144,7 @@ class DataModule(pl.LightningDataModule, ABC):
             return DataLoader(ds, batch_sampler=sampler, **common)
         # training order: a permutation per (seed, epoch), so a resumed run sees the epochs of the uninterrupted one
         return DataLoader(ds, batch_size=size, sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
-                          generator=torch.Generator().manual_seed(self.seed), **common)
+                          generator=torch.Generator().manual_seed(self.seed), drop_last=drop_last, **common)
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""

@@ -21,7 +21,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from coda_exp.data.common.base import DataModule
-from coda_exp.data.common.batching import EpochShuffleSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import CharTokenizer
@@ -139,11 +138,8 @@ class Seq2SeqDataModule(DataModule):
         """Batches of one shape (``static_shapes``): the plain loader's order, padded to ``static_widths``,
         training without its last partial batch; pinned memory where CUDA is available (asynchronous copies)."""
         train = split == "train"
-        return DataLoader(ds, batch_size=self.batch_size if train else self.eval_batch_size,
-                          sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
-                          collate_fn=functools.partial(collate_seq2seq, widths=self.static_widths(split)),
-                          drop_last=train, num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                          pin_memory=torch.cuda.is_available())
+        return self.loader(ds, train, collate=functools.partial(collate_seq2seq, widths=self.static_widths(split)),
+                           drop_last=train, pin_memory=torch.cuda.is_available())
 
 
 class _EncodedStream(IterableDataset):
