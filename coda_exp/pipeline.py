@@ -5,7 +5,6 @@ This is the only module that knows about Hydra configs; everything it builds is 
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
@@ -14,18 +13,27 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${dir_if_exists:...})
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
-from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.checkpoint_avg import load_checkpoint
+from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError
-from coda_exp.fast_step import FastOptions
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
+from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
+    META_KEYS,
+    accepted_keys,
+    check_checkpoint_fits,
+    check_compatible,
+    check_kernels,
+    check_same_run,
+    fast_options,
+    unknown_model_keys,
+)
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.run_record import attention_options, device_description, parameter_counts, save_outputs
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
@@ -35,7 +43,6 @@ __all__ = ["attention_options", "device_description", "load_trained", "run", "sc
 
 log = logging.getLogger(__name__)
 
-META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
 
 
 def _hydra_overrides() -> list[str]:
@@ -50,80 +57,12 @@ def _strip(node: dict) -> dict:
     return {k: (_strip(v) if isinstance(v, dict) else v) for k, v in node.items() if k not in META_KEYS}
 
 
-def check_compatible(cfg: DictConfig) -> None:
-    """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
-    SNLI) and for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv)."""
-    families = cfg.model.get("families")
-    if families is not None and cfg.task.family not in families:
-        raise ConfigError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
-                         f"{cfg.task.family}, the model serves {list(families)}")
-    unknown = unknown_model_keys(cfg)
-    if unknown:
-        preset = _choice("preset")
-        hint = f" (preset={preset} sets Transformer sizes: add preset=none)" if preset not in (None, "none") else ""
-        raise ConfigError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
-                         f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of "
-                         f"{cfg.model._target_}{hint}")
-
-
-def accepted_keys(target: str) -> set[str] | None:
-    """The keyword arguments ``target`` (a class or function path) accepts; None when it accepts any. A class
-    whose ``__init__`` passes ``**kwargs`` on to its base accepts its bases' parameters too."""
-    accepted: set[str] = set()
-    obj = get_object(target)
-    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
-        params = inspect.signature(init).parameters
-        accepted |= set(params)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return accepted
-    return None
-
-
-def unknown_model_keys(cfg: DictConfig) -> list[str]:
-    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept (:func:`accepted_keys`)."""
-    target = cfg.model.get("_target_")
-    accepted = None if target is None else accepted_keys(target)
-    if accepted is None:
-        return []
-    return sorted(k for k in cfg.model if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
-
-
-def _choice(group: str) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
-
-
 def build_model(cfg: DictConfig, datamodule) -> torch.nn.Module:
     """The network from ``cfg.model`` plus what only the data knows (``datamodule.model_kwargs()``: vocabulary
     sizes, number of classes, pretrained vectors...)."""
     check_compatible(cfg)
     spec = _strip(OmegaConf.to_container(cfg.model, resolve=True))
     return instantiate(spec, **datamodule.model_kwargs())
-
-
-def check_kernels(cfg: DictConfig) -> None:
-    """The CoDA kernel names, at start-up: ``CODA_KERNEL`` (when set) and every ``kernel`` option under ``model``
-    (``model.scoring.kernel``, ``model.attention.kernel``); a ConfigError naming the source and the choices."""
-    from coda_exp.attention.dispatch import requested_kernel
-
-    nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
-    configured = {f"{path}.kernel": node.kernel for path, node in nodes.items() if "kernel" in node}
-    for key, name in {None: "auto", **configured}.items():  # "auto" first: CODA_KERNEL alone
-        try:
-            requested_kernel(str(name))
-        except ValueError as err:
-            raise ConfigError(str(err) if key is None else f"{key}: {err}") from None
-
-
-def fast_options(cfg: DictConfig) -> FastOptions | None:
-    """The fast path's options (``trainer=gpu_fast`` sets ``fast``), None on the plain path; a ConfigError
-    naming the key for a bad value."""
-    node = cfg.get("fast")
-    try:
-        return FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
-    except (TypeError, ValueError) as err:
-        raise ConfigError(str(err)) from None
 
 
 def build_data(cfg: DictConfig):
@@ -267,36 +206,6 @@ def _finish_wandb(loggers: list) -> None:
 
 
 RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path must hold to resume from
-
-
-def check_same_run(cfg: DictConfig, folder: Path | None) -> None:
-    """Before a resumed run claims its checkpoint's folder: the checkpoint must be of this run's task and model
-    (read from the folder's ``config_resolved.yaml``); a CheckpointError naming the file otherwise, so another run's
-    folder is never taken over (its owner, log and configs stay as they are)."""
-    if folder is None:
-        return
-    theirs = OmegaConf.load(folder / RESOLVED_CONFIG)
-    mine = {"task": cfg.task.name, "model": cfg.model.name}
-    other = {"task": OmegaConf.select(theirs, "task.name"), "model": OmegaConf.select(theirs, "model.name")}
-    if other != mine:
-        raise CheckpointError(f"{cfg.ckpt_path}: a checkpoint of task={other['task']} model={other['model']} "
-                              f"(its run's {folder / RESOLVED_CONFIG}); this run is task={mine['task']} "
-                              f"model={mine['model']}: resume a checkpoint of the same task and model")
-
-
-def check_checkpoint_fits(ckpt_path: str, task: pl.LightningModule) -> None:
-    """The checkpoint's weights are the built model's (same names, same shapes): else a CheckpointError naming the
-    file and the first differences, before training (a checkpoint outside a run folder has no config to compare)."""
-    state = load_checkpoint(ckpt_path, mmap=True)["state_dict"]
-    mine = task.state_dict()
-    missing, unexpected = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
-    shapes = sorted(k for k in set(mine) & set(state) if tuple(mine[k].shape) != tuple(state[k].shape))
-    if missing or unexpected or shapes:
-        parts = [f"{label}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''} ({len(keys)})"
-                 for label, keys in (("missing", missing), ("unexpected", unexpected), ("other shapes", shapes))
-                 if keys]
-        raise CheckpointError(f"{ckpt_path}: its weights do not fit this run's model ({'; '.join(parts)}): "
-                              "resume a checkpoint of the same task, model and configuration")
 
 
 def prepare_run_folder(cfg: DictConfig) -> Path | None:
