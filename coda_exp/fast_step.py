@@ -93,11 +93,13 @@ def with_fused(factory, params: list[torch.Tensor]):
 
 
 class _Graph:
-    """One captured step for one batch shape: its static input tensors, the graph, the loss it outputs, and the
-    body it captured (what a replay computes; the tests replay it eagerly on a CPU to check the bookkeeping)."""
+    """One captured step for one batch shape: its static input tensors, the graph, the loss it outputs, the
+    (parameter, gradient buffer) pairs its backward writes, and the body it captured (what a replay computes; the
+    tests replay it eagerly on a CPU to check the bookkeeping)."""
 
-    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: dict[str, torch.Tensor], loss: torch.Tensor, body=None):
-        self.graph, self.inputs, self.loss, self.body = graph, inputs, loss, body
+    def __init__(self, graph: torch.cuda.CUDAGraph, inputs: dict[str, torch.Tensor], loss: torch.Tensor,
+                 grads: list[tuple[torch.Tensor, torch.Tensor]], body=None):
+        self.graph, self.inputs, self.loss, self.grads, self.body = graph, inputs, loss, grads, body
 
     def replay(self, batch: dict) -> torch.Tensor:
         for key, static in self.inputs.items():
@@ -125,7 +127,10 @@ class FastStep:
         self._eager_next = False
         self._sum: torch.Tensor | None = None
         self._count: torch.Tensor | None = None
-        self._fixed_grads: list[torch.Tensor] | None = None  # set at the first capture
+        # (parameter, gradient buffer) pairs, set at the first capture: a graph writes these buffers whatever
+        # ``p.grad`` says, so every step puts them back where something (Lightning's zero_grad before each
+        # validation) set ``p.grad`` to None; else the optimizer would skip every parameter from then on
+        self._fixed: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     # -- what the record says ------------------------------------------------------------------------------
     def summary(self) -> dict:
@@ -191,9 +196,15 @@ class FastStep:
         if self.options.gradient_clip_val:
             torch.nn.utils.clip_grad_norm_(self._params(), self.options.gradient_clip_val, foreach=True)
 
+    def _attach_grads(self) -> None:
+        """Every parameter's ``grad`` is its fixed buffer again (after a ``zero_grad(set_to_none=True)``)."""
+        for p, buf in self._fixed:
+            if p.grad is not buf:
+                p.grad = buf
+
     def _zero_grads(self) -> None:
-        if self._fixed_grads is not None:  # graphs hold these buffers: zero them in place, never replace them
-            torch._foreach_zero_(self._fixed_grads)
+        if self._fixed is not None:  # graphs hold these buffers: zero them in place, never replace them
+            torch._foreach_zero_([buf for _, buf in self._fixed])
         else:
             for p in self._params():
                 p.grad = None
@@ -218,6 +229,8 @@ class FastStep:
     def _forward_backward(self, batch: dict) -> torch.Tensor:
         eager = self._eager_next or not self.options.cuda_graph or not _on_cuda(batch)
         self._eager_next = False
+        if self._fixed is not None:
+            self._attach_grads()
         if not eager:
             key = shape_key(batch)
             graph = self.graphs.get(key)
@@ -242,8 +255,8 @@ class FastStep:
 
     def _capture(self, batch: dict, key: tuple) -> _Graph | None:
         """Capture :meth:`_run` for ``batch``'s shape (None, and eager from then on, if capture fails)."""
-        if self._fixed_grads is None:
-            self._fixed_grads = [p.grad for p in self._params() if p.grad is not None]
+        if self._fixed is None:
+            self._fixed = [(p, p.grad) for p in self._params() if p.grad is not None]
         inputs = {k: v.detach().clone() for k, v in batch.items() if torch.is_tensor(v)}
         static_batch = {**batch, **inputs}
         graph = torch.cuda.CUDAGraph()
@@ -256,7 +269,7 @@ class FastStep:
             self.options = FastOptions(**{**asdict(self.options), "cuda_graph": False})
             return None
         self.pool = graph.pool()
-        self.graphs[key] = _Graph(graph, inputs, loss, body=lambda: self._run(static_batch))
+        self.graphs[key] = _Graph(graph, inputs, loss, self._fixed, body=lambda: self._run(static_batch))
         log.info("fast path: captured a CUDA graph for batches of shape %s", [(k, s) for k, s, _ in key])
         return self.graphs[key]
 

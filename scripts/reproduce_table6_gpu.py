@@ -21,6 +21,7 @@ are partial (and at which step) and which never started.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -96,10 +97,13 @@ def start_mps(python: str) -> dict | None:
         os.makedirs(path, exist_ok=True)
     os.environ.update(env)
     check = [python, "-c", "import torch; assert torch.ones(2, device='cuda').sum().item() == 2"]
-    if (subprocess.run(["nvidia-cuda-mps-control", "-d"], check=False).returncode == 0
-            and subprocess.run(check, timeout=120, check=False).returncode == 0):
-        print("MPS: on")
-        return env
+    try:  # a machine whose MPS cannot serve (a sandboxed GPU, say) can hang the first CUDA client: bounded
+        if (subprocess.run(["nvidia-cuda-mps-control", "-d"], check=False, timeout=20).returncode == 0
+                and subprocess.run(check, timeout=45, check=False).returncode == 0):
+            print("MPS: on")
+            return env
+    except subprocess.TimeoutExpired:
+        print("MPS: its check timed out")
     stop_mps(env)
     print("MPS: could not start; the runs time-slice the GPU")
     return None
@@ -108,7 +112,8 @@ def start_mps(python: str) -> dict | None:
 def stop_mps(env: dict | None) -> None:
     if env is None:
         return
-    subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", check=False)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(["nvidia-cuda-mps-control"], input=b"quit\n", check=False, timeout=20)
     time.sleep(2)
     for key in env:
         os.environ.pop(key, None)
@@ -164,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the jobs and run nothing")
     parser.add_argument("extra", nargs="*", help="more train.py overrides for every run (e.g. trainer.accelerator=cpu)")
     args = parser.parse_args(argv)
+    t0 = time.time()  # the budget counts from here: MPS's start and the plan come out of it
     args.results, args.outputs = args.results.resolve(), args.outputs.resolve()
     if args.steps is None:
         args.steps = {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
@@ -178,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         mps = start_mps(args.python) if args.mps else None
         try:
             subprocess.run([args.python, str(ROOT / "scripts" / "side_by_side.py"), "--jobs", str(job_file),
-                            "--budget-s", str(args.budget_s), "--logs", str(args.outputs / "logs"),
+                            "--budget-s", str(max(0.0, args.budget_s - (time.time() - t0))), "--logs", str(args.outputs / "logs"),
                             "--tail-s", str(args.tail_s), "--max-parallel", str(len(jobs))], check=False)
         finally:
             stop_mps(mps)

@@ -174,6 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     deadline = T0 + args.budget_s
     next_report = T0 + args.report_s
     dropping = False  # once a job had to be stopped for time, no queued job starts
+
+    class Terminated(Exception):
+        pass
+
+    def terminated(signum, frame):  # jobs run in sessions of their own: a signal to this one must stop them too
+        raise Terminated(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, terminated)
+    killed = 0
     try:
         while True:
             now = time.time()
@@ -219,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             if not any(j.state in ("running", "queued") for j in jobs):
                 break
             time.sleep(args.check_s)
+    except Terminated as signal_code:
+        killed = int(str(signal_code))
     finally:
         for job in jobs:
             if job.state == "running":
@@ -229,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.logs / "summary.json").write_text(json.dumps(summary, indent=1))
     for row in summary:
         print(f"{row['name']:<40} {row['state']:<32} step {row['last_step']}/{row['steps']} {row['seconds']}s")
+    if killed:
+        return killed
     return 0 if all(j.state == "finished" for j in jobs) else 1
 
 

@@ -55,7 +55,13 @@ def fake_cuda(monkeypatch):
     def replay(self, batch):  # what a replay computes: the captured body on the static inputs, into the static loss
         for key, static in self.inputs.items():
             static.copy_(batch[key])
+        # a real graph's backward writes the buffers it captured, whatever p.grad is now: so does this one
+        seen = [p.grad for p, _ in self.grads]
+        for p, buf in self.grads:
+            p.grad = buf
         self.loss.copy_(self.body())
+        for (p, _), grad in zip(self.grads, seen):
+            p.grad = grad
         return self.loss
 
     monkeypatch.setattr(fast_step._Graph, "replay", replay)
@@ -99,6 +105,30 @@ def test_warm_up_then_one_capture_then_replays_into_fixed_gradient_buffers(fake_
         torch.testing.assert_close(p, q)
     summary = fast.summary()
     assert summary["graphs_captured"] == 1 and summary["graph_replays"] == 5 and summary["fallback"] is None
+
+
+def test_replays_still_train_after_a_zero_grad_that_sets_grads_to_none(fake_cuda):
+    """Lightning calls ``zero_grad()`` (set_to_none) before every validation. Replays write the captured buffers
+    whatever ``p.grad`` says, so the optimizer would see ``grad is None`` and skip every parameter for the rest of
+    the run (seen on an H200: MLU's training loss flat from the first validation at step 5000 to step 100K)."""
+    eager_task = _Task()
+    eager = FastStep(eager_task, FastOptions(cuda_graph=False))
+    want_losses, want_params = train(eager._forward_backward, eager_task, batches(8))
+
+    task = _Task()
+    fast = FastStep(task, FastOptions(cuda_graph=True, warmup_steps=2))
+
+    def step(b):
+        if fast.replays == 2:
+            task.zero_grad()  # what on_validation_model_zero_grad does
+            assert all(p.grad is None for p in task.parameters())
+        return fast._forward_backward(b)
+
+    losses, params = train(step, task, batches(8))
+    assert fast.replays == 6
+    assert losses == pytest.approx(want_losses, rel=1e-6)
+    for p, q in zip(params, want_params):
+        torch.testing.assert_close(p, q)
 
 
 def test_an_eager_request_a_second_shape_and_the_graph_cap(fake_cuda):

@@ -99,3 +99,36 @@ def test_progress_is_the_largest_step_of_the_matching_csv_files(side, tmp_path):
     (tmp_path / "v0.csv").write_text("loss,step\n0.1,99\n,\n0.2,199\n")
     (tmp_path / "v1.csv").write_text("step,x\n49,1\n")
     assert side.read_step(str(tmp_path / "v*.csv")) == 199
+
+
+def test_a_terminated_side_by_side_stops_its_jobs(tmp_path):
+    """Jobs run in process sessions of their own, so a `timeout` that signals side_by_side alone would leave them
+    training on (seen on a GPU machine: a run outlived its call and raced its own resumption)."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    pid_file = tmp_path / "pid"
+    jobs = [{"name": "long", "steps": 10, "progress": str(tmp_path / "none.csv"),
+             "argv": [sys.executable, str(sleeper), str(pid_file)]}]
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    script = Path(__file__).resolve().parents[2] / "scripts" / "side_by_side.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--jobs", str(tmp_path / "jobs.json"), "--budget-s", "120",
+                             "--logs", str(tmp_path / "logs"), "--check-s", "0.1"])
+    deadline = time.time() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) != 0
+    summary = json.loads((tmp_path / "logs" / "summary.json").read_text())
+    assert summary[0]["state"] == "stopped: interrupted"
+    with pytest.raises(ProcessLookupError):  # the job's process is gone
+        for _ in range(100):
+            os.kill(child, 0)
+            time.sleep(0.05)
