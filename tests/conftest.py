@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests import ROOT
 
@@ -73,3 +75,53 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+class _FakeGraph:
+    def __init__(self):
+        self.captured = False
+
+    def pool(self):
+        return "pool"
+
+    def replay(self):
+        raise AssertionError("replayed through _Graph.replay only")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """FastStep's CUDA-graph path on a CPU: torch.cuda's streams and graphs stood in for, and a replay runs the
+    captured body eagerly into the buffers the capture saw (a real graph writes those, whatever ``p.grad`` is
+    now). Returns the memory pools the captures were given."""
+    from coda_exp import fast_step
+
+    monkeypatch.setattr(fast_step, "_on_cuda", lambda batch: True)
+    stream = type("Stream", (), {"wait_stream": lambda self, other: None})
+    monkeypatch.setattr(torch.cuda, "Stream", stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", stream)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    captures = []
+
+    @contextlib.contextmanager
+    def graph(g, pool=None):
+        captures.append(pool)
+        yield
+
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+
+    def replay(self, batch):  # what a replay computes: the captured body on the static inputs, into the static loss
+        for key, static in self.inputs.items():
+            static.copy_(batch[key])
+        # a real graph's backward writes the buffers it captured, whatever p.grad is now: so does this one
+        seen = [p.grad for p, _ in self.grads]
+        for p, buf in self.grads:
+            p.grad = buf
+        self.loss.copy_(self.body())
+        for (p, _), grad in zip(self.grads, seen):
+            p.grad = grad
+        return self.loss
+
+    monkeypatch.setattr(fast_step._Graph, "replay", replay)
+    return captures

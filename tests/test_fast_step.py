@@ -7,7 +7,6 @@ import contextlib
 import pytest
 import torch
 
-from coda_exp import fast_step
 from coda_exp.fast_step import FastOptions, FastStep
 
 
@@ -21,51 +20,6 @@ class _Task(torch.nn.Module):
 
     def train_loss(self, batch):
         return ((self.net(batch["x"]).squeeze(-1) - batch["y"]) ** 2).mean(), batch["y"].numel()
-
-
-class _FakeGraph:
-    def __init__(self):
-        self.captured = False
-
-    def pool(self):
-        return "pool"
-
-    def replay(self):
-        raise AssertionError("replayed through _Graph.replay only")
-
-
-@pytest.fixture
-def fake_cuda(monkeypatch):
-    monkeypatch.setattr(fast_step, "_on_cuda", lambda batch: True)
-    stream = type("Stream", (), {"wait_stream": lambda self, other: None})
-    monkeypatch.setattr(torch.cuda, "Stream", stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "current_stream", stream)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
-    captures = []
-
-    @contextlib.contextmanager
-    def graph(g, pool=None):
-        captures.append(pool)
-        yield
-
-    monkeypatch.setattr(torch.cuda, "graph", graph)
-
-    def replay(self, batch):  # what a replay computes: the captured body on the static inputs, into the static loss
-        for key, static in self.inputs.items():
-            static.copy_(batch[key])
-        # a real graph's backward writes the buffers it captured, whatever p.grad is now: so does this one
-        seen = [p.grad for p, _ in self.grads]
-        for p, buf in self.grads:
-            p.grad = buf
-        self.loss.copy_(self.body())
-        for (p, _), grad in zip(self.grads, seen):
-            p.grad = grad
-        return self.loss
-
-    monkeypatch.setattr(fast_step._Graph, "replay", replay)
-    return captures
 
 
 def batches(n: int, size: int = 6):
