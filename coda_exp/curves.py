@@ -23,7 +23,6 @@ interval; else the validation index (1, 2, ...), flagged as such (``Curve.kind``
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import warnings
@@ -90,25 +89,17 @@ def attention_options(record: dict) -> dict:
 
 
 def option_defaults(options: dict, record: dict | None = None) -> dict:
-    """The CoDA defaults an option set is compared with: ``CoDAOptions()`` updated with the ``OPTION_DEFAULTS`` of
-    the module that ran (its ``_target_``; without one, ``CoDAScoring``'s for a Transformer's ``scoring`` and
-    ``CoDACrossAttention``'s for a pairwise model's ``attention``)."""
-    from coda_exp.attention.options import DEFAULTS
+    """The CoDA defaults an option set is compared with: ``CoDAOptions()`` updated with the declared differences
+    of the module that ran (``coda_exp.attention.option_defaults`` of its ``_target_``; without one,
+    ``CoDAScoring``'s for a Transformer's ``scoring`` and ``CoDACrossAttention``'s for a pairwise model's
+    ``attention``)."""
+    from coda_exp.attention import option_defaults as module_defaults
 
-    defaults = DEFAULTS.as_dict()
     target = options.get("_target_")
     if not target:
         hparams = (record or {}).get("hparams") or {}
-        target = ("coda_exp.attention.CoDAScoring" if "scoring" in hparams else
-                  "coda_exp.attention.CoDACrossAttention" if "attention" in hparams else None)
-    if target:
-        module, _, name = str(target).rpartition(".")
-        try:
-            owner = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError):
-            owner = None
-        defaults.update(getattr(owner, "OPTION_DEFAULTS", {}))
-    return defaults
+        target = "CoDAScoring" if "scoring" in hparams else "CoDACrossAttention" if "attention" in hparams else None
+    return module_defaults(target)
 
 
 def attention_variant(record: dict) -> dict:

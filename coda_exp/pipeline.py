@@ -371,7 +371,7 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[Dict
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from coda_exp.cli import config_dir, set_environment
+    from coda_exp.environment import config_dir, set_environment
 
     set_environment()
     tmp = tempfile.mkdtemp(prefix=prefix)

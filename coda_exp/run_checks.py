@@ -68,16 +68,21 @@ def _choice(group: str) -> str | None:
 
 def check_kernels(cfg: DictConfig) -> None:
     """The CoDA kernel names, at start-up: ``CODA_KERNEL`` (when set) and every ``kernel`` option under ``model``
-    (``model.scoring.kernel``, ``model.attention.kernel``); a ConfigError naming the source and the choices."""
-    from coda_exp.attention.dispatch import requested_kernel
+    (``model.scoring.kernel``, ``model.attention.kernel``), and whether the kernel can run that node's options
+    (``flash`` and ``fused`` do not centre); a ConfigError naming the key, the source and the choices."""
+    from coda_exp.attention.dispatch import configuration_error, requested_kernel
 
     nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
-    configured = {f"{path}.kernel": node.kernel for path, node in nodes.items() if "kernel" in node}
-    for key, name in {None: "auto", **configured}.items():  # "auto" first: CODA_KERNEL alone
+    configured = {f"{path}.kernel": node for path, node in nodes.items() if "kernel" in node}
+    for key, node in {None: None, **configured}.items():  # None first: CODA_KERNEL alone
         try:
-            requested_kernel(str(name))
+            name, _ = requested_kernel("auto" if node is None else str(node.kernel))
         except ValueError as err:
             raise ConfigError(str(err) if key is None else f"{key}: {err}") from None
+        centred = node is not None and bool(node.get("center_e", False) or node.get("center_n", False))
+        refused = configuration_error(name, centred)
+        if refused:
+            raise ConfigError(f"{key}: {refused}")
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:

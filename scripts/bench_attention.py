@@ -66,8 +66,8 @@ from coda_exp.attention import (
     compositional_pool,
     masked_softmax,
 )
-from coda_exp.attention.flash import run_coda_cross_attention
-from coda_exp.attention.l1 import HAVE_NUMBA
+from coda_exp.attention.attend import run_coda_cross_attention
+from coda_exp.attention.kernels.l1 import HAVE_NUMBA
 from coda_exp.attention.options import CoDAOptions
 
 os.environ.pop(KERNEL_ENV_VAR, None)  # each row names its kernel
@@ -109,13 +109,10 @@ def make_step(cfg: dict, impl: str, device: str):
             scores = a @ b.transpose(1, 2)  # (B, la, lb)
             a2 = masked_softmax(scores, None, dim=-1) @ b
             b2 = masked_softmax(scores, None, dim=-2).transpose(1, 2) @ a
-        elif KERNEL[impl] in ("auto", "flash"):  # what CoDACrossAttention runs without maps: two Flash-CoDA calls
-            a2, b2, ran = run_coda_cross_attention(a, b, a, b, a, b, CoDAOptions(kernel=KERNEL[impl]))
-            if a2 is None:  # flash cannot run here: the materialising path, as the module does
-                m = coda_matrix(a, b, a, b, kernel=ran)
-                a2, b2 = compositional_pool(m, a, b)
+        elif KERNEL[impl] in ("auto", "flash"):  # what CoDACrossAttention runs without maps (flash: two calls)
+            a2, b2, _ = run_coda_cross_attention(a, b, a, b, a, b, CoDAOptions(kernel=KERNEL[impl]))
         else:
-            m = coda_matrix(a, b, a, b, kernel=KERNEL[impl])
+            m = coda_matrix(a, b, a, b, kernel=KERNEL[impl], scale=True)  # as the module scales
             a2, b2 = compositional_pool(m, a, b)
         (a2.sum() + b2.sum()).backward()
     return step

@@ -141,3 +141,26 @@ def test_a_real_error_of_the_loss_is_raised_not_taken_for_a_compile_failure():
         with pytest.raises(RuntimeError, match="a real bug in the loss"):
             fast._forward_backward(batches(1)[0])
     assert calls == [1] and fast.fallback is None
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_graph_trains_as_eager_steps_across_a_zero_grad():
+    """On a GPU, the real capture and replays (no stand-ins): 8 steps with Lightning's pre-validation zero_grad()
+    after the second replay train the weights eager steps train (the H200 bug froze them instead)."""
+    data = [{k: v.cuda() for k, v in b.items()} for b in batches(8)]
+    eager_task = _Task().cuda()
+    want_losses, want_params = train(FastStep(eager_task, FastOptions(cuda_graph=False))._forward_backward,
+                                     eager_task, data)
+    task = _Task().cuda()
+    fast = FastStep(task, FastOptions(cuda_graph=True, warmup_steps=2))
+
+    def step(b):
+        if fast.replays == 2:
+            task.zero_grad()
+        return fast._forward_backward(b).clone()
+
+    losses, params = train(step, task, data)
+    assert (fast.eager_steps, len(fast.graphs), fast.replays, fast.fallback) == (2, 1, 6, None)
+    assert losses == pytest.approx(want_losses, rel=1e-5)
+    for p, q in zip(params, want_params):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)

@@ -18,7 +18,7 @@ def restore_threads():
 
 def test_pin_sets_torch_and_numba_and_survives_a_numba_kernel(restore_threads):
     pytest.importorskip("numba")
-    from coda_exp.attention.l1 import numba_l1
+    from coda_exp.attention.kernels.l1 import numba_l1
 
     counts = pin_threads(1)
     assert counts == {"torch": 1, "numba": 1}

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import torch
 from torch import nn
 
-from coda_exp.attention.flash import run_coda_cross_attention
+from coda_exp.attention.attend import run_coda_cross_attention
 from coda_exp.attention.functional import compositional_pool, run_coda
 from coda_exp.attention.masking import pair_mask
-from coda_exp.attention.options import DEFAULTS, CoDAOptions
+from coda_exp.attention.options import DEFAULTS, MODULE_OPTION_DEFAULTS, CoDAOptions
 from coda_exp.layers import MLP
 
 PROJECTIONS = ("mlp", "linear")
@@ -32,7 +30,7 @@ class CoDACrossAttention(nn.Module):
     b_aligned = M^T a (B, lb, dim) (eq. 7). Padded rows of both outputs are exactly 0. ``maps``: ``AttentionMaps``
     with weights = M, E, N, f_E, f_N, gate and the pair mask, each (B, la, lb) (requesting them runs the
     materialising path). ``kernel_used``: the kernel the last forward ran (``dispatch``); without ``return_maps``,
-    ``flash`` (two Flash-CoDA calls, M never stored: ``flash.run_coda_cross_attention``) wherever it applies.
+    ``flash`` (two Flash-CoDA calls, M never stored: ``attend.run_coda_cross_attention``) wherever it applies.
 
     The CoDA options (alpha, beta, e_fn, n_fn, scale, center_e, center_n, center_over, gate_scale, kernel) are the
     fields of ``CoDAOptions`` with its defaults, but ``gate_scale`` = 2.0: DecompAtt's Table 2/3/8 runs fix the gate
@@ -51,7 +49,7 @@ class CoDACrossAttention(nn.Module):
     is a plain value with a default so Hydra can build it with ``_partial_: true``.
     """
 
-    OPTION_DEFAULTS = MappingProxyType({"gate_scale": 2.0})  # where this module's defaults differ from CoDAOptions()
+    OPTION_DEFAULTS = MODULE_OPTION_DEFAULTS["CoDACrossAttention"]  # where its defaults differ from CoDAOptions()
 
     def __init__(self, dim: int, hidden: int = 200, projection: str = "linear", share_projections: bool = True,
                  dropout: float = 0.2, alpha: float = DEFAULTS.alpha, beta: float = DEFAULTS.beta,
@@ -81,14 +79,10 @@ class CoDACrossAttention(nn.Module):
             n_a, n_b = e_a, e_b
         else:
             n_a, n_b = self.proj_n(a), self.proj_n(b)
-        if not return_maps:
-            a_aligned, b_aligned, kernel = run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, self.options,
-                                                                   mask_a, mask_b)
-            if a_aligned is not None:  # flash: M never stored
-                self.kernel_used = kernel
-                return a_aligned, b_aligned
-        pm = pair_mask(mask_a, mask_b)  # (B, la, lb) or None
-        result, self.kernel_used = run_coda(e_a, e_b, n_a, n_b, self.options, pm, maps=return_maps)
-        m = result.weights if return_maps else result  # (B, la, lb)
-        a_aligned, b_aligned = compositional_pool(m, a, b)  # (B, la, dim), (B, lb, dim)
-        return (a_aligned, b_aligned, result) if return_maps else (a_aligned, b_aligned)
+        if not return_maps:  # one kernel decision: flash (M never stored) or M materialised, then eq. 7
+            a_aligned, b_aligned, self.kernel_used = run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, self.options,
+                                                                             mask_a, mask_b)
+            return a_aligned, b_aligned
+        maps, self.kernel_used = run_coda(e_a, e_b, n_a, n_b, self.options, pair_mask(mask_a, mask_b), maps=True)
+        a_aligned, b_aligned = compositional_pool(maps.weights, a, b)  # (B, la, dim), (B, lb, dim)
+        return a_aligned, b_aligned, maps

@@ -1,23 +1,29 @@
 """The one place that decides which CoDA kernel runs (Tay et al. 2019, eqs. 1-5; eq. 2's L1 is the costly part).
 
-A kernel is one ``Kernel`` entry in ``REGISTRY``: a name, ``runs`` (can it serve this ``KernelRequest``: device,
-dtype, mask, whether the intermediates E, N, f_E(E), f_N(N) must be materialised, whether gradients are needed)
-and either ``l1`` (a pairwise L1 distance; the plain PyTorch composition of ``functional`` does the rest) or
-``matrix`` (M in one pass, no intermediates). ``select_kernel`` takes the requested name (``CoDAOptions.kernel``,
-overridden by the environment variable ``CODA_KERNEL`` when set), returns that kernel when it can run the request,
-and otherwise, as for ``auto``, the first entry of ``REGISTRY`` (the priority order) that can. A new kernel (e.g. a
-flash-style one) is one more entry here.
+It owns the kernel names, the registry (``REGISTRY``, in ``auto``'s priority order), ``auto``'s size thresholds and
+the decision, ``select_kernel(configured, request)``, made once per call: the callers (``attend``, ``functional``)
+carry it out and never choose again. A ``KernelRequest`` says what a call needs: device, dtype, mask, centring,
+whether the intermediates (maps) are wanted, the output (``matrix`` M, ``attention`` M V, or the ``l1`` distance)
+and the size of M.
 
 Registered kernels, in ``auto``'s order:
 
-* ``flash``: attention only (M V, ``flash.run_coda_attention``), M never stored (``flash``): CPU float32/float64
-  with numba, CUDA with Triton; no centring, no matrices requested.
-* ``fused``: eqs. 1-5 in one numba pass (``fused.fused_coda_matrix``): float32/float64 CPU, bool CPU mask, no
-  centring, no matrices requested for analysis.
-* ``numba``: plain composition on the numba L1 kernels (``l1.numba_l1``): float32/float64 CPU.
-* ``chunked``: plain composition on cdist with a memory-bounded backward (``l1.chunked_l1``): any device; ``auto``
-  takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer.
-* ``torch``: plain composition on ``torch.cdist`` (``l1.cdist_l1``): everything; the all-PyTorch reference.
+* ``flash`` (computes M V only, ``kernels.flash``): M never stored; CPU float32/float64 with numba, CUDA with Triton;
+  no centring. ``auto`` takes it where M would take at least ``SELF_FLASH_MIN_BYTES`` (``CROSS_FLASH_MIN_BYTES`` in
+  the cross-attention, which computes M twice).
+* ``fused`` (computes M only, ``kernels.fused``): eqs. 1-5 in one numba pass; float32/float64 CPU, bool CPU mask,
+  no centring.
+* ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
+* ``chunked``: the plain composition on cdist with a memory-bounded backward (``kernels.l1.chunked_l1``): any device;
+  ``auto`` takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer.
+* ``torch``: the plain composition on ``torch.cdist`` (``kernels.l1.cdist_l1``): everything; the reference.
+
+The requested kernel is ``CoDAOptions.kernel``, overridden by the environment variable ``CODA_KERNEL`` when set.
+``auto`` takes the first kernel of ``REGISTRY`` that can run the call. A named kernel runs the call or the call is
+an error naming the option and why (``KernelUnavailable``), with one exception: a call for what the named kernel
+never computes (the maps of an analysis, or the L1 distance, from ``flash`` or ``fused``; M itself from ``flash``)
+is ``auto``'s, since those kernels exist to skip exactly that. Centring with ``flash`` or ``fused`` is refused when
+the options are built (``configuration_error``).
 
 Every CoDA module remembers the name of the kernel its last forward ran (``kernel_used``); ``kernels_used(model)``
 collects them for the run record.
@@ -25,6 +31,7 @@ collects them for the run record.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,72 +39,139 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from coda_exp.attention import _kernels
-from coda_exp.attention.flash import flash_backend
-from coda_exp.attention.fused import fused_coda_matrix
-from coda_exp.attention.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
+from coda_exp.attention.kernels import numba_cpu
+from coda_exp.attention.kernels.flash import flash_backend
+from coda_exp.attention.kernels.fused import fused_coda_matrix
+from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
 
 ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``) everywhere when set and non-empty
+# ``auto`` runs Flash-CoDA in the cross-attention (which computes M twice, once per direction) only from this size of
+# M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is faster (DecompAtt,
+# B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash`` always runs it.
+CROSS_FLASH_MIN_BYTES = 64 << 20
+# The same for self-attention (M computed once, recomputed in the backward): below this size of M (slices x Lq x Lk
+# x itemsize) ``auto`` keeps the fused kernel, whose one pass beats the recomputation (a transformer_base training
+# step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 4, H 8:
+# even at L 256, M 8 MiB; 0.75x fused at L 1024). docs/attention.md has the measurements.
+SELF_FLASH_MIN_BYTES = 8 << 20
+OUTPUTS = ("matrix", "attention", "l1")
+
+
+class KernelUnavailable(ValueError):
+    """A kernel named by the configuration (or ``CODA_KERNEL``) cannot run a call."""
 
 
 @dataclass(frozen=True)
 class KernelRequest:
     """What a kernel choice depends on. device: the inputs' device type ("mixed" when they differ); dtype: their
-    common dtype (None when they differ); mask_ok: no mask, or a bool mask on the same device; materialise: the
-    intermediates are needed (matrices requested, centring, or the L1 distance itself); needs_grad: autograd will
-    differentiate the result (a forward-only kernel declares ``runs=lambda r: not r.needs_grad``); output:
-    ``matrix`` (M itself) or ``attention`` (M V: a kernel with ``attend`` may skip M, the others materialise it)."""
+    common dtype (None when they differ); mask_ok: no mask, or a bool mask on the same device; centred: E or N is
+    mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
+    autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
+    alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction)."""
 
     device: str
     dtype: torch.dtype | None
     mask_ok: bool = True
-    materialise: bool = False
+    centred: bool = False
+    maps: bool = False
     needs_grad: bool = False
     output: str = "matrix"
+    matrix_bytes: int = 0
+    cross: bool = False
+
+    def __post_init__(self):
+        if self.output not in OUTPUTS:
+            raise ValueError(f"KernelRequest output must be one of {list(OUTPUTS)}, got {self.output!r}")
 
 
-def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, materialise: bool = False,
-             output: str = "matrix") -> KernelRequest:
-    """The ``KernelRequest`` of a call on ``tensors`` (and ``mask``) under the current grad mode."""
+def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: bool = False, maps: bool = False,
+             output: str = "matrix", cross: bool = False) -> KernelRequest:
+    """The ``KernelRequest`` of a call on ``tensors`` (the first two: the two sides of M, (..., la, d) and
+    (..., lb, d)) and ``mask``, under the current grad mode."""
     devices = {t.device.type for t in tensors}
     dtypes = {t.dtype for t in tensors}
     device = devices.pop() if len(devices) == 1 else "mixed"
     mask_ok = mask is None or (mask.dtype == torch.bool and mask.device.type == device)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, materialise, needs_grad,
-                         output)
+    size = 0
+    if len(tensors) >= 2:
+        a, b = tensors[:2]
+        try:
+            slices = math.prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+            size = slices * a.shape[-2] * b.shape[-2] * a.element_size()
+        except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
+            size = 0
+    return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
+                         output, size, cross)
 
 
-def _numba_runs(request: KernelRequest) -> bool:
-    return _kernels.HAVE_NUMBA and request.device == "cpu" and request.dtype in NUMBA_DTYPES
+def _numba_missing(request: KernelRequest) -> str | None:
+    if not numba_cpu.HAVE_NUMBA:
+        return "numba is not installed"
+    if request.device != "cpu":
+        return f"it runs on CPU tensors, these are on {request.device}"
+    if request.dtype not in NUMBA_DTYPES:
+        return f"it runs float32/float64, these are {request.dtype or 'of mixed dtypes'}"
+    return None
+
+
+def _mask_missing(request: KernelRequest) -> str | None:
+    return None if request.mask_ok else "its mask must be a bool tensor on the inputs' device"
+
+
+def _flash_missing(request: KernelRequest) -> str | None:
+    if request.centred:
+        return "Flash-CoDA does not centre (center_e / center_n need the mean of E or N over the valid pairs)"
+    if flash_backend(request.device, request.dtype) is None:
+        return (f"no Flash-CoDA backend for {request.device} {request.dtype} tensors (CPU float32/float64 with "
+                "numba, CUDA with Triton)")
+    return _mask_missing(request)
+
+
+def _fused_missing(request: KernelRequest) -> str | None:
+    if request.centred:
+        return "the fused kernel does not centre (center_e / center_n need E and N materialised)"
+    return _numba_missing(request) or _mask_missing(request)
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """One registry entry: ``l1(x, y, chunk_bytes)`` for a composing kernel, ``matrix(e_a, e_b, n_a, n_b, *,
-    alpha, beta, e_fn, n_fn, gate_scale, mask)`` for a one-pass kernel, ``attend`` (True) for an attention-only
-    kernel (``flash.run_coda_attention`` runs it: M V without M); ``auto`` (default ``runs``): whether ``auto``
-    may pick it."""
+    """One registry entry. computes: ``attention`` (M V only: flash), ``matrix`` (M only: fused) or ``l1`` (the
+    L1 distance, the plain composition of ``functional`` doing the rest: everything). missing(request): why it
+    cannot run a call it computes for, or None. ``l1(x, y, chunk_bytes)`` for a composing kernel, ``matrix(e_a,
+    e_b, n_a, n_b, *, alpha, beta, e_fn, n_fn, gate_scale, mask)`` for a one-pass kernel. auto(request): whether
+    ``auto`` may pick it (default: wherever it runs). centres: whether it can run centred configurations."""
 
     name: str
-    runs: Callable[[KernelRequest], bool]
+    computes: str
+    missing: Callable[[KernelRequest], str | None]
     l1: Callable[..., torch.Tensor] | None = None
     matrix: Callable[..., torch.Tensor] | None = None
     auto: Callable[[KernelRequest], bool] | None = None
-    attend: bool = False
+    centres: bool = True
+
+    def serves(self, request: KernelRequest) -> bool:
+        """Whether the call asks for what this kernel computes (flash: M V; fused: M or M V; the rest: all)."""
+        if self.computes == "attention":
+            return request.output == "attention" and not request.maps
+        if self.computes == "matrix":
+            return request.output != "l1" and not request.maps
+        return True
+
+    def runs(self, request: KernelRequest) -> bool:
+        return self.serves(request) and self.missing(request) is None
 
 
-def _flash_runs(request: KernelRequest) -> bool:
-    return (request.output == "attention" and request.mask_ok and not request.materialise
-            and flash_backend(request.device, request.dtype) is not None)
+def _flash_big_enough(request: KernelRequest) -> bool:
+    return request.matrix_bytes >= (CROSS_FLASH_MIN_BYTES if request.cross else SELF_FLASH_MIN_BYTES)
 
 
 REGISTRY: tuple[Kernel, ...] = (
-    Kernel("flash", runs=_flash_runs, attend=True),
-    Kernel("fused", runs=lambda r: _numba_runs(r) and r.mask_ok and not r.materialise, matrix=fused_coda_matrix),
-    Kernel("numba", runs=_numba_runs, l1=numba_l1),
-    Kernel("chunked", runs=lambda r: True, l1=chunked_l1, auto=lambda r: r.device != "cpu"),
-    Kernel("torch", runs=lambda r: True, l1=cdist_l1),
+    Kernel("flash", "attention", _flash_missing, auto=_flash_big_enough, centres=False),
+    Kernel("fused", "matrix", _fused_missing, matrix=fused_coda_matrix, centres=False),
+    Kernel("numba", "l1", _numba_missing, l1=numba_l1),
+    Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu"),
+    Kernel("torch", "l1", lambda r: None, l1=cdist_l1),
 )
 KERNELS = {kernel.name: kernel for kernel in REGISTRY}
 KERNEL_CHOICES = ("auto", *KERNELS)
@@ -113,28 +187,43 @@ def requested_kernel(configured: str) -> tuple[str, str]:
     return name, source
 
 
+def configuration_error(kernel: str, centred: bool) -> str | None:
+    """Why the option ``kernel`` cannot serve a configuration (centring with flash or fused), or None."""
+    if kernel in KERNELS and centred and not KERNELS[kernel].centres:
+        return (f"CoDA option kernel {kernel!r} cannot run centred CoDA (center_e / center_n need the mean of E or "
+                f"N over the valid pairs): use one of {[k.name for k in REGISTRY if k.centres]} or 'auto'")
+    return None
+
+
 def select_kernel(configured: str, request: KernelRequest) -> Kernel:
-    """The kernel that runs ``request``: the requested one (``CODA_KERNEL`` beats ``configured``) if it can,
-    else the first of ``REGISTRY`` that ``auto`` may pick and that can (``torch`` runs everything)."""
-    name, _ = requested_kernel(configured)
-    if name != "auto" and KERNELS[name].runs(request):
-        return KERNELS[name]
+    """The kernel that runs ``request``: the requested one (``CODA_KERNEL`` beats ``configured``), or for ``auto``
+    (and for a call the named kernel never computes for) the first of ``REGISTRY`` that ``auto`` may pick and that
+    can run it (``torch`` runs everything). A named kernel that cannot run the call: ``KernelUnavailable``."""
+    name, source = requested_kernel(configured)
+    if name != "auto" and KERNELS[name].serves(request):
+        kernel = KERNELS[name]
+        why = kernel.missing(request)
+        if why is not None:
+            raise KernelUnavailable(f"{source} is {name!r}, which cannot run this call: {why}. Choose another "
+                                    f"kernel or 'auto' ({list(KERNEL_CHOICES)})")
+        return kernel
     return next(k for k in REGISTRY if k.runs(request) and (k.auto is None or k.auto(request)))
 
 
 def l1_distance(x: torch.Tensor, y: torch.Tensor, kernel: str = "auto",
                 chunk_bytes: int | None = None) -> torch.Tensor:
     """All-pairs L1 distance (eq. 2 without -beta): x (..., la, d), y (..., lb, d) -> (..., la, lb), batch dims
-    broadcast, computed by the L1 of the kernel ``select_kernel`` picks (``fused`` has none: ``auto`` then).
+    broadcast, computed by the L1 of the kernel ``select_kernel`` picks (``flash`` and ``fused`` have none:
+    ``auto`` then).
 
     Peak memory grows with la*lb, never la*lb*d (except ``torch``'s CUDA backward); ``chunk_bytes`` bounds the
-    ``chunked`` backward's temporary (None: ``l1.CHUNK_BYTES``).
+    ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``).
     """
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
     if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
-    return select_kernel(kernel, describe(x, y, materialise=True)).l1(x, y, chunk_bytes)
+    return select_kernel(kernel, describe(x, y, output="l1")).l1(x, y, chunk_bytes)
 
 
 def kernels_used(model: nn.Module) -> list[str]:

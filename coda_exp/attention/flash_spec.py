@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
+
 MASK32 = 0xFFFFFFFF
 MIX_A, MIX_B = 0x7FEB352D, 0x846CA68B  # lowbias32 (C. Wellons) multipliers
 
@@ -85,7 +87,6 @@ def valid_pairs(mask, query_mask, causal: bool, lq: int, lk: int, device) -> tor
 
 def reference_forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:
     """The materialising reference (plain PyTorch, differentiable): what every backend must match."""
-    from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS  # options -> dispatch -> flash -> here
 
     energy = params.alpha * (q @ k.transpose(-1, -2))
     neg = -params.beta * (nq[..., :, None, :] - nk[..., None, :, :]).abs().sum(-1)

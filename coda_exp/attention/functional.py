@@ -5,16 +5,18 @@
 both (and the CoDA modules) call, returning the name of the kernel that ran too. Shapes: e_a (..., la, de),
 e_b (..., lb, de), n_a (..., la, dn), n_b (..., lb, dn); mask bool (..., la, lb) True = valid pair (broadcastable,
 e.g. (B, 1, la, lb) over heads). Invalid pairs of every returned matrix are exactly 0 and enter no mean. Options:
-a ``CoDAOptions`` and/or its fields as keywords (``coda_matrix(..., center_e=True)``); defaults are the dataclass's.
+a ``CoDAOptions`` and/or its fields as keywords (``coda_matrix(..., center_e=True)``); without ``options`` the
+equations as printed (``PAPER_EQUATIONS``: no 1/sqrt(d), which is eq. 10's and the modules' default).
 """
 
 from __future__ import annotations
 
 import torch
 
-from coda_exp.attention.dispatch import describe, select_kernel
+from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
+from coda_exp.attention.dispatch import Kernel, describe, select_kernel
 from coda_exp.attention.maps import AttentionMaps
-from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS, CoDAOptions
+from coda_exp.attention.options import CoDAOptions
 
 
 def masked_center(x: torch.Tensor, mask: torch.Tensor | None, over: str = "slice") -> torch.Tensor:
@@ -31,24 +33,33 @@ def masked_center(x: torch.Tensor, mask: torch.Tensor | None, over: str = "slice
     return x - total / count
 
 
-def resolve_options(options: CoDAOptions | None, overrides: dict) -> CoDAOptions:
-    """``options`` (default ``CoDAOptions()``) with the keyword ``overrides`` applied, validated."""
-    base = CoDAOptions() if options is None else options
+# eqs. 1-2 as printed: E = alpha e_a e_b^T, N = -beta ||n_a - n_b||_1, no 1/sqrt(d) (that is eq. 10's, and the
+# modules' documented default): what ``coda_matrix`` and ``coda_components`` compute unless told otherwise
+PAPER_EQUATIONS = CoDAOptions(scale=False)
+
+
+def resolve_options(options: CoDAOptions | None, overrides: dict, default: CoDAOptions | None = None) -> CoDAOptions:
+    """``options`` (default ``default``, itself by default ``CoDAOptions()``) with the keyword ``overrides``
+    applied, validated."""
+    base = options if options is not None else default if default is not None else CoDAOptions()
     return base.replace(**overrides) if overrides else base
 
 
 def run_coda(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch.Tensor, options: CoDAOptions,
-             mask: torch.Tensor | None = None, maps: bool = False) -> tuple[torch.Tensor | AttentionMaps, str]:
+             mask: torch.Tensor | None = None, maps: bool = False,
+             kernel: Kernel | None = None) -> tuple[torch.Tensor | AttentionMaps, str]:
     """(M (..., la, lb), or ``AttentionMaps`` when ``maps``; the name of the kernel that ran), eqs. 1-6.
 
-    The kernel is ``dispatch.select_kernel``'s choice; centring and ``maps`` need the intermediates, so they run
-    the plain composition below on the chosen kernel's L1.
+    ``kernel``: the one ``dispatch.select_kernel`` chose for the caller (``attend``); None: chosen here. A one-pass
+    kernel (``fused``) returns M; the others run the plain composition below on their L1 (centring and ``maps``
+    need the intermediates, so ``dispatch`` never picks ``fused`` for them).
     """
     if options.query_scale:  # T2T: q scaled before the attention function (both affinities see it)
         factor = options.query_factor(e_a.shape[-1])
         e_a, n_a = (e_a * factor, e_a * factor) if n_a is e_a else (e_a * factor, n_a * factor)
-    request = describe(e_a, e_b, n_a, n_b, mask=mask, materialise=maps or options.centred)
-    kernel = select_kernel(options.kernel, request)
+    if kernel is None:
+        kernel = select_kernel(options.kernel, describe(e_a, e_b, n_a, n_b, mask=mask, centred=options.centred,
+                                                        maps=maps))
     alpha, beta = options.temperatures(e_a.shape[-1])
     if kernel.matrix is not None:  # eqs. 1-5 in one pass
         return kernel.matrix(e_a, e_b, n_a, n_b, alpha=alpha, beta=beta, e_fn=options.e_fn, n_fn=options.n_fn,
@@ -82,12 +93,13 @@ def coda_components(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b
                     **overrides) -> AttentionMaps:
     """Dual affinities and their composition as ``AttentionMaps`` (E, N, f_E, f_N, gate, weights = M, mask).
 
-    E = alpha e_a e_b^T (eq. 1), N = -beta ||n_a_i - n_b_j||_1 (eq. 2) (both temperatures divided by sqrt(de)
-    when ``scale``), optionally centred over the valid pairs (eqs. 6, 4); E / N are the values fed to the
-    activations (after centring). f_E = f_E(E), f_N = f_N(N), gate = g f_N(N) (g = 2 with sigmoid is eq. 5, 1 is
+    E = alpha e_a e_b^T (eq. 1), N = -beta ||n_a_i - n_b_j||_1 (eq. 2) as printed (``options`` default:
+    ``PAPER_EQUATIONS``, no 1/sqrt(de); ``scale=True`` divides both temperatures by sqrt(de), eq. 10's scaling),
+    optionally centred over the valid pairs (eqs. 6, 4); E / N are the values fed to the activations (after
+    centring). f_E = f_E(E), f_N = f_N(N), gate = g f_N(N) (g = 2 with sigmoid is eq. 5, 1 is
     eq. 3), weights = M = f_E * gate. Invalid pairs (mask False) are exactly 0 in all six.
     """
-    return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides), mask, maps=True)[0]
+    return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides, PAPER_EQUATIONS), mask, maps=True)[0]
 
 
 def coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch.Tensor,
@@ -95,10 +107,11 @@ def coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: to
                 **overrides) -> torch.Tensor:
     """Quasi-attention matrix M = f_E(E) * g * f_N(N) (eqs. 1-6), (..., la, lb); invalid pairs exactly 0.
 
-    ``options`` / keyword ``overrides``: the ``CoDAOptions`` fields (defaults: no centring, gate 2 sigmoid (eq. 5),
-    temperatures divided by sqrt(de), kernel ``auto``: the fused numba kernel on CPU when it applies).
+    ``options`` / keyword ``overrides``: the ``CoDAOptions`` fields (defaults ``PAPER_EQUATIONS``: eqs. 1-2 as
+    printed, no 1/sqrt(de) (``scale=True`` for eq. 10's), no centring, gate 2 sigmoid (eq. 5), kernel ``auto``:
+    the fused numba kernel on CPU when it applies).
     """
-    return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides), mask)[0]
+    return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides, PAPER_EQUATIONS), mask)[0]
 
 
 def compositional_pool(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,17 +13,16 @@ Lk) mask, so Flash-CoDA never builds anything L × L.
 from __future__ import annotations
 
 import math
-from types import MappingProxyType
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coda_exp.attention.flash import run_coda_attention
+from coda_exp.attention.attend import run_coda_attention
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax
-from coda_exp.attention.options import DEFAULTS, CoDAOptions
+from coda_exp.attention.options import DEFAULTS, MODULE_OPTION_DEFAULTS, CoDAOptions
 
 
 def attention_mask(key_padding_mask: torch.Tensor | None, causal: bool, len_q: int, len_k: int,
@@ -85,12 +84,12 @@ class CoDAScoring(nn.Module):
     padded query: its row of M and of the output is 0 and it enters no slice mean. ``return_maps``: also
     ``AttentionMaps`` (weights = M, E, N, f_E, f_N, gate, mask), computed on the materialising path.
     ``kernel_used``: the kernel the last forward ran (``dispatch``): without ``return_maps``, ``flash``
-    (``flash.run_coda_attention``: M V block by block, M never stored) wherever it applies. ``causal``: key j is
+    (``attend.run_coda_attention``: M V block by block, M never stored) wherever it applies. ``causal``: key j is
     visible to query i iff j <= i + Lk - Lq, on top of ``mask`` (``structured_mask``: ``MultiHeadAttention`` passes
     the key padding mask and the flag, never a (B, 1, Lq, Lk) mask).
     """
 
-    OPTION_DEFAULTS = MappingProxyType({"center_over": "row"})  # where this module's defaults differ from CoDAOptions()
+    OPTION_DEFAULTS = MODULE_OPTION_DEFAULTS["CoDAScoring"]  # where its defaults differ from CoDAOptions()
     structured_mask = True
 
     def __init__(self, scale: bool = DEFAULTS.scale, center_e: bool = DEFAULTS.center_e,

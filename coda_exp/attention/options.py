@@ -12,23 +12,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 
-import torch
+from coda_exp.attention.activations import E_FUNCTIONS, FUNCTION_RANGES, N_FUNCTIONS  # noqa: F401 (re-exported)
+from coda_exp.attention.dispatch import KERNEL_CHOICES, configuration_error
 
-from coda_exp.attention.dispatch import KERNEL_CHOICES
-
-
-def _algebraic(x: torch.Tensor) -> torch.Tensor:
-    """x / sqrt(1 + x^2): the 'algebraic' sigmoid of Table 9, range (-1, 1)."""
-    return x * torch.rsqrt(1.0 + x * x)
-
-
-E_FUNCTIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid}  # f_E (Table 9)
-N_FUNCTIONS = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "arctan": torch.atan, "algebraic": _algebraic}  # f_N
 CENTER_OVER = ("slice", "row")
-# open range (lo, hi) of each function; the composition bounds used in docs and tests
-FUNCTION_RANGES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0), "arctan": (-math.pi / 2, math.pi / 2),
-                   "algebraic": (-1.0, 1.0)}
 
 
 def _is_real(value) -> bool:
@@ -49,7 +38,8 @@ class CoDAOptions:
     function; with ``scale=False`` that is the T2T reading of eq. 10: E = q k^T / sqrt(d) (eq. 10's E), but
     N = -||q / sqrt(d) - k||_1 (docs/transformer.md). gate_scale: g > 0; None = 2 without center_n (eq. 5: 2 sigmoid(N)
     in [0, 1] since N <= 0) and 1 with it (eq. 3 as printed, sigmoid(N')). kernel: ``auto`` or a registered
-    kernel (``fused`` | ``numba`` | ``chunked`` | ``torch``); ``dispatch.select_kernel`` decides what runs.
+    kernel (``flash`` | ``fused`` | ``numba`` | ``chunked`` | ``torch``; ``flash`` and ``fused`` do not centre);
+    ``dispatch.select_kernel`` decides what runs, once per call.
     """
 
     e_fn: str = "tanh"
@@ -84,6 +74,9 @@ class CoDAOptions:
                 raise ValueError(f"CoDA option gate_scale must be null or a finite float > 0 (1.0 = eq. 3, "
                                  f"2.0 = eq. 5), got {self.gate_scale!r}")
             object.__setattr__(self, "gate_scale", float(self.gate_scale))
+        refused = configuration_error(self.kernel, self.center_e or self.center_n)
+        if refused:
+            raise ValueError(refused)
 
     @property
     def gate(self) -> float:
@@ -119,3 +112,19 @@ class CoDAOptions:
 
 OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CoDAOptions))
 DEFAULTS = CoDAOptions()
+
+# Where a module's defaults differ from ``CoDAOptions()``: the one table of them (each module's ``OPTION_DEFAULTS``
+# is its row; a test checks constructors and YAML against it). Keyed by class name.
+MODULE_OPTION_DEFAULTS = {
+    "CoDAScoring": MappingProxyType({"center_over": "row"}),  # decoder-safe centring (docs/attention.md)
+    "CoDACrossAttention": MappingProxyType({"gate_scale": 2.0}),  # DecompAtt's tables fix the gate at 2 f_N(N)
+}
+
+
+def option_defaults(target: str | None = None) -> dict:
+    """``CoDAOptions()`` as a dict, updated with the declared differences of the module ``target`` names (a
+    ``_target_`` such as ``coda_exp.attention.CoDAScoring``, or a class name); an unknown target: the dataclass's."""
+    defaults = DEFAULTS.as_dict()
+    if target:
+        defaults.update(MODULE_OPTION_DEFAULTS.get(str(target).rpartition(".")[2], {}))
+    return defaults

@@ -57,11 +57,14 @@ def test_head_broadcast_mask_and_centring_axes(center_over):
         torch.testing.assert_close(comps.weights, want, rtol=1e-10, atol=1e-12)
 
 
-def test_unmasked_defaults_are_scaled_tanh_times_two_sigmoid():
-    (e_a, e_b, n_a, n_b), _ = make_inputs(1)  # de = 4: both affinities divided by sqrt(4) (scale=True, eq. 10)
-    got = coda_matrix(e_a, e_b, n_a, n_b)
+def test_unmasked_defaults_are_the_printed_equations_tanh_times_two_sigmoid():
+    """coda_matrix computes eqs. 1-2 as printed (alpha = beta = 1, no 1/sqrt(d)); scale=True is eq. 10's scaling."""
+    (e_a, e_b, n_a, n_b), _ = make_inputs(1)  # de = 4
     dist = (n_a.unsqueeze(-2) - n_b.unsqueeze(-3)).abs().sum(-1)
-    torch.testing.assert_close(got, torch.tanh(e_a @ e_b.transpose(-1, -2) / 2) * 2 * torch.sigmoid(-dist / 2))
+    energy = e_a @ e_b.transpose(-1, -2)
+    torch.testing.assert_close(coda_matrix(e_a, e_b, n_a, n_b), torch.tanh(energy) * 2 * torch.sigmoid(-dist))
+    torch.testing.assert_close(coda_matrix(e_a, e_b, n_a, n_b, scale=True),  # both affinities divided by sqrt(4)
+                               torch.tanh(energy / 2) * 2 * torch.sigmoid(-dist / 2))
 
 
 def test_components_are_consistent_and_invalid_pairs_exactly_zero():

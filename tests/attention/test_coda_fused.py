@@ -159,5 +159,5 @@ def test_coda_scoring_fused_matches_plain(causal, monkeypatch):
 
 
 def test_reference_functions_cover_the_kernel_codes():
-    from coda_exp.attention._kernels import FUNCTION_CODES
+    from coda_exp.attention.kernels.numba_cpu import FUNCTION_CODES
     assert set(FUNCTION_CODES) == set(REF_FN)

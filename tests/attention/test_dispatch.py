@@ -34,36 +34,69 @@ def _pick(kernel="auto", **request) -> str:
 def test_auto_picks_by_device_dtype_and_what_is_needed():
     assert _pick() == "fused"  # CPU float32/float64: eqs. 1-5 in one numba pass
     assert _pick(dtype=torch.float64) == "fused"
-    assert _pick(materialise=True) == "numba"  # maps or centring need E and N: the materialising path
+    assert _pick(maps=True) == _pick(centred=True) == "numba"  # maps or centring need E and N: materialised
+    assert _pick(output="l1") == "numba"  # the distance alone
     assert _pick(mask_ok=False) == "numba"  # a float mask, or a mask on another device
     assert _pick(dtype=torch.bfloat16) == "torch"  # no numba kernel for it
     assert _pick(dtype=None) == "torch"  # mixed dtypes
-    assert _pick(device="cuda") == _pick(device="cuda", materialise=True) == "chunked"
+    assert _pick(device="cuda") == _pick(device="cuda", maps=True) == "chunked"
     assert _pick(device="mixed") == "chunked"
-    # M V requested (a scoring module without maps): Flash-CoDA wherever it applies, else the same choices
-    assert _pick(output="attention") == _pick(output="attention", dtype=torch.float64) == "flash"
-    assert _pick(output="attention", materialise=True) == "numba"  # centring: the means need E and N
-    assert _pick(output="attention", mask_ok=False) == "numba"
-    assert _pick(output="attention", dtype=torch.bfloat16) == "torch"
+    # M V requested (a scoring module without maps): Flash-CoDA where it applies and M is big enough
+    big = dispatch.SELF_FLASH_MIN_BYTES
+    assert _pick(output="attention", matrix_bytes=big) == _pick(output="attention", dtype=torch.float64,
+                                                                matrix_bytes=big) == "flash"
+    assert _pick(output="attention", matrix_bytes=big - 1) == "fused"  # small M: the one-pass kernel is faster
+    assert _pick(output="attention", matrix_bytes=big, cross=True) == "fused"  # the cross-attention's threshold
+    assert _pick(output="attention", matrix_bytes=dispatch.CROSS_FLASH_MIN_BYTES, cross=True) == "flash"
+    assert _pick(output="attention", centred=True, matrix_bytes=big) == "numba"  # centring: the means need E, N
+    assert _pick(output="attention", mask_ok=False, matrix_bytes=big) == "numba"
+    assert _pick(output="attention", dtype=torch.bfloat16, matrix_bytes=big) == "torch"
 
 
-def test_a_requested_kernel_runs_if_it_can_else_auto_decides():
-    assert [_pick(k.name) for k in REGISTRY] == ["fused", "fused", "numba", "chunked", "torch"]  # flash: no M
+def test_a_named_kernel_runs_the_call_or_says_why_not():
     assert [_pick(k.name, output="attention") for k in REGISTRY] == ["flash", "fused", "numba", "chunked", "torch"]
-    assert _pick("fused", materialise=True) == "numba"  # the fused kernel returns M only
-    assert _pick("numba", device="cuda") == _pick("fused", device="cuda") == "chunked"
-    assert _pick("numba", dtype=torch.half) == "torch"
+    assert _pick("flash", output="attention", matrix_bytes=1) == "flash"  # named: whatever the size of M
+    # what a kernel never computes goes to auto: M or the maps from flash, the maps or the L1 from fused
+    assert [_pick(k.name) for k in REGISTRY] == ["fused", "fused", "numba", "chunked", "torch"]
+    assert _pick("fused", maps=True) == _pick("flash", maps=True) == _pick("fused", output="l1") == "numba"
     assert _pick("torch", device="cuda") == "torch"
+    for kernel, request, why in [
+            ("numba", {"device": "cuda"}, "it runs on CPU tensors, these are on cuda"),
+            ("fused", {"device": "cuda"}, "it runs on CPU tensors"),
+            ("numba", {"dtype": torch.half}, "it runs float32/float64, these are torch.float16"),
+            ("fused", {"mask_ok": False}, "its mask must be a bool tensor"),
+            ("fused", {"centred": True}, "the fused kernel does not centre"),
+            ("flash", {"output": "attention", "centred": True}, "Flash-CoDA does not centre"),
+            ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16")]:
+        with pytest.raises(dispatch.KernelUnavailable, match=f"CoDA option kernel is '{kernel}', which cannot run "
+                                                               f"this call: {why}"):
+            _pick(kernel, **request)
+
+
+def test_a_named_kernel_that_cannot_centre_is_refused_when_the_options_are_built():
+    for kernel in ("flash", "fused"):
+        with pytest.raises(ValueError, match=f"CoDA option kernel '{kernel}' cannot run centred CoDA"):
+            CoDAOptions(kernel=kernel, center_n=True)
+        with pytest.raises(ValueError, match="cannot run centred CoDA"):
+            CoDAScoring(kernel=kernel, center_e=True)
+    assert CoDAOptions(kernel="numba", center_e=True).centred
 
 
 def test_without_numba_the_cpu_runs_torch(monkeypatch):
-    monkeypatch.setattr(dispatch._kernels, "HAVE_NUMBA", False)
-    assert _pick() == _pick("fused") == _pick("numba") == "torch"
+    monkeypatch.setattr(dispatch.numba_cpu, "HAVE_NUMBA", False)
+    assert _pick() == "torch"
+    for kernel in ("fused", "numba"):
+        with pytest.raises(dispatch.KernelUnavailable, match="numba is not installed"):
+            _pick(kernel)
 
 
 def test_the_environment_beats_the_config(monkeypatch):
     monkeypatch.setenv(ENV_VAR, "torch")
     assert _pick("fused") == _pick("auto") == "torch"
+    monkeypatch.setenv(ENV_VAR, "numba")
+    with pytest.raises(dispatch.KernelUnavailable, match=f"environment variable {ENV_VAR} is 'numba', which "):
+        _pick(device="cuda")
+    monkeypatch.setenv(ENV_VAR, "torch")
     (q, k, _, _), _ = make_inputs(0)
     scoring = CoDAScoring(kernel="fused")
     scoring(q, k, k)
@@ -78,23 +111,29 @@ def test_the_environment_beats_the_config(monkeypatch):
 def test_describe_reads_device_dtype_mask_and_grad_mode():
     x = torch.randn(2, 3, requires_grad=True)
     req = describe(x, x.detach().double(), mask=torch.ones(2, 2))
-    assert (req.device, req.dtype, req.mask_ok, req.materialise, req.needs_grad) == ("cpu", None, False, False, True)
+    assert (req.device, req.dtype, req.mask_ok, req.centred, req.maps, req.needs_grad) == ("cpu", None, False, False,
+                                                                                           False, True)
+    assert req.matrix_bytes == 2 * 2 * 4  # M of the first two tensors (2 x 2), in their first's element size
     with torch.no_grad():
         assert not describe(x, mask=torch.ones(2, 2, dtype=torch.bool)).needs_grad
     assert describe(x, x.to("meta")).device == "mixed"
 
 
-@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY if not k.attend])  # flash: tests/attention/test_flash.py
+@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY if k.computes != "attention"])  # flash: tests/attention/test_flash.py
 @pytest.mark.parametrize("center", [False, True])
 def test_every_kernel_matches_the_torch_reference_in_float64(kernel, center):
     tensors, mask = make_inputs(21, batch=(2, 3), la=5, lb=6, de=4, dn=3, requires_grad=True)
     causal = torch.ones(5, 6, dtype=torch.bool).tril(1)
     grad = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    if center and kernel == "fused":  # the fused kernel does not centre: refused when the options are built
+        with pytest.raises(ValueError, match="cannot run centred CoDA"):
+            CoDAOptions(center_e=True, kernel=kernel)
+        return
     for m in (mask, mask & causal, None):
         opts = CoDAOptions(alpha=0.7, beta=0.4, center_e=center, center_n=center, center_over="row", kernel=kernel)
         got, ran = run_coda(*tensors, opts, m)
         want, ref = run_coda(*tensors, opts.replace(kernel="torch"), m)
-        assert ref == "torch" and ran == ("numba" if center and kernel == "fused" else kernel)
+        assert ref == "torch" and ran == kernel
         torch.testing.assert_close(got, want, rtol=1e-11, atol=1e-13)
         for g, w in zip(torch.autograd.grad(got, tensors, grad), torch.autograd.grad(want, tensors, grad)):
             torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)

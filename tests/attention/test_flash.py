@@ -1,4 +1,4 @@
-"""Flash-CoDA (coda_exp.attention.flash, _flash_cpu): equal to the materialising reference in float64, values and
+"""Flash-CoDA (coda_exp.attention.kernels.flash, flash_cpu): equal to the materialising reference in float64, values and
 gradients, for every composition, mask, length and dropout; never handed an L × L block; deterministic."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from coda_exp.attention import CoDACrossAttention, CoDAScoring, MultiHeadAttention
+from coda_exp.attention.attend import coda_attention, run_coda_attention
 from coda_exp.attention.dispatch import ENV_VAR
-from coda_exp.attention.flash import coda_attention, flash_attention, run_coda_attention
 from coda_exp.attention.flash_spec import FlashParams, dropout_keep, reference_forward
+from coda_exp.attention.kernels.flash import flash_attention
 from coda_exp.attention.options import E_FUNCTIONS, N_FUNCTIONS, CoDAOptions
 from tests import ROOT
 
@@ -106,7 +107,7 @@ def test_gradcheck_in_float64():
 _PEAK = """
 import sys, torch
 from pathlib import Path
-from coda_exp.attention.flash import flash_attention
+from coda_exp.attention.kernels.flash import flash_attention
 from coda_exp.attention.flash_spec import FlashParams
 status = lambda f: next(int(x.split()[1]) for x in Path("/proc/self/status").read_text().splitlines() if x.startswith(f))
 q, k, v = (torch.randn(1, 1, 2048, 8, requires_grad=True) for _ in range(3))
@@ -225,23 +226,23 @@ def test_query_scale_is_t2ts_q_scaling_before_both_affinities():
 
 
 def test_auto_cross_attention_streams_only_a_large_m(monkeypatch):
-    from coda_exp.attention import flash
+    from coda_exp.attention import dispatch
 
     module = CoDACrossAttention(4, hidden=4, dropout=0.0)
     a, b = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
     module(a, b)
     assert module.kernel_used == "fused"  # 2 x 3 x 5 floats: far below CROSS_FLASH_MIN_BYTES
-    monkeypatch.setattr(flash, "CROSS_FLASH_MIN_BYTES", 2 * 3 * 5 * 4)
+    monkeypatch.setattr(dispatch, "CROSS_FLASH_MIN_BYTES", 2 * 3 * 5 * 4)
     module(a, b)
     assert module.kernel_used == "flash"
 
 
 def test_auto_self_attention_streams_from_a_size_of_m_on(monkeypatch):
-    from coda_exp.attention import flash
+    from coda_exp.attention import dispatch
 
     q, k, v, _, _, key, _ = _inputs(10, grad=False)
     assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"
-    monkeypatch.setattr(flash, "SELF_FLASH_MIN_BYTES", 2 * 3 * 5 * 7 * 8)  # this M in float64
+    monkeypatch.setattr(dispatch, "SELF_FLASH_MIN_BYTES", 2 * 3 * 5 * 7 * 8)  # this M in float64
     out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
     assert ran == "flash"
     torch.testing.assert_close(out, coda_attention(q, k, v, mask=key, kernel="torch"), rtol=1e-12, atol=1e-13)
@@ -265,3 +266,26 @@ def test_bad_inputs_name_the_argument(change, message):
     q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
     with pytest.raises(ValueError, match=message):
         coda_attention(q, k, v, **args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-3), (torch.bfloat16, 3e-2)])
+def test_flash_on_cuda_matches_the_float64_reference(dtype, tol):
+    """The Triton backend through the op, with key and query masks, causal and unshared N inputs, values and
+    gradients against the materialising float64 reference on the CPU (relative L2 error)."""
+    q, k, v, nq, nk, key, query = _inputs(30, b=2, h=3, lq=70, lk=90, de=32, dv=16, dn=8)
+    leaves = (q, k, v, nq, nk)
+    opts = CoDAOptions(alpha=0.7, beta=0.4, kernel="torch")
+    want = coda_attention(q, k, v, options=opts, mask=key, query_mask=query, causal=True, n_q=nq, n_k=nk)
+    dout = torch.randn(want.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    want_grads = torch.autograd.grad(want, leaves, dout)
+    cuda = [t.detach().to("cuda", dtype).requires_grad_() for t in leaves]
+    got = coda_attention(*cuda[:3], options=opts.replace(kernel="flash"), mask=key.cuda(), query_mask=query.cuda(),
+                         causal=True, n_q=cuda[3], n_k=cuda[4])
+    got_grads = torch.autograd.grad(got, cuda, dout.to("cuda", dtype))
+
+    def rel(a, b):
+        return float((a.double().cpu() - b).norm() / b.norm())
+
+    assert rel(got, want) < tol
+    assert all(rel(g, w) < tol for g, w in zip(got_grads, want_grads))

@@ -1,7 +1,7 @@
-"""Flash-CoDA Triton kernels (``_flash_triton``) under the Triton interpreter against ``flash_spec.reference_forward``.
+"""Flash-CoDA Triton kernels (``flash_triton``) under the Triton interpreter against ``flash_spec.reference_forward``.
 
-TRITON_INTERPRET: ``triton.jit`` reads it when a kernel is *decorated* (when ``_flash_triton`` is imported), and
-``_flash_triton`` runs CPU tensors through an interpreted copy of its kernels when it was imported without it. So
+TRITON_INTERPRET: ``triton.jit`` reads it when a kernel is *decorated* (when ``flash_triton`` is imported), and
+``flash_triton`` runs CPU tensors through an interpreted copy of its kernels when it was imported without it. So
 here the variable is only set per test, by the autouse fixture below (``monkeypatch``: ``available("cpu")`` reads
 it at call time), and other tests of the same pytest process never see it, whatever the import order.
 ``test_interpret_set_before_import`` covers the other order (variable set before triton is imported, the module's
@@ -24,8 +24,8 @@ import torch
 
 pytest.importorskip("triton")
 
-from coda_exp.attention import _flash_triton as ft
 from coda_exp.attention.flash_spec import FlashParams, dropout_keep, reference_forward
+from coda_exp.attention.kernels import flash_triton as ft
 from tests import ROOT
 
 FN_PAIRS = list(itertools.product(["tanh", "sigmoid"], ["sigmoid", "tanh", "arctan", "algebraic"]))  # Table 9
@@ -223,8 +223,12 @@ def test_errors_name_the_argument(index):
 
 
 def test_imports_without_triton(monkeypatch):
+    from coda_exp.attention import kernels
+
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
-    spec = importlib.util.spec_from_file_location("_flash_triton_without_triton", ft.__file__)
+    monkeypatch.delitem(sys.modules, "coda_exp.attention.kernels.triton_jit")  # imported afresh, without triton
+    monkeypatch.delattr(kernels, "triton_jit")
+    spec = importlib.util.spec_from_file_location("flash_triton_without_triton", ft.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert not module.HAVE_TRITON
@@ -233,9 +237,9 @@ def test_imports_without_triton(monkeypatch):
 
 _SUBPROCESS = """
 import torch
-from coda_exp.attention import _flash_triton as ft
+from coda_exp.attention.kernels import flash_triton as ft
 from coda_exp.attention.flash_spec import FlashParams, reference_forward
-assert ft._INTERPRETED and ft._kernels(torch.device("cpu")) is ft
+assert ft.triton_jit._INTERPRETED and ft._kernels(torch.device("cpu")) is ft.triton_jit
 g = torch.Generator().manual_seed(0)
 q, k, nq, nk = (torch.randn(2, 1, 9, 3, generator=g, dtype=torch.float64) for _ in range(4))
 v = torch.randn(2, 1, 9, 2, generator=g, dtype=torch.float64)
@@ -263,7 +267,7 @@ def test_interpret_set_before_import():
 @pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed)."""
-    if ft._INTERPRETED:
+    if ft.triton_jit._INTERPRETED:
         pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
     import triton
     import triton.language as tl
@@ -272,7 +276,7 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
 
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    fn = getattr(ft, f"_{kernel}_kernel")
+    fn = getattr(ft.triton_jit, f"_{kernel}_kernel")
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "DOT_PREC": "tf32", "BLOCK_M": 32,
@@ -289,7 +293,7 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
 
 def test_the_op_runs_the_triton_backend_like_the_cpu_one():
     """``flash.flash_attention(backend="triton")`` (what CUDA tensors get) equals the numba backend, with autograd."""
-    from coda_exp.attention.flash import flash_attention
+    from coda_exp.attention.kernels.flash import flash_attention
 
     gen = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(2, 2, 9, 5, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from coda_exp.attention.dispatch import ENV_VAR, describe, l1_distance, select_kernel
-from coda_exp.attention.l1 import CHUNK_BYTES, chunk_plan
+from coda_exp.attention.kernels.l1 import CHUNK_BYTES, chunk_plan
 
 KERNELS = ["numba", "chunked", "torch"]
 
@@ -111,13 +111,16 @@ def test_the_l1_kernel_follows_the_dispatch(monkeypatch):
     x = torch.randn(2, 3)
     monkeypatch.delenv(ENV_VAR, raising=False)
     for kernel, dtype, device, want in [("auto", torch.float32, "cpu", "numba"), ("fused", torch.float64, "cpu", "numba"),
-                                        ("auto", torch.bfloat16, "cpu", "torch"), ("numba", torch.half, "cpu", "torch"),
-                                        ("chunked", torch.float32, "cpu", "chunked"), ("auto", torch.float32, "meta", "chunked"),
-                                        ("numba", torch.float32, "meta", "chunked"), ("torch", torch.float32, "meta", "torch")]:
+                                        ("auto", torch.bfloat16, "cpu", "torch"), ("chunked", torch.float32, "cpu", "chunked"),
+                                        ("auto", torch.float32, "meta", "chunked"), ("torch", torch.float32, "meta", "torch")]:
         t = x.to(device=device, dtype=dtype)
-        assert select_kernel(kernel, describe(t, t, materialise=True)).name == want, (kernel, dtype, device)
+        assert select_kernel(kernel, describe(t, t, output="l1")).name == want, (kernel, dtype, device)
+    for kernel, dtype, device in [("numba", torch.half, "cpu"), ("numba", torch.float32, "meta")]:
+        t = x.to(device=device, dtype=dtype)
+        with pytest.raises(ValueError, match="CoDA option kernel is 'numba', which cannot run this call"):
+            select_kernel(kernel, describe(t, t, output="l1"))
     monkeypatch.setenv(ENV_VAR, "torch")  # the environment beats the argument
-    assert select_kernel("numba", describe(x, x, materialise=True)).name == "torch"
+    assert select_kernel("numba", describe(x, x, output="l1")).name == "torch"
     monkeypatch.setenv(ENV_VAR, "fast")
     with pytest.raises(ValueError, match=f"environment variable {ENV_VAR} must be one of"):
         l1_distance(x, x)
@@ -250,7 +253,7 @@ def test_chunked_backward_peak_memory_stays_within_its_budget():
 def test_the_chunked_kernel_runs_under_vmap_as_one_batch():
     """Several seeds of one model in one process (torch.func.vmap, the fast path's benchmark) need the chunked L1,
     CUDA's kernel, to be vmappable: values and gradients equal the batched call's, small chunks included."""
-    from coda_exp.attention.l1 import chunked_l1
+    from coda_exp.attention.kernels.l1 import chunked_l1
 
     x = torch.randn(3, 2, 4, 5, dtype=torch.float64, requires_grad=True)
     y = torch.randn(3, 2, 6, 5, dtype=torch.float64, requires_grad=True)

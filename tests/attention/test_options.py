@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from coda_exp.attention import CoDACrossAttention, CoDAOptions, CoDAScoring, coda_components, coda_matrix
-from coda_exp.attention.functional import resolve_options
+from coda_exp.attention.functional import PAPER_EQUATIONS, resolve_options
 from coda_exp.attention.options import DEFAULTS, OPTION_NAMES
 from tests import ROOT
 from tests.attention.reference import make_inputs
@@ -68,12 +68,14 @@ def test_module_defaults_are_the_dataclass_defaults_but_the_documented_ones(grou
     assert built.options == CoDAOptions(**want)
 
 
-def test_the_functional_defaults_are_the_dataclass_defaults():
+def test_the_functional_defaults_are_the_printed_equations():
     tensors, mask = make_inputs(0)
     assert resolve_options(None, {}) == DEFAULTS
-    assert torch.equal(coda_matrix(*tensors, mask=mask), coda_matrix(*tensors, CoDAOptions(), mask=mask))
+    # the functional API's default is the printed equations: the dataclass's but for eq. 10's 1/sqrt(d) scaling
+    assert resolve_options(None, {}, PAPER_EQUATIONS) == DEFAULTS.replace(scale=False)
+    assert torch.equal(coda_matrix(*tensors, mask=mask), coda_matrix(*tensors, CoDAOptions(scale=False), mask=mask))
     maps = coda_components(*tensors, CoDAOptions(n_fn="tanh"), mask=mask, center_n=True)  # object + override
-    torch.testing.assert_close(maps.weights, coda_matrix(*tensors, mask=mask, n_fn="tanh", center_n=True))
+    torch.testing.assert_close(maps.weights, coda_matrix(*tensors, mask=mask, n_fn="tanh", center_n=True, scale=True))
 
 
 @pytest.mark.parametrize("group", list(MODULES))
@@ -90,3 +92,16 @@ def test_yaml_sets_every_option_to_the_code_default(group):
             continue  # the model's own value (hidden size, dropout)
         assert key in params, f"{group}/coda.yaml key {key} is no argument of {module.__name__}"
         assert raw == params[key].default, f"{group}/coda.yaml {key}: {raw!r}, code default {params[key].default!r}"
+
+
+def test_module_defaults_have_one_table():
+    """Each module's OPTION_DEFAULTS is its row of options.MODULE_OPTION_DEFAULTS; option_defaults(target) is what
+    reports compare a run's options with (curves.attention_variant)."""
+    from coda_exp.attention import CoDACrossAttention, CoDAScoring, option_defaults
+    from coda_exp.attention.options import MODULE_OPTION_DEFAULTS
+
+    assert CoDAScoring.OPTION_DEFAULTS is MODULE_OPTION_DEFAULTS["CoDAScoring"]
+    assert CoDACrossAttention.OPTION_DEFAULTS is MODULE_OPTION_DEFAULTS["CoDACrossAttention"]
+    assert option_defaults("coda_exp.attention.CoDAScoring") == {**DEFAULTS.as_dict(), "center_over": "row"}
+    assert option_defaults("CoDACrossAttention")["gate_scale"] == 2.0
+    assert option_defaults(None) == option_defaults("some.Other") == DEFAULTS.as_dict()

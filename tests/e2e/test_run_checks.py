@@ -51,6 +51,9 @@ def test_a_bad_config_value_names_its_key_before_any_data(make_cfg, no_data, ove
       "e.g. task.cpu_scheduler.warmup_steps=3"]),
     ("mlu", ["model=coda_transformer", "model.scoring.kernel=fastest"],
      ["model.scoring.kernel: CoDA option kernel must be one of"]),
+    # a kernel that cannot run the configuration used to run another one silently
+    ("mlu", ["model=coda_transformer", "model.scoring.kernel=flash", "model.scoring.center_n=true"],
+     ["model.scoring.kernel: CoDA option kernel 'flash' cannot run centred CoDA"]),
 ])
 def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_cfg, no_data, task, overrides,
                                                                           messages):

@@ -76,3 +76,96 @@ def test_the_scan_sees_imports(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert offenders("metrics", "coda_exp.data") == ["coda_exp/metrics/bad.py imports coda_exp.data.common",
                                                      "coda_exp/metrics/bad.py imports coda_exp.data.common.vocab"]
+
+
+def _runtime_imports(tree: ast.AST):
+    """Import nodes that run (lazy ones in function bodies included), not those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            yield from (n for child in node.orelse for n in _runtime_imports(child))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _runtime_imports(node)
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """coda_exp module -> the coda_exp modules it imports (``from pkg import name`` is ``pkg.name`` when that is a
+    module); a package's ``__init__`` is not counted as imported by its submodules."""
+    modules = {".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                        for a in node.names] if node.module and node.level == 0 else [])
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_in_coda_exp():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_scan_sees_a_lazy_cycle(tmp_path):
+    pkg = tmp_path / "coda_exp"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from coda_exp import b\n")
+    (pkg / "b.py").write_text("def f():\n    from coda_exp.a import g\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from coda_exp import a\n")
+    assert cycles(import_graph(pkg)) == [["coda_exp.a", "coda_exp.b"]]
+
+
+ATTENTION_KERNELS_MAY_IMPORT = ("coda_exp.attention.activations", "coda_exp.attention.flash_spec",
+                                "coda_exp.attention.kernels")
+
+
+def test_attention_kernels_import_only_activations_the_contract_and_one_another():
+    """The backends sit below the decision (``dispatch``) and the options: one file per backend, none above."""
+    graph = import_graph()
+    bad = [f"{m} imports {t}" for m, targets in sorted(graph.items()) if m.startswith("coda_exp.attention.kernels")
+           for t in sorted(targets) if not t.startswith(ATTENTION_KERNELS_MAY_IMPORT)]
+    assert bad == []
+
+
+def test_no_module_of_the_attention_package_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in (PACKAGE / "attention").rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}

@@ -1,12 +1,12 @@
 """Flash-CoDA on CPU: one fused numba loop nest per (batch, head) slice (contract: ``flash_spec``).
 
-``_flash_kernels.flash_forward`` runs the slices in parallel (numba ``prange``); within a slice, queries go in blocks of
+``numba_flash.flash_forward`` runs the slices in parallel (numba ``prange``); within a slice, queries go in blocks of
 4 rows and keys in blocks of 256 columns. For each (4 × 256) block it computes E = alpha q k^T and the L1 distance
 D (the slice's k and nk transposed once to (d, Lk), so every inner loop runs over contiguous keys and vectorises),
 f_E(E) · g · f_N(-beta D) with the masks and the counter-based dropout, and accumulates M v into the 4 output rows:
 M exists only block by block, never as Lq × Lk. Under a causal mask a row block stops at the last key it may see.
 
-``_flash_kernels.flash_backward`` recomputes each block with the local derivatives A = dM/dE_raw and B = dM/dD, forms
+``numba_flash.flash_backward`` recomputes each block with the local derivatives A = dM/dE_raw and B = dM/dD, forms
 dM = dout v^T (dropout-masked), then dv += M^T dout, dE = dM A (dq += dE k, dk += dE^T q) and G = dM B straight into
 the L1 gradient (dnq_i = Σ_j G_ij sign(nq_i - nk_j), dnk_j = -Σ_i ...). Each thread owns one slice, so the key-side
 gradients accumulate in thread-private (d, Lk) buffers without atomics, and the result does not depend on the thread
@@ -23,15 +23,15 @@ import math
 import numpy as np
 import torch
 
-from coda_exp.attention import _flash_kernels, _kernels
 from coda_exp.attention.flash_spec import FlashParams
-from coda_exp.attention.fused import _mask_layout
-from coda_exp.attention.l1 import NUMBA_DTYPES, set_numba_threads
+from coda_exp.attention.kernels import numba_cpu, numba_flash
+from coda_exp.attention.kernels.fused import _mask_layout
+from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, set_numba_threads
 
 
 def available(device_type: str, dtype: torch.dtype | None = None) -> bool:
     """Whether this backend runs on ``device_type`` tensors (of ``dtype``): CPU float32/float64 with numba."""
-    return _kernels.HAVE_NUMBA and device_type == "cpu" and (dtype is None or dtype in NUMBA_DTYPES)
+    return numba_cpu.HAVE_NUMBA and device_type == "cpu" and (dtype is None or dtype in NUMBA_DTYPES)
 
 
 def _unexpand(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -45,7 +45,7 @@ def _unexpand(t: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _numba_args(q, k, v, nq, nk, mask, query_mask, params: FlashParams):
-    """The slices and scalars the fused numba kernels (``_flash_kernels.flash_forward`` / ``flash_backward``) take."""
+    """The slices and scalars the fused numba kernels (``numba_flash.flash_forward`` / ``flash_backward``) take."""
     b, h, lq, _ = q.shape
     lk = k.shape[2]
     s = math.prod((b, h))
@@ -57,8 +57,8 @@ def _numba_args(q, k, v, nq, nk, mask, query_mask, params: FlashParams):
     dtype = arrays[0].dtype
     p = params.dropout_p
     coefs = np.array([params.alpha, params.beta, params.gate, 0.0, p, 1.0 / (1.0 - p)], dtype=dtype)
-    codes = np.array([_kernels.FUNCTION_CODES[params.e_fn], _kernels.FUNCTION_CODES[params.n_fn]], dtype=np.int64)
-    consts, ints = _kernels.exp_constants(dtype)
+    codes = np.array([numba_cpu.FUNCTION_CODES[params.e_fn], numba_cpu.FUNCTION_CODES[params.n_fn]], dtype=np.int64)
+    consts, ints = numba_cpu.exp_constants(dtype)
     return arrays, (flat, offsets, strides, qvalid, bool(params.causal), np.int64(lk - lq), coefs, codes, consts,
                     ints, np.int64(params.seed))
 
@@ -68,7 +68,7 @@ def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Ten
     arrays, scalars = _numba_args(q, k, v, nq, nk, mask, query_mask, params)
     out = np.zeros(arrays[0].shape[:2] + (arrays[2].shape[2],), dtype=arrays[0].dtype)
     set_numba_threads()
-    _flash_kernels.flash_forward(*arrays, *scalars, out)
+    numba_flash.flash_forward(*arrays, *scalars, out)
     return torch.from_numpy(out).reshape(q.shape[:3] + (v.shape[3],))
 
 
@@ -81,7 +81,7 @@ def backward(q, k, v, nq, nk, mask, query_mask, params: FlashParams, dout):
     dnq, dnk = ((np.empty((s, 0, 0), dtype=dq.dtype),) * 2 if params.shared_n
                 else (np.empty_like(arrays[3]), np.empty_like(arrays[4])))
     set_numba_threads()
-    _flash_kernels.flash_backward(*arrays, *scalars, do, params.shared_n, dq, dk, dv, dnq, dnk)
+    numba_flash.flash_backward(*arrays, *scalars, do, params.shared_n, dq, dk, dv, dnq, dnk)
     grads = [torch.from_numpy(g).reshape(t.shape) for g, t in ((dq, q), (dk, k), (dv, v))]
     if params.shared_n:
         return (*grads, None, None)

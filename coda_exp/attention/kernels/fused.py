@@ -1,8 +1,8 @@
 """Fused CoDA composition on CPU: M = f_E(alpha E) * s * f_N(-beta ||n_a_i - n_b_j||_1) (Tay et al. 2019, eqs. 1-5).
 
-``fused_coda_matrix`` computes E_raw = e_a e_b^T with torch.bmm and everything after it in one numba pass per slice (``_kernels.gate_forward``): the L1 rows of eq. 2, both activations, the gate scale,
+``fused_coda_matrix`` computes E_raw = e_a e_b^T with torch.bmm and everything after it in one numba pass per slice (``numba_cpu.gate_forward``): the L1 rows of eq. 2, both activations, the gate scale,
 the product and the mask, without the (..., la, lb) temporaries of the plain path. It saves only the two local
-derivatives A = dM/dE_raw and B = dM/dD; the backward (``_kernels.gate_backward``) forms dE_raw = dM * A and feeds
+derivatives A = dM/dE_raw and B = dM/dD; the backward (``numba_cpu.gate_backward``) forms dE_raw = dM * A and feeds
 G = dM * B straight into the L1 gradient, then dE_raw through two bmm. alpha and beta act inside the kernel (no
 scaled copies of the inputs).
 
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from coda_exp.attention import _kernels
-from coda_exp.attention.l1 import as_slices, set_numba_threads
+from coda_exp.attention.kernels import numba_cpu
+from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads
 
 
 def _mask_layout(mask: torch.Tensor | None, batch: tuple, la: int, lb: int):
@@ -50,7 +50,7 @@ class _CoDAFused(torch.autograd.Function):
     """M from e_a (..., la, de), e_b (..., lb, de), x = n_a (..., la, dn), y = n_b (..., lb, dn), one batch shape.
 
     The matmuls of eq. 1 run here as bmm with row-major right operands (e_b^T made contiguous once: ~1.5x faster
-    than a transposed view on CPU), the rest in ``_kernels.gate_forward`` / ``gate_backward``.
+    than a transposed view on CPU), the rest in ``numba_cpu.gate_forward`` / ``gate_backward``.
     """
 
     @staticmethod
@@ -68,10 +68,10 @@ class _CoDAFused(torch.autograd.Function):
         if m.size:
             flat, offsets, strides = _mask_layout(mask, tuple(e_a.shape[:-2]), la, lb)
             coefs = np.array([alpha, beta, gate_scale, 0.0], dtype=dtype)
-            codes = np.array([_kernels.FUNCTION_CODES[e_fn], _kernels.FUNCTION_CODES[n_fn]], dtype=np.int64)
-            consts, ints = _kernels.exp_constants(dtype)
+            codes = np.array([numba_cpu.FUNCTION_CODES[e_fn], numba_cpu.FUNCTION_CODES[n_fn]], dtype=np.int64)
+            consts, ints = numba_cpu.exp_constants(dtype)
             set_numba_threads()
-            _kernels.gate_forward(es, xs, ys, flat, offsets, strides, coefs, codes, consts, ints, need_grad,
+            numba_cpu.gate_forward(es, xs, ys, flat, offsets, strides, coefs, codes, consts, ints, need_grad,
                                   m, a, b)
         del energy
         if need_grad:
@@ -89,7 +89,7 @@ class _CoDAFused(torch.autograd.Function):
         dx, dy = np.zeros_like(xs), np.zeros_like(ys)
         if de.size:
             set_numba_threads()
-            _kernels.gate_backward(gs, an, bn, xs, ys, de, dx, dy)
+            numba_cpu.gate_backward(gs, an, bn, xs, ys, de, dx, dy)
         d_energy = torch.from_numpy(de)  # (S, la, lb) = dL/dE_raw
         d_ea = torch.bmm(d_energy, _slices(e_b)).reshape(e_a.shape)
         d_eb = torch.bmm(d_energy.transpose(1, 2), _slices(e_a)).reshape(e_b.shape)

@@ -14,7 +14,7 @@ Three implementations, each the L1 of one kernel of ``dispatch`` (which picks am
   whose backward forms dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk) in blocks of
   (..., rows, lb, features): one temporary at a time, at most ``chunk_bytes`` (default ``CHUNK_BYTES``, 256 MiB)
   unless a single (..., 1, lb, 1) block is larger. First-order only.
-* ``numba_l1`` (kernel ``numba``): a ``torch.autograd.Function`` over the parallel numba kernels of ``_kernels``
+* ``numba_l1`` (kernel ``numba``): a ``torch.autograd.Function`` over the parallel numba kernels of ``numba_cpu``
   (float32/float64 CPU tensors only), ``prange`` over the batch x heads slices. Forward: y transposed once per
   slice to (d, lb), four rows of x per block, innermost loop over contiguous j. Backward: dX_ik = sum_j G_ij
   sign(x_ik - y_jk) and dY_jk = -sum_i G_ij sign(x_ik - y_jk) in one pass per slice, four rows at a time,
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
-from coda_exp.attention import _kernels
+from coda_exp.attention.kernels import numba_cpu
 
-HAVE_NUMBA = _kernels.HAVE_NUMBA
+HAVE_NUMBA = numba_cpu.HAVE_NUMBA
 if HAVE_NUMBA:
     import numba
 
@@ -62,7 +62,7 @@ class _L1DistanceNumba(torch.autograd.Function):
         out = np.empty((xs.shape[0], xs.shape[1], ys.shape[1]), dtype=xs.dtype)  # (S, la, lb)
         if out.size:
             set_numba_threads()
-            _kernels.l1_forward(xs, ys, out)
+            numba_cpu.l1_forward(xs, ys, out)
         ctx.save_for_backward(x, y)
         return torch.from_numpy(out).reshape(x.shape[:-1] + (y.shape[-2],))
 
@@ -76,7 +76,7 @@ class _L1DistanceNumba(torch.autograd.Function):
         dy = np.zeros_like(ys)
         if xs.size and ys.size:
             set_numba_threads()
-            _kernels.l1_backward(xs, ys, gs, dx, dy)
+            numba_cpu.l1_backward(xs, ys, gs, dx, dy)
         return torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape)
 
 

@@ -1,10 +1,10 @@
-"""Numba kernels of Flash-CoDA on CPU (``_flash_cpu``; contract in ``flash_spec``): M V without storing M.
+"""Numba kernels of Flash-CoDA on CPU (``flash_cpu``; contract in ``flash_spec``): M V without storing M.
 
 ``flash_forward`` / ``flash_backward`` run one (batch, head) slice per thread; inside a slice, queries in blocks of
 ``_ROWS`` (4) rows and keys in blocks of ``_CHUNK / _ROWS`` (256). ``_flash_block`` computes one block's M (masks and
 the counter-based dropout of ``flash_spec.hash32`` applied) and, for the backward, its local derivatives, reusing the
-vectorised activations of ``_kernels``; the slice's k, nk and v are transposed once (``_transposed_keys``) so every
-inner loop runs over contiguous keys. Kept apart from ``_kernels`` (the L1 and fused-M kernels) because they share
+vectorised activations of ``numba_cpu``; the slice's k, nk and v are transposed once (``_transposed_keys``) so every
+inner loop runs over contiguous keys. Kept apart from ``numba_cpu`` (the L1 and fused-M kernels) because they share
 only the activation helpers.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from coda_exp.attention._kernels import _CHUNK, _FAST, _ROWS, HAVE_NUMBA
+from coda_exp.attention.kernels.numba_cpu import _CHUNK, _FAST, _ROWS, HAVE_NUMBA
 
 if HAVE_NUMBA:
     from numba import njit, prange
 
-    from coda_exp.attention._kernels import _activate
+    from coda_exp.attention.kernels.numba_cpu import _activate
 
     @njit(inline="always")
     def _mix32(h):  # pragma: no cover - compiled

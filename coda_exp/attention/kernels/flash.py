@@ -1,0 +1,139 @@
+"""Flash-CoDA: CoDA attention out = M V computed block by block, never storing M (Tay et al. 2019, eqs. 1-5, 10).
+
+CoDA has no softmax, hence no row normalisation: out_i = Σ_j f_E(E_ij) · g · f_N(N_ij) · v_j is a plain sum over key
+blocks, and E_ij, N_ij are recomputed from q, k (and the N-side inputs nq, nk) wherever they are needed, as
+FlashAttention does for softmax. The backward recomputes each block too. What is computed, for every backend, is
+fixed by ``flash_spec`` (contract, counter-based dropout, materialising reference).
+
+This module is the op: ``flash_attention(q, k, v, *, params, n_q, n_k, mask, query_mask, backend)`` (differentiable
+in q, k, v and n_q, n_k) on the backend for the inputs' device (``flash_backend``: ``flash_cpu``, numba, for
+float32/float64 CPU tensors; ``flash_triton`` for CUDA tensors), and ``flash_params`` (a ``CoDAOptions`` as the
+kernels' scalars). When it runs is ``dispatch``'s decision; ``attend.coda_attention`` is the user's entry point.
+Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N; Flash-CoDA
+does not compute it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.kernels import (
+    flash_cpu,
+    flash_triton,  # imports without triton (``available`` is then False)
+)
+
+if TYPE_CHECKING:
+    from coda_exp.attention.options import CoDAOptions
+
+BACKENDS = ("cpu", "triton")
+
+
+def _triton_available(device_type: str) -> bool:
+    return flash_triton.available(device_type)
+
+
+def flash_backend(device_type: str, dtype: torch.dtype | None) -> str | None:
+    """The Flash-CoDA backend for tensors on ``device_type`` (of ``dtype``): ``cpu`` (numba) on CPU, ``triton`` on
+    CUDA; None when none can run (no numba, an unsupported dtype, CUDA without Triton, another device)."""
+    if device_type == "cpu":
+        return "cpu" if flash_cpu.available("cpu", dtype) else None
+    if device_type == "cuda" and dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        return "triton" if _triton_available("cuda") else None
+    return None
+
+
+def _module(backend: str):
+    if backend == "cpu":
+        return flash_cpu
+    if backend == "triton":
+        if not flash_triton.HAVE_TRITON:
+            raise RuntimeError("the triton Flash-CoDA backend needs triton (pip install triton)")
+        return flash_triton
+    raise ValueError(f"Flash-CoDA backend must be one of {list(BACKENDS)}, got {backend!r}")
+
+
+class _FlashCoDA(torch.autograd.Function):
+    """Autograd around a backend's ``forward`` / ``backward``; nq, nk None = q, k (``params.shared_n``)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, nq, nk, mask, query_mask, params: FlashParams, backend: str):
+        module = _module(backend)
+        n_q, n_k = (q, k) if params.shared_n else (nq, nk)
+        out = module.forward(q, k, v, n_q, n_k, mask, query_mask, params)
+        ctx.save_for_backward(q, k, v, *(() if params.shared_n else (nq, nk)))
+        ctx.masks, ctx.params, ctx.backend = (mask, query_mask), params, backend
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout):
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
+        n_q, n_k = (q, k) if ctx.params.shared_n else saved[3:]
+        dq, dk, dv, dnq, dnk = _module(ctx.backend).backward(q, k, v, n_q, n_k, *ctx.masks, ctx.params,
+                                                              dout.contiguous())
+        return dq, dk, dv, dnq, dnk, None, None, None, None
+
+
+def _as_4d(t: torch.Tensor, name: str) -> torch.Tensor:
+    if t.dim() < 2:
+        raise ValueError(f"{name} must have shape (..., L, d), got {tuple(t.shape)}")
+    if t.dim() == 2:
+        return t[None, None]
+    if t.dim() == 3:
+        return t[:, None]
+    return t.reshape(-1, t.shape[-3], t.shape[-2], t.shape[-1]) if t.dim() > 4 else t
+
+
+def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=None, query_mask=None,
+                    backend: str | None = None) -> torch.Tensor:
+    """The Flash-CoDA op on (..., L, d) tensors with ``FlashParams`` (temperatures already scaled).
+
+    mask: bool broadcastable to (..., Lq, Lk) (key padding (B, 1, 1, Lk) stays that size: nothing L × L is built);
+    query_mask: bool broadcastable to (..., Lq, 1), True = real query; n_q / n_k: the N-side inputs (None: q / k,
+    eq. 10). backend: ``cpu`` | ``triton`` | None (``flash_backend``'s choice for the inputs' device).
+    """
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"feature sizes differ: q has d={q.shape[-1]}, k has d={k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v lengths differ: {k.shape[-2]} vs {v.shape[-2]}")
+    shared = n_q is None and n_k is None
+    if not shared:
+        n_q, n_k = (q if n_q is None else n_q), (k if n_k is None else n_k)
+        if n_q.shape[-1] != n_k.shape[-1] or n_q.shape[-2] != q.shape[-2] or n_k.shape[-2] != k.shape[-2]:
+            raise ValueError(f"n_q {tuple(n_q.shape)} / n_k {tuple(n_k.shape)} must match q's and k's lengths "
+                             "and share a feature size")
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                                  *(() if shared else (n_q.shape[:-2], n_k.shape[:-2])))
+    lq, lk = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
+    if query_mask is not None:
+        lead = torch.broadcast_shapes(lead, query_mask.shape[:-2])
+    expand = [t.expand(lead + t.shape[-2:]) for t in (q, k, v, *(() if shared else (n_q, n_k)))]
+    q4, k4, v4, *ns = (_as_4d(t, name).contiguous() for t, name in zip(expand, ("q", "k", "v", "n_q", "n_k")))
+    full = q4.shape[:2] + (lq, lk)
+    mask4 = None if mask is None else _as_4d(mask.to(torch.bool).expand(lead + (lq, lk)), "mask").expand(full)
+    qm4 = None
+    if query_mask is not None:
+        qm = query_mask.to(torch.bool).expand(lead + (lq, 1))
+        qm4 = _as_4d(qm, "query_mask")[..., 0].expand(full[:3])
+    backend = backend or flash_backend(q.device.type, q.dtype)
+    if backend is None:
+        raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
+    params = FlashParams(**{**params.__dict__, "shared_n": shared})
+    out = _FlashCoDA.apply(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, params, backend)
+    return out.reshape(lead + (lq, v.shape[-1]))
+
+
+def flash_params(options: CoDAOptions, dim: int, *, causal: bool = False, dropout_p: float = 0.0,
+                 generator: torch.Generator | None = None) -> FlashParams:
+    """``FlashParams`` of ``options`` for features of size ``dim``; a dropout seed drawn from torch's RNG."""
+    alpha, beta = options.temperatures(dim)
+    seed = int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)) if dropout_p > 0 else 0
+    return FlashParams(alpha=alpha, beta=beta, gate=options.gate, e_fn=options.e_fn, n_fn=options.n_fn,
+                       causal=causal, dropout_p=float(dropout_p), seed=seed)

@@ -1,0 +1,236 @@
+"""Flash-CoDA on CUDA with Triton: the host side (checks, launch, autotuning) of the kernels in ``triton_jit``.
+
+``forward`` / ``backward`` follow the ``flash_spec`` contract: out = (dropout(M) ⊙ valid) V without storing M, and
+its gradients. ``triton_jit`` holds the three kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``) and their
+docstring the algorithm.
+
+Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
+only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
+``torch.get_float32_matmul_precision()`` is "highest"); float64 entirely in float64. Scalars (alpha, beta, gate,
+1 / (1 - p)) reach the kernels through a small tensor in the accumulation dtype, so float64 runs are exact to
+rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
+
+Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
+of Lq and Lk, the padded head dims, dn, causal, shared_n) among five configs per kernel, chosen from the register
+and spill reports of sm_90 builds (not from timings: written without a GPU at hand); feature dims are padded to a power of two >= 16 with masked
+loads, so any de, dn, dv >= 1 work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
+``TRITON_INTERPRET=1``) one small fixed config is used. ``triton.jit`` decides at decoration time whether it builds
+a compiled or an interpreted kernel (from ``TRITON_INTERPRET``), so when this module was imported without it, CPU
+calls load a second, interpreted copy of ``triton_jit`` once (``_interpreted_copy``): the CUDA and CPU paths can coexist
+in one process regardless of import order. For that copy to work the kernels call only triton.language builtins
+(see the comment above the kernels). bfloat16 is refused on cpu: triton 3.9's interpreter gets tl.dot on bfloat16
+wrong (on GPUs bfloat16 is supported).
+"""
+
+import importlib.util
+import math
+
+import torch
+
+from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
+from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.kernels import triton_jit
+from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
+
+if HAVE_TRITON:
+    import triton
+    import triton.language as tl
+    from triton import knobs
+
+# activation codes of f_E / f_N inside the kernels
+FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTERPRET_BLOCK = (8, 8)  # (BLOCK_M, BLOCK_N) under the interpreter: small, so tiny tests still cross blocks
+_MIN_DOT = 16  # tl.dot needs every dimension >= 16 on GPUs
+
+
+def available(device_type: str) -> bool:
+    """Whether this backend runs on ``device_type``: triton imports and the device is cuda, or cpu under the
+    Triton interpreter (``TRITON_INTERPRET=1``)."""
+    if not HAVE_TRITON:
+        return False
+    if device_type == "cuda":
+        return True
+    return device_type == "cpu" and bool(knobs.runtime.interpret)
+
+
+_INTERPRETED_COPY = None
+
+
+def _interpreted_copy():
+    """``triton_jit`` loaded once more with ``triton.jit`` in interpreter mode (see the module docstring)."""
+    global _INTERPRETED_COPY
+    if _INTERPRETED_COPY is None:
+        spec = importlib.util.spec_from_file_location(triton_jit.__name__ + "_interpreted", triton_jit.__file__)
+        module = importlib.util.module_from_spec(spec)
+        with knobs.runtime.scope():
+            knobs.runtime.interpret = True
+            spec.loader.exec_module(module)
+        _INTERPRETED_COPY = module
+    return _INTERPRETED_COPY
+
+
+def _kernels(device: torch.device):
+    """The module whose kernels run on ``device``: ``triton_jit``, or its interpreted copy for CPU tensors."""
+    if device.type == "cpu" and not triton_jit._INTERPRETED:
+        return _interpreted_copy()
+    return triton_jit
+
+
+# ---------------------------------------------------------------------- host side
+def _shape_error(name: str, tensor, expected: str) -> ValueError:
+    got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+    return ValueError(f"Flash-CoDA (triton): {name} must be {expected}, got {got}")
+
+
+def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
+    """Validate the contract's arguments; returns (B, H, Lq, Lk, de, dn, dv, nq, nk) (nq/nk resolved)."""
+    if not HAVE_TRITON:
+        raise RuntimeError("Flash-CoDA (triton): triton is not installed")
+    if not isinstance(params, FlashParams):
+        raise ValueError(  # noqa: TRY004 (the contract's argument errors are ValueErrors)
+            f"Flash-CoDA (triton): params must be a FlashParams, got {type(params).__name__}")
+    for name, allowed in (("e_fn", E_FUNCTIONS), ("n_fn", N_FUNCTIONS)):
+        if getattr(params, name) not in allowed:
+            raise ValueError(f"Flash-CoDA (triton): params.{name} must be one of {sorted(allowed)}, "
+                             f"got {getattr(params, name)!r}")
+    if not 0.0 <= params.dropout_p < 1.0:
+        raise ValueError(f"Flash-CoDA (triton): params.dropout_p must be in [0, 1), got {params.dropout_p!r}")
+    if not 0 <= params.seed < 2 ** 31:
+        raise ValueError(f"Flash-CoDA (triton): params.seed must be in [0, 2^31), got {params.seed!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise _shape_error(name, t, "a 4-D tensor (B, H, L, d)")
+    b, h, lq, de = q.shape
+    lk = k.shape[2]
+    if tuple(k.shape) != (b, h, lk, de):
+        raise _shape_error("k", k, f"(B, H, Lk, de) = ({b}, {h}, Lk, {de}) like q")
+    if tuple(v.shape[:3]) != (b, h, lk):
+        raise _shape_error("v", v, f"(B, H, Lk, dv) = ({b}, {h}, {lk}, dv) like k")
+    dv = v.shape[3]
+    if params.shared_n:
+        for name, t, base in (("nq", nq, q), ("nk", nk, k)):
+            if t is not None and not (isinstance(t, torch.Tensor) and t.data_ptr() == base.data_ptr()
+                                      and t.shape == base.shape and t.stride() == base.stride()):
+                raise ValueError(f"Flash-CoDA (triton): with params.shared_n, {name} must be None or "
+                                 f"{'q' if name == 'nq' else 'k'} itself")
+        nq, nk, dn = q, k, de
+    else:
+        if not isinstance(nq, torch.Tensor) or nq.dim() != 4 or tuple(nq.shape[:3]) != (b, h, lq):
+            raise _shape_error("nq", nq, f"(B, H, Lq, dn) = ({b}, {h}, {lq}, dn)")
+        dn = nq.shape[3]
+        if not isinstance(nk, torch.Tensor) or tuple(nk.shape) != (b, h, lk, dn):
+            raise _shape_error("nk", nk, f"(B, H, Lk, dn) = ({b}, {h}, {lk}, {dn})")
+    tensors = [("q", q), ("k", k), ("v", v), ("nq", nq), ("nk", nk)]
+    if dout is not None:
+        if not isinstance(dout, torch.Tensor) or tuple(dout.shape) != (b, h, lq, dv):
+            raise _shape_error("dout", dout, f"(B, H, Lq, dv) = ({b}, {h}, {lq}, {dv})")
+        tensors.append(("dout", dout.contiguous()))  # autograd may hand over an expanded gradient
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"Flash-CoDA (triton): q must be one of {SUPPORTED_DTYPES}, got {q.dtype}")
+    for name, t in tensors:
+        if t.dtype != q.dtype:
+            raise ValueError(f"Flash-CoDA (triton): {name} must have q's dtype {q.dtype}, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"Flash-CoDA (triton): {name} must be on q's device {q.device}, got {t.device}")
+        if not t.is_contiguous():
+            raise ValueError(f"Flash-CoDA (triton): {name} must be contiguous")
+    if not available(q.device.type):
+        raise ValueError(f"Flash-CoDA (triton): q is on {q.device}; this backend runs on cuda, or on cpu under "
+                         f"the Triton interpreter (TRITON_INTERPRET=1)")
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16:  # triton 3.9's interpreter: tl.dot on bf16 is wrong
+        raise ValueError("Flash-CoDA (triton): q is bfloat16, which the Triton interpreter (cpu) does not support")
+    for name, t, shape in (("mask", mask, (b, h, lq, lk)), ("query_mask", query_mask, (b, h, lq))):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.bool or tuple(t.shape) != shape:
+            got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"Flash-CoDA (triton): {name} must be None or a bool tensor of shape {shape} "
+                             f"(an expanded view is fine), got {got}")
+        if t.device != q.device:
+            raise ValueError(f"Flash-CoDA (triton): {name} must be on q's device {q.device}, got {t.device}")
+    return b, h, lq, lk, de, dn, dv, nq, nk
+
+
+def _pad(d: int) -> int:
+    return max(_MIN_DOT, triton.next_power_of_2(d))
+
+
+def _bucket(n: int) -> int:
+    return triton.next_power_of_2(max(n, 1))
+
+
+def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
+    """Kernel arguments shared by the three kernels (positional after the tensors, then constexpr keywords)."""
+    h, lq, lk, de, dn, dv = dims
+    cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scale = 1.0 / (1.0 - params.dropout_p)
+    scalars = torch.tensor([params.alpha, params.beta, params.gate, scale], dtype=cdt, device=q.device)
+    # bool -> uint8 views keep the (possibly 0) strides of expanded views: nothing is materialised
+    mask_t = q if mask is None else mask.view(torch.uint8)
+    ms = (0, 0, 0, 0) if mask is None else mask.stride()
+    qmask_t = q if query_mask is None else query_mask.view(torch.uint8)
+    qs = (0, 0, 0) if query_mask is None else query_mask.stride()
+    # uniform = (h >> 8) 2^-24 >= p  <=>  (h >> 8) >= ceil(p 2^24) (p 2^24 is exact in float64)
+    drop_thr = math.ceil(params.dropout_p * 2.0 ** 24)
+    if cdt == torch.float64:
+        prec = "ieee"
+    elif q.dtype == torch.float32:
+        prec = "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+    else:
+        prec = "tf32"  # ignored for 16-bit operands
+    kern = _kernels(q.device)
+    tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars)
+    ints = (h, lq, lk, *ms, *qs, params.seed, drop_thr, _bucket(lq), _bucket(lk))
+    meta = {"DE": de, "DN": dn, "DV": dv, "DE_P": _pad(de), "DV_P": _pad(dv), "E_FN": FUNCTION_CODES[params.e_fn],
+            "N_FN": FUNCTION_CODES[params.n_fn], "HAS_MASK": mask is not None, "HAS_QMASK": query_mask is not None,
+            "CAUSAL": bool(params.causal), "DROPOUT": params.dropout_p > 0,
+            "CDT": tl.float64 if cdt == torch.float64 else tl.float32, "DOT_PREC": prec}
+    return kern, tensors, ints, meta
+
+
+def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, args, meta):
+    """Run kernel ``name``: autotuned on GPUs, the raw kernel with ``INTERPRET_BLOCK`` under the interpreter."""
+    if kern._INTERPRETED:
+        bm, bn = INTERPRET_BLOCK
+        block = bm if block_axis == "BLOCK_M" else bn
+        getattr(kern, f"_{name}_kernel")[(b * h, triton.cdiv(grid_rows, block))](
+            *args, **meta, BLOCK_M=bm, BLOCK_N=bn)
+    else:
+        getattr(kern, f"_{name}_tuned")[lambda cfg: (b * h, triton.cdiv(grid_rows, cfg[block_axis]))](*args, **meta)
+
+
+def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:
+    """out (B, H, Lq, dv) in q's dtype: (dropout(M) ⊙ valid) V per the ``flash_spec`` contract."""
+    b, h, lq, lk, de, dn, dv, nq, nk = _check(q, k, v, nq, nk, mask, query_mask, params)
+    out = torch.empty((b, h, lq, dv), dtype=q.dtype, device=q.device)
+    if out.numel() == 0:
+        return out
+    if lk == 0:
+        return out.zero_()
+    kern, tensors, ints, meta = _common(q, k, v, nq, nk, mask, query_mask, params, (h, lq, lk, de, dn, dv))
+    _launch(kern, "fwd", lq, "BLOCK_M", b, h, (*tensors, out, *ints), meta)
+    return out
+
+
+def backward(q, k, v, nq, nk, mask, query_mask, params: FlashParams, dout):
+    """(dq, dk, dv, dnq, dnk) of ``forward`` for the upstream gradient ``dout`` (B, H, Lq, dv).
+
+    With ``params.shared_n`` the L1 gradients are included in dq / dk and dnq = dnk = None.
+    """
+    b, h, lq, lk, de, dn, dv, nq, nk = _check(q, k, v, nq, nk, mask, query_mask, params, dout)
+    dout = dout.contiguous()
+    cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    launch = b * h > 0 and lq > 0 and lk > 0
+    new = torch.empty if launch else torch.zeros  # the kernels write every element (scratch rows included)
+    dq, dk, dv_out = (new(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    scr_q = new((b, h, lq, dn), dtype=cdt, device=q.device)
+    scr_k = new((b, h, lk, dn), dtype=cdt, device=q.device)
+    if launch:
+        kern, tensors, ints, meta = _common(q, k, v, nq, nk, mask, query_mask, params, (h, lq, lk, de, dn, dv))
+        meta.update(DN_P=_pad(dn), SHARED=bool(params.shared_n))
+        _launch(kern, "dkdv", lk, "BLOCK_N", b, h, (*tensors, dout, dk, dv_out, scr_k, *ints), meta)
+        _launch(kern, "dq", lq, "BLOCK_M", b, h, (*tensors, dout, dq, scr_q, *ints), meta)
+    if params.shared_n:
+        return dq, dk, dv_out, None, None
+    return dq, dk, dv_out, scr_q.to(q.dtype), scr_k.to(q.dtype)
