@@ -3,7 +3,7 @@
 # timed side by side, the 545K-pair test timed, then Table 6 at paper scale with the time that is left.
 #   here:   bash scripts/gpu_wheels.sh                       (Hydra's wheels into .whl/, once)
 #   device: run(command="bash scripts/gpu_session_fast_path.sh", carry=[".whl"], timeout_s=600)
-# PHASES picks and orders the phases (default "bench table6"); TOTAL_S is the call's own limit minus a margin;
+# PHASES picks and orders the phases (default "gputests bench table6": the pytest -m gpu tests first); TOTAL_S is the call's own limit minus a margin;
 # BENCH_S caps the benchmark; LEVERS, PARALLEL, EVAL narrow it. The work goes to WORK (outputs/gpu_session, kept
 # on a warm machine between calls). The device tool brings back 8 files of at most 16 MiB, 2 folders down, so $OUT
 # gets: bench_fast_path.json (device, versions, commit), table6.log, session.tgz (gpu.csv, bench.log, the Table 6
@@ -21,7 +21,7 @@ BENCH_S=${BENCH_S:-240}
 LEVERS=${LEVERS:-}
 PARALLEL=${PARALLEL:-6}
 EVAL=${EVAL:-545455}
-PHASES=${PHASES:-bench table6}
+PHASES=${PHASES:-gputests bench table6}
 mkdir -p "$OUT" "$WORK"
 start=$(date +%s)
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
@@ -35,6 +35,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$WORK/gp
 left() { echo $((TOTAL_S - ($(date +%s) - start))); }
 for phase in $PHASES; do
     case $phase in
+    gputests)  # the tests marked gpu (real CUDA graphs across a zero_grad, Flash-CoDA vs float64): a minute
+        timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" tests/test_fast_step.py \
+            tests/attention/test_flash.py > "$WORK/gputests.log" 2>&1
+        echo "gputests: exit $? after $(( $(date +%s) - start )) s"; tail -5 "$WORK/gputests.log";;
     bench)  # correctness first (graph step vs float64), then every lever, 6 processes side by side, the test set
         budget=$(( $(left) < BENCH_S ? $(left) : BENCH_S ))
         timeout "$budget" "$PY" scripts/bench_fast_path.py --device cuda --check --steps 200 --warmup 10 \
@@ -52,7 +56,7 @@ for phase in $PHASES; do
     esac
 done
 # pack what came of it: one archive, and the checkpoints of unfinished runs (most wanted first) as files
-names=$(cd "$WORK" && ls -d gpu.csv bench.log table_6_gpu table6_outputs 2>/dev/null)
+names=$(cd "$WORK" && ls -d gpu.csv gputests.log bench.log table_6_gpu table6_outputs 2>/dev/null)
 tar czf "$OUT/session.tgz" -C "$WORK" --exclude='*.ckpt' --exclude='.hydra' $names
 "$PY" - "$WORK/table6_outputs" "$OUT" <<'PYEOF'
 import json, shutil, sys
