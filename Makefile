@@ -99,11 +99,12 @@ quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_2 --print
 
-test: $(STAMP) ## the fast test suite (what CI runs; a few minutes on 2 cores)
-	$(PY) -m pytest -q
+TEST_WORKERS ?= 2
+test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
+	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 test-full: $(STAMP) ## every test, the slow ones included
-	$(PY) -m pytest -q -m ''
+	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json
 	$(PY) scripts/make_tables.py
