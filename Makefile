@@ -73,7 +73,7 @@ mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, 
 
 mlu-studies-gpu: ABLATION_DIR := results/mlu_gate_ablation_10k
 mlu-studies-gpu: $(STAMP) ## on one GPU, runs side by side: the 10K gate study, then the CoDA recipe probes, then their tables (~11 min on an H100; GPU_BUDGET_S, MPS)
-	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
+	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/studies/mlu/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
 	$(gate_at_init)
 	$(gate_ablation_tables)
 	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --runs results/mlu_gate_ablation --out $(PROBES_DIR)/tables/probes.md
@@ -86,7 +86,7 @@ $(gate_ablation_tables)
 endef
 
 define gate_at_init
-$(PY) scripts/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
+$(PY) scripts/studies/mlu/gate_at_init.py --out $(ABLATION_DIR)/tables/gate_at_init.md task=mlu scale=$(ABLATION_SCALE)
 endef
 
 define gate_ablation_tables

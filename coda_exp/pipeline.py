@@ -362,7 +362,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
 def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[DictConfig, object, pl.LightningModule]:
     """(cfg, data module set up for fit, task module) of ``train.py <overrides>``, seeded, without training: outputs
     and results go to a fresh temporary folder and no logger is built. For scripts that time or inspect a configured
-    run (``scripts/estimate_runtime.py``, ``scripts/gate_at_init.py``); raises what a run would raise on a bad
+    run (``scripts/estimate_runtime.py``, ``scripts/studies/mlu/gate_at_init.py``); raises what a run would raise on a bad
     config (``check_compatible``) before any data is read."""
     import tempfile
 

@@ -1,5 +1,8 @@
 #!/usr/bin/env python
-"""Write the tiny test fixtures under tests/fixtures/ in each benchmark's official on-disk format.
+"""Write every tiny test fixture under tests/fixtures/ in each benchmark's official on-disk format (``make fixtures``):
+the pairwise, ranking, span, FEVER and Yelp files here, the sequence tasks' (IWSLT'15, IMDb, SST) through
+``seq_fixtures.py``, AlgoLisp's through ``algolisp_fixtures.py`` and MLU's (400 / 60 / 60 pairs) through
+``make_mlu.py``. ``tests/scripts/test_make_fixtures.py`` checks that it rewrites the committed files byte for byte.
 
 The texts are synthetic (templates filled from small word lists, fixed seed), written by this project; they carry
 a learnable signal so that an overfit run can reach high scores. Re-running the script rewrites identical files.
@@ -11,9 +14,15 @@ import argparse
 import gzip
 import json
 import random
+import sys
 from pathlib import Path
 
 from coda_exp.io import atomic_write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts below
+import make_mlu
+from algolisp_fixtures import make_algolisp
+from seq_fixtures import make_imdb, make_iwslt, make_sst
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -393,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for p in [*write(args.out), *write_yelp(args.out), *write_span(args.out)]:
         print(p)
+    make_iwslt(args.out / "iwslt15_envi", random.Random(15))
+    make_imdb(args.out / "imdb", random.Random(2011))
+    make_sst(args.out / "sst", random.Random(2013))
+    (args.out / "algolisp").mkdir(parents=True, exist_ok=True)
+    make_algolisp(args.out / "algolisp")
+    make_mlu.main(["--out-dir", str(args.out / "mlu"), "--num-train", "400", "--num-dev", "60", "--num-test", "60"])
+    print(", ".join(str(args.out / name) for name in ("iwslt15_envi", "imdb", "sst", "algolisp", "mlu")))
     return 0
 
 

@@ -53,11 +53,13 @@ def compose():
 
 @pytest.fixture(scope="session")
 def load_script():
-    """``load_script("plot_coda")``: a module of ``scripts/`` imported from its file (scripts are not a package)."""
-    def load(name: str):
+    """``load_script("plot_coda")`` / ``load_script("studies/mlu/gate_at_init")``: a module of ``scripts/``
+    imported from its file (scripts are not a package)."""
+    def load(path: str):
+        name = path.replace("/", "_")
         if name in sys.modules:
             return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{path}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

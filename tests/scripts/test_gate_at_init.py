@@ -1,4 +1,4 @@
-"""scripts/gate_at_init.py: CoDA's gate at initialisation per layer and variant (the gate-scale study's first table)."""
+"""scripts/studies/mlu/gate_at_init.py: CoDA's gate at initialisation per layer and variant (the gate-scale study's first table)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 
 def test_the_variants_open_or_close_the_gate_as_their_formulas_say(load_script):
-    gate = load_script("gate_at_init")
+    gate = load_script("studies/mlu/gate_at_init")
     found = {name: gate.measure(name, ["task=mlu", "scale=fixture"], seed=1)
              for name in ("coda_transformer", "coda_transformer_center_n", "coda_transformer_t2t")}
     layers = set(found["coda_transformer"])
@@ -24,4 +24,4 @@ def test_the_variants_open_or_close_the_gate_as_their_formulas_say(load_script):
 
 def test_a_model_without_coda_is_refused(load_script):
     with pytest.raises(SystemExit, match="no CoDA attention layer"):
-        load_script("gate_at_init").measure("transformer", ["task=mlu", "scale=fixture"], seed=1)
+        load_script("studies/mlu/gate_at_init").measure("transformer", ["task=mlu", "scale=fixture"], seed=1)

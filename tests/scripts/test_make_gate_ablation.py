@@ -68,7 +68,7 @@ def test_the_gpu_studies_run_side_by_side_then_write_both_folders_tables():
 
 def test_the_gpu_driver_lists_the_10k_grid_by_priority_then_the_probes(tmp_path):
     env = {**os.environ, "LOGS": str(tmp_path), "LIST_ONLY": "1", "PY": sys.executable, "MPS": "0"}
-    subprocess.run(["bash", "scripts/gpu_mlu_studies.sh"], cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(["bash", "scripts/studies/mlu/gpu_mlu_studies.sh"], cwd=ROOT, env=env, check=True, capture_output=True)
     grid = json.loads((tmp_path / "jobs_10k.json").read_text())
     names = [j["name"] for j in grid]
     assert names[:6] == ["10k-transformer-s1", "10k-coda_transformer-s1", "10k-transformer-s2",

@@ -6,8 +6,8 @@ runs one forward with the gate-statistics hooks of ``coda_exp.callbacks.GateStat
 and prints, per CoDA attention layer, the mean gate g·f_N(N) over the valid pairs and the fraction of pairs with
 gate < 0.01, as markdown. Nothing is trained and nothing is written to results/ unless ``--out`` is given.
 
-    python scripts/gate_at_init.py --models coda_transformer,coda_transformer_center_n task=mlu scale=cpu
-    python scripts/gate_at_init.py --out results/mlu_gate_ablation/tables/gate_at_init.md task=mlu scale=cpu
+    python scripts/studies/mlu/gate_at_init.py --models coda_transformer,coda_transformer_center_n task=mlu scale=cpu
+    python scripts/studies/mlu/gate_at_init.py --out results/mlu_gate_ablation/tables/gate_at_init.md task=mlu scale=cpu
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

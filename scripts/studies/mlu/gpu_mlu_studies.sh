@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The MLU studies of issue 13 on one GPU, every run side by side (scripts/side_by_side.py), within a time budget:
+# The MLU studies (gate scale, CoDA recipe probes) on one GPU, every run side by side (scripts/side_by_side.py), within a time budget:
 #   1. the gate study at 10K steps (make mlu-gate-ablation-10k's grid: 5 models x seeds 1-3, gate statistics on)
 #      -> results/mlu_gate_ablation_10k/{runs,predictions}
 #   2. CoDA recipe probes at make run's budget (2500 steps, one change each)  -> results/mlu_coda_recipe_probes/
 # STUDIES="10k probes" (default) picks them; each runs within its own budget (BUDGET_S, PROBE_BUDGET_S).
 # Every run is `python train.py ...` as the Makefile would run it, plus trainer=gpu and where it logs (keys that
 # change no fingerprint). A run stopped for time leaves no record.
-#   TRAINER=gpu bash scripts/gpu_mlu_studies.sh          (on a GPU machine; PY=python3 by default)
+#   TRAINER=gpu bash scripts/studies/mlu/gpu_mlu_studies.sh          (on a GPU machine; PY=python3 by default)
 #   TRAINER=cpu STEPS_10K=260 VAL_10K=100 STEPS_PROBE=260 SMALL=1 ONLY='-s1$|probe-peak1e-3' \
-#       bash scripts/gpu_mlu_studies.sh                   (a dry run on a CPU; every schedule warms up over 200 steps)
+#       bash scripts/studies/mlu/gpu_mlu_studies.sh                   (a dry run on a CPU; every schedule warms up over 200 steps)
 # ONLY=REGEX keeps the jobs whose name matches; LIST_ONLY=1 writes the job lists and runs nothing. MPS=1 starts
 # NVIDIA's MPS daemon first (kernels of the side-by-side processes then share the GPU instead of taking time
 # slices), checks a CUDA process can run under it, and stops it at the end (or goes on without it).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 PY=${PY:-python3}
 BUDGET_S=${BUDGET_S:-510}          # the 10K grid's budget (seconds)
 PROBE_BUDGET_S=${PROBE_BUDGET_S:-240}  # the probes' budget

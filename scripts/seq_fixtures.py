@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Write the tiny sequence-task fixtures under tests/fixtures/ in each benchmark's official on-disk format.
+"""The sequence-task fixture writers that ``make_fixtures.py`` (``make fixtures``) calls, each benchmark in its
+official on-disk format:
 
 * ``iwslt15_envi/``: the Stanford IWSLT'15 release layout, ``{train,tst2012,tst2013}.{en,vi}`` + ``vocab.{en,vi}``
   (tokenized text with ``&apos;`` escapes; ``train.en`` starts with a UTF-8 byte-order mark and ``tst2013.vi``
@@ -13,7 +14,6 @@ signal. Re-running the script rewrites identical files.
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections import Counter
 from pathlib import Path
@@ -113,17 +113,3 @@ def make_sst(out: Path, rng: random.Random) -> None:
                 label = k % classes
                 lines.append(f"{label} {sst_sentence(rng, label, classes)}")
             write(out / f"stsa.{name}.{split}", "\n".join(lines) + "\n")
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "tests" / "fixtures")
-    args = ap.parse_args()
-    make_iwslt(args.out / "iwslt15_envi", random.Random(15))
-    make_imdb(args.out / "imdb", random.Random(2011))
-    make_sst(args.out / "sst", random.Random(2013))
-    print(f"wrote fixtures under {args.out}")
-
-
-if __name__ == "__main__":
-    main()
