@@ -37,7 +37,7 @@ for phase in $PHASES; do
     case $phase in
     gputests)  # the tests marked gpu (real CUDA graphs across a zero_grad, Flash-CoDA vs float64): a minute
         timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" tests/test_fast_step.py \
-            tests/attention/test_flash.py > "$WORK/gputests.log" 2>&1
+            tests/attention/test_attend.py > "$WORK/gputests.log" 2>&1
         echo "gputests: exit $? after $(( $(date +%s) - start )) s"; tail -5 "$WORK/gputests.log";;
     bench)  # correctness first (graph step vs float64), then every lever, 6 processes side by side, the test set
         budget=$(( $(left) < BENCH_S ? $(left) : BENCH_S ))

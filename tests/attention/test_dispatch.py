@@ -119,7 +119,7 @@ def test_describe_reads_device_dtype_mask_and_grad_mode():
     assert describe(x, x.to("meta")).device == "mixed"
 
 
-@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY if k.computes != "attention"])  # flash: tests/attention/test_flash.py
+@pytest.mark.parametrize("kernel", [k.name for k in REGISTRY if k.computes != "attention"])  # flash: tests/attention/test_attend.py
 @pytest.mark.parametrize("center", [False, True])
 def test_every_kernel_matches_the_torch_reference_in_float64(kernel, center):
     tensors, mask = make_inputs(21, batch=(2, 3), la=5, lb=6, de=4, dn=3, requires_grad=True)

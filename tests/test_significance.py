@@ -175,7 +175,7 @@ def test_table_7_execution_accuracy_column(tmp_path):
     from coda_exp.table_render import render_markdown
     from coda_exp.tables import build_table, load_table_spec
 
-    spec = load_table_spec(Path(__file__).parents[2] / "configs" / "tables" / "table_7.yaml")
+    spec = load_table_spec(Path(__file__).parents[1] / "configs" / "tables" / "table_7.yaml")
     assert [c.metric for c in spec.columns] == ["test/acc_seq", "test/acc_exec"]
     assert all(row.paper[1] is None for row in spec.rows)
     records = []
