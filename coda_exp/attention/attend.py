@@ -18,6 +18,7 @@ from coda_exp.attention.functional import compositional_pool, resolve_options, r
 from coda_exp.attention.kernels.flash import flash_attention, flash_params
 from coda_exp.attention.masking import pair_mask
 from coda_exp.attention.options import CoDAOptions
+from coda_exp.attention.precision import cast_back, full_precision, upcast
 
 
 def _query_scaled(options: CoDAOptions, q, n_q):
@@ -28,10 +29,31 @@ def _query_scaled(options: CoDAOptions, q, n_q):
     return q * factor, None if n_q is None else n_q * factor, options.replace(query_scale=False)
 
 
+def _on_cpu_in_float32(run):
+    """``run(*tensors, ...)`` with float16/bfloat16 tensors upcast to float32 and autocast off, its outputs cast
+    back, off CUDA (no CPU kernel computes 16-bit: deciding on float32 keeps ``auto``'s CPU choice); on CUDA as is
+    (the Triton Flash-CoDA takes 16-bit inputs, a materialising kernel upcasts in ``functional.run_coda``)."""
+    def wrapped(*tensors, **kwargs):
+        first = tensors[0]
+        if first.device.type == "cuda":
+            return run(*tensors, **kwargs)
+        with full_precision(first.device):  # also for float32 inputs under autocast (a 16-bit bmm inside)
+            *outs, name = run(*upcast(*tensors), **kwargs)
+        return (*(cast_back(o, first.dtype) for o in outs), name)
+    return wrapped
+
+
 def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=None, causal: bool = False,
                        n_q=None, n_k=None, dropout_p: float = 0.0) -> tuple[torch.Tensor, str]:
     """(out (..., Lq, dv), the name of the kernel that ran). Masks as in ``coda_attention``; ``dropout_p``
-    applies to M (flash: counter-based, drawn from torch's RNG; else ``F.dropout``)."""
+    applies to M (flash: counter-based, drawn from torch's RNG; else ``F.dropout``). float16 / bfloat16 off CUDA:
+    computed in float32 (``precision``)."""
+    return _run_attention(q, k, v, n_q, n_k, options=options, mask=mask, query_mask=query_mask, causal=causal,
+                          dropout_p=dropout_p)
+
+
+@_on_cpu_in_float32
+def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, dropout_p):
     tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
     kernel = select_kernel(options.kernel, describe(*tensors, mask=mask, centred=options.centred,
                                                     output="attention"))
@@ -50,7 +72,13 @@ def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mas
     """(a_aligned = M b, b_aligned = M^T a, the name of the kernel that ran) of eq. 7. a (B, la, d), b (B, lb, d),
     e_* / n_* their projections (n_* is e_* when shared), masks (B, la) / (B, lb) True = real token; padded rows
     of both outputs are 0. With ``flash``, M^T is CoDA with the roles swapped (E and the L1 distance are
-    symmetric), so each side is one Flash-CoDA call (M computed twice, block by block, never stored)."""
+    symmetric), so each side is one Flash-CoDA call (M computed twice, block by block, never stored). float16 /
+    bfloat16 off CUDA: computed in float32 (``precision``)."""
+    return _run_cross(a, b, e_a, e_b, n_a, n_b, options=options, mask_a=mask_a, mask_b=mask_b)
+
+
+@_on_cpu_in_float32
+def _run_cross(a, b, e_a, e_b, n_a, n_b, *, options, mask_a, mask_b):
     kernel: Kernel = select_kernel(options.kernel, describe(
         e_a, e_b, n_a, n_b, a, b, mask=mask_a if mask_a is not None else mask_b, centred=options.centred,
         output="attention", cross=True))

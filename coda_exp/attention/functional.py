@@ -17,6 +17,7 @@ from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 from coda_exp.attention.dispatch import Kernel, describe, select_kernel
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.options import CoDAOptions
+from coda_exp.attention.precision import cast_back, full_precision, upcast
 
 
 def masked_center(x: torch.Tensor, mask: torch.Tensor | None, over: str = "slice") -> torch.Tensor:
@@ -52,8 +53,17 @@ def run_coda(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch
 
     ``kernel``: the one ``dispatch.select_kernel`` chose for the caller (``attend``); None: chosen here. A one-pass
     kernel (``fused``) returns M; the others run the plain composition below on their L1 (centring and ``maps``
-    need the intermediates, so ``dispatch`` never picks ``fused`` for them).
+    need the intermediates, so ``dispatch`` never picks ``fused`` for them). float16 / bfloat16 inputs are
+    computed in float32, autocast off, and the result is returned in their dtype (``precision``).
     """
+    dtype = e_a.dtype  # float16 / bfloat16: computed in float32, returned in it (precision.py)
+    with full_precision(e_a.device):
+        e_a, e_b, n_a, n_b = upcast(e_a, e_b, n_a, n_b)
+        result, name = _run_coda(e_a, e_b, n_a, n_b, options, mask, maps, kernel)
+    return cast_back(result, dtype), name
+
+
+def _run_coda(e_a, e_b, n_a, n_b, options: CoDAOptions, mask, maps: bool, kernel: Kernel | None):
     if options.query_scale:  # T2T: q scaled before the attention function (both affinities see it)
         factor = options.query_factor(e_a.shape[-1])
         e_a, n_a = (e_a * factor, e_a * factor) if n_a is e_a else (e_a * factor, n_a * factor)
