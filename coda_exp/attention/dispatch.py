@@ -9,8 +9,8 @@ and the size of M.
 Registered kernels, in ``auto``'s order:
 
 * ``flash`` (computes M V only, ``kernels.flash``): M never stored; CPU float32/float64 with numba, CUDA with Triton;
-  no centring. ``auto`` takes it where M would take at least ``SELF_FLASH_MIN_BYTES`` (``CROSS_FLASH_MIN_BYTES`` in
-  the cross-attention, which computes M twice).
+  no centring. ``auto`` takes it where M would take at least ``CPU_SELF_FLASH_MIN_BYTES`` on the CPU,
+  ``SELF_FLASH_MIN_BYTES`` elsewhere (``CROSS_FLASH_MIN_BYTES`` in the cross-attention, which computes M twice).
 * ``fused`` (computes M only, ``kernels.fused``): eqs. 1-5 in one numba pass; float32/float64 CPU, bool CPU mask,
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
@@ -54,6 +54,11 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 4, H 8:
 # even at L 256, M 8 MiB; 0.75x fused at L 1024). docs/attention.md has the measurements.
 SELF_FLASH_MIN_BYTES = 8 << 20
+# On the CPU the two kernels are within +-15 % of each other below M ~ 128 MiB (either wins, by shape), and Flash-CoDA
+# is clearly faster from 256 MiB on (0.66-0.73x; the fused backward keeps M and two derivatives), so ``auto`` keeps
+# the fused kernel up to 128 MiB there (scripts/bench_crossover.py: results/bench/crossover_cpu_2core.json).
+# Elsewhere (CUDA) ``SELF_FLASH_MIN_BYTES`` until a GPU sweep measures the crossover.
+CPU_SELF_FLASH_MIN_BYTES = 128 << 20
 OUTPUTS = ("matrix", "attention", "l1")
 
 
@@ -163,7 +168,9 @@ class Kernel:
 
 
 def _flash_big_enough(request: KernelRequest) -> bool:
-    return request.matrix_bytes >= (CROSS_FLASH_MIN_BYTES if request.cross else SELF_FLASH_MIN_BYTES)
+    if request.cross:
+        return request.matrix_bytes >= CROSS_FLASH_MIN_BYTES
+    return request.matrix_bytes >= (CPU_SELF_FLASH_MIN_BYTES if request.device == "cpu" else SELF_FLASH_MIN_BYTES)
 
 
 REGISTRY: tuple[Kernel, ...] = (

@@ -190,7 +190,7 @@ def test_the_op_takes_options_falls_back_for_centring_and_validates():
     q, k, v, _, _, key, _ = _inputs(6, grad=False)
     out, ran = run_coda_attention(q, k, v, CoDAOptions(kernel="flash"), mask=key)
     assert ran == "flash"
-    assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"  # auto: M below SELF_FLASH_MIN_BYTES
+    assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"  # auto: M below CPU_SELF_FLASH_MIN_BYTES
     torch.testing.assert_close(coda_attention(q, k, v, mask=key, kernel="torch"), out, rtol=1e-12, atol=1e-13)
     centred, ran = run_coda_attention(q, k, v, CoDAOptions(center_n=True, center_over="row"), mask=key)
     assert ran == "numba"  # the means need E / N: the materialising path
@@ -242,7 +242,7 @@ def test_auto_self_attention_streams_from_a_size_of_m_on(monkeypatch):
 
     q, k, v, _, _, key, _ = _inputs(10, grad=False)
     assert run_coda_attention(q, k, v, CoDAOptions(), mask=key)[1] == "fused"
-    monkeypatch.setattr(dispatch, "SELF_FLASH_MIN_BYTES", 2 * 3 * 5 * 7 * 8)  # this M in float64
+    monkeypatch.setattr(dispatch, "CPU_SELF_FLASH_MIN_BYTES", 2 * 3 * 5 * 7 * 8)  # this M in float64
     out, ran = run_coda_attention(q, k, v, CoDAOptions(), mask=key)
     assert ran == "flash"
     torch.testing.assert_close(out, coda_attention(q, k, v, mask=key, kernel="torch"), rtol=1e-12, atol=1e-13)

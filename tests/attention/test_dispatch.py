@@ -42,11 +42,12 @@ def test_auto_picks_by_device_dtype_and_what_is_needed():
     assert _pick(device="cuda") == _pick(device="cuda", maps=True) == "chunked"
     assert _pick(device="mixed") == "chunked"
     # M V requested (a scoring module without maps): Flash-CoDA where it applies and M is big enough
-    big = dispatch.SELF_FLASH_MIN_BYTES
+    big = dispatch.CPU_SELF_FLASH_MIN_BYTES  # on the CPU (the sweep's rule); CUDA: SELF_FLASH_MIN_BYTES
+    assert _pick(output="attention", device="cuda", matrix_bytes=dispatch.SELF_FLASH_MIN_BYTES - 1) == "chunked"
     assert _pick(output="attention", matrix_bytes=big) == _pick(output="attention", dtype=torch.float64,
                                                                 matrix_bytes=big) == "flash"
     assert _pick(output="attention", matrix_bytes=big - 1) == "fused"  # small M: the one-pass kernel is faster
-    assert _pick(output="attention", matrix_bytes=big, cross=True) == "fused"  # the cross-attention's threshold
+    assert _pick(output="attention", matrix_bytes=dispatch.CROSS_FLASH_MIN_BYTES - 1, cross=True) == "fused"
     assert _pick(output="attention", matrix_bytes=dispatch.CROSS_FLASH_MIN_BYTES, cross=True) == "flash"
     assert _pick(output="attention", centred=True, matrix_bytes=big) == "numba"  # centring: the means need E, N
     assert _pick(output="attention", mask_ok=False, matrix_bytes=big) == "numba"
@@ -165,7 +166,7 @@ def test_kernels_used_lists_what_the_last_forwards_ran(monkeypatch):
                                 scoring=CoDAScoring)
     assert kernels_used(net) == []  # nothing ran yet
     net(ids, mask)
-    assert kernels_used(net) == ["fused"]  # small M: auto keeps the fused kernel (flash.SELF_FLASH_MIN_BYTES)
+    assert kernels_used(net) == ["fused"]  # small M: auto keeps the fused kernel (dispatch.CPU_SELF_FLASH_MIN_BYTES)
     net.encoder.layers[0].self_attn.scoring.options = CoDAOptions(kernel="torch")  # one layer on another kernel
     net(ids, mask)
     assert kernels_used(net) == ["fused", "torch"]
