@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (the device tool) for issue 19: the fast path checked against float64, its levers
+# One call on a lent GPU machine (the device tool): the tests marked gpu, Flash-CoDA timed (issue 22), the fast path
+# checked against float64, its levers
 # timed side by side, the 545K-pair test timed, then Table 6 at paper scale with the time that is left.
 #   here:   bash scripts/gpu_wheels.sh                       (Hydra's wheels into .whl/, once)
 #   device: run(command="bash scripts/gpu_session_fast_path.sh", carry=[".whl"], timeout_s=600)
-# PHASES picks and orders the phases (default "gputests bench table6": the pytest -m gpu tests first); TOTAL_S is the call's own limit minus a margin;
+# PHASES picks and orders the phases (default "gputests attn bench table6": the pytest -m gpu tests first, then
+# scripts/bench_gpu_coda.py for ATTN_S seconds); TOTAL_S is the call's own limit minus a margin;
 # BENCH_S caps the benchmark; LEVERS, PARALLEL, EVAL narrow it. The work goes to WORK (outputs/gpu_session, kept
 # on a warm machine between calls). The device tool brings back 8 files of at most 16 MiB, 2 folders down, so $OUT
-# gets: bench_fast_path.json (device, versions, commit), table6.log, session.tgz (gpu.csv, bench.log, the Table 6
+# gets: bench_fast_path.json (device, versions, commit), bench_gpu_coda.json, table6.log, session.tgz (gpu.csv, bench.log, the Table 6
 # records and predictions under table_6_gpu/, each run's log, CSV metrics, resolved config, status.json) and, for
-# runs that could not finish, their last.ckpt as <model>-s<seed>.ckpt (at most 5, the most wanted runs first).
+# runs that could not finish, their last.ckpt as <model>-s<seed>.ckpt (at most 4, the most wanted runs first).
 # To resume those in a later call: put each at outputs/gpu_session/table6_outputs/<model>-s<seed>/checkpoints/
 # last.ckpt here and carry outputs/gpu_session (the working tree that travels is 64 MiB at most: ~11 MB a run).
 set -uo pipefail
@@ -21,7 +23,8 @@ BENCH_S=${BENCH_S:-240}
 LEVERS=${LEVERS:-}
 PARALLEL=${PARALLEL:-6}
 EVAL=${EVAL:-545455}
-PHASES=${PHASES:-gputests bench table6}
+PHASES=${PHASES:-gputests attn bench table6}
+ATTN_S=${ATTN_S:-180}
 mkdir -p "$OUT" "$WORK"
 start=$(date +%s)
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
@@ -39,6 +42,11 @@ for phase in $PHASES; do
         timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" tests/test_fast_step.py \
             tests/attention/test_attend.py > "$WORK/gputests.log" 2>&1
         echo "gputests: exit $? after $(( $(date +%s) - start )) s"; tail -5 "$WORK/gputests.log";;
+    attn)  # Flash-CoDA vs SDPA vs the materialising path over L, float64 check first (issue 22): ATTN_S at most
+        budget=$(( $(left) < ATTN_S ? $(left) : ATTN_S ))
+        timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --time-budget-s $((budget - 40)) \
+            --json "$OUT/bench_gpu_coda.json" > "$WORK/attn.log" 2>&1
+        echo "attn: exit $? after $(( $(date +%s) - start )) s"; tail -30 "$WORK/attn.log";;
     bench)  # correctness first (graph step vs float64), then every lever, 6 processes side by side, the test set
         budget=$(( $(left) < BENCH_S ? $(left) : BENCH_S ))
         timeout "$budget" "$PY" scripts/bench_fast_path.py --device cuda --check --steps 200 --warmup 10 \
@@ -56,7 +64,7 @@ for phase in $PHASES; do
     esac
 done
 # pack what came of it: one archive, and the checkpoints of unfinished runs (most wanted first) as files
-names=$(cd "$WORK" && ls -d gpu.csv gputests.log bench.log table_6_gpu table6_outputs 2>/dev/null)
+names=$(cd "$WORK" && ls -d gpu.csv gputests.log attn.log bench.log table_6_gpu table6_outputs 2>/dev/null)
 tar czf "$OUT/session.tgz" -C "$WORK" --exclude='*.ckpt' --exclude='.hydra' $names
 "$PY" - "$WORK/table6_outputs" "$OUT" <<'PYEOF'
 import json, shutil, sys
@@ -66,7 +74,7 @@ status = json.loads((outputs / "status.json").read_text()) if (outputs / "status
 kept = 0
 for name in [f"{m}-s{s}" for s in (1, 2, 3) for m in ("transformer", "coda_transformer")]:
     last = outputs / name / "checkpoints" / "last.ckpt"
-    if last.is_file() and status.get(name, {}).get("state") != "finished" and kept < 5:
+    if last.is_file() and status.get(name, {}).get("state") != "finished" and kept < 4:
         shutil.copy(last, out / f"{name}.ckpt")
         kept += 1
 PYEOF

@@ -1,0 +1,232 @@
+#!/usr/bin/env python
+"""Flash-CoDA on a GPU, in one run (issue 22): correctness against float64, then time side by side.
+
+    python scripts/bench_gpu_coda.py [--device cuda] [--lengths 512,1024,...,16384] [--tokens 16384] [--heads 16]
+                                     [--dim 64] [--dtypes float32,bfloat16] [--time-budget-s 300] [--json OUT]
+
+1. **Check**: Flash-CoDA (``kernel=flash``) forward and gradients against the materialising reference in float64
+   (``kernel=torch`` on the CPU), for each dtype, with key padding, causal, unshared N inputs; the relative L2
+   error must stay under the dtype's tolerance (float32 1e-3 for TF32, bfloat16 3e-2); NaN never passes.
+2. **Time**, at B·L = ``--tokens`` (B = tokens / L), H = ``--heads``, d = ``--dim``, for each L, dtype and causal
+   flag: fwd and fwd+bwd of Flash-CoDA, SDPA and (while M fits ``--max-m-gib``) the materialising path
+   (``kernel=chunked``); medians of ``--reps`` CUDA-event timings after warm-up; the ratio to SDPA; the fraction of
+   the L1 floor (2 FP32 instructions per pair and feature: ``--fp32-tops`` instructions/s, 33.5e12 for an H100/H200:
+   132 SMs x 128 lanes x 1.98 GHz); peak memory over the inputs.
+3. **Per kernel** (``--profile-length``): the CUDA kernels of one Flash-CoDA fwd+bwd by self time (torch.profiler).
+
+Every measurement goes into the JSON as soon as it is made (the device, versions and commit first), so a run cut
+short by ``--time-budget-s`` or a time limit keeps what it measured. On a CPU it runs at whatever sizes you give
+(the tests use tiny ones) with wall-clock timing and the numba Flash-CoDA; the floor then means nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.pop("CODA_KERNEL", None)
+
+import torch
+import torch.nn.functional as F
+
+from coda_exp.attention import coda_attention
+
+TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float64: 1e-10}
+
+
+def environment(device: str) -> dict:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip() or os.environ.get("CODA_EXP_COMMIT", "unknown")
+    env = {"torch": torch.__version__, "python": platform.python_version(), "commit": commit, "device": device,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if device == "cuda":
+        env.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    return env
+
+
+def inputs(b, h, lq, lk, d, dtype, device, seed=0, grad=True):
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, h, n, d, generator=gen, dtype=torch.float64) for n in (lq, lk, lk))
+    return [t.to(device, dtype).requires_grad_(grad) for t in (q, k, v)]
+
+
+def check(device: str, dtype: torch.dtype) -> dict:
+    """Flash-CoDA on ``device`` in ``dtype`` against float64 on the CPU: key padding, causal, unshared N."""
+    b, h, lq, lk, d = 2, 3, 70, 90, 32
+    ref = inputs(b, h, lq, lk, d, torch.float64, "cpu")
+    gen = torch.Generator().manual_seed(1)
+    nq, nk = (torch.randn(b, h, n, 8, generator=gen, dtype=torch.float64).requires_grad_() for n in (lq, lk))
+    key = torch.rand(b, 1, 1, lk, generator=gen) > 0.25
+    want = coda_attention(*ref, kernel="torch", mask=key, causal=True, n_q=nq, n_k=nk, alpha=0.7, beta=0.4)
+    dout = torch.randn(want.shape, generator=gen, dtype=torch.float64)
+    want_grads = torch.autograd.grad(want, [*ref, nq, nk], dout)
+    leaves = [t.detach().to(device, dtype).requires_grad_() for t in (*ref, nq, nk)]
+    got = coda_attention(*leaves[:3], kernel="flash", mask=key.to(device), causal=True, n_q=leaves[3],
+                         n_k=leaves[4], alpha=0.7, beta=0.4)
+    grads = torch.autograd.grad(got, leaves, dout.to(device, dtype))
+    errors = [float((g.detach().double().cpu() - w.detach()).norm() / w.detach().norm())
+              for g, w in zip((got, *grads), (want, *want_grads))]
+    worst = max(errors) if all(math.isfinite(e) for e in errors) else float("nan")
+    return {"dtype": str(dtype), "max_rel_err": worst, "ok": worst < TOL[dtype]}
+
+
+def timer(device: str):
+    def measure(fn, reps: int, warmup: int = 3) -> float:
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(reps):
+            if device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(1e3 * (time.perf_counter() - t0))
+        return statistics.median(times)
+    return measure
+
+
+def ops(kind: str, q, k, v, causal: bool):
+    """(forward, forward + backward) closures of one attention implementation."""
+    if kind == "sdpa":
+        def fwd():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    else:
+        def fwd():
+            return coda_attention(q, k, v, kernel=kind, causal=causal)
+
+    def fwd_bwd():
+        out = fwd()
+        q.grad = k.grad = v.grad = None
+        out.backward(torch.ones_like(out))
+
+    def fwd_only():
+        with torch.no_grad():
+            fwd()
+    return fwd_only, fwd_bwd
+
+
+def peak_mib(device: str, fn) -> float | None:
+    if device != "cuda":
+        return None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return round((torch.cuda.max_memory_allocated() - base) / 2**20, 1)
+
+
+def profile(device: str, q, k, v) -> list[dict]:
+    """The CUDA kernels of one Flash-CoDA fwd+bwd by self time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    _, fwd_bwd = ops("flash", q, k, v, False)
+    fwd_bwd()
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fwd_bwd()
+        torch.cuda.synchronize()
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_device_time_total)[:8]
+    return [{"name": e.key[:80], "ms": round(e.self_device_time_total / 1e3 / max(e.count, 1), 3), "count": e.count}
+            for e in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--lengths", default="512,1024,2048,4096,8192,16384")
+    parser.add_argument("--tokens", type=int, default=16384, help="B x L, fixed across lengths")
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--causal", default="0,1")
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--max-m-gib", type=float, default=8.0, help="the materialising path only while M fits")
+    parser.add_argument("--fp32-tops", type=float, default=33.5, help="FP32 instructions per second, in 1e12")
+    parser.add_argument("--profile-length", type=int, default=4096)
+    parser.add_argument("--time-budget-s", type=float, default=1e9)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    start, device = time.time(), args.device
+    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
+    out = {"environment": environment(device), "args": vars(args) | {"json": str(args.json)}, "check": [], "rows": [],
+           "profile": None, "skipped": []}
+
+    def save():
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(out, indent=1, default=str))
+
+    for dtype in dtypes:
+        out["check"].append(check(device, dtype))
+        print("check", out["check"][-1], flush=True)
+        save()
+    measure = timer(device)
+    print(f"{'L':>6} {'dtype':>9} {'causal':>6} {'impl':>8} {'fwd ms':>9} {'fwd+bwd':>9} {'x SDPA':>7} {'floor %':>7}",
+          flush=True)
+    for length in map(int, args.lengths.split(",")):
+        batch = max(1, args.tokens // length)
+        for dtype in dtypes:
+            for causal in (bool(int(c)) for c in args.causal.split(",")):
+                q, k, v = inputs(batch, args.heads, length, length, args.dim, dtype, device)
+                m_gib = batch * args.heads * length * length * 4 / 2**30
+                pairs = batch * args.heads * length * length * (0.5 if causal else 1.0)
+                floor_ms = 2 * pairs * args.dim / (args.fp32_tops * 1e12) * 1e3
+                base = None
+                for impl in ("sdpa", "flash", "chunked"):
+                    if time.time() - start > args.time_budget_s:
+                        out["skipped"].append(f"L{length} {dtype} causal={causal} {impl}: time budget")
+                        continue
+                    if impl == "chunked" and m_gib > args.max_m_gib:
+                        continue
+                    fwd, fwd_bwd = ops(impl, q, k, v, causal)
+                    row = {"L": length, "B": batch, "H": args.heads, "d": args.dim, "dtype": str(dtype),
+                           "causal": causal, "impl": impl}
+                    try:
+                        row.update(fwd_ms=round(measure(fwd, args.reps), 3), fwd_bwd_ms=round(measure(fwd_bwd, args.reps), 3),
+                                   peak_mib=peak_mib(device, fwd_bwd))
+                    except Exception as err:  # noqa: BLE001 - a failure is a result too
+                        row["error"] = f"{type(err).__name__}: {err}"[:300]
+                    if impl == "sdpa":
+                        base = row.get("fwd_bwd_ms")
+                    if impl != "sdpa" and "fwd_ms" in row:
+                        row["fwd_floor_fraction"] = float(f"{floor_ms / row['fwd_ms']:.4g}")
+                        row["fwd_bwd_over_sdpa"] = round(row["fwd_bwd_ms"] / base, 2) if base else None
+                    out["rows"].append(row)
+                    save()
+                    print(f"{length:>6} {str(dtype)[6:]:>9} {causal!s:>6} {impl:>8} {row.get('fwd_ms', 'err'):>9} "
+                          f"{row.get('fwd_bwd_ms', 'err'):>9} {row.get('fwd_bwd_over_sdpa') or '':>7} "
+                          f"{100 * row['fwd_floor_fraction'] if 'fwd_floor_fraction' in row else '':>7}", flush=True)
+                del q, k, v
+    if device == "cuda" and time.time() - start < args.time_budget_s:
+        batch = max(1, args.tokens // args.profile_length)
+        out["profile"] = profile(device, *inputs(batch, args.heads, args.profile_length, args.profile_length,
+                                                 args.dim, torch.bfloat16, device))
+        print("profile", out["profile"], flush=True)
+        save()
+    return 0 if all(c["ok"] for c in out["check"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
