@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from coda_exp.attention.flash_spec import FlashParams
 from coda_exp.attention.kernels import (
@@ -56,27 +55,66 @@ def _module(backend: str):
     raise ValueError(f"Flash-CoDA backend must be one of {list(BACKENDS)}, got {backend!r}")
 
 
-class _FlashCoDA(torch.autograd.Function):
-    """Autograd around a backend's ``forward`` / ``backward``; nq, nk None = q, k (``params.shared_n``)."""
+# The backends' forward and backward as torch.library custom ops with fake (shape-only) implementations and a
+# registered autograd formula: torch.compile traces a model through Flash-CoDA without a graph break (it can trace
+# neither numba nor the Triton launch code). ``FlashParams`` travels as its fields; nq, nk None = q, k.
+def _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n) -> FlashParams:
+    return FlashParams(alpha=alpha, beta=beta, gate=gate, e_fn=e_fn, n_fn=n_fn, causal=causal, dropout_p=dropout_p,
+                       seed=seed, shared_n=shared_n)
 
-    @staticmethod
-    def forward(ctx, q, k, v, nq, nk, mask, query_mask, params: FlashParams, backend: str):
-        module = _module(backend)
-        n_q, n_k = (q, k) if params.shared_n else (nq, nk)
-        out = module.forward(q, k, v, n_q, n_k, mask, query_mask, params)
-        ctx.save_for_backward(q, k, v, *(() if params.shared_n else (nq, nk)))
-        ctx.masks, ctx.params, ctx.backend = (mask, query_mask), params, backend
-        return out
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dout):
-        saved = ctx.saved_tensors
-        q, k, v = saved[:3]
-        n_q, n_k = (q, k) if ctx.params.shared_n else saved[3:]
-        dq, dk, dv, dnq, dnk = _module(ctx.backend).backward(q, k, v, n_q, n_k, *ctx.masks, ctx.params,
-                                                              dout.contiguous())
-        return dq, dk, dv, dnq, dnk, None, None, None, None
+@torch.library.custom_op("coda_exp::flash_coda", mutates_args=())
+def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, nq: torch.Tensor | None, nk: torch.Tensor | None,
+              mask: torch.Tensor | None, query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float,
+              e_fn: str, n_fn: str, causal: bool, dropout_p: float, seed: int, shared_n: bool,
+              backend: str) -> torch.Tensor:
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
+    n_q, n_k = (q, k) if shared_n else (nq, nk)
+    return _module(backend).forward(q, k, v, n_q, n_k, mask, query_mask, params)
+
+
+@_flash_op.register_fake
+def _(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, backend):
+    return q.new_empty(q.shape[:-1] + (v.shape[-1],))
+
+
+@torch.library.custom_op("coda_exp::flash_coda_backward", mutates_args=())
+def _flash_backward_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       nq: torch.Tensor | None, nk: torch.Tensor | None, mask: torch.Tensor | None,
+                       query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float, e_fn: str, n_fn: str,
+                       causal: bool, dropout_p: float, seed: int, shared_n: bool,
+                       backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv, dnq, dnk); with ``shared_n`` the L1 gradients are in dq / dk and dnq, dnk are empty."""
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
+    n_q, n_k = (q, k) if shared_n else (nq, nk)
+    dq, dk, dv, dnq, dnk = _module(backend).backward(q, k, v, n_q, n_k, mask, query_mask, params, dout.contiguous())
+    return dq, dk, dv, q.new_empty(0) if dnq is None else dnq, q.new_empty(0) if dnk is None else dnk
+
+
+@_flash_backward_op.register_fake
+def _(dout, q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n,
+      backend):
+    if shared_n:
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), q.new_empty(0), q.new_empty(0)
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), nq.new_empty(nq.shape),
+            nk.new_empty(nk.shape))
+
+
+def _flash_setup_context(ctx, inputs, output):
+    q, k, v, nq, nk, mask, query_mask, *scalars = inputs
+    ctx.save_for_backward(q, k, v, *(() if scalars[-2] else (nq, nk)))
+    ctx.masks, ctx.scalars = (mask, query_mask), scalars
+
+
+def _flash_backward(ctx, dout):
+    saved = ctx.saved_tensors
+    shared = ctx.scalars[-2]
+    nq, nk = (None, None) if shared else saved[3:]
+    dq, dk, dv, dnq, dnk = _flash_backward_op(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
+    return (dq, dk, dv, None if shared else dnq, None if shared else dnk, *([None] * (2 + len(ctx.scalars))))
+
+
+_flash_op.register_autograd(_flash_backward, setup_context=_flash_setup_context)
 
 
 def _as_4d(t: torch.Tensor, name: str) -> torch.Tensor:
@@ -125,8 +163,9 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
     backend = backend or flash_backend(q.device.type, q.dtype)
     if backend is None:
         raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
-    params = FlashParams(**{**params.__dict__, "shared_n": shared})
-    out = _FlashCoDA.apply(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, params, backend)
+    p = params
+    out = _flash_op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
+                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), int(p.seed), shared, backend)
     return out.reshape(lead + (lq, v.shape[-1]))
 
 

@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads
@@ -46,55 +45,79 @@ def _mask_layout(mask: torch.Tensor | None, batch: tuple, la: int, lb: int):
     return flat, offsets.reshape(-1).numpy(), np.array(strides[-2:], dtype=np.int64)
 
 
-class _CoDAFused(torch.autograd.Function):
-    """M from e_a (..., la, de), e_b (..., lb, de), x = n_a (..., la, dn), y = n_b (..., lb, dn), one batch shape.
+# The numba pass as a torch.library custom op with a fake (shape-only) implementation and a registered autograd
+# formula: torch.compile traces through it without a graph break (it cannot trace numba).
+@torch.library.custom_op("coda_exp::fused_coda", mutates_args=())
+def _fused_op(e_a: torch.Tensor, e_b: torch.Tensor, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None,
+              alpha: float, beta: float, gate_scale: float, e_fn: str, n_fn: str,
+              need_grad: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(M (..., la, lb), A = dM/dE_raw, B = dM/dD (S, la, lb), empty without ``need_grad``) for e_a (..., la, de),
+    e_b (..., lb, de), x = n_a (..., la, dn), y = n_b (..., lb, dn), one batch shape. The matmul of eq. 1 runs as
+    bmm with a row-major right operand (e_b^T made contiguous once: ~1.5x faster than a transposed view on CPU),
+    the rest in ``numba_cpu.gate_forward``."""
+    ea, eb = _slices(e_a), _slices(e_b)  # (S, la, de), (S, lb, de)
+    xs, ys = as_slices(x), as_slices(y)  # (S, la, dn), (S, lb, dn)
+    energy = torch.bmm(ea, eb.transpose(1, 2).contiguous())  # (S, la, lb) = E_raw, eq. 1 without alpha
+    es = energy.numpy()
+    n_slices, la, lb = es.shape
+    dtype = es.dtype
+    m = np.empty_like(es)
+    a = np.empty_like(es) if need_grad else np.empty((n_slices, 0, 0), dtype=dtype)
+    b = np.empty_like(a)
+    if m.size:
+        flat, offsets, strides = _mask_layout(mask, tuple(e_a.shape[:-2]), la, lb)
+        coefs = np.array([alpha, beta, gate_scale, 0.0], dtype=dtype)
+        codes = np.array([numba_cpu.FUNCTION_CODES[e_fn], numba_cpu.FUNCTION_CODES[n_fn]], dtype=np.int64)
+        consts, ints = numba_cpu.exp_constants(dtype)
+        set_numba_threads()
+        numba_cpu.gate_forward(es, xs, ys, flat, offsets, strides, coefs, codes, consts, ints, need_grad, m, a, b)
+    return torch.from_numpy(m).reshape(e_a.shape[:-1] + (lb,)), torch.from_numpy(a), torch.from_numpy(b)
 
-    The matmuls of eq. 1 run here as bmm with row-major right operands (e_b^T made contiguous once: ~1.5x faster
-    than a transposed view on CPU), the rest in ``numba_cpu.gate_forward`` / ``gate_backward``.
-    """
 
-    @staticmethod
-    def forward(ctx, e_a, e_b, x, y, mask, alpha, beta, gate_scale, e_fn, n_fn):
-        ea, eb = _slices(e_a), _slices(e_b)  # (S, la, de), (S, lb, de)
-        xs, ys = as_slices(x), as_slices(y)  # (S, la, dn), (S, lb, dn)
-        energy = torch.bmm(ea, eb.transpose(1, 2).contiguous())  # (S, la, lb) = E_raw, eq. 1 without alpha
-        es = energy.numpy()
-        n_slices, la, lb = es.shape
-        dtype = es.dtype
-        need_grad = any(ctx.needs_input_grad[:4])
-        m = np.empty_like(es)
-        a = np.empty_like(es) if need_grad else np.empty((n_slices, 0, 0), dtype=dtype)
-        b = np.empty_like(a)
-        if m.size:
-            flat, offsets, strides = _mask_layout(mask, tuple(e_a.shape[:-2]), la, lb)
-            coefs = np.array([alpha, beta, gate_scale, 0.0], dtype=dtype)
-            codes = np.array([numba_cpu.FUNCTION_CODES[e_fn], numba_cpu.FUNCTION_CODES[n_fn]], dtype=np.int64)
-            consts, ints = numba_cpu.exp_constants(dtype)
-            set_numba_threads()
-            numba_cpu.gate_forward(es, xs, ys, flat, offsets, strides, coefs, codes, consts, ints, need_grad,
-                                  m, a, b)
-        del energy
-        if need_grad:
-            ctx.save_for_backward(e_a, e_b, x, y, torch.from_numpy(a), torch.from_numpy(b))
-        return torch.from_numpy(m).reshape(e_a.shape[:-1] + (lb,))
+@_fused_op.register_fake
+def _(e_a, e_b, x, y, mask, alpha, beta, gate_scale, e_fn, n_fn, need_grad):
+    slices, la, lb = math.prod(e_a.shape[:-2]), e_a.shape[-2], e_b.shape[-2]
+    local = (slices, la, lb) if need_grad else (slices, 0, 0)
+    return e_a.new_empty(e_a.shape[:-1] + (lb,)), e_a.new_empty(local), e_a.new_empty(local)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        e_a, e_b, x, y, a, b = ctx.saved_tensors
-        xs, ys = as_slices(x), as_slices(y)
-        an, bn = a.numpy(), b.numpy()
-        gs = grad.reshape(an.shape).to(a.dtype).contiguous().numpy()
-        de = np.empty_like(an)
-        dx, dy = np.zeros_like(xs), np.zeros_like(ys)
-        if de.size:
-            set_numba_threads()
-            numba_cpu.gate_backward(gs, an, bn, xs, ys, de, dx, dy)
-        d_energy = torch.from_numpy(de)  # (S, la, lb) = dL/dE_raw
-        d_ea = torch.bmm(d_energy, _slices(e_b)).reshape(e_a.shape)
-        d_eb = torch.bmm(d_energy.transpose(1, 2), _slices(e_a)).reshape(e_b.shape)
-        return (d_ea, d_eb, torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape),
-                None, None, None, None, None, None)
+
+@torch.library.custom_op("coda_exp::fused_coda_backward", mutates_args=())
+def _fused_backward_op(grad: torch.Tensor, e_a: torch.Tensor, e_b: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                       a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                  torch.Tensor]:
+    """(dL/de_a, dL/de_b, dL/dx, dL/dy) of ``_fused_op`` for dL/dM ``grad``: ``numba_cpu.gate_backward`` forms
+    dE_raw = dM * A and feeds G = dM * B straight into the L1 gradient, then dE_raw through two bmm."""
+    xs, ys = as_slices(x), as_slices(y)
+    an, bn = a.numpy(), b.numpy()
+    gs = grad.reshape(an.shape).to(a.dtype).contiguous().numpy()
+    de = np.empty_like(an)
+    dx, dy = np.zeros_like(xs), np.zeros_like(ys)
+    if de.size:
+        set_numba_threads()
+        numba_cpu.gate_backward(gs, an, bn, xs, ys, de, dx, dy)
+    d_energy = torch.from_numpy(de)  # (S, la, lb) = dL/dE_raw
+    d_ea = torch.bmm(d_energy, _slices(e_b)).reshape(e_a.shape)
+    d_eb = torch.bmm(d_energy.transpose(1, 2), _slices(e_a)).reshape(e_b.shape)
+    return d_ea, d_eb, torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape)
+
+
+@_fused_backward_op.register_fake
+def _(grad, e_a, e_b, x, y, a, b):
+    return e_a.new_empty(e_a.shape), e_b.new_empty(e_b.shape), x.new_empty(x.shape), y.new_empty(y.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    e_a, e_b, x, y = inputs[:4]
+    _, a, b = output
+    ctx.save_for_backward(e_a, e_b, x, y, a, b)
+
+
+def _backward(ctx, grad_m, grad_a, grad_b):
+    e_a, e_b, x, y, a, b = ctx.saved_tensors
+    return (*_fused_backward_op(grad_m.contiguous(), e_a, e_b, x, y, a, b), None, None, None, None, None, None, None)
+
+
+_fused_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _slices(t: torch.Tensor) -> torch.Tensor:
@@ -119,4 +142,5 @@ def fused_coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n
     shapes = [t.shape[:-2] for t in (e_a, e_b, n_a, n_b)] + ([mask.shape[:-2]] if mask is not None else [])
     batch = tuple(torch.broadcast_shapes(*shapes))
     tensors = [t.expand(batch + t.shape[-2:]) for t in (e_a, e_b, n_a, n_b)]
-    return _CoDAFused.apply(*tensors, mask, float(alpha), float(beta), float(gate_scale), e_fn, n_fn)
+    need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    return _fused_op(*tensors, mask, float(alpha), float(beta), float(gate_scale), e_fn, n_fn, need_grad)[0]

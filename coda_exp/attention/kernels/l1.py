@@ -53,31 +53,49 @@ def as_slices(t: torch.Tensor) -> np.ndarray:
     return t.detach().reshape(math.prod(t.shape[:-2]), t.shape[-2], t.shape[-1]).contiguous().numpy()
 
 
-class _L1DistanceNumba(torch.autograd.Function):
-    """Custom autograd for the numba backend; x, y already expanded to the same batch shape."""
+# The numba kernels as torch.library custom ops (fake implementations, a registered autograd formula), so that
+# torch.compile traces a model through them without a graph break; x, y already expanded to one batch shape.
+@torch.library.custom_op("coda_exp::l1_numba", mutates_args=())
+def _l1_numba(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    xs, ys = as_slices(x), as_slices(y)  # (S, la, d), (S, lb, d)
+    out = np.empty((xs.shape[0], xs.shape[1], ys.shape[1]), dtype=xs.dtype)  # (S, la, lb)
+    if out.size:
+        set_numba_threads()
+        numba_cpu.l1_forward(xs, ys, out)
+    return torch.from_numpy(out).reshape(x.shape[:-1] + (y.shape[-2],))
 
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        xs, ys = as_slices(x), as_slices(y)  # (S, la, d), (S, lb, d)
-        out = np.empty((xs.shape[0], xs.shape[1], ys.shape[1]), dtype=xs.dtype)  # (S, la, lb)
-        if out.size:
-            set_numba_threads()
-            numba_cpu.l1_forward(xs, ys, out)
-        ctx.save_for_backward(x, y)
-        return torch.from_numpy(out).reshape(x.shape[:-1] + (y.shape[-2],))
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        x, y = ctx.saved_tensors
-        xs, ys = as_slices(x), as_slices(y)
-        gs = grad.reshape(xs.shape[0], xs.shape[1], ys.shape[1]).to(x.dtype).contiguous().numpy()  # (S, la, lb)
-        dx = np.zeros_like(xs)
-        dy = np.zeros_like(ys)
-        if xs.size and ys.size:
-            set_numba_threads()
-            numba_cpu.l1_backward(xs, ys, gs, dx, dy)
-        return torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape)
+@_l1_numba.register_fake
+def _(x, y):
+    return x.new_empty(x.shape[:-1] + (y.shape[-2],))
+
+
+@torch.library.custom_op("coda_exp::l1_numba_backward", mutates_args=())
+def _l1_numba_backward(grad: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = as_slices(x), as_slices(y)
+    gs = grad.reshape(xs.shape[0], xs.shape[1], ys.shape[1]).to(x.dtype).contiguous().numpy()  # (S, la, lb)
+    dx = np.zeros_like(xs)
+    dy = np.zeros_like(ys)
+    if xs.size and ys.size:
+        set_numba_threads()
+        numba_cpu.l1_backward(xs, ys, gs, dx, dy)
+    return torch.from_numpy(dx).reshape(x.shape), torch.from_numpy(dy).reshape(y.shape)
+
+
+@_l1_numba_backward.register_fake
+def _(grad, x, y):
+    return x.new_empty(x.shape), y.new_empty(y.shape)
+
+
+def _l1_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _l1_backward(ctx, grad):
+    return _l1_numba_backward(grad, *ctx.saved_tensors)
+
+
+_l1_numba.register_autograd(_l1_backward, setup_context=_l1_setup_context)
 
 
 def chunk_plan(n_slices: int, la: int, lb: int, d: int, itemsize: int, chunk_bytes: int) -> tuple[int, int]:
@@ -152,4 +170,4 @@ def chunked_l1(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int | None = None)
 def numba_l1(x: torch.Tensor, y: torch.Tensor, chunk_bytes: int | None = None) -> torch.Tensor:
     """The numba kernels, forward and backward (float32/float64 CPU tensors; ``chunk_bytes`` unused)."""
     del chunk_bytes
-    return _L1DistanceNumba.apply(*_expanded(x, y))
+    return _l1_numba(*_expanded(x, y))
