@@ -55,8 +55,8 @@ def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=N
 @_on_cpu_in_float32
 def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, dropout_p):
     tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
-    kernel = select_kernel(options.kernel, describe(*tensors, mask=mask, centred=options.centred,
-                                                    output="attention"))
+    kernel = select_kernel(options.kernel, describe(*tensors, mask=mask if mask is not None else query_mask,
+                                                    centred=options.centred, output="attention"))
     q, n_q, options = _query_scaled(options, q, n_q)
     if kernel.name == "flash":
         params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)

@@ -72,7 +72,8 @@ class KernelRequest:
     common dtype (None when they differ); mask_ok: no mask, or a bool mask on the same device; centred: E or N is
     mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
-    alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction)."""
+    alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); masked: a mask
+    tensor is given."""
 
     device: str
     dtype: torch.dtype | None
@@ -83,6 +84,7 @@ class KernelRequest:
     output: str = "matrix"
     matrix_bytes: int = 0
     cross: bool = False
+    masked: bool = False
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
@@ -107,7 +109,7 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross)
+                         output, size, cross, mask is not None)
 
 
 def _numba_missing(request: KernelRequest) -> str | None:
@@ -127,6 +129,9 @@ def _mask_missing(request: KernelRequest) -> str | None:
 def _flash_missing(request: KernelRequest) -> str | None:
     if request.centred:
         return "Flash-CoDA does not centre (center_e / center_n need the mean of E or N over the valid pairs)"
+    if request.device == "cuda" and request.dtype == torch.float64 and request.masked:
+        return ("float64 with a mask does not compile on CUDA (Triton 3.6: 'PassManager::run failed' on the mask "
+                "load, seen on an H200); float64 without masks and the other dtypes do")
     if flash_backend(request.device, request.dtype) is None:
         return (f"no Flash-CoDA backend for {request.device} {request.dtype} tensors (CPU float32/float64 with "
                 "numba, CUDA with Triton)")

@@ -52,6 +52,9 @@ def test_auto_picks_by_device_dtype_and_what_is_needed():
     assert _pick(output="attention", centred=True, matrix_bytes=big) == "numba"  # centring: the means need E, N
     assert _pick(output="attention", mask_ok=False, matrix_bytes=big) == "numba"
     assert _pick(output="attention", dtype=torch.bfloat16, matrix_bytes=big) == "torch"
+    cuda64 = {"output": "attention", "device": "cuda", "dtype": torch.float64, "matrix_bytes": big}
+    if dispatch.flash_backend("cuda", torch.float64) is not None:  # Triton installed
+        assert _pick(**cuda64) == "flash" and _pick(**cuda64, masked=True) == "chunked"  # a clean fallback
 
 
 def test_a_named_kernel_runs_the_call_or_says_why_not():
@@ -68,7 +71,9 @@ def test_a_named_kernel_runs_the_call_or_says_why_not():
             ("fused", {"mask_ok": False}, "its mask must be a bool tensor"),
             ("fused", {"centred": True}, "the fused kernel does not centre"),
             ("flash", {"output": "attention", "centred": True}, "Flash-CoDA does not centre"),
-            ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16")]:
+            ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16"),
+            ("flash", {"output": "attention", "device": "cuda", "dtype": torch.float64, "masked": True},
+             "float64 with a mask does not compile on CUDA")]:
         with pytest.raises(dispatch.KernelUnavailable, match=f"CoDA option kernel is '{kernel}', which cannot run "
                                                                f"this call: {why}"):
             _pick(kernel, **request)
