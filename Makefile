@@ -95,9 +95,9 @@ $(PY) scripts/mlu_breakdown.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tabl
 $(PY) scripts/plot_learning_curves.py --runs $(ABLATION_DIR) --task mlu --out $(ABLATION_DIR)/figures/learning_curves.png
 endef
 
-quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2
+quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2 (into outputs/fixture_results/, not results/)
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --tables table_2 --print
+	$(PY) scripts/make_tables.py --runs outputs/fixture_results/runs --out outputs/fixture_results/tables --tables table_2 --print
 
 TEST_WORKERS ?= 2
 test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
@@ -118,6 +118,8 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # One rule for every paper table: `make reproduce-table-2` runs configs/experiment/table_2*.yaml (Table 8: table_8
 # and table_8_nmt), each as a sweep, then prints configs/tables/table_2.yaml. A new table joins by adding its
 # experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
+# scale=fixture writes its records there (configs/scale/fixture.yaml): smoke runs stay out of results/
+RESULTS_OF_SCALE = $(if $(filter fixture,$(SCALE)),outputs/fixture_results,results)
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
 	@table=$(subst -,_,$*); \
 	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
@@ -126,7 +128,7 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
 		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
-	$(PY) scripts/make_tables.py --tables $$table --print
+	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print
 
 results-index: $(STAMP) ## rewrite results/README.md: each results folder, its question, command, status and records
 	$(PY) scripts/results_index.py

@@ -135,4 +135,16 @@ def test_one_make_rule_reproduces_each_table(table):
         return
     assert out.returncode == 0, out.stderr
     assert f'experiments="{" ".join(experiments)}"' in out.stdout and f"table={table}" in out.stdout
-    assert "train.py -m experiment=$experiment scale=cpu" in out.stdout and "make_tables.py --tables $table" in out.stdout
+    assert "train.py -m experiment=$experiment scale=cpu" in out.stdout
+    assert "make_tables.py --runs results/runs --out results/tables --tables $table" in out.stdout
+
+
+def test_fixture_runs_and_their_tables_stay_out_of_results():
+    """scale=fixture (make quickstart, reproduce-* SCALE=fixture) writes records and tables under the git-ignored
+    outputs/fixture_results/, not beside the committed results."""
+    out = subprocess.run(["make", "-n", "reproduce-table-2", "SCALE=fixture", "STAMP=Makefile"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "--runs outputs/fixture_results/runs --out outputs/fixture_results/tables" in out
+    quick = subprocess.run(["make", "-n", "quickstart", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout
+    assert "--runs outputs/fixture_results/runs" in quick
