@@ -41,7 +41,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX))
+	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[dev,launchers]'
 	touch $(STAMP)
 
