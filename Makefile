@@ -125,6 +125,9 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
 	if [ -z "$$experiments" ]; then echo "no configs/experiment/$$table.yaml: no such table to reproduce" >&2; exit 2; fi; \
 	for experiment in $$experiments; do \
+		$(PY) scripts/check_sweep_data.py experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
+	done; \
+	for experiment in $$experiments; do \
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
 		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \

@@ -136,6 +136,7 @@ def test_one_make_rule_reproduces_each_table(table):
     assert out.returncode == 0, out.stderr
     assert f'experiments="{" ".join(experiments)}"' in out.stdout and f"table={table}" in out.stdout
     assert "train.py -m experiment=$experiment scale=cpu" in out.stdout
+    assert "check_sweep_data.py experiment=$experiment scale=cpu" in out.stdout  # the data, before any job
     assert "make_tables.py --runs results/runs --out results/tables --tables $table" in out.stdout
 
 

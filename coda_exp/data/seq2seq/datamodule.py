@@ -236,6 +236,8 @@ class MLUDataModule(Seq2SeqDataModule):
     as ``scripts/make_mlu.py`` writes them) instead. ``max_train_examples``/``max_eval_examples`` cap the sizes.
     """
 
+    generated_without_dir = True  # data.dir null: generated, no files or hub needed (scripts/check_sweep_data.py)
+
     STATIC_WIDTHS = (MLU_MAX_SRC_CHARS, MLU_MAX_TGT_CHARS + 1)  # (19, 8): every MLU pair fits
 
     def __init__(self, num_train: int, num_validation: int, num_test: int, data_seed: int = 1234, **kwargs):
