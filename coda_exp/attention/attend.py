@@ -14,19 +14,11 @@ import torch.nn.functional as F
 
 from coda_exp.attention.dispatch import Kernel, describe, select_kernel
 from coda_exp.attention.flash_spec import valid_pairs
-from coda_exp.attention.functional import compositional_pool, resolve_options, run_coda
+from coda_exp.attention.functional import compositional_pool, query_scaled, resolve_options, run_coda
 from coda_exp.attention.kernels.flash import flash_attention, flash_params
 from coda_exp.attention.masking import pair_mask
 from coda_exp.attention.options import CoDAOptions
 from coda_exp.attention.precision import cast_back, full_precision, upcast
-
-
-def _query_scaled(options: CoDAOptions, q, n_q):
-    """T2T's q scaling (``query_scale``), applied once before both affinities: (q, n_q, options without it)."""
-    if not options.query_scale:
-        return q, n_q, options
-    factor = options.query_factor(q.shape[-1])
-    return q * factor, None if n_q is None else n_q * factor, options.replace(query_scale=False)
 
 
 def _on_cpu_in_float32(run):
@@ -57,7 +49,7 @@ def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, drop
     tensors = [t for t in (q, k, v, n_q, n_k) if t is not None]
     kernel = select_kernel(options.kernel, describe(*tensors, mask=mask if mask is not None else query_mask,
                                                     centred=options.centred, output="attention"))
-    q, n_q, options = _query_scaled(options, q, n_q)
+    q, n_q, options = query_scaled(options, q, n_q)
     if kernel.name == "flash":
         params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)
         return flash_attention(q, k, v, params=params, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask), "flash"
@@ -87,8 +79,7 @@ def _run_cross(a, b, e_a, e_b, n_a, n_b, *, options, mask_a, mask_b):
         a_aligned, b_aligned = compositional_pool(m, a, b)
         return a_aligned, b_aligned, kernel.name
     shared = n_a is e_a and n_b is e_b
-    e_a, n_a_scaled, options = _query_scaled(options, e_a, None if shared else n_a)  # a is M's query side
-    n_a = e_a if shared else n_a_scaled
+    e_a, n_a, options = query_scaled(options, e_a, n_a)  # a is M's query side
     params = flash_params(options, e_a.shape[-1])
 
     def side(e_q, e_k, n_q, n_k, values, mask_q, mask_k):

@@ -46,6 +46,16 @@ def resolve_options(options: CoDAOptions | None, overrides: dict, default: CoDAO
     return base.replace(**overrides) if overrides else base
 
 
+def query_scaled(options: CoDAOptions, e_a: torch.Tensor, n_a: torch.Tensor | None):
+    """T2T's q scaling (``query_scale``) applied once, before both affinities: (e_a, n_a, the options without
+    it). ``n_a`` that is ``e_a`` stays ``e_a`` (the scaled one); None stays None."""
+    if not options.query_scale:
+        return e_a, n_a, options
+    factor = options.query_factor(e_a.shape[-1])
+    scaled = e_a * factor
+    return scaled, (scaled if n_a is e_a else None if n_a is None else n_a * factor), options.replace(query_scale=False)
+
+
 def run_coda(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch.Tensor, options: CoDAOptions,
              mask: torch.Tensor | None = None, maps: bool = False,
              kernel: Kernel | None = None) -> tuple[torch.Tensor | AttentionMaps, str]:
@@ -64,9 +74,7 @@ def run_coda(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch
 
 
 def _run_coda(e_a, e_b, n_a, n_b, options: CoDAOptions, mask, maps: bool, kernel: Kernel | None):
-    if options.query_scale:  # T2T: q scaled before the attention function (both affinities see it)
-        factor = options.query_factor(e_a.shape[-1])
-        e_a, n_a = (e_a * factor, e_a * factor) if n_a is e_a else (e_a * factor, n_a * factor)
+    e_a, n_a, options = query_scaled(options, e_a, n_a)  # T2T: q scaled before the attention function
     if kernel is None:
         kernel = select_kernel(options.kernel, describe(e_a, e_b, n_a, n_b, mask=mask, centred=options.centred,
                                                         maps=maps))
