@@ -118,6 +118,28 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     return f"{head}-dirty" if status else head
 
 
+def benchmark_environment(root: str | os.PathLike | None = None) -> dict:
+    """What a benchmark record under ``results/bench/`` names about where it ran: torch, python and triton (None
+    without it) versions, the commit (:func:`git_commit` of ``root``, "unknown" outside git), the machine,
+    torch's thread count, the time (UTC) and, where CUDA is available, the GPU and CUDA version."""
+    import platform
+
+    import torch
+
+    env = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+           "commit": git_commit(root) or "unknown", "threads": torch.get_num_threads(),
+           "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:
+        env["triton"] = None
+    if torch.cuda.is_available():
+        env.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+    return env
+
+
 # --------------------------------------------------------------------------------------------------
 # validation
 

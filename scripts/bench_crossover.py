@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ os.environ.pop("CODA_KERNEL", None)
 import torch
 
 from coda_exp.attention import coda_attention
+from coda_exp.results import git_commit
 
 
 def step(kernel: str, q, k, v):
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-m-mib", type=float, default=512.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    rows = []
+    rows, commit = [], git_commit(ROOT) or "unknown"
     print(f"{'slices':>6} {'L':>5} {'M MiB':>8} {'fused ms':>9} {'flash ms':>9} {'flash/fused':>11}", flush=True)
     for slices in map(int, args.slices.split(",")):
         for length in map(int, args.lengths.split(",")):
@@ -71,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{slices:>6} {length:>5} {m_mib:>8.1f} {med.get('fused', float('nan')):>9.1f} {med['flash']:>9.1f} "
                   f"{ratio if ratio is not None else '-':>11}", flush=True)
             if args.json:
-                commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                        text=True, check=False).stdout.strip()
                 args.json.write_text(json.dumps({
                     "command": " ".join(["python scripts/bench_crossover.py", *(argv or sys.argv[1:])]),
                     "commit": commit, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -32,10 +32,8 @@ it. The JSON names the device, versions and commit. Tests never assert times; th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -47,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
+
+from coda_exp.results import benchmark_environment
 
 # in the order they are measured by default: what decides the fast path first, the compiled ones (a minute of
 # compiling each on a first call) last
@@ -318,23 +318,6 @@ def side_by_side(args, lever: str) -> dict:
             "steps_per_s": total / args.parallel_s, "ms_per_step_each": args.parallel_s * 1000 * len(results) / max(total, 1)}
 
 
-def environment() -> dict:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=False)
-    env = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-           "commit": (commit.stdout.strip() or os.environ.get("CODA_EXP_COMMIT", "unknown"))
-           + ("-dirty" if dirty.stdout.strip() else ""), "threads": torch.get_num_threads(),
-           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    with contextlib.suppress(ImportError):
-        import triton
-        env["triton"] = triton.__version__
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-        env["cuda"] = torch.version.cuda
-    return env
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -363,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         worker(args)
         return 0
     t_start = time.time()
-    out = {"environment": environment(), "args": {k: str(v) for k, v in vars(args).items()}, "check": {},
+    out = {"environment": benchmark_environment(ROOT), "args": {k: str(v) for k, v in vars(args).items()}, "check": {},
            "ms_per_step": {}, "errors": {}, "side_by_side": None, "eval_s": {}}
     print(json.dumps(out["environment"]))
 

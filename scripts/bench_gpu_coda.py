@@ -25,9 +25,7 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,23 +38,9 @@ import torch
 import torch.nn.functional as F
 
 from coda_exp.attention import coda_attention
+from coda_exp.results import benchmark_environment
 
 TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float64: 1e-10}
-
-
-def environment(device: str) -> dict:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=False).stdout.strip() or os.environ.get("CODA_EXP_COMMIT", "unknown")
-    env = {"torch": torch.__version__, "python": platform.python_version(), "commit": commit, "device": device,
-           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if device == "cuda":
-        env.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
-    try:
-        import triton
-        env["triton"] = triton.__version__
-    except ImportError:
-        env["triton"] = None
-    return env
 
 
 def inputs(b, h, lq, lk, d, dtype, device, seed=0, grad=True):
@@ -170,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start, device = time.time(), args.device
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
-    out = {"environment": environment(device), "args": vars(args) | {"json": str(args.json)}, "check": [], "rows": [],
+    out = {"environment": {**benchmark_environment(ROOT), "device": device}, "args": vars(args) | {"json": str(args.json)}, "check": [], "rows": [],
            "profile": None, "skipped": []}
 
     def save():
