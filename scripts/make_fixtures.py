@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Write every tiny test fixture under tests/fixtures/ in each benchmark's official on-disk format (``make fixtures``):
-the pairwise, ranking, span, FEVER and Yelp files here, the sequence tasks' (IWSLT'15, IMDb, SST) through
-``seq_fixtures.py``, AlgoLisp's through ``algolisp_fixtures.py`` and MLU's (400 / 60 / 60 pairs) through
+the pairwise, ranking, span and FEVER files here, Yelp's through ``yelp_fixtures.py``, the sequence tasks' (IWSLT'15,
+IMDb, SST) through ``seq_fixtures.py``, AlgoLisp's through ``algolisp_fixtures.py`` and MLU's (400 / 60 / 60 pairs) through
 ``make_mlu.py``. ``tests/scripts/test_make_fixtures.py`` checks that it rewrites the committed files byte for byte.
 
 The texts are synthetic (templates filled from small word lists, fixed seed), written by this project; they carry
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts 
 import make_mlu
 from algolisp_fixtures import make_algolisp
 from seq_fixtures import make_imdb, make_iwslt, make_sst
+from yelp_fixtures import write_yelp
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -283,44 +284,6 @@ def write_pairwise(out: Path) -> list[Path]:
         csv.writer(buf, lineterminator="\n").writerows(rows)
         put(out / "udc" / f"{split}.csv", buf.getvalue())
     return written
-
-
-# ---- Yelp (AttConv Table 3): a review.json of the Yelp Dataset Challenge, and the split files made from it by
-# ---- scripts/make_yelp_split.py's function (the fixture is its output: a test regenerates it)
-
-YELP_WORDS = {1: ["awful", "rude", "cold", "never again"], 2: ["bland", "slow", "overpriced", "disappointing"],
-              3: ["okay", "average", "fine", "decent enough"], 4: ["good", "friendly", "tasty", "would return"],
-              5: ["amazing", "perfect", "delicious", "best in town"]}
-YELP_THINGS = ["the pizza", "our waiter", "the coffee", "the tacos", "the service", "the patio", "my burger"]
-YELP_SPLIT = {"sizes": (60, 20, 20), "seed": 1234}  # the fixture's split of its 110 reviews
-
-
-def yelp_reviews(rng: random.Random, n: int = 110) -> list[dict]:
-    """Review rows with the fields of review.json; a few very short texts (dropped by data.min_words=4), some
-    line breaks and stars written as floats (as recent releases do)."""
-    rows = []
-    for k in range(n):
-        stars = k % 5 + 1
-        if k % 23 == 7:
-            text = f"{rng.choice(YELP_WORDS[stars]).split()[0].capitalize()}!"
-        else:
-            w = YELP_WORDS[stars]
-            text = (f"{rng.choice(YELP_THINGS).capitalize()} was {rng.choice(w)}, and {rng.choice(YELP_THINGS)} "
-                    f"was {rng.choice(w)}.\n\nOverall: {rng.choice(w)} ({stars}/5) - we'll see.")
-        rows.append({"review_id": f"r{k:05d}", "user_id": f"u{rng.randrange(40):03d}",
-                     "business_id": f"b{rng.randrange(12):03d}", "stars": float(stars) if k % 2 else stars,
-                     "useful": rng.randrange(3), "funny": 0, "cool": rng.randrange(2), "text": text,
-                     "date": f"2018-0{k % 9 + 1}-1{k % 10} 12:00:00"})
-    return rows
-
-
-def write_yelp(out: Path) -> list[Path]:
-    from coda_exp.data.text.yelp import write_split
-
-    folder = out / "yelp"
-    review_json = atomic_write_text(folder / "review.json", "".join(
-        json.dumps(r) + "\n" for r in yelp_reviews(random.Random(2017))))
-    return [review_json, *write_split(review_json, folder, **YELP_SPLIT)]
 
 
 # ---- FEVER (AttConv Table 9): a tiny wiki-pages dump holding every page the claims cite, and the claim files

@@ -124,7 +124,7 @@ def test_choose_draws_disjoint_splits_of_the_sizes():
 
 
 def test_split_regenerates_the_fixture_and_depends_on_the_seed(tmp_path, load_script):
-    mf = load_script("make_fixtures")
+    mf = load_script("yelp_fixtures")
     for name, path in zip(SPLIT_FILES, write_split(YELP / "review.json", tmp_path / "a", **mf.YELP_SPLIT)):
         assert path.name == name and path.read_bytes() == (YELP / name).read_bytes()
     other = write_split(YELP / "review.json", tmp_path / "b", sizes=(60, 20, 20), seed=7)
@@ -132,7 +132,7 @@ def test_split_regenerates_the_fixture_and_depends_on_the_seed(tmp_path, load_sc
     texts = [set(p.read_text(encoding="utf-8").splitlines()) for p in other]
     assert sum(len(t) for t in texts) == 100 and all(line[0] in "12345" for t in texts for line in t)
     written = "".join(json.dumps(r) + "\n" for r in mf.yelp_reviews(random.Random(2017)))
-    assert written == (YELP / "review.json").read_text(encoding="utf-8")  # make_fixtures.py wrote the fixture
+    assert written == (YELP / "review.json").read_text(encoding="utf-8")  # yelp_fixtures.py (make fixtures) wrote the fixture
 
 
 def test_script_writes_nothing_on_a_bad_review(tmp_path, load_script, capsys):
