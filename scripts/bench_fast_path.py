@@ -48,60 +48,13 @@ import torch
 
 from coda_exp.results import benchmark_environment
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script below
+from fast_path_setup import batches, build, optimizer_of, sync, time_steps
+
 # in the order they are measured by default: what decides the fast path first, the compiled ones (a minute of
 # compiling each on a first call) last
 LEVERS = ("eager", "static+fused+graph", "lightning-fast", "vmap+graph", "lightning-plain", "static", "static+fused",
           "vmap", "static+fused+compile", "static+fused+compile+graph")
-
-
-def overrides(args, model: str, fast: bool) -> list[str]:
-    out = ["task=mlu", f"model={model}", f"scale={args.scale}", f"seed={args.seed}", *args.override]
-    if fast:
-        out += ["trainer=gpu_fast", f"fast.compile={args.compile_mode}"]
-    return out
-
-
-def build(args, model: str, fast: bool, seed: int | None = None):
-    from coda_exp.pipeline import build_offline
-
-    extra = [] if seed is None else [f"seed={seed}"]
-    cfg, dm, task = build_offline([*overrides(args, model, fast), *extra], prefix="coda-bench-")
-    return cfg, dm, task.to(args.device)
-
-
-def batches(dm, n: int, device: str) -> list[dict]:
-    it = iter(dm.train_dataloader())
-    out = []
-    for _ in range(n):
-        b = next(it)
-        out.append({k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in b.items()})
-    return out
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def optimizer_of(task, fused: bool):
-    from coda_exp.fast_step import with_fused
-
-    params = [p for p in task.parameters() if p.requires_grad]
-    opt = with_fused(task.optimizer_factory, params) if fused else task.optimizer_factory(params)
-    sched = task.scheduler_factory(opt) if task.scheduler_factory is not None else None
-    return opt, sched
-
-
-def time_steps(step, data: list[dict], warmup: int, steps: int, device: str) -> float:
-    """ms per step of ``step(batch)`` over ``steps`` batches after ``warmup`` untimed ones."""
-    for b in data[:warmup]:
-        step(b)
-    sync(device)
-    t0 = time.perf_counter()
-    for i in range(steps):
-        step(data[warmup + i % (len(data) - warmup)])
-    sync(device)
-    return (time.perf_counter() - t0) / steps * 1000
 
 
 def lever_step(args, model: str, lever: str):
