@@ -40,7 +40,7 @@ if HAVE_TRITON:
 # activation codes of f_E / f_N inside the kernels
 FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-INTERPRET_BLOCK = (8, 8)  # (BLOCK_M, BLOCK_N) under the interpreter: small, so tiny tests still cross blocks
+INTERPRET_BLOCK = (8, 8, 4)  # (BLOCK_M, BLOCK_N, DC) under the interpreter: small, so tiny tests cross blocks
 _MIN_DOT = 16  # tl.dot needs every dimension >= 16 on GPUs
 
 
@@ -185,17 +185,26 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     meta = {"DE": de, "DN": dn, "DV": dv, "DE_P": _pad(de), "DV_P": _pad(dv), "E_FN": FUNCTION_CODES[params.e_fn],
             "N_FN": FUNCTION_CODES[params.n_fn], "HAS_MASK": mask is not None, "HAS_QMASK": query_mask is not None,
             "CAUSAL": bool(params.causal), "DROPOUT": params.dropout_p > 0,
-            "CDT": tl.float64 if cdt == torch.float64 else tl.float32, "DOT_PREC": prec}
+            "CDT": tl.float64 if cdt == torch.float64 else tl.float32, "DOT_PREC": prec,
+            # 16-bit inputs on a GPU: tanh / sigmoid by MUFU.TANH (2^-11 relative, below their rounding)
+            "FAST": q.dtype in (torch.float16, torch.bfloat16) and not kern._INTERPRETED}
     return kern, tensors, ints, meta
 
 
+# Per kernel name, a (BLOCK_M, BLOCK_N, DC, num_warps, num_stages) that replaces autotuning on GPUs (empty: autotune).
+# For checks that compile many flag combinations (each autotuned one compiles every config) and for timing configs.
+FIXED_CONFIGS: dict[str, tuple[int, int, int, int, int]] = {}
+
+
 def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, args, meta):
-    """Run kernel ``name``: autotuned on GPUs, the raw kernel with ``INTERPRET_BLOCK`` under the interpreter."""
-    if kern._INTERPRETED:
-        bm, bn = INTERPRET_BLOCK
+    """Run kernel ``name``: autotuned on GPUs (or ``FIXED_CONFIGS[name]``), ``INTERPRET_BLOCK`` when interpreted."""
+    fixed = FIXED_CONFIGS.get(name)
+    if kern._INTERPRETED or fixed is not None:
+        bm, bn, dc, *launch = (*INTERPRET_BLOCK, None, None) if kern._INTERPRETED else fixed
         block = bm if block_axis == "BLOCK_M" else bn
+        options = {} if kern._INTERPRETED else {"num_warps": launch[0], "num_stages": launch[1]}
         getattr(kern, f"_{name}_kernel")[(b * h, triton.cdiv(grid_rows, block))](
-            *args, **meta, BLOCK_M=bm, BLOCK_N=bn)
+            *args, **meta, BLOCK_M=bm, BLOCK_N=bn, DC=dc, **options)
     else:
         getattr(kern, f"_{name}_tuned")[lambda cfg: (b * h, triton.cdiv(grid_rows, cfg[block_axis]))](*args, **meta)
 

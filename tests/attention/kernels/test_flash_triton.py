@@ -8,7 +8,7 @@ it at call time), and other tests of the same pytest process never see it, whate
 own kernels interpreted) in a subprocess.
 
 Values and gradients are compared in float64 (gradients of the reference by autograd), on tiny shapes: the
-interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8), so lengths up to 20 still cross blocks.
+interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8, 4): lengths up to 20 still cross blocks, and feature dims chunks.
 """
 
 from __future__ import annotations
@@ -279,8 +279,8 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     fn = getattr(ft.triton_jit, f"_{kernel}_kernel")
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
-                 "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "DOT_PREC": "tf32", "BLOCK_M": 32,
-                 "BLOCK_N": 32}
+                 "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
+                 "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
     pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
