@@ -1,0 +1,127 @@
+#!/usr/bin/env python
+"""Flash-CoDA's Triton kernels timed alone on a GPU, against another version of them in the same process.
+
+    python scripts/bench_flash_kernels.py [--lengths 1024,4096,16384] [--dtypes bfloat16,float32]
+        [--baseline DIR] [--time-budget-s 200] [--json OUT]
+
+At B·L = ``--tokens`` (B = tokens / L), H = ``--heads``, d = ``--dim``, shared N (CoDA-Transformer's eq. 10), no
+mask: median CUDA-event times of ``flash_triton.forward`` and ``backward`` (both backward kernels), each kernel's own
+time from torch.profiler, and the fraction of the L1 floor (2 FP32 instructions per pair and feature at
+``--fp32-tops`` 1e12 instructions/s: 33.5 for an H100/H200). ``--baseline DIR`` also times the kernels of
+``DIR/old_flash_triton.py`` (an earlier version, its module importing ``old_triton_jit`` from DIR) on the same
+inputs, so a speed-up is measured side by side. Rows go into the JSON as they are measured (device, versions and
+commit first); ``--time-budget-s`` stops before a row that would not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch
+
+from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.kernels import flash_triton
+from coda_exp.results import benchmark_environment
+
+
+def median_ms(fn, reps: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def kernel_ms(fn) -> dict[str, float]:
+    """Each CUDA kernel's self time (ms) in one call of ``fn``, by torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.key: round(e.self_device_time_total / 1000, 3) for e in prof.key_averages()
+            if e.self_device_time_total > 0 and "kernel" in e.key}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", default="1024,4096,16384")
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--tokens", type=int, default=16384)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--baseline-lengths", default="4096")
+    parser.add_argument("--fp32-tops", type=float, default=33.5)
+    parser.add_argument("--time-budget-s", type=float, default=1e9)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_flash_kernels: needs a CUDA GPU")
+        return 2
+    versions = {"new": flash_triton}
+    if args.baseline is not None:
+        sys.path.insert(0, str(args.baseline.resolve()))
+        import old_flash_triton
+
+        versions["baseline"] = old_flash_triton
+    record = {"environment": benchmark_environment(ROOT), "gpu": torch.cuda.get_device_name(),
+              "setting": vars(args) | {"baseline": str(args.baseline)}, "rows": []}
+
+    def save():
+        if args.json:
+            args.json.write_text(json.dumps(record, indent=1, default=str))
+
+    save()
+    start = time.time()
+    last_row_s = 0.0
+    params = FlashParams(0.125, 0.125, 1.0, "tanh", "tanh", shared_n=True)
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        for length in (int(x) for x in args.lengths.split(",")):
+            for name, module in versions.items():
+                if name == "baseline" and str(length) not in args.baseline_lengths.split(","):
+                    continue
+                if time.time() - start + 2 * last_row_s > args.time_budget_s:
+                    print(f"time budget: stopping before {name} {dtype_name} L {length}")
+                    save()
+                    return 0
+                row_start = time.time()
+                b = max(1, args.tokens // length)
+                gen = torch.Generator(device="cuda").manual_seed(0)
+                q, k, v, dout = (torch.randn(b, args.heads, length, args.dim, device="cuda", dtype=dtype,
+                                             generator=gen) for _ in range(4))
+                fwd = lambda: module.forward(q, k, v, None, None, None, None, params)  # noqa: E731
+                bwd = lambda: module.backward(q, k, v, None, None, None, None, params, dout)  # noqa: E731
+                fwd_ms, bwd_ms = median_ms(fwd, args.reps), median_ms(bwd, args.reps)
+                floor_ms = 2 * b * args.heads * length * length * args.dim / (args.fp32_tops * 1e12) * 1e3
+                row = {"version": name, "dtype": dtype_name, "L": length, "B": b, "fwd_ms": round(fwd_ms, 3),
+                       "bwd_ms": round(bwd_ms, 3), "bwd_over_fwd": round(bwd_ms / fwd_ms, 2),
+                       "floor_ms": round(floor_ms, 3), "fwd_floor_fraction": round(floor_ms / fwd_ms, 3),
+                       "kernels_ms": kernel_ms(lambda: (fwd(), bwd()))}
+                record["rows"].append(row)
+                save()
+                last_row_s = time.time() - row_start
+                print(f"{name:8s} {dtype_name:8s} L {length:5d}: fwd {fwd_ms:8.2f} ms ({row['fwd_floor_fraction']:.0%} "
+                      f"of the floor), bwd {bwd_ms:8.2f} ms ({row['bwd_over_fwd']}x fwd) {row['kernels_ms']} "
+                      f"[{last_row_s:.0f} s]", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (the device tool) for Flash-CoDA's Triton kernels (issue 22): every config checked
+# against float64, the kernels timed against an earlier version side by side, coda_attention vs SDPA, the gpu tests.
+#   here:   bash scripts/gpu_wheels.sh (Hydra's wheels into .whl/, for the gpu tests), and an earlier version of the
+#           kernels as outputs/gpu_baseline/old_flash_triton.py + old_triton_jit.py (optional)
+#   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
+# PHASES picks and orders the phases (default "check kernels attn gputests"); TOTAL_S is the call's own limit minus a
+# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json; logs in
+# session.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-outputs/gpu_session_out}
+PY=${PY:-python3}
+TOTAL_S=${TOTAL_S:-540}
+PHASES=${PHASES:-check kernels attn gputests}
+mkdir -p "$OUT"
+start=$(date +%s)
+left() { echo $((TOTAL_S - ($(date +%s) - start))); }
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
+export CODA_EXP_COMMIT=${CODA_EXP_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+exec > >(tee "$OUT/session.log") 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+for phase in $PHASES; do
+    case $phase in
+    check)  # every autotune config of the three kernels against float64, 14 cases in parallel processes
+        timeout $(( $(left) < 170 ? $(left) : 170 )) "$PY" scripts/check_flash_triton.py --jobs 14 \
+            --json "$OUT/check_flash_triton.json"
+        echo "check: exit $? after $(( $(date +%s) - start )) s";;
+    kernels)  # the kernels alone, new vs baseline, bf16 and fp32
+        budget=$(( $(left) < 200 ? $(left) : 200 ))
+        base=""; [ -f outputs/gpu_baseline/old_flash_triton.py ] && base="--baseline outputs/gpu_baseline"
+        timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 \
+            --time-budget-s $((budget - 20)) --json "$OUT/bench_flash_kernels.json"
+        echo "kernels: exit $? after $(( $(date +%s) - start )) s";;
+    attn)  # through coda_attention: Flash-CoDA vs SDPA vs the materialising path (bf16), float64 check first
+        budget=$(( $(left) - 45 ))
+        [ "$budget" -lt 40 ] && { echo "attn: only ${budget}s left, skipped"; continue; }
+        timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024,4096,16384 --dtypes bfloat16 \
+            --causal 0,1 --reps 5 --time-budget-s $((budget - 15)) --json "$OUT/bench_gpu_coda.json" | tail -20
+        echo "attn: exit $? after $(( $(date +%s) - start )) s";;
+    gputests)  # the tests marked gpu (real CUDA graphs across a zero_grad, Flash-CoDA vs float64)
+        if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
+            "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+                .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+        fi
+        timeout $(( $(left) < 60 ? $(left) : 60 )) "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" \
+            tests/test_fast_step.py tests/attention/test_attend.py 2>&1 | tail -5
+        echo "gputests: exit $? after $(( $(date +%s) - start )) s";;
+    *) echo "unknown phase $phase";;
+    esac
+done
+ls -l "$OUT"; echo "total: $(( $(date +%s) - start )) s"
