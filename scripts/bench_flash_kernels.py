@@ -57,6 +57,18 @@ def kernel_ms(fn) -> dict[str, float]:
             if e.self_device_time_total > 0 and "kernel" in e.key}
 
 
+def time_version(module, args: tuple, dout, reps: int) -> tuple[float, float, dict[str, float]]:
+    """(forward ms, backward ms, each kernel's ms in one forward + backward) of ``module``'s kernels."""
+
+    def fwd():
+        return module.forward(*args)
+
+    def bwd():
+        return module.backward(*args, dout)
+
+    return median_ms(fwd, reps), median_ms(bwd, reps), kernel_ms(lambda: (fwd(), bwd()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="1024,4096,16384")
@@ -106,14 +118,13 @@ def main(argv: list[str] | None = None) -> int:
                 gen = torch.Generator(device="cuda").manual_seed(0)
                 q, k, v, dout = (torch.randn(b, args.heads, length, args.dim, device="cuda", dtype=dtype,
                                              generator=gen) for _ in range(4))
-                fwd = lambda: module.forward(q, k, v, None, None, None, None, params)  # noqa: E731
-                bwd = lambda: module.backward(q, k, v, None, None, None, None, params, dout)  # noqa: E731
-                fwd_ms, bwd_ms = median_ms(fwd, args.reps), median_ms(bwd, args.reps)
+                fwd_ms, bwd_ms, kernels = time_version(module, (q, k, v, None, None, None, None, params), dout,
+                                                       args.reps)
                 floor_ms = 2 * b * args.heads * length * length * args.dim / (args.fp32_tops * 1e12) * 1e3
                 row = {"version": name, "dtype": dtype_name, "L": length, "B": b, "fwd_ms": round(fwd_ms, 3),
                        "bwd_ms": round(bwd_ms, 3), "bwd_over_fwd": round(bwd_ms / fwd_ms, 2),
                        "floor_ms": round(floor_ms, 3), "fwd_floor_fraction": round(floor_ms / fwd_ms, 3),
-                       "kernels_ms": kernel_ms(lambda: (fwd(), bwd()))}
+                       "kernels_ms": kernels}
                 record["rows"].append(row)
                 save()
                 last_row_s = time.time() - row_start

@@ -8,7 +8,7 @@ it at call time), and other tests of the same pytest process never see it, whate
 own kernels interpreted) in a subprocess.
 
 Values and gradients are compared in float64 (gradients of the reference by autograd), on tiny shapes: the
-interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8, 4): lengths up to 20 still cross blocks, and feature dims chunks.
+interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8, 4): lengths up to 20 still cross blocks, feature dims over 4 cross chunks.
 """
 
 from __future__ import annotations
