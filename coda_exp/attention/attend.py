@@ -51,7 +51,7 @@ def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, drop
                                                     centred=options.centred, output="attention"))
     q, n_q, options = query_scaled(options, q, n_q)
     if kernel.name == "flash":
-        params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p)
+        params = flash_params(options, q.shape[-1], causal=causal, dropout_p=dropout_p, device=q.device)
         return flash_attention(q, k, v, params=params, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask), "flash"
     valid = valid_pairs(mask, None if query_mask is None else query_mask[..., 0], causal, q.shape[-2],
                         k.shape[-2], q.device)

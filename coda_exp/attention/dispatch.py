@@ -10,7 +10,7 @@ Registered kernels, in ``auto``'s order:
 
 * ``flash`` (computes M V only, ``kernels.flash``): M never stored; CPU float32/float64 with numba, CUDA with Triton;
   no centring. ``auto`` takes it where M would take at least ``CPU_SELF_FLASH_MIN_BYTES`` on the CPU,
-  ``SELF_FLASH_MIN_BYTES`` elsewhere (``CROSS_FLASH_MIN_BYTES`` in the cross-attention, which computes M twice).
+  ``SELF_FLASH_MIN_BYTES`` (0) on CUDA (``CROSS_FLASH_MIN_BYTES`` in the cross-attention, which computes M twice).
 * ``fused`` (computes M only, ``kernels.fused``): eqs. 1-5 in one numba pass; float32/float64 CPU, bool CPU mask,
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
@@ -49,15 +49,16 @@ ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``
 # M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is faster (DecompAtt,
 # B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash`` always runs it.
 CROSS_FLASH_MIN_BYTES = 64 << 20
-# The same for self-attention (M computed once, recomputed in the backward): below this size of M (slices x Lq x Lk
-# x itemsize) ``auto`` keeps the fused kernel, whose one pass beats the recomputation (a transformer_base training
-# step at 16 x 40 tokens: fused 4.24 s, flash 4.85 s); above it Flash-CoDA is faster as well as lean (B 4, H 8:
-# even at L 256, M 8 MiB; 0.75x fused at L 1024). docs/attention.md has the measurements.
-SELF_FLASH_MIN_BYTES = 8 << 20
-# On the CPU the two kernels are within +-15 % of each other below M ~ 128 MiB (either wins, by shape), and Flash-CoDA
-# is clearly faster from 256 MiB on (0.66-0.73x; the fused backward keeps M and two derivatives), so ``auto`` keeps
-# the fused kernel up to 128 MiB there (scripts/bench_crossover.py: results/bench/crossover_cpu_2core.json).
-# Elsewhere (CUDA) ``SELF_FLASH_MIN_BYTES`` until a GPU sweep measures the crossover.
+# Self-attention on CUDA: Flash-CoDA at every size. On an H200 (issue 22), training steps with Flash-CoDA forced
+# beat the materialising ``chunked`` path that a size threshold kept: MLU tiny (batch 192) 21.3 vs 22.5 ms,
+# transformer_base (6 + 6 layers, 64 x 50 tokens) 76.3 vs 87.1 ms, both with the kernels before their rewrite,
+# which made them ~2x faster again (results/bench/flash_kernels_h200.json). Maps, the L1 distance, centring and
+# float64 with a mask still take the materialising path.
+SELF_FLASH_MIN_BYTES = 0
+# On the CPU the fused and flash kernels are within +-15 % of each other below M ~ 128 MiB (either wins, by shape),
+# and Flash-CoDA is clearly faster from 256 MiB on (0.66-0.73x; the fused backward keeps M and two derivatives), so
+# ``auto`` keeps the fused kernel up to 128 MiB there (scripts/bench_crossover.py:
+# results/bench/crossover_cpu_2core.json).
 CPU_SELF_FLASH_MIN_BYTES = 128 << 20
 OUTPUTS = ("matrix", "attention", "l1")
 

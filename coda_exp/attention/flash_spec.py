@@ -43,7 +43,9 @@ class FlashParams:
     n_fn: str
     causal: bool = False
     dropout_p: float = 0.0
-    seed: int = 0  # 0 <= seed < 2^31
+    # 0 <= seed < 2^31, or a one-element integer tensor holding it, drawn on the inputs' device: the kernels read it
+    # there (no host sync, nothing for torch.compile to break on, and a CUDA graph replays a fresh draw)
+    seed: int | torch.Tensor = 0
     shared_n: bool = False
 
 
@@ -61,6 +63,11 @@ def hash32(seed: int, s: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torc
     h = mix32((s + seed) & MASK32)
     h = mix32((h + i) & MASK32)
     return mix32((h + j) & MASK32)
+
+
+def seed_value(seed: int | torch.Tensor) -> int:
+    """The seed as a Python int (references and CPU backends; a CUDA tensor syncs)."""
+    return int(seed.reshape(-1)[0]) if isinstance(seed, torch.Tensor) else int(seed)
 
 
 def dropout_keep(seed: int, p: float, shape: tuple[int, int, int, int], device=None) -> torch.Tensor:
@@ -95,6 +102,6 @@ def reference_forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) ->
     if valid is not None:
         m = torch.where(valid, m, torch.zeros((), dtype=m.dtype, device=m.device))
     if params.dropout_p > 0:
-        keep = dropout_keep(params.seed, params.dropout_p, tuple(m.shape), m.device)
+        keep = dropout_keep(seed_value(params.seed), params.dropout_p, tuple(m.shape), m.device)
         m = torch.where(keep, m / (1.0 - params.dropout_p), torch.zeros((), dtype=m.dtype, device=m.device))
     return m @ v

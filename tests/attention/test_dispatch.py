@@ -17,6 +17,7 @@ from coda_exp.attention import (
 )
 from coda_exp.attention.dispatch import ENV_VAR, REGISTRY, KernelRequest, describe, select_kernel
 from coda_exp.attention.functional import run_coda
+from coda_exp.attention.kernels import flash_triton
 from coda_exp.attention.options import CoDAOptions
 from coda_exp.models import DecompAtt, TransformerClassifier
 from tests.attention.reference import make_inputs
@@ -31,7 +32,7 @@ def _pick(kernel="auto", **request) -> str:
     return select_kernel(kernel, KernelRequest(**{"device": "cpu", "dtype": torch.float32, **request})).name
 
 
-def test_auto_picks_by_device_dtype_and_what_is_needed():
+def test_auto_picks_by_device_dtype_and_what_is_needed(monkeypatch):
     assert _pick() == "fused"  # CPU float32/float64: eqs. 1-5 in one numba pass
     assert _pick(dtype=torch.float64) == "fused"
     assert _pick(maps=True) == _pick(centred=True) == "numba"  # maps or centring need E and N: materialised
@@ -42,8 +43,11 @@ def test_auto_picks_by_device_dtype_and_what_is_needed():
     assert _pick(device="cuda") == _pick(device="cuda", maps=True) == "chunked"
     assert _pick(device="mixed") == "chunked"
     # M V requested (a scoring module without maps): Flash-CoDA where it applies and M is big enough
-    big = dispatch.CPU_SELF_FLASH_MIN_BYTES  # on the CPU (the sweep's rule); CUDA: SELF_FLASH_MIN_BYTES
-    assert _pick(output="attention", device="cuda", matrix_bytes=dispatch.SELF_FLASH_MIN_BYTES - 1) == "chunked"
+    big = dispatch.CPU_SELF_FLASH_MIN_BYTES  # on the CPU (the sweep's rule); CUDA: SELF_FLASH_MIN_BYTES (0)
+    monkeypatch.setattr(flash_triton, "available", lambda device_type: True)  # a CUDA machine with triton
+    assert dispatch.SELF_FLASH_MIN_BYTES == 0
+    assert _pick(output="attention", device="cuda", matrix_bytes=1) == "flash"  # any size on CUDA
+    assert _pick(output="attention", device="cuda", dtype=torch.float64, matrix_bytes=1, masked=True) == "chunked"
     assert _pick(output="attention", matrix_bytes=big) == _pick(output="attention", dtype=torch.float64,
                                                                 matrix_bytes=big) == "flash"
     assert _pick(output="attention", matrix_bytes=big - 1) == "fused"  # small M: the one-pass kernel is faster

@@ -66,7 +66,7 @@ def _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n) ->
 @torch.library.custom_op("coda_exp::flash_coda", mutates_args=())
 def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, nq: torch.Tensor | None, nk: torch.Tensor | None,
               mask: torch.Tensor | None, query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float,
-              e_fn: str, n_fn: str, causal: bool, dropout_p: float, seed: int, shared_n: bool,
+              e_fn: str, n_fn: str, causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool,
               backend: str) -> torch.Tensor:
     params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
     n_q, n_k = (q, k) if shared_n else (nq, nk)
@@ -82,7 +82,7 @@ def _(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, 
 def _flash_backward_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        nq: torch.Tensor | None, nk: torch.Tensor | None, mask: torch.Tensor | None,
                        query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float, e_fn: str, n_fn: str,
-                       causal: bool, dropout_p: float, seed: int, shared_n: bool,
+                       causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool,
                        backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv, dnq, dnk); with ``shared_n`` the L1 gradients are in dq / dk and dnq, dnk are empty."""
     params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
@@ -164,15 +164,19 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
     if backend is None:
         raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
     p = params
+    seed = p.seed.reshape(1).to(q.device) if isinstance(p.seed, torch.Tensor) else \
+        torch.full((1,), int(p.seed), dtype=torch.int64, device=q.device)  # a fill, not a copy: graph-safe
     out = _flash_op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
-                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), int(p.seed), shared, backend)
+                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared, backend)
     return out.reshape(lead + (lq, v.shape[-1]))
 
 
 def flash_params(options: CoDAOptions, dim: int, *, causal: bool = False, dropout_p: float = 0.0,
-                 generator: torch.Generator | None = None) -> FlashParams:
-    """``FlashParams`` of ``options`` for features of size ``dim``; a dropout seed drawn from torch's RNG."""
+                 generator: torch.Generator | None = None, device: torch.device | str | None = None) -> FlashParams:
+    """``FlashParams`` of ``options`` for features of size ``dim``; with dropout a seed drawn from torch's RNG on
+    ``device`` (the inputs' device) and left there as a tensor: no host sync, no graph break under torch.compile,
+    and a captured CUDA graph draws a fresh one at each replay."""
     alpha, beta = options.temperatures(dim)
-    seed = int(torch.randint(0, 2 ** 31 - 1, (1,), generator=generator)) if dropout_p > 0 else 0
+    seed = torch.randint(0, 2 ** 31 - 1, (1,), generator=generator, device=device) if dropout_p > 0 else 0
     return FlashParams(alpha=alpha, beta=beta, gate=options.gate, e_fn=options.e_fn, n_fn=options.n_fn,
                        causal=causal, dropout_p=float(dropout_p), seed=seed)

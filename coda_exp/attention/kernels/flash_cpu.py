@@ -23,7 +23,7 @@ import math
 import numpy as np
 import torch
 
-from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.flash_spec import FlashParams, seed_value
 from coda_exp.attention.kernels import numba_cpu, numba_flash
 from coda_exp.attention.kernels.fused import _mask_layout
 from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, set_numba_threads
@@ -60,7 +60,7 @@ def _numba_args(q, k, v, nq, nk, mask, query_mask, params: FlashParams):
     codes = np.array([numba_cpu.FUNCTION_CODES[params.e_fn], numba_cpu.FUNCTION_CODES[params.n_fn]], dtype=np.int64)
     consts, ints = numba_cpu.exp_constants(dtype)
     return arrays, (flat, offsets, strides, qvalid, bool(params.causal), np.int64(lk - lq), coefs, codes, consts,
-                    ints, np.int64(params.seed))
+                    ints, np.int64(seed_value(params.seed)))
 
 
 def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:

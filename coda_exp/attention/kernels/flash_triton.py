@@ -96,7 +96,11 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
                              f"got {getattr(params, name)!r}")
     if not 0.0 <= params.dropout_p < 1.0:
         raise ValueError(f"Flash-CoDA (triton): params.dropout_p must be in [0, 1), got {params.dropout_p!r}")
-    if not 0 <= params.seed < 2 ** 31:
+    if isinstance(params.seed, torch.Tensor):
+        if params.seed.numel() != 1 or params.seed.dtype not in (torch.int32, torch.int64):
+            raise ValueError("Flash-CoDA (triton): params.seed must be an int or a one-element integer tensor, got "
+                             f"{params.seed.dtype} {tuple(params.seed.shape)}")
+    elif not 0 <= params.seed < 2 ** 31:
         raise ValueError(f"Flash-CoDA (triton): params.seed must be in [0, 2^31), got {params.seed!r}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
@@ -180,8 +184,11 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     else:
         prec = "tf32"  # ignored for 16-bit operands
     kern = _kernels(q.device)
-    tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars)
-    ints = (h, lq, lk, *ms, *qs, params.seed, drop_thr, _bucket(lq), _bucket(lk))
+    # the seed stays a device tensor (the kernels load it): nothing syncs, and a CUDA graph reads each replay's draw
+    seed = params.seed.reshape(1).to(device=q.device, dtype=torch.int64) if isinstance(params.seed, torch.Tensor) \
+        else torch.full((1,), params.seed, dtype=torch.int64, device=q.device)
+    tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars, seed)
+    ints = (h, lq, lk, *ms, *qs, drop_thr, _bucket(lq), _bucket(lk))
     meta = {"DE": de, "DN": dn, "DV": dv, "DE_P": _pad(de), "DV_P": _pad(dv), "E_FN": FUNCTION_CODES[params.e_fn],
             "N_FN": FUNCTION_CODES[params.n_fn], "HAS_MASK": mask is not None, "HAS_QMASK": query_mask is not None,
             "CAUSAL": bool(params.causal), "DROPOUT": params.dropout_p > 0,

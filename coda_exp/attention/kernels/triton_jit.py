@@ -138,7 +138,7 @@ if HAVE_TRITON:
     @triton.jit
     def _keep(seed, s, offs_m, offs_n, drop_thr):
         """Dropout keep tile: hash32(seed, s, i, j) >> 8 >= drop_thr (= ceil(p 2^24))."""
-        h = _mix32(s.to(tl.uint32) + seed)  # uint32 + int32 is uint32 (wraps)
+        h = _mix32(s.to(tl.uint32) + seed)  # uint32 arithmetic wraps
         h = _mix32(h + offs_m.to(tl.uint32))
         h = _mix32(h[:, None] + offs_n.to(tl.uint32)[None, :])
         return (h >> 8) >= drop_thr
@@ -161,11 +161,12 @@ if HAVE_TRITON:
 
     # ------------------------------------------------------------------ tiles
     @triton.jit
-    def _slice(s, H, MASK, QMASK, SCAL, smb, smh, sqb, sqh):
-        """Slice s's mask bases and the scalars (alpha, beta, gate, 1 / (1 - p))."""
+    def _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh):
+        """Slice s's mask bases, the scalars (alpha, beta, gate, 1 / (1 - p)) and the dropout seed (uint32)."""
         MASK += (s // H).to(tl.int64) * smb + (s % H).to(tl.int64) * smh
         QMASK += (s // H).to(tl.int64) * sqb + (s % H).to(tl.int64) * sqh
-        return MASK, QMASK, tl.load(SCAL), tl.load(SCAL + 1), tl.load(SCAL + 2), tl.load(SCAL + 3)
+        return (MASK, QMASK, tl.load(SCAL), tl.load(SCAL + 1), tl.load(SCAL + 2), tl.load(SCAL + 3),
+                tl.load(SEED).to(tl.uint32))
 
     @triton.jit
     def _rows(P, offs, ok, D: tl.constexpr, D_P: tl.constexpr):
@@ -238,9 +239,9 @@ if HAVE_TRITON:
         return fe * fn, _act_grad(ev, fe, E_FN, CDT) * (alpha * fn), fe * dfn
 
     # ------------------------------------------------------------------ kernels
-    @triton.jit(do_not_specialize=["seed", "drop_thr"])
-    def _fwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, OUT,
-                    H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, seed, drop_thr, LQ_BUCKET, LK_BUCKET,
+    @triton.jit(do_not_specialize=["drop_thr"])
+    def _fwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, OUT,
+                    H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                     DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr, DV_P: tl.constexpr,
                     E_FN: tl.constexpr, N_FN: tl.constexpr, HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr,
                     CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
@@ -248,7 +249,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale = _slice(s, H, MASK, QMASK, SCAL, smb, smh, sqb, sqh)
+        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
         K += s64 * LK * DE
         V += s64 * LK * DV
         NQ += s64 * LQ * DN
@@ -292,9 +293,9 @@ if HAVE_TRITON:
         dm = tl.where(ok, dm * scale, 0.0)
         return tl.where(ok, m * scale, 0.0), dm * dm_de, dm * dm_dd
 
-    @triton.jit(do_not_specialize=["seed", "drop_thr"])
-    def _dkdv_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, DOUT, DK, DV_OUT, SCR,
-                     H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, seed, drop_thr, LQ_BUCKET, LK_BUCKET,
+    @triton.jit(do_not_specialize=["drop_thr"])
+    def _dkdv_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, DOUT, DK, DV_OUT, SCR,
+                     H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                      DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
                      DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
@@ -303,7 +304,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale = _slice(s, H, MASK, QMASK, SCAL, smb, smh, sqb, sqh)
+        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
         Q += s64 * LQ * DE
         NQ += s64 * LQ * DN
         NK += s64 * LK * DN
@@ -338,9 +339,9 @@ if HAVE_TRITON:
         _store_rows(DK + s64 * LK * DE, offs_n, n_ok, dk, DE, DE_P)
         _store_rows(DV_OUT + s64 * LK * DV, offs_n, n_ok, dv, DV, DV_P)
 
-    @triton.jit(do_not_specialize=["seed", "drop_thr"])
-    def _dq_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, DOUT, DQ, SCR,
-                   H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, seed, drop_thr, LQ_BUCKET, LK_BUCKET,
+    @triton.jit(do_not_specialize=["drop_thr"])
+    def _dq_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, DOUT, DQ, SCR,
+                   H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                    DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
                    DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                    HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
@@ -349,7 +350,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale = _slice(s, H, MASK, QMASK, SCAL, smb, smh, sqb, sqh)
+        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
         K += s64 * LK * DE
         V += s64 * LK * DV
         NQ += s64 * LQ * DN

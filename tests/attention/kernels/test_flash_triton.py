@@ -282,7 +282,7 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
                  "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
-    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32"}
+    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
                  else "i32" for name in fn.arg_names}
     signature.update({name: "i32" for name in ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")})
