@@ -1,17 +1,18 @@
 """Is CoDA's gain over softmax real or noise? Significance tests for pairs of table cells.
 
-Two tests, both two-sided, both with no dependency beyond the standard library:
+Two tests, both two-sided, both from ``scipy.stats``:
 
-- **Across seeds: Welch's t-test** (unequal variances) on the two cells' per-seed values, ``t = (mean_b -
-  mean_a) / sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite degrees of freedom. The Student t tail comes
-  from the regularized incomplete beta function, ``p = I_{df/(df+t²)}(df/2, 1/2)``, evaluated with its continued
-  fraction (modified Lentz). Needs at least two seeds per cell and a non-zero spread.
+- **Across seeds: Welch's t-test** (unequal variances, ``scipy.stats.ttest_ind(..., equal_var=False)``) on the two
+  cells' per-seed values: ``t = (mean_b - mean_a) / sqrt(s_a²/n_a + s_b²/n_b)`` with Welch–Satterthwaite degrees of
+  freedom. Undefined (no p) with fewer than two seeds in a cell or no spread in either.
 - **On the test predictions of matched seeds: McNemar's exact test**, for metrics with one right/wrong outcome
   per test unit (accuracy: per example; R_N@1 on UDC: per context). For every seed run by both models on the
   same test set, ``b`` counts units the baseline gets right and the treatment wrong, ``c`` the reverse; ``b`` and
-  ``c`` are summed over the matched seeds and ``p = min(1, 2 · P[X <= min(b, c)])`` with ``X ~ Binomial(b + c,
-  1/2)``. Pooling treats (seed, example) outcomes as independent, which ignores the correlation between seeds of
-  one model: the seed-level Welch test is the conservative one, the pooled McNemar test the powerful one.
+  ``c`` are summed over the matched seeds and ``p`` is the two-sided exact binomial test of ``b`` successes in
+  ``b + c`` trials at 1/2 (``scipy.stats.binomtest``: ``min(1, 2 · P[X <= min(b, c)])``, ``X ~ Binomial(b + c,
+  1/2)``); no discordant pair gives p = 1. Pooling treats (seed, example) outcomes as independent, which ignores
+  the correlation between seeds of one model: the seed-level Welch test is the conservative one, the pooled McNemar
+  test the powerful one.
 
 The table glue (:func:`compare_table`) fills, for each ``compare: [[baseline row, treatment row]]`` of a table
 spec and each column, a :class:`Comparison`: the difference of means (treatment − baseline, display units), the
@@ -22,53 +23,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import re
 import statistics
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-# ---- distributions ---------------------------------------------------------------------------------------
+from scipy import stats
 
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta function I_x(a, b) for a, b > 0, 0 <= x <= 1."""
-    if a <= 0 or b <= 0 or not 0.0 <= x <= 1.0:
-        raise ValueError(f"betainc needs a, b > 0 and 0 <= x <= 1, got a={a}, b={b}, x={x}")
-    if x in (0.0, 1.0):
-        return x
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x > (a + 1.0) / (a + b + 2.0):  # the continued fraction converges fast below this point
-        return 1.0 - math.exp(log_front) * _beta_cf(b, a, 1.0 - x) / b
-    return math.exp(log_front) * _beta_cf(a, b, x) / a
-
-
-def _beta_cf(a: float, b: float, x: float, eps: float = 1e-15, max_iter: int = 10_000) -> float:
-    """Continued fraction of I_x(a, b) (the ``1 / (1 + d1 / (1 + d2 / ...))`` form), modified Lentz method."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    f = d
-    for m in range(1, max_iter + 1):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),          # even step d_{2m}
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # odd step d_{2m+1}
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            f *= c * d
-        if abs(c * d - 1.0) < eps:
-            return f
-    raise ArithmeticError(f"betainc: continued fraction did not converge (a={a}, b={b}, x={x})")
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with ``df`` > 0 degrees of freedom (``df`` need not be an integer)."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if math.isinf(t):
-        return 0.0
-    return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
+# ---- the two tests ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -82,30 +45,26 @@ class Welch:
 
 
 def welch_test(a: list[float], b: list[float]) -> Welch:
-    """Welch's unequal-variance t-test of mean(b) - mean(a); two-sided p."""
+    """Welch's unequal-variance t-test of mean(b) - mean(a) (``scipy.stats.ttest_ind``); two-sided p."""
     if not a or not b:
         raise ValueError("welch_test needs at least one value per group")
     delta = statistics.fmean(b) - statistics.fmean(a)
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or statistics.variance(a) + statistics.variance(b) == 0.0:
         return Welch(delta, None, None, None, len(a), len(b))
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    if va + vb == 0.0:
-        return Welch(delta, None, None, None, len(a), len(b))
-    t = delta / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return Welch(delta, t, df, t_two_sided_p(t, df), len(a), len(b))
+    with warnings.catch_warnings():  # one cell of identical values is a valid input (its variance is 0)
+        warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
+        res = stats.ttest_ind(b, a, equal_var=False)
+    return Welch(delta, float(res.statistic), float(res.df), float(res.pvalue), len(a), len(b))
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:
-    """Exact two-sided McNemar p for ``b`` and ``c`` discordant pairs: ``min(1, 2 P[Bin(b+c, 1/2) <= min(b, c)])``."""
+    """Exact two-sided McNemar p for ``b`` and ``c`` discordant pairs (``scipy.stats.binomtest(b, b + c, 1/2)``:
+    ``min(1, 2 P[Bin(b+c, 1/2) <= min(b, c)])``); 1 without discordant pairs."""
     if b < 0 or c < 0:
         raise ValueError(f"discordant counts must be >= 0, got {b}, {c}")
-    n, k = b + c, min(b, c)
-    if n == 0:
+    if b + c == 0:
         return 1.0
-    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2) for i in range(k + 1)]
-    top = max(logs)
-    return min(1.0, 2.0 * math.exp(top) * sum(math.exp(v - top) for v in logs))
+    return float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 # ---- per-unit outcomes from saved test predictions -------------------------------------------------------

@@ -1,14 +1,32 @@
-"""Rendering of built tables (:mod:`coda_exp.tables`) as Markdown, LaTeX (booktabs) and CSV, and writing them."""
+"""Rendering of built tables (:mod:`coda_exp.tables`) as Markdown, LaTeX (:mod:`coda_exp.table_latex`) and CSV, and
+writing them.
+
+CSV: one line per cell, per parameter count and per comparison; text columns as they are, numeric columns as
+numbers only (empty when absent), rounded so that no float32 noise of a record reaches them: means, standard
+deviations, differences and paper numbers to the column's display digits + 2 (Table 6: 41.65, not 41.65000021),
+p-values and degrees of freedom to 4 significant digits. :data:`CSV_FIELDS` and their meaning are in
+``docs/tables.md``.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import os
+import re
+import statistics
 from pathlib import Path
 
 from coda_exp.results import atomic_write_text, utc_now_iso
-from coda_exp.tables import PAPERS, Table, TableSpecError, build_table, load_table_spec
+from coda_exp.table_latex import latex_escape, render_latex  # noqa: F401 - re-exported: one place to render from
+from coda_exp.tables import (
+    PAPERS,
+    Table,
+    TableSpecError,
+    build_table,
+    load_table_spec,
+    off_grid_notes,
+)
 
 
 def _md(text: str) -> str:
@@ -43,16 +61,6 @@ SIGNIFICANCE_LEGEND = (
 )
 
 
-def off_grid_notes(table: Table) -> list[str]:
-    """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
-    return [f"Not pooled, {run['status']}: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']})"
-            + (f" with {' '.join(run['overrides'])}" if run["overrides"] else "") + f" ({run['run_id']})"
-            if "status" in run else
-            f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
-            f"with {' '.join(run['overrides'])} ({run['run_id']})"
-            for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
-
-
 def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
@@ -83,81 +91,70 @@ def render_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-_LATEX_SPECIAL = (
-    {ch: "\\" + ch for ch in "&%$#_{}"}
-    | {"~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
-    | {"±": r"$\pm$", "·": r"$\cdot$", "—": "---", "–": "--", "′": "$'$", "’": "'"}
-    | {"†": r"$^\dagger$", "³": r"$^3$", "→": r"$\rightarrow$"}
-    | {"Δ": r"$\Delta$", "−": "$-$", "≥": r"$\geq$", "≤": r"$\leq$", "×": r"$\times$", "≈": r"$\approx$"}
-)
-
-
-def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-
-
-def render_latex(table: Table) -> str:
-    spec = table.spec
-    lines = [
-        f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s)",
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\caption{" + latex_escape(spec.title) + "}",
-        r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are
-    ]
-    groups = (["parameters"] if table.parameters else []) + [c.name for c in spec.columns]
-    lines += [
-        r"\begin{tabular}{l" + " rr" * len(groups) + "}",
-        r"\toprule",
-        " & ".join([""] + [r"\multicolumn{2}{c}{" + latex_escape(name) + "}" for name in groups]) + r" \\",
-        " ".join(rf"\cmidrule(lr){{{2 + 2 * j}-{3 + 2 * j}}}" for j in range(len(groups))),
-        " & ".join([latex_escape(spec.row_header)] + ["paper", "ours"] * len(groups)) + r" \\",
-        r"\midrule",
-    ]
-    for texts in _table_rows(table):
-        lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
-    comparison_rows = _comparison_rows(table)
-    if comparison_rows:
-        lines.append(r"\midrule")
-    for texts in comparison_rows:
-        lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    lines += [r"\par\footnotesize " + latex_escape(note) for note in off_grid_notes(table)]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
-
-
 _CSV_CELL = ("row", "column", "paper", "mean", "std", "n", "scale")
 _CSV_TRACE = ("task", "metric", "status", "other_scales", "run_ids")
-_CSV_SIGNIFICANCE = ("p_welch", "df_welch", "p_paired", "paired_discordant", "paired_seeds")
+_CSV_SIGNIFICANCE = ("n_baseline", "n_treatment", "p_welch", "df_welch", "p_paired", "paired_b", "paired_c",
+                     "paired_seeds")
 CSV_FIELDS = _CSV_CELL + _CSV_TRACE + _CSV_SIGNIFICANCE
+EXTRA_DIGITS = 2  # CSV means, stds and differences: the column's display digits + this many
 
 
-def _num(x: float | None) -> str:
-    return "" if x is None else format(x, ".10g")
+def csv_number(x: float | None, decimals: int | None = None, significant: int | None = None) -> str:
+    """``x`` rounded to ``decimals`` places or ``significant`` digits, as the shortest text of that float
+    (``41.65``, ``8.366e-241``); '' for None."""
+    if x is None:
+        return ""
+    value = round(x, decimals) if decimals is not None else float(f"{x:.{significant}g}")
+    return repr(value + 0.0)  # + 0.0: no "-0.0"
+
+
+def paper_count(text: str | None) -> int | None:
+    """A parameter count as a paper prints it, as a number: "360K" -> 360000, "3.5M" -> 3500000, "834" -> 834."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMB]?)\s*", text or "")
+    if not m:
+        return None
+    return round(float(m.group(1)) * {"": 1, "K": 10**3, "M": 10**6, "B": 10**9}[m.group(2)])
+
+
+def _counts(counts: list[int]) -> list:
+    """paper-style columns mean, std, n of the parameter counts of a row's pooled runs."""
+    if not counts:
+        return ["", "", 0]
+    mean = statistics.fmean(counts)
+    std = statistics.stdev(counts) if len(counts) > 1 else None
+    return [int(mean) if mean.is_integer() else csv_number(mean, 1), csv_number(std, 1), len(counts)]
 
 
 def render_csv(table: Table) -> str:
-    """One line per cell; numbers in display units (percent columns x100), empty when absent. With a spec's
-    ``parameters``, one line per row in column "parameters": paper and ours as printed ("360K", "360,300")."""
+    """One line per cell; numbers in display units (percent columns x100), rounded (module docstring), empty when
+    absent. With a spec's ``parameters``, one line per row in column "parameters" (status "parameters"): the
+    paper's count as a number ("360K": 360000) and the mean, std and number of ours over the row's pooled runs.
+    One line per comparison (status "delta", or why there is none): paper and mean are the differences."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
+    no_test = [""] * len(_CSV_SIGNIFICANCE)
     for cell_row in table.cells:
         for cell in cell_row:
-            numbers = [_num(cell.paper), _num(cell.mean), _num(cell.std), cell.n, cell.scale or ""]
+            d = cell.decimals
+            numbers = [csv_number(cell.paper, d), csv_number(cell.mean, d + EXTRA_DIGITS),
+                       csv_number(cell.std, d + EXTRA_DIGITS), cell.n, cell.scale or ""]
             others = ";".join(f"{s}:{n}" for s, n in cell.other_scales.items())
             extra = [cell.task, cell.metric, cell.status, others, ";".join(cell.run_ids)]
-            writer.writerow([cell.row, cell.column, *numbers, *extra, "", "", "", "", ""])
-    for row, (paper, ours) in zip(table.spec.rows, table.parameters):  # status "parameters": counts as printed
-        writer.writerow([row.name, "parameters", paper, ours, "", "", "", "", table.spec.parameters, "parameters",
-                         "", "", "", "", "", "", ""])
-    for comp in table.comparisons:  # status "delta": mean = treatment − baseline, paper = the paper's difference
+            writer.writerow([cell.row, cell.column, *numbers, *extra, *no_test])
+    for row, counts in zip(table.spec.rows, table.parameter_counts):
+        paper = paper_count(row.paper_parameters)
+        writer.writerow([row.name, "parameters", "" if paper is None else paper, *_counts(counts), "", "",
+                         table.spec.parameters, "parameters", "", "", *no_test])
+    for comp in table.comparisons:
         w, pr = comp.welch, comp.paired
-        numbers = [_num(comp.paper_delta), _num(w.delta if w else None), "", f"{w.n_a}/{w.n_b}" if w else "", ""]
-        paired = [_num(pr.p), f"{pr.b}/{pr.c}", pr.seeds] if pr and pr.p is not None else ["", "", ""]
-        writer.writerow([comp.row_name, comp.column, *numbers, "", comp.metric, "delta" if w else comp.note, "", "",
-                         _num(w.p if w else None), _num(w.df if w else None), *paired])
+        d = comp.decimals
+        numbers = [csv_number(comp.paper_delta, d), csv_number(w.delta if w else None, d + EXTRA_DIGITS), "", "", ""]
+        trace = ["", comp.metric, "delta" if w else comp.note, "", ""]
+        welch = [w.n_a, w.n_b, csv_number(w.p, significant=4), csv_number(w.df, significant=4)] if w else [""] * 4
+        paired = ([csv_number(pr.p, significant=4), pr.b, pr.c, pr.seeds] if pr and pr.p is not None
+                  else [""] * 4)
+        writer.writerow([comp.row_name, comp.column, *numbers, *trace, *welch, *paired])
     return out.getvalue()
 
 

@@ -78,6 +78,7 @@ from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the pub
 
 NO_RUN = "no run"
 NOT_RUN = "not run"
+NOT_RECORDED = "not recorded"  # a pooled run whose record lacks the spec's parameter key
 DASH = "–"
 _MISSING = object()
 
@@ -143,6 +144,7 @@ class Table:
     generated: str
     comparisons: list = field(default_factory=list)  # coda_exp.significance.Comparison, one per pair x column
     parameters: list[tuple[str, str]] = field(default_factory=list)  # (paper, ours) per row, with spec.parameters
+    parameter_counts: list[list[int]] = field(default_factory=list)  # per row: the count of each pooled run having one
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,6 +253,7 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     cells = [[_build_cell(spec, row, j, records) for j in range(len(spec.columns))] for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
+    pooled_rows = [list({i: by_id[i] for c in cell_row for i in c.run_ids}.values()) for cell_row in cells]  # once each
     return Table(
         spec=spec,
         cells=cells,
@@ -259,10 +262,22 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         generated=generated or utc_now_iso(),
         comparisons=compare_table(spec, cells, records, Path(predictions_dir) if predictions_dir else None),
         parameters=[] if spec.parameters is None else [
-            (row.paper_parameters or DASH, _parameters_text(row, [by_id[i] for c in cell_row for i in c.run_ids],
-                                                            spec.parameters))
-            for row, cell_row in zip(spec.rows, cells)],
+            (row.paper_parameters or DASH, _parameters_text(row, pooled, spec.parameters))
+            for row, pooled in zip(spec.rows, pooled_rows)],
+        parameter_counts=[] if spec.parameters is None else [
+            [v for v in (lookup(rec, spec.parameters) for rec in pooled) if isinstance(v, int)
+             and not isinstance(v, bool)] for pooled in pooled_rows],
     )
+
+
+def off_grid_notes(table: Table) -> list[str]:
+    """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
+    return [f"Not pooled, {run['status']}: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']})"
+            + (f" with {' '.join(run['overrides'])}" if run["overrides"] else "") + f" ({run['run_id']})"
+            if "status" in run else
+            f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
+            f"with {' '.join(run['overrides'])} ({run['run_id']})"
+            for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 
 
 def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
@@ -273,7 +288,7 @@ def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
         return NO_RUN
     def text(v: Any) -> str:
         if v is _MISSING:
-            return "not recorded"
+            return NOT_RECORDED
         return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
     return " / ".join(sorted({text(lookup(rec, key)) for rec in pooled}))

@@ -114,22 +114,31 @@ def series(records: list[dict], figure: int, predictions_dir: Path | None, group
     return out
 
 
-def plot(lines: dict[str, tuple[list[str], list[float], int]], figure: int, out: Path) -> Path:
+def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int):
+    """One style per system (``coda_exp.figures.series_styles``), the legend below the axes, accuracy in percent."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, (labels, accs, n) in sorted(lines.items()):
-        ax.plot(range(len(labels)), [100 * a for a in accs], marker="o", label=f"{name} (n={n})")
-        ax.set_xticks(range(len(labels)), labels, rotation=30 if figure == 5 else 0)
-    ax.set_xlabel("text length (tokens), groups of equal size" if figure == 5 else "gold evidence sentences")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(TITLES[figure])
+    from coda_exp.figures import axis_label, legend_outside, round_numbers, series_styles
+
+    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    for (name, (labels, accs, n)), style in zip(sorted(lines.items()), series_styles(len(lines))):
+        ax.plot(range(len(labels)), [100 * a for a in accs], **style, label=round_numbers(f"{name} (n={n})"))
+        ax.set_xticks(range(len(labels)), labels, rotation=30 if figure_number == 5 else 0)
+    ax.set_xlabel("text length (tokens), groups of equal size" if figure_number == 5 else "gold evidence sentences")
+    ax.set_ylabel(axis_label("test/acc", percent=True))
+    ax.set_title(TITLES[figure_number])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    legend_outside(fig, ax)
+    return fig
+
+
+def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = figure(lines, figure_number)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)

@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
 
+from coda_exp.figures import format_number, round_numbers
+
 KEYS = ("f_E", "f_N", "weights")  # AttentionMaps fields, one panel each: f_E(E), f_N(N), M
 CAPTURED = ("f_E", "f_N", "gate", "weights")  # what the Transformer hooks keep: f_E(E), f_N(N), the gate, M
 
@@ -54,7 +56,7 @@ def panels(options) -> list[tuple[str, str]]:
     n_arg = "N′" if options.center_n else "N"
     f_e, f_n = f"{options.e_fn}({e_arg})", f"{options.n_fn}({n_arg})"
     scale = options.gate
-    gate = f_n if scale == 1.0 else f"{scale:g}·{f_n}"
+    gate = f_n if scale == 1.0 else f"{format_number(scale)}·{f_n}"
     return list(zip(KEYS, (f"f_E(E) = {f_e}", f"f_N(N) = {f_n}", f"M = {f_e} · {gate}")))
 
 
@@ -79,14 +81,13 @@ def figure(values: dict, title: str, options):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), layout="constrained")
     for ax, (key, label) in zip(axes, panels(options)):
         ax.hist(values[key], bins=60, color="#3b6ea8")
         ax.set_title(label)
-        ax.set_xlabel("value")
-        ax.set_ylabel("pairs")
-    fig.suptitle(title)
-    fig.tight_layout()
+        ax.set_xlabel(f"value of {label.split(' = ', 1)[1]}")
+        ax.set_ylabel("query-key pairs")
+    fig.suptitle(round_numbers(title))
     return fig
 
 

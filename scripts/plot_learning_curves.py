@@ -12,10 +12,12 @@ configuration, the scale it shows, the latest run per seed; ``coda_exp.tables``)
 is left out (an older record without it is taken to be of ``--metric``), and so is one without a curve.
 
 Steps: the record's ``val_curve_steps``; without them, the validation interval of its overrides or hparams, else the
-validation index (the x label says so; ``coda_exp.curves``). Lines: one colour per group (``--group``: the model, or
-the model and its CoDA variant (default), e.g. ``coda_transformer[center_n=true]``); each run thin, and the mean
-over a group's runs bold where it has several (at the steps every run of the group has). Written atomically as PNG
-(Matplotlib's Agg backend); the script prints the file and what it plotted.
+validation index (the x label says so; ``coda_exp.curves``). Lines: one style per group (``--group``: the model, or
+the model and its CoDA variant (default), e.g. ``coda_transformer[center_n=true]``): a colour of a qualitative
+colormap, and a line style and marker past ten groups (``coda_exp.figures``); each run thin, and the mean over a
+group's runs bold where it has several (at the steps every run of the group has), one legend entry per group, below
+the axes; numbers in labels rounded to 3 digits; the y axis named in words ("validation sequence accuracy (%)").
+Written atomically as PNG (Matplotlib's Agg backend); the script prints the file and what it plotted.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if str(ROOT) not in sys.path:  # run as a plain script from a checkout without `
 os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
 
 from coda_exp.curves import GROUP_BY, Curve, group_label, load_run_records, validation_curve
+from coda_exp.figures import axis_label, display_labels, legend_outside, round_numbers, series_styles
 from coda_exp.io import atomic_write
 
 X_LABELS = {"steps": "training step", "interval": "training step (from the validation interval where not recorded)",
@@ -91,45 +94,55 @@ def mean_curve(curves: list[Curve]) -> tuple[list[int], list[float]]:
 
 
 def plot(groups: dict[str, list[tuple[dict, Curve]]], metric: str, out: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """The figure (:func:`figure`) written atomically as PNG to ``out``."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator, PercentFormatter
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    colours = plt.get_cmap("tab10")
-    kinds, values = set(), []
-    for i, (label, runs) in enumerate(groups.items()):
-        colour = colours(i % 10)
-        several = len(runs) > 1
-        for j, (record, curve) in enumerate(runs):
-            kinds.add(curve.kind)
-            values += curve.values
-            ax.plot(curve.steps, curve.values, color=colour, marker="o", markersize=3,
-                    linewidth=1.0 if several else 2.0, alpha=0.45 if several else 1.0,
-                    label=None if several and j else f"{label} (n={len(runs)})" if several else
-                    f"{label} (seed {record['seed']})")
-        if several:
-            steps, means = mean_curve([c for _, c in runs])
-            if steps:
-                ax.plot(steps, means, color=colour, linewidth=2.8, label=f"{label}: mean of {len(runs)}")
-    kind = "index" if "index" in kinds else "interval" if "interval" in kinds else "steps"
-    ax.set_xlabel(X_LABELS[kind])
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(metric)
-    if values and all(0.0 <= v <= 1.0 for v in values):  # a fraction (accuracy...): shown in percent
-        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig = figure(groups, metric, title)
     try:
         with atomic_write(out, "wb") as f:
             fig.savefig(f, format="png", dpi=120)
     finally:
         plt.close(fig)
     return out
+
+
+def figure(groups: dict[str, list[tuple[dict, Curve]]], metric: str, title: str):
+    """One style per group (``coda_exp.figures.series_styles``), each run thin and the mean bold where a group has
+    several, one legend entry per group below the axes, numbers in labels rounded, the metric's human name on
+    the y axis (fractions in percent)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    values = [v for runs in groups.values() for _, curve in runs for v in curve.values]
+    percent = bool(values) and all(0.0 <= v <= 1.0 for v in values)  # a fraction (accuracy...): shown in percent
+    scale = 100.0 if percent else 1.0
+    names = display_labels(list(groups))
+    kinds, several_anywhere = set(), False
+    for (label, runs), style in zip(groups.items(), series_styles(len(groups))):
+        several = len(runs) > 1
+        several_anywhere |= several
+        for record, curve in runs:
+            kinds.add(curve.kind)
+            ax.plot(curve.steps, [scale * v for v in curve.values], **style, markersize=3,
+                    linewidth=0.9 if several else 2.0, alpha=0.4 if several else 1.0,
+                    label=None if several else f"{names[label]} (seed {record['seed']})")
+        if several:
+            steps, means = mean_curve([c for _, c in runs])
+            if steps:
+                ax.plot(steps, [scale * v for v in means], color=style["color"], linestyle=style["linestyle"],
+                        linewidth=2.6, label=f"{names[label]}: mean of {len(runs)} seeds")
+    kind = "index" if "index" in kinds else "interval" if "interval" in kinds else "steps"
+    ax.set_xlabel(X_LABELS[kind])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(axis_label(metric, percent))
+    ax.set_title(round_numbers(title))
+    ax.grid(alpha=0.3)
+    legend_outside(fig, ax, title="thin lines: single seeds of a mean" if several_anywhere else None)
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     tasks = sorted({r["task"] for r in kept})
-    title = args.title or f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: {args.metric} during training"
+    title = args.title or (f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
+                           f"{axis_label(args.metric)} during training")
     print(plot(groups, args.metric, args.out, title))
     for label, runs in groups.items():
         print(f"  {label}: {len(runs)} run(s), seeds {sorted(r['seed'] for r, _ in runs)}")

@@ -1,8 +1,11 @@
 """Grouped ranking metrics: MAP, MRR and recall R_N@k over queries (answer selection, response selection).
 
-Written here rather than taken from torchmetrics because ``torchmetrics.retrieval.RetrievalMAP`` 1.9.0 returns 0
-for a query whose scores are all negative (it pads with zeros internally); our models score with log-odds,
-which are often negative.
+Written here rather than taken from torchmetrics because its retrieval metrics (``RetrievalMAP``, ``RetrievalMRR``
+and their functional forms, 1.9.0) drop every relevant item scored <= 0: they compute ``target = where(preds > 0,
+target, 0)`` before ranking, so such an item counts as non-relevant wherever it ranks. Scores ``[-1, 0.5, -2]``
+with the first item relevant give 0.0 there; its rank is 2, so reciprocal rank and AP are 0.5 (a query whose
+scores are all <= 0 always gets 0). Our models score with log-odds, which are often negative
+(``tests/metrics/test_metrics.py`` pins torchmetrics' behaviour, so this note fails a test once it changes).
 
 Ties (deterministic, documented):
 

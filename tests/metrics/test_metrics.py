@@ -18,8 +18,23 @@ def test_map_mrr_hand_computed():
     assert out["mrr"] == pytest.approx((1 + 1 / 4) / 2)
 
 
+def test_torchmetrics_retrieval_drops_relevant_items_scored_at_most_zero():
+    """Why ranking.py exists (its docstring, docs/models.md): torchmetrics counts a relevant item scored <= 0 as
+    non-relevant wherever it ranks. When this fails, torchmetrics changed: revise the note."""
+    from torchmetrics.retrieval import RetrievalMAP, RetrievalMRR
+
+    scores, labels, groups = torch.tensor([-1.0, 0.5, -2.0]), torch.tensor([1, 0, 0]), torch.zeros(3, dtype=torch.long)
+    ours = ranking_scores(scores, labels, groups)
+    assert ours["map"] == ours["mrr"] == 0.5  # the relevant item ranks second
+    for metric in (RetrievalMAP(), RetrievalMRR()):
+        assert metric(scores, labels.bool(), indexes=groups).item() == 0.0
+        # the same ranking shifted above 0 is scored right: only the sign of the relevant item's score mattered
+        assert metric(scores + 3.0, labels.bool(), indexes=groups).item() == 0.5
+    assert RetrievalMRR()(torch.tensor([0.0, 0.5, -2.0]), labels.bool(), indexes=groups).item() == 0.0  # 0 too
+
+
 def test_all_negative_scores_are_ranked_correctly():
-    # torchmetrics 1.9's RetrievalMAP returns 0 here; ours must return 1
+    # torchmetrics 1.9's RetrievalMAP returns 0 here (every relevant item scored <= 0 is dropped); ours must return 1
     out = ranking_scores(torch.tensor([-0.69, -0.65, -0.46]), torch.tensor([0, 0, 1]), torch.zeros(3, dtype=torch.long))
     assert out["map"] == 1.0 and out["mrr"] == 1.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+import numpy as np
 import pytest
 
 from coda_exp.table_render import render_csv, render_latex, render_markdown, write_tables
@@ -112,10 +113,53 @@ def test_csv_parses(spec):
     rows = list(csv.DictReader(io.StringIO(render_csv(table))))
     assert len(rows) == len(spec.rows) * len(spec.columns)
     first = next(r for r in rows if r["row"] == "D-ATT + CoDA" and r["column"] == "SNLI")
-    assert float(first["mean"]) == pytest.approx(86.0)
-    assert float(first["std"]) == pytest.approx(1.41421356)
-    assert (first["n"], first["scale"], first["paper"], first["metric"]) == ("2", "cpu", "85.71", "test/acc")
+    # numbers rounded to the column's 2 display digits + 2: no float noise (0.87 * 100 = 87.00000000000001)
+    assert (first["mean"], first["std"], first["paper"]) == ("86.0", "1.4142", "85.71")
+    assert (first["n"], first["scale"], first["metric"]) == ("2", "cpu", "test/acc")
     assert first["run_ids"].count(";") == 1
+
+
+NUMERIC = {"paper", "mean", "std", "p_welch", "df_welch", "p_paired"}
+INTEGER = {"n", "n_baseline", "n_treatment", "paired_b", "paired_c", "paired_seeds"}
+
+
+def assert_numeric_csv(text: str) -> list[dict]:
+    """Every numeric column of every line is empty or a number, every count an integer; no float32 noise (at most
+    6 significant digits in a mean)."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    for row in rows:
+        for key in NUMERIC | INTEGER:
+            value = row[key]
+            if value:
+                float(value) if key in NUMERIC else int(value)
+        digits = row["mean"].lstrip("-").replace(".", "").lstrip("0")
+        assert "e" in row["mean"] or len(digits) <= 6, row
+    return rows
+
+
+def test_csv_numbers_are_numbers_of_display_precision(tmp_path):
+    """float32 metrics (0.4165000021) give 41.65 in the CSV; n is an integer in every line: a Δ line gives the two
+    cells' runs in n_baseline and n_treatment, the discordant pairs in paired_b and paired_c."""
+    path = tmp_path / "t_demo.yaml"
+    path.write_text(COMPARE_YAML, encoding="utf-8")
+    spec = load_table_spec(path)
+    records, _ = _compare_records(tmp_path)
+    records = [dict(r, metrics={"test/acc": float(np.float32(r["metrics"]["test/acc"] + 0.0001))}) for r in records]
+    records.append(rec(model="decompatt", seed=9, metrics={"test/acc": float(np.float32(0.4165))}, scale="fixture"))
+    rows = assert_numeric_csv(render_csv(build_table(spec, records)))
+    datt = next(r for r in rows if (r["row"], r["column"]) == ("D-ATT", "SNLI"))
+    assert (datt["mean"], datt["std"], datt["n"], datt["other_scales"]) == ("80.01", "1.0", "3", "fixture:1")
+    delta = next(r for r in rows if r["status"] == "delta")
+    assert (delta["mean"], delta["paper"], delta["n"], delta["n_baseline"], delta["n_treatment"]) == (
+        "5.0", "1.1", "", "3", "3")
+    assert (delta["paired_b"], delta["paired_c"], delta["paired_seeds"], delta["p_paired"]) == ("3", "6", "3", "0.5078")
+    assert float(delta["p_welch"]) == pytest.approx(0.0036, rel=0.01) and len(delta["p_welch"]) == len("0.003602")
+    assert float(delta["df_welch"]) == pytest.approx(4.0, rel=1e-3)
+    no_run = next(r for r in rows if r["row"].startswith("Δ") and r["column"] == "BLEU")
+    assert (no_run["status"], no_run["mean"], no_run["n_baseline"]) == ("no run", "", "")
+    fixture = build_table(spec, [rec(model="decompatt", seed=0, metrics={"test/acc": float(np.float32(0.4165))})])
+    assert cell(fixture, "D-ATT", "SNLI").values != [41.65]  # the noise is there before rounding
+    assert next(r for r in assert_numeric_csv(render_csv(fixture)) if r["row"] == "D-ATT")["mean"] == "41.65"
 
 
 def test_write_tables_writes_md_tex_csv(spec, tmp_path):
@@ -199,10 +243,13 @@ def test_comparison_row_with_welch_and_paired_p(tmp_path, where):
     csv_rows = [r for r in csv.DictReader(io.StringIO(render_csv(table))) if r["status"] == "delta"]
     assert len(csv_rows) == 1
     assert float(csv_rows[0]["mean"]) == pytest.approx(5.0) and float(csv_rows[0]["paper"]) == pytest.approx(1.1)
-    assert float(csv_rows[0]["p_paired"]) == pytest.approx(260 / 512)
-    assert csv_rows[0]["paired_discordant"] == "3/6" and float(csv_rows[0]["p_welch"]) == pytest.approx(0.0036, 0.01)
+    assert float(csv_rows[0]["p_paired"]) == pytest.approx(260 / 512, rel=1e-4)  # 4 significant digits
+    assert (csv_rows[0]["paired_b"], csv_rows[0]["paired_c"]) == ("3", "6")
+    assert float(csv_rows[0]["p_welch"]) == pytest.approx(0.0036, 0.01)
     tex = render_latex(table)
-    assert tex.count(r"\midrule") == 2 and tex.count(r"\\") == 2 + len(spec.rows) + 1
+    rows = [line for line in tex.splitlines() if line.endswith(r" \\")]
+    assert tex.count(r"\midrule") == 2 and len(rows) == 2 + len(spec.rows) + 1
+    assert rows[-1].endswith(r"& $+5.00^{**}$ & -- & -- \\")  # Welch p = 0.004: **; McNemar p = 0.51: none
 
 
 def test_comparison_without_predictions_or_spread(tmp_path):

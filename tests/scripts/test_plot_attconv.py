@@ -63,6 +63,13 @@ def test_figure_5_averages_the_seeds_of_each_system(plot, tmp_path):
     lines = plot.series([read_record(p) for p in paths], 5, None, groups=4)
     assert lines["attconv_light"] == (["1-5", "6-10", "11-15", "16-20"], [0.0, 0.5, 1.0, 1.0], 2)
     assert lines["attconv_light + CoDA"][1] == [0.0] * 4
+    fig = plot.figure(lines, 5)
+    fig.canvas.draw()
+    (legend,) = fig.legends  # below the axes, one entry per system, in distinct colours
+    assert not legend.get_window_extent().overlaps(fig.axes[0].get_window_extent())
+    assert [t.get_text() for t in legend.get_texts()] == ["attconv_light (n=2)", "attconv_light + CoDA (n=1)"]
+    assert len({line.get_color() for line in legend.get_lines()}) == 2
+    assert fig.axes[0].get_ylabel() == "test accuracy (%)"
 
 
 def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):

@@ -38,6 +38,7 @@ def _model(**options):
     ({}, ["f_E(E) = tanh(E)", "f_N(N) = sigmoid(N)", "M = tanh(E) · 2·sigmoid(N)"]),
     ({"e_fn": "sigmoid", "n_fn": "arctan", "gate_scale": 1.0, "center_n": True},
      ["f_E(E) = sigmoid(E)", "f_N(N) = arctan(N′)", "M = sigmoid(E) · arctan(N′)"]),
+    ({"gate_scale": 0.1767766952966369}, ["f_E(E) = tanh(E)", "f_N(N) = sigmoid(N)", "M = tanh(E) · 0.177·sigmoid(N)"]),
 ])
 def test_panels_follow_the_model_and_f_n_is_unscaled(plot_coda, tmp_path, options, titles):
     net = _model(**options)
@@ -55,6 +56,7 @@ def test_panels_follow_the_model_and_f_n_is_unscaled(plot_coda, tmp_path, option
     assert abs(first["f_N"] * found.gate - gate).max() < 1e-6  # the panel shows f_N = gate / gate_scale
     fig = plot_coda.figure(values, "test", found)
     assert [ax.get_title() for ax in fig.axes] == titles
+    assert [ax.get_xlabel() for ax in fig.axes] == [f"value of {t.split(' = ', 1)[1]}" for t in titles]
     out = plot_coda.plot(values, tmp_path / "fig.png", "test", found)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -107,3 +107,28 @@ def test_make_run_plots_table_6s_curves(plot, tmp_path):
     args[args.index("--runs") + 1] = str(runs)
     args[args.index("--out") + 1] = str(tmp_path / "mlu_learning_curves.png")
     assert plot.main(args) == 0 and (tmp_path / "mlu_learning_curves.png").read_bytes()[:8] == PNG
+
+
+def test_many_groups_get_distinct_styles_rounded_labels_and_a_legend_below_the_axes(plot):
+    """19 groups (the CoDA recipe probes): no two alike, the legend outside the axes, beta=0.177 not its 16
+    digits, the y axis named in words and in percent."""
+    records = [mlu_rec(seed=1, options={"beta": 0.1767766952966369})]
+    records += [mlu_rec(seed=s, options={"alpha": 0.1 * k}) for k in range(1, 18) for s in (1, 2)]
+    records += [mlu_rec("transformer", seed=1)]
+    groups = plot.group_curves(records, "attention-variant")
+    assert len(groups) == 19
+    fig = plot.figure(groups, "val/acc_seq", "mlu: test")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend = fig.legends[0]
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert len(texts) == 19 and "coda_transformer[beta=0.177] (seed 1)" in texts  # one entry per group
+    assert "coda_transformer[alpha=0.30000000000000004]: mean of 2 seeds" not in texts
+    assert "coda_transformer[alpha=0.3]: mean of 2 seeds" in texts
+    assert not legend.get_window_extent().overlaps(ax.get_window_extent())
+    assert ax.get_ylabel() == "validation sequence accuracy (%)" and max(ax.get_ylim()) > 1  # percent
+    styles = {(line.get_color(), line.get_linestyle()) for line in legend.get_lines()}
+    assert len(styles) == 19
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

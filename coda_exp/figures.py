@@ -1,0 +1,114 @@
+"""What every figure the project writes shares (``scripts/plot_learning_curves.py``, ``plot_attconv.py``,
+``plot_coda.py``): human axis names for metric keys, rounded numbers in labels, distinct styles for many series and
+a legend outside the axes.
+
+- :func:`axis_label`: ``val/acc_seq`` -> "validation sequence accuracy (%)", ``val/loss`` -> "validation loss"; the
+  one mapping from metric keys (:data:`SPLITS`, :data:`METRICS`); a key it does not know is shown as it is.
+- :func:`format_number` / :func:`round_numbers`: numbers in labels to 3 significant digits
+  (``beta=0.1767766952966369`` -> ``beta=0.177``); a number already that short is left as written.
+- :func:`series_styles`: one colour per series from a qualitative colormap (``tab10``) and, past its ten colours,
+  a line style and marker per round of colours, so no two series look alike.
+- :func:`legend_outside`: the legend below the axes (``fig.legend(loc="outside lower center")`` of a
+  constrained-layout figure, which makes room for it), the figure taller by one line per legend row: it never
+  covers a curve however many series there are.
+Matplotlib is imported only inside the functions that draw.
+"""
+
+from __future__ import annotations
+
+import re
+
+SPLITS = {"train": "training", "val": "validation", "test": "test"}
+METRICS = {
+    "loss": "loss", "train_loss": "training loss",
+    "acc": "accuracy", "acc_seq": "sequence accuracy", "acc_exec": "execution accuracy",
+    "acc_seq_tf": "sequence accuracy (teacher-forced)", "acc_tok_tf": "token accuracy (teacher-forced)",
+    "acc_tok": "token accuracy",
+    "bleu": "BLEU", "bleu_tok": "tokenized BLEU", "map": "MAP", "mrr": "MRR", "em": "exact match",
+    "em_unigram": "exact match (one-word answers)", "f1": "F1", "fever_score": "FEVER score",
+}
+_RECALL = re.compile(r"r(\d+)@(\d+)")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+COLOURS = "tab10"  # a qualitative colormap: ten distinct colours
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
+LEGEND_LINE_IN = 0.19  # figure height per legend row, inches (fontsize 8)
+
+
+def _metric_name(name: str) -> str:
+    if name in METRICS:
+        return METRICS[name]
+    m = _RECALL.fullmatch(name)
+    if m:
+        return f"R{m.group(1)}@{m.group(2)}"
+    base, _, test_set = name.rpartition("_")  # acc_matched: a named test set
+    if base and (base in METRICS or _RECALL.fullmatch(base)):
+        return f"{_metric_name(base)} ({test_set})"
+    return name
+
+
+def axis_label(metric: str, percent: bool = False) -> str:
+    """A human name for a metric key (``val/acc_seq`` -> "validation sequence accuracy"), "(%)" appended when
+    the values are shown in percent; an unknown key as it is."""
+    split, _, name = metric.rpartition("/")
+    words = _metric_name(name)
+    if split:
+        words = f"{SPLITS.get(split, split)} {words}"
+    return words + (" (%)" if percent else "")
+
+
+def format_number(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits, without an exponent where a plain number is as short:
+    0.1767766952966369 -> "0.177", 2.0 -> "2", 1234.5 -> "1230", 1e-05 -> "1e-05"."""
+    if x == 0:
+        return "0"
+    text = f"{x:.{digits}g}"
+    if "e" in text and 1e-4 <= abs(x) < 10 ** (digits + 3):
+        text = f"{float(text):f}".rstrip("0").rstrip(".")
+    return text
+
+
+def _significant(text: str) -> int:
+    mantissa = text.lstrip("-").split("e")[0].split("E")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
+
+
+def round_numbers(text: str, digits: int = 3) -> str:
+    """Every decimal number in ``text`` with more than ``digits`` significant digits, rounded
+    (:func:`format_number`): ``coda_transformer[beta=0.1767766952966369]`` -> ``coda_transformer[beta=0.177]``."""
+    return _NUMBER.sub(lambda m: format_number(float(m.group()), digits) if _significant(m.group()) > digits
+                       else m.group(), text)
+
+
+def display_labels(labels: list[str], digits: int = 3) -> dict[str, str]:
+    """{label: its rounded form}; labels that would round to the same text keep all their digits, so two series
+    never share a legend entry."""
+    rounded = {label: round_numbers(label, digits) for label in labels}
+    counts: dict[str, int] = {}
+    for text in rounded.values():
+        counts[text] = counts.get(text, 0) + 1
+    return {label: text if counts[text] == 1 else label for label, text in rounded.items()}
+
+
+def series_styles(n: int) -> list[dict]:
+    """``n`` distinct line styles (matplotlib keyword arguments): ``tab10`` colours, then the next line style and
+    marker for each further round of ten."""
+    import matplotlib
+
+    colours = matplotlib.colormaps[COLOURS].colors
+    return [{"color": colours[i % len(colours)], "linestyle": LINESTYLES[i // len(colours) % len(LINESTYLES)],
+             "marker": MARKERS[i // len(colours) % len(MARKERS)]} for i in range(n)]
+
+
+def legend_outside(fig, ax, title: str | None = None, fontsize: float = 8):
+    """The legend of ``ax``'s labelled lines below the axes of ``fig`` (a figure made with
+    ``layout="constrained"``), in two columns when the labels are short; the figure grows by one line per legend
+    row. Returns the legend (None without labelled lines)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    ncols = 2 if len(labels) > 3 and max(map(len, labels)) <= 45 else 1
+    rows = -(-len(labels) // ncols) + (1 if title else 0)
+    fig.set_figheight(fig.get_figheight() + rows * LEGEND_LINE_IN * fontsize / 8)
+    return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=fontsize, title=title,
+                      title_fontsize=fontsize, frameon=False)
