@@ -29,6 +29,7 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     accepted_keys,
     check_checkpoint_fits,
     check_compatible,
+    check_extras,
     check_kernels,
     check_same_run,
     fast_options,
@@ -245,6 +246,7 @@ def run(cfg: DictConfig) -> float | None:
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
+    check_extras(cfg)
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
