@@ -28,6 +28,14 @@ def config_dir() -> Path:
                             "(an installed package): reinstall coda-exp or run from the repository")
 
 
+def root_dir() -> Path:
+    """Where ``results/``, ``outputs/`` and ``data/`` are (what ``paths.root_dir`` resolves to): ``$CODA_EXP_ROOT``,
+    else the checkout, else the current folder (an installed package). The commands' default folders."""
+    if os.environ.get("CODA_EXP_ROOT"):
+        return Path(os.environ["CODA_EXP_ROOT"])
+    return CHECKOUT if in_checkout() else Path.cwd()
+
+
 def fixtures_dir() -> Path:
     """The folder of the tiny benchmark fixtures (one sub-folder per task, written by ``scripts/make_fixtures.py``):
     ``<checkout>/tests/fixtures`` in a checkout, else the copy installed with the package."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coda_exp import extras
+from coda_exp import cli, extras
 from coda_exp.errors import UserError
 from coda_exp.run_checks import check_extras
 
@@ -43,6 +43,18 @@ def test_a_run_checks_its_loggers_before_any_data_loads(make_cfg, missing, logge
     with pytest.raises(extras.MissingExtraError, match=rf"coda-exp\[{module}\]"):
         check_extras(cfg)
     check_extras(make_cfg("task=wikiqa", "scale=fixture", "logger=csv"))
+
+
+@pytest.mark.parametrize("command,args", [
+    ("plot-curves", ["--runs", "r", "--out", "x.png"]), ("plot-coda", ["--ckpt", "x.ckpt"]),
+    ("plot-attconv", ["--figure", "5", "--records", "r.json"]), ("fever-index", ["--data", "d"]),
+])
+def test_a_command_without_its_extra_is_one_line_and_status_2(missing, capsys, command, args):
+    missing({"matplotlib", "sklearn"})
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([command, *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "pip install 'coda-exp[" in err
 
 
 def test_fever_retrieval_needs_its_extra(missing):
