@@ -53,9 +53,22 @@ def off_grid_notes(table: Table) -> list[str]:
             for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 
 
+SMOKE_TEST = (
+    "Smoke test: cells marked `fixture` pool runs on the tiny fixtures (tests/fixtures/, a few dozen examples "
+    "written by us, scale=fixture) that check the pipeline end to end; their numbers say nothing about the models."
+)
+
+
+def smoke_test(table: Table) -> bool:
+    """Whether a cell shows runs at the fixture scale (``fixture``, ``fixture (task.epochs=2)``)."""
+    return any((cell.scale or "").split(" ")[0] == "fixture" for row in table.cells for cell in row)
+
+
 def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
+    if smoke_test(table):
+        lines += [f"> **{_md(SMOKE_TEST)}**", ""]
     if spec.notes:
         lines += [_md(spec.notes), ""]
     legend = (
@@ -100,6 +113,7 @@ def render_latex(table: Table) -> str:
     spec = table.spec
     lines = [
         f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s)",
+        *([f"% {SMOKE_TEST}"] if smoke_test(table) else []),
         r"\begin{table}[t]",
         r"\centering",
         r"\caption{" + latex_escape(spec.title) + "}",
@@ -122,6 +136,8 @@ def render_latex(table: Table) -> str:
     for texts in comparison_rows:
         lines.append(" & ".join(latex_escape(t) for t in texts) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    if smoke_test(table):
+        lines.append(r"\par\footnotesize\textbf{" + latex_escape(SMOKE_TEST) + "}")
     lines += [r"\par\footnotesize " + latex_escape(note) for note in off_grid_notes(table)]
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
