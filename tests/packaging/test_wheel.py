@@ -50,8 +50,14 @@ def venv(tmp_path_factory, wheel) -> Path:
     py = env / "bin" / "python"
     site = Path(sh(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "-q", wheel)
+    # without PYTHONPATH (a worktree's own coda_exp): pip would take the wheel for installed already
+    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "-q", wheel, env=outside_env())
     return env
+
+
+def outside_env() -> dict[str, str]:
+    """The environment of a user outside the checkout: no CODA_EXP_ROOT, no PYTHONPATH."""
+    return {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
 
 
 def test_wheel_ships_every_config_file(wheel):
@@ -73,7 +79,7 @@ def test_wheel_ships_every_fixture_file(wheel):
 
 
 def test_installed_package_trains_outside_the_checkout(venv, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
+    env = outside_env()
     work = tmp_path / "work"
     work.mkdir()
     where = sh(venv / "bin" / "python", "-c", "import coda_exp.cli as c; print(c.__file__, c.config_dir())",
@@ -90,7 +96,7 @@ def test_installed_package_trains_outside_the_checkout(venv, tmp_path):
 
 def test_the_fixture_smoke_run_works_from_any_folder(venv, tmp_path):
     """`cd /elsewhere && coda-exp task=wikiqa model=decompatt scale=fixture`: the fixtures come from the package."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
+    env = outside_env()
     out = sh(venv / "bin" / "coda-exp", "task=wikiqa", "model=decompatt", "scale=fixture", "task.epochs=1",
              cwd=tmp_path, env=env)
     assert "wikiqa × decompatt" in out.stdout, out.stdout[-2000:]
@@ -99,3 +105,10 @@ def test_the_fixture_smoke_run_works_from_any_folder(venv, tmp_path):
     run_config = next((tmp_path / "outputs" / "runs").rglob("config_resolved.yaml")).read_text()
     (data_dir,) = [line.split(": ", 1)[1] for line in run_config.splitlines() if line.startswith("  dir: ")]
     assert Path(data_dir).is_relative_to(venv) and Path(data_dir).parts[-3:] == ("coda_exp", "fixtures", "wikiqa")
+    # the commands are installed too: the smoke run's table, from the default folders under the current one
+    tables = sh(venv / "bin" / "coda-exp", "tables", "--runs", "outputs/fixture_results/runs", "--tables", "table_2",
+                cwd=tmp_path, env=env)
+    assert (tmp_path / "results" / "tables" / "table_2.md").is_file(), tables.stdout
+    assert "Smoke test" in (tmp_path / "results" / "tables" / "table_2.md").read_text(encoding="utf-8")
+    help_ = sh(venv / "bin" / "coda-exp", "--help", cwd=tmp_path, env=env).stdout
+    assert "tables" in help_ and "scale=fixture" in help_
