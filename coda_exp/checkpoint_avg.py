@@ -5,8 +5,9 @@ name) is averaged element-wise for floating-point tensors (accumulated in float6
 every other key (optimizer state, loops, hyper-parameters...) are taken from the newest checkpoint, so Lightning
 and ``pipeline.load_trained`` load the result as any checkpoint. The output is written atomically.
 
-CLI: ``python scripts/average_checkpoints.py --dir RUN/checkpoints --last 5 --out RUN/checkpoints/avg.ckpt`` or
-``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt``.
+Command: ``coda-exp average-checkpoints --dir RUN/checkpoints --last 5 --out RUN/checkpoints/avg.ckpt`` or
+``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
+checkout).
 """
 
 from __future__ import annotations

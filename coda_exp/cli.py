@@ -1,6 +1,7 @@
-"""The training entry point: ``coda-exp task=snli model=decompatt`` (installed), ``python -m coda_exp ...`` or
-``python train.py ...`` (a checkout). All three compose the same ``train`` config and call
-:func:`coda_exp.pipeline.run`.
+"""The entry point: ``coda-exp task=snli model=decompatt`` (installed), ``python -m coda_exp ...`` or ``python
+train.py ...`` (a checkout). All three compose the same ``train`` config and call :func:`coda_exp.pipeline.run`;
+``coda-exp <command> ...`` runs one of the other commands instead (tables, plots, data preparation, evaluation:
+:mod:`coda_exp.commands`), ``--help`` prints :mod:`coda_exp.usage`, and ``-v``/``--verbose`` is ``verbose=true``.
 
 The configs are the repository's top-level ``configs/`` folder in a checkout and ship inside the wheel as
 ``coda_exp/configs`` (``setup.py`` maps the one onto the other): :func:`coda_exp.environment.config_dir` picks whichever
@@ -14,8 +15,11 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...})
+from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...})
 from coda_exp.environment import config_dir, set_environment
+
+HELP_FLAGS = ("-h", "--help")
+VERBOSE_FLAGS = ("-v", "--verbose")
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
@@ -40,9 +44,31 @@ def _train(cfg: DictConfig) -> float | None:
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 
-def main() -> None:
-    """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps)."""
+def training_arguments(argv: list[str]) -> list[str]:
+    """Hydra's arguments of a training run: ``-v``/``--verbose`` become the override ``verbose=true``."""
+    args = [a for a in argv if a not in VERBOSE_FLAGS]
+    if len(args) < len(argv) and not any(a.lstrip("+").startswith("verbose=") for a in args):
+        args.append("verbose=true")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps); ``coda-exp <command>
+    [args]``: another command; ``coda-exp --help``: what a user can run."""
+    from coda_exp import commands
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     set_environment()
+    if argv and argv[0] == "help":  # coda-exp help [command]
+        argv = [argv[1], "--help"] if len(argv) > 1 else ["--help"]
+    if argv and commands.is_command_word(argv[0]):
+        raise SystemExit(commands.run_command(argv[0], argv[1:]))
+    if any(a in HELP_FLAGS for a in argv):
+        from coda_exp.usage import help_text
+
+        print(help_text(), end="")
+        raise SystemExit(0)
+    sys.argv[1:] = training_arguments(argv)  # Hydra parses sys.argv
     _train()
 
 

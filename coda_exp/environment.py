@@ -1,5 +1,9 @@
-"""Where the configs are and the environment every entry point sets: a leaf that ``cli`` (the Hydra entry point)
-and ``pipeline`` (``build_offline``) both use, so neither imports the other."""
+"""Where the configs and the fixtures are, and the environment every entry point sets: a leaf that ``cli`` (the Hydra
+entry point), ``resolvers`` and ``pipeline`` (``build_offline``) use, so none imports another for it.
+
+A checkout reads its own ``configs/`` and ``tests/fixtures/``; an installed wheel ships both inside the package, as
+``coda_exp/configs`` and ``coda_exp/fixtures`` (``setup.py`` maps the one onto the other), so ``scale=fixture`` works
+from any folder."""
 
 from __future__ import annotations
 
@@ -22,6 +26,28 @@ def config_dir() -> Path:
         return PACKAGE / "configs"
     raise FileNotFoundError(f"no train.yaml in {CHECKOUT / 'configs'} (a checkout) or {PACKAGE / 'configs'} "
                             "(an installed package): reinstall coda-exp or run from the repository")
+
+
+def root_dir() -> Path:
+    """Where ``results/``, ``outputs/`` and ``data/`` are (what ``paths.root_dir`` resolves to): ``$CODA_EXP_ROOT``,
+    else the checkout, else the current folder (an installed package). The commands' default folders."""
+    if os.environ.get("CODA_EXP_ROOT"):
+        return Path(os.environ["CODA_EXP_ROOT"])
+    return CHECKOUT if in_checkout() else Path.cwd()
+
+
+def fixtures_dir() -> Path:
+    """The folder of the tiny benchmark fixtures (one sub-folder per task, written by ``scripts/make_fixtures.py``):
+    ``<checkout>/tests/fixtures`` in a checkout, else the copy installed with the package."""
+    if in_checkout():
+        return CHECKOUT / "tests" / "fixtures"
+    return PACKAGE / "fixtures"
+
+
+def fixture_dir(task: str) -> Path:
+    """``scale=fixture``'s ``data.dir`` of ``task``: its folder of :func:`fixtures_dir`. A task without a fixture gets
+    the path all the same, so the reader's error names the folder it looked in."""
+    return fixtures_dir() / str(task)
 
 
 def set_environment() -> None:

@@ -16,7 +16,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import resolvers, results, run_folder  # noqa: F401 (resolvers: ${dir_if_exists:...})
+from coda_exp import console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers: registered)
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
@@ -29,6 +29,7 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     accepted_keys,
     check_checkpoint_fits,
     check_compatible,
+    check_extras,
     check_kernels,
     check_same_run,
     fast_options,
@@ -42,7 +43,6 @@ from coda_exp.threads import pin_threads, thread_counts
 __all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
 
 log = logging.getLogger(__name__)
-
 
 
 def _hydra_overrides() -> list[str]:
@@ -242,9 +242,11 @@ def run(cfg: DictConfig) -> float | None:
     Every config value, the checkpoint to resume from and the output folders are checked before any data loads."""
     start = time.time()
     check_config(cfg)
+    console.configure(verbose=cfg.get("verbose", False))  # quiet unless verbose=true (coda-exp -v)
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
+    check_extras(cfg)
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
@@ -285,6 +287,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
+    if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
+        callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from coda_exp import environment
+
 
 def dir_if_exists(path: str) -> str | None:
     """``${dir_if_exists:PATH}``: PATH when it is a folder, else null. The data bases (configs/data/*.yaml) read
@@ -14,4 +16,11 @@ def dir_if_exists(path: str) -> str | None:
     return str(path) if path is not None and Path(path).is_dir() else None
 
 
+def fixture_dir(task: str) -> str:
+    """``${fixture_dir:TASK}``: the folder of TASK's fixture files, in the checkout (``tests/fixtures/TASK``) or in
+    the installed package (``coda_exp/fixtures/TASK``), whatever the current folder (``configs/scale/fixture.yaml``)."""
+    return str(environment.fixture_dir(task))
+
+
 OmegaConf.register_new_resolver("dir_if_exists", dir_if_exists, replace=True)
+OmegaConf.register_new_resolver("fixture_dir", fixture_dir, replace=True)

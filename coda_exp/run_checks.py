@@ -1,5 +1,6 @@
 """The checks of a composed config before a run builds anything: the model fits the task and takes its keys, the CoDA
-kernel names, the fast path's options, and a checkpoint to resume from is of this run (its task, model and weights).
+kernel names, the fast path's options, the optional packages its loggers need, and a checkpoint to resume from is of
+this run (its task, model and weights).
 
 Each raises a :class:`~coda_exp.errors.UserError` (``ConfigError``, ``CheckpointError``) naming the key or file;
 ``coda_exp.pipeline`` calls them in order, before any data loads (the weights' check once the model is built).
@@ -14,6 +15,7 @@ import pytorch_lightning as pl
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
 from coda_exp.fast_step import FastOptions
@@ -36,6 +38,12 @@ def check_compatible(cfg: DictConfig) -> None:
         raise ConfigError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
                          f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of "
                          f"{cfg.model._target_}{hint}")
+
+
+def check_extras(cfg: DictConfig) -> None:
+    """The optional packages the chosen loggers need (``coda_exp.extras``): one message naming the extra to install,
+    before any data loads, not an ImportError from Lightning once the data is ready."""
+    extras.require_loggers([c.get("_target_", "") for c in (cfg.get("logger") or {}).values() if c is not None])
 
 
 def accepted_keys(target: str) -> set[str] | None:

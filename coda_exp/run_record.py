@@ -74,15 +74,21 @@ def write_predictions(rows: list[dict], path: Path) -> Path:
 
 
 def print_summary(record: dict) -> None:
+    """The end of a run on the console: what ran, its metrics, and the run folder (config, log, checkpoints). The
+    title and folder are plain lines, never wrapped to the table's width (a path stays one line to copy)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']})")
+    print(f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']}): "
+          f"{record['status']}, {record['steps']} steps in {record['wall_time_s']:.0f} s", flush=True)
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
     for k in sorted(record["metrics"]):
         table.add_row(k, f"{record['metrics'][k]:.4f}")
-    Console().print(table)
+    if record["metrics"]:
+        Console().print(table)
+    print(f"run folder: {record['output_dir']}", flush=True)
 
 
 def _first_writable(write, targets: list[Path]) -> tuple[Path, list[str]]:

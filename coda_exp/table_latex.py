@@ -26,7 +26,7 @@ import math
 import re
 import textwrap
 
-from coda_exp.tables import DASH, NO_RUN, NOT_RECORDED, NOT_RUN, Cell, Table, off_grid_notes
+from coda_exp.tables import DASH, NO_RUN, NOT_RECORDED, NOT_RUN, SMOKE_TEST, Cell, Table, off_grid_notes, smoke_test
 
 NONE = "--"  # a cell without a number (an en dash)
 
@@ -181,7 +181,8 @@ def render_latex(table: Table) -> str:
     names += [row_name(p, (c.baseline, c.treatment)) for p, c in
               {comp.row_name: comp for comp in table.comparisons}.items()]
     lines = [f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s) by make_tables.py",
-             r"% preamble: \usepackage{booktabs} \usepackage{graphicx}"]
+             r"% preamble: \usepackage{booktabs} \usepackage{graphicx}",
+             *([f"% {SMOKE_TEST}"] if smoke_test(table) else [])]
     lines += _comment(spec.notes) + _comment("\n".join(off_grid_notes(table)))
     lines += [rf"\begin{{{env}}}[t]", r"\centering", r"\caption{" + caption(spec.title) + "}",
               r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are
@@ -201,6 +202,8 @@ def render_latex(table: Table) -> str:
             if i == n_rows:
                 lines.append(r"\midrule")
             lines.append(" & ".join([name] + [t for g in block for t in groups[g][1][i]] + pad) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}}", r"\par\smallskip", r"{\footnotesize\raggedright " + legend(table) + r"\par}",
-              rf"\end{{{env}}}"]
+    lines += [r"\bottomrule", r"\end{tabular}}", r"\par\smallskip", r"{\footnotesize\raggedright " + legend(table) + r"\par}"]
+    if smoke_test(table):
+        lines.append(r"{\footnotesize\textbf{" + latex_escape(SMOKE_TEST) + r"}\par}")
+    lines.append(rf"\end{{{env}}}")
     return "\n".join(lines) + "\n"

@@ -21,11 +21,13 @@ from coda_exp.results import atomic_write_text, utc_now_iso
 from coda_exp.table_latex import latex_escape, render_latex  # noqa: F401 - re-exported: one place to render from
 from coda_exp.tables import (
     PAPERS,
+    SMOKE_TEST,
     Table,
     TableSpecError,
     build_table,
     load_table_spec,
     off_grid_notes,
+    smoke_test,
 )
 
 
@@ -64,6 +66,8 @@ SIGNIFICANCE_LEGEND = (
 def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
+    if smoke_test(table):
+        lines += [f"> **{_md(SMOKE_TEST)}**", ""]
     if spec.notes:
         lines += [_md(spec.notes), ""]
     legend = (

@@ -292,3 +292,14 @@ def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
         return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
     return " / ".join(sorted({text(lookup(rec, key)) for rec in pooled}))
+
+
+SMOKE_TEST = (
+    "Smoke test: cells marked `fixture` pool runs on the tiny fixtures (tests/fixtures/, a few dozen examples "
+    "written by us, scale=fixture) that check the pipeline end to end; their numbers say nothing about the models."
+)
+
+
+def smoke_test(table: Table) -> bool:
+    """Whether a cell shows runs at the fixture scale (``fixture``, ``fixture (task.epochs=2)``)."""
+    return any((cell.scale or "").split(" ")[0] == "fixture" for row in table.cells for cell in row)

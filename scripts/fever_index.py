@@ -1,37 +1,22 @@
 #!/usr/bin/env python
-"""Index the FEVER Wikipedia dump once: the sqlite page store and the TF-IDF page index, in the cache.
+"""``coda-exp fever-index`` from a checkout (coda_exp/tools/fever.py): index FEVER's Wikipedia dump once.
 
-    python scripts/fever_index.py --data data/fever [--cache cache] [--hash-bits 24] [--ngram 2]
+    python scripts/fever_index.py --data data/fever [--cache cache]
 
-``--data`` holds wiki-pages/wiki-NNN.jsonl. Training runs (task=fever) and scripts/fever_retrieve.py find both
-files in the same cache (``paths.cache_dir``; scale=fixture uses cache/fixture) and never rebuild them.
+``--help`` lists the arguments. A thin wrapper, kept for the make rules and checkouts without ``pip install -e .``.
 """
 
-from __future__ import annotations
-
-import argparse
-import time
+import sys
 from pathlib import Path
 
-from coda_exp.data.evidence.retrieval import RetrievalOptions, index_path, open_ranker
-from coda_exp.data.evidence.wiki import open_store
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's coda_exp
+
+from coda_exp.commands import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, required=True, help="folder holding wiki-pages/")
-    ap.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (paths.cache_dir)")
-    ap.add_argument("--hash-bits", type=int, default=RetrievalOptions.hash_bits)
-    ap.add_argument("--ngram", type=int, default=RetrievalOptions.ngram)
-    args = ap.parse_args(argv)
-    start = time.time()
-    store = open_store(args.data, args.cache)
-    print(f"store: {store.path} ({len(store)} pages, {time.time() - start:.1f}s)")
-    options = RetrievalOptions(ngram=args.ngram, hash_bits=args.hash_bits)
-    ranker = open_ranker(store, options)
-    print(f"TF-IDF index: {index_path(store, options)} ({ranker.matrix.nnz} weights, {time.time() - start:.1f}s)")
-    return 0
+    return run_command("fever-index", sys.argv[1:] if argv is None else argv, prog="fever_index.py")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -1,79 +1,22 @@
 #!/usr/bin/env python
-"""Regenerate the paper tables from the run records: ``results/tables/<id>.{md,tex,csv}``.
+"""``coda-exp tables`` from a checkout (coda_exp/tools/tables.py): the paper tables from the run records.
 
-    python scripts/make_tables.py                          # every spec in configs/tables
-    python scripts/make_tables.py --tables table_2 table_3 --print
-    python scripts/make_tables.py --runs /path/to/runs --out /tmp/tables
+    python scripts/make_tables.py                      # every table, into results/tables/
+    python scripts/make_tables.py --tables table_2 --print
 
-Default paths are relative to the repository root (the parent of this script's folder), not to the current
-directory. Corrupt run records are skipped with a warning (``--strict`` makes them an error).
+``--help`` lists the arguments. A thin wrapper, kept for the make rules and checkouts without ``pip install -e .``.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a plain script from a checkout without `pip install -e .`
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's coda_exp
 
-from coda_exp.results import load_records
-from coda_exp.table_render import write_tables
-from coda_exp.tables import find_specs
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=Path, default=ROOT / "results" / "runs", help="folder of run records")
-    parser.add_argument(
-        "--specs", type=Path, default=ROOT / "configs" / "tables", help="folder of table specs"
-    )
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "tables", help="output folder")
-    parser.add_argument("--predictions", type=Path, default=None,
-                        help="folder of test predictions for the paired tests, used when a record's own path does not "
-                             "exist (default: predictions/ beside the runs folder)")
-    parser.add_argument("--tables", nargs="+", metavar="ID", help="only these table ids (default: all)")
-    parser.add_argument("--print", action="store_true", help="also print each table's markdown to stdout")
-    parser.add_argument(
-        "--strict", action="store_true", help="fail on a corrupt run record instead of skipping"
-    )
-    return parser.parse_args(argv)
+from coda_exp.commands import run_command
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spec_paths = find_specs(args.specs)
-    if not spec_paths:
-        print(f"error: no table specs (*.yaml) in {args.specs}", file=sys.stderr)
-        return 2
-    if args.tables:
-        by_id = {p.stem: p for p in spec_paths}
-        unknown = [t for t in args.tables if t not in by_id]
-        if unknown:
-            print(f"error: unknown table id(s) {unknown}; known: {sorted(by_id)}", file=sys.stderr)
-            return 2
-        spec_paths = [by_id[t] for t in dict.fromkeys(args.tables)]
-    try:
-        records = load_records(args.runs, strict=args.strict)
-        predictions = args.predictions or args.runs.parent / "predictions"
-        written = write_tables(spec_paths, records, args.out, predictions_dir=predictions)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    if args.print:
-        for path in written:
-            if path.suffix == ".md":
-                print()
-                print(path.read_text(encoding="utf-8"), end="")
-    print(
-        f"{len(written)} file(s) from {len(spec_paths)} table(s) and {len(records)} run record(s)",
-        file=sys.stderr,
-    )
-    return 0
+    return run_command("tables", sys.argv[1:] if argv is None else argv, prog="make_tables.py")
 
 
 if __name__ == "__main__":

@@ -1,176 +1,22 @@
 #!/usr/bin/env python
-"""Figures 5 and 8 of the AttConv paper, to PNG, from the test predictions the runs saved.
+"""``coda-exp plot-attconv`` from a checkout (coda_exp/tools/plot_attconv.py): AttConv Figures 5 and 8 from saved predictions.
 
     python scripts/plot_attconv.py --figure 5 --records results/runs/*yelp_attconv*.json
-    python scripts/plot_attconv.py --figure 8 --records results/runs/*fever_attconv*.json [--max-sentences 5]
 
-Figure 5: accuracy over ``--groups`` (10) groups of Yelp test texts sorted by length (the paper: 10 groups of 200
-of the 2,000 test reviews), one line per system. The length is each prediction row's ``length``: the text's tokens
-before truncation to ``data.max_len``, saved by the text task. Ties in length keep the test file's order; the
-groups are as equal in size as the test set allows (``numpy.array_split``).
-
-Figure 8: accuracy of FEVER claims grouped by the number of sentences of their (smallest) gold evidence set, the
-rows' ``num_gold_evidence``; NOT ENOUGH INFO claims (no gold evidence) are left out; sets of ``--max-sentences`` or
-more are pooled into one group ("5+"). The paper plots the runs given gold evidence (``data.evidence=gold``): each
-line says which evidence its runs had.
-
-A system is the record's model, attention (the paper's softmax or CoDA), FEVER's ``contexts`` and evidence; the
-runs of one system (seeds) are pooled: each group's accuracy is the mean over seeds, the line is labelled with the
-number of runs. A run's predictions are read from its record's ``predictions`` path, else from
-``<--predictions-dir>/<run_id>.jsonl.gz``. Output: ``--out`` (default ``results/figures/attconv_figure_<N>.png``).
+``--help`` lists the arguments. A thin wrapper, kept for the make rules and checkouts without ``pip install -e .``.
 """
 
-from __future__ import annotations
-
-import argparse
-import os
-import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's coda_exp
 
-TITLES = {5: "Figure 5: Yelp test accuracy by text length", 8: "Figure 8: FEVER accuracy by gold evidence sentences"}
-NEEDS = {5: "length", 8: "num_gold_evidence"}
+from coda_exp.commands import run_command
 
 
-def system_name(record: dict) -> str:
-    """A line's label: model, + CoDA when its attention is CoDA, FEVER's contexts and evidence."""
-    name = record["model"] + (" + CoDA" if record.get("attention", {}).get("name") == "coda" else "")
-    if record.get("task") == "fever":
-        contexts = record.get("hparams", {}).get("contexts")
-        evidence = record.get("data", {}).get("evidence")
-        name += "".join(f", {x}" for x in (contexts, evidence and f"{evidence} evidence") if x)
-    return name
-
-
-def predictions_of(record: dict, predictions_dir: Path | None) -> list[dict]:
-    from coda_exp.significance import read_predictions
-
-    candidates = [Path(record["predictions"])] if record.get("predictions") else []
-    if predictions_dir is not None:
-        candidates.append(predictions_dir / f"{record['run_id']}.jsonl.gz")
-    for path in candidates:
-        if path.exists():
-            return read_predictions(path)
-    raise SystemExit(f"run {record['run_id']}: no saved test predictions (looked at {[str(p) for p in candidates]})")
-
-
-def _accuracy(rows: list[dict]) -> float:
-    return sum(r["prediction"] == r["label"] for r in rows) / len(rows)
-
-
-def length_groups(rows: list[dict], groups: int) -> list[tuple[str, float, int]]:
-    """Figure 5: (the group's length range "lo-hi", accuracy, examples) for ``groups`` groups sorted by length."""
-    import numpy as np
-
-    missing = [r["index"] for r in rows if r.get("length") is None]
-    if missing:
-        raise ValueError(f"{len(missing)} prediction row(s) without 'length' (e.g. index {missing[0]}): rerun the "
-                         "model with the current code (the text task saves each text's length)")
-    if len(rows) < groups:
-        raise ValueError(f"{len(rows)} test texts cannot form {groups} groups")
-    ordered = sorted(rows, key=lambda r: (r["length"], r["index"]))
-    positions = np.array_split(np.arange(len(ordered)), groups)
-    out = []
-    for part in positions:
-        chunk = [ordered[i] for i in part]
-        out.append((f"{chunk[0]['length']}-{chunk[-1]['length']}", _accuracy(chunk), len(chunk)))
-    return out
-
-
-def evidence_groups(rows: list[dict], max_sentences: int) -> list[tuple[str, float, int]]:
-    """Figure 8: (number of gold sentences, accuracy, claims) per count 1 .. ``max_sentences`` - 1 and
-    ``max_sentences``+ pooled; counts without claims are left out; NEI claims (``num_gold_evidence`` null) too."""
-    by_count: dict[int, list[dict]] = {}
-    for r in rows:
-        if "num_gold_evidence" not in r:
-            raise ValueError(f"prediction row {r.get('index')} has no 'num_gold_evidence': not a FEVER run")
-        if r["num_gold_evidence"] is not None:
-            by_count.setdefault(min(int(r["num_gold_evidence"]), max_sentences), []).append(r)
-    if not by_count:
-        raise ValueError("no claim with gold evidence among the predictions")
-    return [(f"{k}+" if k == max_sentences else str(k), _accuracy(v), len(v)) for k, v in sorted(by_count.items())]
-
-
-def series(records: list[dict], figure: int, predictions_dir: Path | None, groups: int = 10,
-           max_sentences: int = 5) -> dict[str, tuple[list[str], list[float], int]]:
-    """{system: (group labels, accuracy per group averaged over its runs, runs)}; every run of a system must give
-    the same groups (the same test set)."""
-    runs: dict[str, list[list[tuple[str, float, int]]]] = {}
-    for record in records:
-        rows = predictions_of(record, predictions_dir)
-        grouped = length_groups(rows, groups) if figure == 5 else evidence_groups(rows, max_sentences)
-        runs.setdefault(system_name(record), []).append(grouped)
-    out = {}
-    for name, per_run in runs.items():
-        labels = [g[0] for g in per_run[0]]
-        if any([g[0] for g in run] != labels for run in per_run):
-            raise ValueError(f"{name}: its runs were tested on different test sets (groups {labels} differ)")
-        means = [statistics.fmean(run[i][1] for run in per_run) for i in range(len(labels))]
-        out[name] = (labels, means, len(per_run))
-    return out
-
-
-def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int):
-    """One style per system (``coda_exp.figures.series_styles``), the legend below the axes, accuracy in percent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from coda_exp.figures import axis_label, legend_outside, round_numbers, series_styles
-
-    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-    for (name, (labels, accs, n)), style in zip(sorted(lines.items()), series_styles(len(lines))):
-        ax.plot(range(len(labels)), [100 * a for a in accs], **style, label=round_numbers(f"{name} (n={n})"))
-        ax.set_xticks(range(len(labels)), labels, rotation=30 if figure_number == 5 else 0)
-    ax.set_xlabel("text length (tokens), groups of equal size" if figure_number == 5 else "gold evidence sentences")
-    ax.set_ylabel(axis_label("test/acc", percent=True))
-    ax.set_title(TITLES[figure_number])
-    ax.grid(alpha=0.3)
-    legend_outside(fig, ax)
-    return fig
-
-
-def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, out: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig = figure(lines, figure_number)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
-
-
-def main(argv: list[str] | None = None) -> Path:
-    from coda_exp.results import read_record
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--figure", type=int, choices=sorted(TITLES), required=True)
-    parser.add_argument("--records", nargs="+", required=True, help="run record JSON files (results/runs/*.json)")
-    parser.add_argument("--predictions-dir", type=Path, default=None, help="where <run_id>.jsonl.gz lie otherwise")
-    parser.add_argument("--groups", type=int, default=10, help="Figure 5: groups of texts (10)")
-    parser.add_argument("--max-sentences", type=int, default=5, help="Figure 8: this many or more pooled (5)")
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args(argv)
-    if args.groups < 1 or args.max_sentences < 1:
-        parser.error("--groups and --max-sentences must be >= 1")
-    task = "yelp" if args.figure == 5 else "fever"
-    records = [read_record(p) for p in args.records]
-    wrong = [r["run_id"] for r in records if r["task"] != task]
-    if wrong:
-        parser.error(f"Figure {args.figure} plots {task} runs; not: {', '.join(wrong)}")
-    try:
-        lines = series(records, args.figure, args.predictions_dir, args.groups, args.max_sentences)
-    except ValueError as err:
-        parser.error(str(err))
-    out = args.out or ROOT / "results" / "figures" / f"attconv_figure_{args.figure}.png"
-    print(plot(lines, args.figure, out))
-    return out
+def main(argv: list[str] | None = None) -> int:
+    return run_command("plot-attconv", sys.argv[1:] if argv is None else argv, prog="plot_attconv.py")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -169,3 +169,14 @@ def test_no_module_of_the_attention_package_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in (PACKAGE / "attention").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_only_the_entry_point_reaches_the_tools():
+    """``coda_exp.tools`` (the commands: tables, plots, data preparation) is the top layer: no module imports it
+    (``coda_exp.commands`` names its modules, imported when a command runs), and it imports no entry point."""
+    graph = import_graph()
+    below = [f"{m} imports {t}" for m, targets in sorted(graph.items()) if not m.startswith("coda_exp.tools")
+             for t in sorted(targets) if t.startswith("coda_exp.tools")]
+    above = [f"{m} imports {t}" for m, targets in sorted(graph.items()) if m.startswith("coda_exp.tools")
+             for t in sorted(targets) if t in ("coda_exp.cli", "coda_exp.commands", "coda_exp.usage")]
+    assert below == [] and above == []

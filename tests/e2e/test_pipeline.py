@@ -161,7 +161,7 @@ def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path)
         assert "WikiQA-train.tsv" in text and "Traceback" not in text, text[-2000:]
 
 
-def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
+def test_coda_run_and_figure_2(make_cfg, tmp_path):
     run(make_cfg("task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=1", "logger=none",
                  "model.attention.center_n=true"))
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
@@ -169,7 +169,8 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path, load_script):
     assert rec["attention"]["center_n"] is True and rec["attention"]["gate_scale"] == 2.0
     # centring needs the materialised E and N: the numba L1 kernel ran, not the fused one (coda_exp.attention.dispatch)
     assert rec["attention_kernels"] == {"fit": ["numba"], "test": ["numba"]}
-    plot_coda = load_script("plot_coda")
+    from coda_exp.tools import plot_coda
+
     out = tmp_path / "fig2.png"
     assert plot_coda.main(["--record", str(next((tmp_path / "results" / "runs").glob("*.json"))),
                            "--out", str(out), "--batches", "2"]) == 0
@@ -283,8 +284,9 @@ def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path)
     (["task=mlu", "model=transformer", "scale=fixture", "task.max_steps=40", "task.val_check_interval=10"], 40),
     (["task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=3"], None),
 ])
-def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys, load_script):
-    est = load_script("estimate_runtime")
+def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys):
+    from coda_exp.tools import estimate as est
+
     out = est.main([*overrides, "--steps", "2", "--warmup", "1", "--eval-batches", "1"])
     assert out["per_step_s"] > 0 and out["per_eval_batch_s"] > 0
     if steps is not None:  # step-based: max_steps and one validation per val_check_interval

@@ -3,6 +3,7 @@ come from the current environment, not the network) and run the ``coda-exp`` com
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from tests import FIXTURES, ROOT
 
 pytestmark = pytest.mark.slow
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "coda_exp", "configs")  # what the wheel is built from
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "coda_exp", "configs", "tests/fixtures")  # the wheel's sources
 
 
 def sh(*cmd, **kwargs) -> subprocess.CompletedProcess:
@@ -30,6 +31,7 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel, built from a copy of the sources (no build/ or egg-info left in the checkout)."""
     src = tmp_path_factory.mktemp("src")
     for name in SOURCES:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
         copy(ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__", "local")}
                                         if (ROOT / name).is_dir() else {}))
@@ -48,8 +50,14 @@ def venv(tmp_path_factory, wheel) -> Path:
     py = env / "bin" / "python"
     site = Path(sh(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "-q", wheel)
+    # without PYTHONPATH (a worktree's own coda_exp): pip would take the wheel for installed already
+    sh(sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "-q", wheel, env=outside_env())
     return env
+
+
+def outside_env() -> dict[str, str]:
+    """The environment of a user outside the checkout: no CODA_EXP_ROOT, no PYTHONPATH."""
+    return {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
 
 
 def test_wheel_ships_every_config_file(wheel):
@@ -61,8 +69,17 @@ def test_wheel_ships_every_config_file(wheel):
     assert "coda_exp/cli.py" in names and "coda_exp/__main__.py" in names
 
 
+def test_wheel_ships_every_fixture_file(wheel):
+    """scale=fixture reads them from the installed package (coda_exp/fixtures/<task>/): every file, byte for byte."""
+    archive = zipfile.ZipFile(wheel)
+    shipped = {n.removeprefix("coda_exp/fixtures/") for n in archive.namelist() if n.startswith("coda_exp/fixtures/")}
+    expected = {str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert shipped == expected
+    assert archive.read("coda_exp/fixtures/wikiqa/WikiQA-train.tsv") == (FIXTURES / "wikiqa" / "WikiQA-train.tsv").read_bytes()
+
+
 def test_installed_package_trains_outside_the_checkout(venv, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("CODA_EXP_ROOT", "PYTHONPATH")}
+    env = outside_env()
     work = tmp_path / "work"
     work.mkdir()
     where = sh(venv / "bin" / "python", "-c", "import coda_exp.cli as c; print(c.__file__, c.config_dir())",
@@ -75,3 +92,23 @@ def test_installed_package_trains_outside_the_checkout(venv, tmp_path):
     assert (work / "outputs" / "runs").is_dir()  # paths.root_dir is the working folder when installed
     sh(venv / "bin" / "python", "-m", "coda_exp", "--cfg", "job", "task=imdb", "model=transformer_classifier",
        cwd=work, env=env)
+
+
+def test_the_fixture_smoke_run_works_from_any_folder(venv, tmp_path):
+    """`cd /elsewhere && coda-exp task=wikiqa model=decompatt scale=fixture`: the fixtures come from the package."""
+    env = outside_env()
+    out = sh(venv / "bin" / "coda-exp", "task=wikiqa", "model=decompatt", "scale=fixture", "task.epochs=1",
+             cwd=tmp_path, env=env)
+    assert "wikiqa × decompatt" in out.stdout, out.stdout[-2000:]
+    (record,) = (tmp_path / "outputs" / "fixture_results" / "runs").glob("*.json")
+    assert json.loads(record.read_text())["scale"] == "fixture (task.epochs=1)"
+    run_config = next((tmp_path / "outputs" / "runs").rglob("config_resolved.yaml")).read_text()
+    (data_dir,) = [line.split(": ", 1)[1] for line in run_config.splitlines() if line.startswith("  dir: ")]
+    assert Path(data_dir).is_relative_to(venv) and Path(data_dir).parts[-3:] == ("coda_exp", "fixtures", "wikiqa")
+    # the commands are installed too: the smoke run's table, from the default folders under the current one
+    tables = sh(venv / "bin" / "coda-exp", "tables", "--runs", "outputs/fixture_results/runs", "--tables", "table_2",
+                cwd=tmp_path, env=env)
+    assert (tmp_path / "results" / "tables" / "table_2.md").is_file(), tables.stdout
+    assert "Smoke test" in (tmp_path / "results" / "tables" / "table_2.md").read_text(encoding="utf-8")
+    help_ = sh(venv / "bin" / "coda-exp", "--help", cwd=tmp_path, env=env).stdout
+    assert "tables" in help_ and "scale=fixture" in help_

@@ -101,8 +101,11 @@ def test_shipped_table_3_from_records(shipped):
 
 
 @pytest.fixture
-def cli(load_script):
-    return load_script("make_tables")
+def cli():
+    """``coda-exp tables`` (``scripts/make_tables.py`` in a checkout)."""
+    from coda_exp.tools import tables
+
+    return tables
 
 
 def test_cli_writes_tables(tmp_path, capsys, cli):

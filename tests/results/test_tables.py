@@ -58,6 +58,17 @@ def test_scale_selection_in_cells(spec):
     assert c.other_scales == {"cpu": 2, "fixture": 3}
 
 
+def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
+    """make quickstart, reproduce-* SCALE=fixture: the tables say their numbers mean nothing (issue 23)."""
+    real = build_table(spec, [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in range(2)])
+    assert "Smoke test" not in render_markdown(real) and "Smoke test" not in render_latex(real)
+    for scale in ("fixture", "fixture (task.epochs=2)"):
+        smoke = build_table(spec, [rec(scale=scale, seed=s, metrics={"test/acc": 0.5}) for s in range(2)])
+        markdown = render_markdown(smoke)
+        assert markdown.splitlines()[2].startswith("> **Smoke test: cells marked `fixture`")
+        assert "Smoke test" in render_latex(smoke) and "\\textbf{Smoke test" in render_latex(smoke)
+
+
 def test_latest_run_per_seed_counts(spec):
     records = [rec(seed=0, metrics={"test/acc": 0.5}), rec(seed=0, metrics={"test/acc": 0.9})]
     assert cell(build_table(spec, records), "D-ATT + CoDA", "SNLI").ours_text() == "90.00 (n=1, cpu)"

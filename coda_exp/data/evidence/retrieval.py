@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coda_exp import extras
 from coda_exp.data.common.base import fingerprint
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.files import read_jsonl
@@ -41,6 +42,7 @@ class RetrievalOptions:
     hash_bits: int = 24
 
     def vectorizer(self):
+        extras.require("sklearn", "FEVER retrieval (task=fever)")
         from sklearn.feature_extraction.text import HashingVectorizer
 
         return HashingVectorizer(n_features=2 ** self.hash_bits, ngram_range=(1, self.ngram), alternate_sign=False,

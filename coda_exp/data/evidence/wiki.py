@@ -105,7 +105,8 @@ class WikiStore:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         if not self.path.is_file():
-            raise DataError(f"fever: no Wikipedia store at {str(self.path)!r}; build it with scripts/fever_index.py")
+            raise DataError(f"fever: no Wikipedia store at {str(self.path)!r}; build it with "
+                            "coda-exp fever-index (scripts/fever_index.py)")
         self.con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
         self._lines: dict[str, list[str] | None] = {}
 

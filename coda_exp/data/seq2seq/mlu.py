@@ -303,7 +303,7 @@ def write_mlu_files(out_dir: str | os.PathLike, num_train: int = MLU_PAPER_TRAIN
     return paths
 
 
-MLU_HINT = "write them with `python scripts/make_mlu.py --out-dir DIR`"
+MLU_HINT = "write them with `coda-exp make-mlu --out-dir DIR` (`python scripts/make_mlu.py` in a checkout)"
 
 
 def read_mlu_file(path: str | os.PathLike, verify: bool = True, split: str | None = None) -> Iterator[dict]:

@@ -30,8 +30,8 @@ from coda_exp.io import atomic_write
 SPLIT_FILES = ("yelp_train_500k", "yelp_valid_2000", "yelp_test_2000")  # train, validation, test
 STARS = ("1 star", "2 stars", "3 stars", "4 stars", "5 stars")
 SOURCE_HINT = ("The split files of Lin et al. (2017) are not public: regenerate a 500K/2K/2K split from the Yelp "
-               "Dataset Challenge's review.json (https://www.yelp.com/dataset) with scripts/make_yelp_split.py "
-               "--review-json PATH --out-dir data/yelp.")
+               "Dataset Challenge's review.json (https://www.yelp.com/dataset) with coda-exp yelp-split "
+               "--review-json PATH --out-dir data/yelp (python scripts/make_yelp_split.py in a checkout).")
 
 
 @dataclass(frozen=True)

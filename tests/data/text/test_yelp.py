@@ -135,10 +135,12 @@ def test_split_regenerates_the_fixture_and_depends_on_the_seed(tmp_path, load_sc
     assert written == (YELP / "review.json").read_text(encoding="utf-8")  # yelp_fixtures.py (make fixtures) wrote the fixture
 
 
-def test_script_writes_nothing_on_a_bad_review(tmp_path, load_script, capsys):
-    script = load_script("make_yelp_split")
+def test_the_command_writes_nothing_on_a_bad_review(tmp_path, capsys):
+    """coda-exp yelp-split (scripts/make_yelp_split.py)."""
+    from coda_exp.tools.data_files import yelp_main
+
     out = tmp_path / "out"
-    assert script.main(["--review-json", str(YELP / "review.json"), "--out-dir", str(out), "--train", "30",
+    assert yelp_main(["--review-json", str(YELP / "review.json"), "--out-dir", str(out), "--train", "30",
                         "--valid", "5", "--test", "5", "--seed", "9"]) == 0
     assert [len(p.read_text(encoding="utf-8").splitlines()) for p in (out / n for n in SPLIT_FILES)] == [30, 5, 5]
     assert "counting" in capsys.readouterr().err  # the progress bar
@@ -146,8 +148,8 @@ def test_script_writes_nothing_on_a_bad_review(tmp_path, load_script, capsys):
     bad.write_text((YELP / "review.json").read_text(encoding="utf-8") + '{"stars": 9, "text": "x"}\n',
                    encoding="utf-8")
     fresh = tmp_path / "fresh"
-    assert script.main(["--review-json", str(bad), "--out-dir", str(fresh), "--no-progress"]) == 1
+    assert yelp_main(["--review-json", str(bad), "--out-dir", str(fresh), "--no-progress"]) == 1
     assert "review.json:111: unknown star rating 9" in capsys.readouterr().err
     assert not fresh.exists() or not any(fresh.iterdir())
-    assert script.main(["--review-json", str(YELP / "review.json"), "--out-dir", str(fresh), "--no-progress"]) == 1
+    assert yelp_main(["--review-json", str(YELP / "review.json"), "--out-dir", str(fresh), "--no-progress"]) == 1
     assert "fewer than the 504000 the split needs (500000 + 2000 + 2000)" in capsys.readouterr().err

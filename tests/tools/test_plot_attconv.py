@@ -1,5 +1,5 @@
-"""scripts/plot_attconv.py: AttConv Figures 5 (Yelp accuracy by text length) and 8 (FEVER accuracy by gold
-evidence sentences) from synthetic run records and prediction files."""
+"""coda-exp plot-attconv (coda_exp/tools/plot_attconv.py): AttConv Figures 5 (Yelp accuracy by text length) and 8
+(FEVER accuracy by gold evidence sentences) from synthetic run records and prediction files."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from tests.results.records import rec
 
 
 @pytest.fixture
-def plot(load_script):
-    return load_script("plot_attconv")
+def plot():
+    from coda_exp.tools import plot_attconv
+
+    return plot_attconv
 
 
 def saved_run(tmp_path, task, model, seed, rows, coda=False, **extra):

@@ -1,5 +1,5 @@
-"""scripts/plot_learning_curves.py: validation curves against steps from synthetic run records, selection by task,
-metric and table, group means."""
+"""coda-exp plot-curves (coda_exp/tools/plot_curves.py): validation curves against steps from synthetic run records,
+selection by task, metric and table, group means."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
-def plot(load_script):
-    return load_script("plot_learning_curves")
+def plot():
+    from coda_exp.tools import plot_curves
+
+    return plot_curves
 
 
 def saved(folder, *records):

@@ -1,4 +1,5 @@
-"""scripts/plot_coda.py: Figure 2 panels are f_E(E), the unscaled f_N(N) and M, titled after the model's options."""
+"""coda-exp plot-coda (coda_exp/tools/plot_coda.py): Figure 2 panels are f_E(E), the unscaled f_N(N) and M, titled
+after the model's options."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def plot_coda(load_script):
-    return load_script("plot_coda")
+def plot_coda():
+    from coda_exp.tools import plot_coda
+
+    return plot_coda
 
 
 def _batches(n=2):

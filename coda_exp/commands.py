@@ -1,0 +1,94 @@
+"""``coda-exp <command> [args]``: everything a user runs besides training, one entry point for all of it.
+
+Each command is a function ``main(argv: list[str]) -> int`` of a module that is imported only when the command
+runs (a plot does not import the training stack, training does not import matplotlib): the tools of
+:mod:`coda_exp.tools`, checkpoint averaging, and ``eval`` / ``predict`` of :mod:`coda_exp.evaluate` (a checkpoint's
+metrics or predictions; Hydra overrides). ``scripts/<name>.py`` in a checkout is a thin wrapper around the same
+function (:func:`run_command` with its own program name), so ``make`` rules and old habits keep working.
+
+A command's mistake the user can fix (:class:`~coda_exp.errors.UserError`: a missing optional dependency, a bad
+file) is one ``error:`` line and exit status 2, as a training run's; argparse's own errors exit 2 too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from coda_exp.environment import set_environment
+from coda_exp.errors import USER_ERROR_EXIT, UserError
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str
+    function: str
+    summary: str  # one line in ``coda-exp --help``
+
+
+COMMANDS: dict[str, Command] = {
+    "eval": Command("coda_exp.evaluate", "eval_main", "evaluate a trained checkpoint (Hydra overrides)"),
+    "predict": Command("coda_exp.evaluate", "predict_main", "write a checkpoint's predictions (Hydra overrides)"),
+    "tables": Command("coda_exp.tools.tables", "main", "the paper tables from run records (results/tables/)"),
+    "plot-curves": Command("coda_exp.tools.plot_curves", "main", "validation curves of run records, to PNG"),
+    "plot-coda": Command("coda_exp.tools.plot_coda", "main", "CoDA Figure 2: f_E(E), f_N(N), M of a model"),
+    "plot-attconv": Command("coda_exp.tools.plot_attconv", "main", "AttConv Figures 5 and 8 from predictions"),
+    "average-checkpoints": Command("coda_exp.checkpoint_avg", "main", "average the last N checkpoints (T2T)"),
+    "estimate": Command("coda_exp.tools.estimate", "main", "time a few steps, extrapolate a run's duration"),
+    "make-mlu": Command("coda_exp.tools.data_files", "mlu_main", "write the MLU data files (CoDA Table 6)"),
+    "yelp-split": Command("coda_exp.tools.data_files", "yelp_main", "a Yelp split from review.json (AttConv)"),
+    "fever-index": Command("coda_exp.tools.fever", "index_main", "index FEVER's Wikipedia dump (once)"),
+    "fever-retrieve": Command("coda_exp.tools.fever", "retrieve_main", "retrieve FEVER evidence, print recall"),
+}
+
+
+def is_command_word(arg: str) -> bool:
+    """Whether ``arg`` (the first argument) names a command rather than starting a training run: a bare word. Hydra's
+    arguments are flags (``-m``, ``--cfg``) or overrides, which all hold ``=`` but ``~key`` (a deletion)."""
+    return bool(arg) and "=" not in arg and not arg.startswith(("-", "~", "+"))
+
+
+class UnknownCommand(UserError, ValueError):
+    """``coda-exp <word>`` with a word that is neither a command nor a Hydra override."""
+
+
+def find(name: str) -> Command:
+    if name not in COMMANDS:
+        raise UnknownCommand(f"unknown command {name!r}: the commands are {', '.join(COMMANDS)}; a training run takes "
+                             "Hydra overrides (key=value, e.g. task=snli); coda-exp --help lists both")
+    return COMMANDS[name]
+
+
+@contextmanager
+def _program_name(prog: str):
+    """argparse names the program after ``sys.argv[0]``: ``coda-exp tables`` in its usage and errors."""
+    saved = sys.argv[:]
+    sys.argv[:] = [prog, *saved[1:]]
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved
+
+
+def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
+    """Run command ``name`` with ``argv``; its exit status. A function that returns what it wrote (a path, a dict)
+    rather than a status succeeded: 0. A :class:`UserError` prints one line and gives 2."""
+    set_environment()
+    try:
+        command = find(name)
+        with _program_name(prog or f"coda-exp {name}"):
+            try:
+                module = importlib.import_module(command.module)
+            except ModuleNotFoundError as err:
+                if err.name != command.module:
+                    raise
+                print(f"error: coda-exp {name} needs {command.module}, which this installation lacks", file=sys.stderr)
+                return 1
+            status = getattr(module, command.function)(list(argv))
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return USER_ERROR_EXIT
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0

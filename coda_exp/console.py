@@ -1,0 +1,67 @@
+"""What a run prints on the console: quiet by default, everything with ``verbose=true`` (``coda-exp -v``).
+
+Quiet keeps the run's own messages (``coda_exp.*`` logs, warnings of every library), Lightning's rich progress bar
+and the final summary, and silences what a user cannot act on:
+
+- Lightning's and Fabric's INFO lines on the console (``GPU available``, ``Seed set to``, the LitLogger advert,
+  ``Restoring states from the checkpoint``...): they still go to the run's ``train.log``;
+- the Hugging Face ``datasets`` progress bars (``Generating train split``, ``Map``, ``Filter``, ``tokenising``; a
+  verbose run leaves them to ``HF_DATASETS_DISABLE_PROGRESS_BARS``);
+- torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it).
+
+The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
+with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
+:func:`configure` is called once per run (``coda_exp.pipeline.run``); a verbose run undoes what a quiet one did in
+the same process.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+#: the loggers whose INFO lines a quiet run keeps off the console (their warnings and errors still show)
+LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning")
+#: warnings a quiet run hides: (message regex, category)
+HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),)
+
+
+class LibraryInfoFilter(logging.Filter):
+    """Drops records below WARNING from :data:`LIBRARY_LOGGERS` (a filter on the console handler only)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return not any(record.name == name or record.name.startswith(name + ".") for name in LIBRARY_LOGGERS)
+
+
+def console_handlers() -> list[logging.Handler]:
+    """The handlers that write to the terminal: the plain ``StreamHandler``s of the root logger (Hydra's
+    ``console``) and of the libraries' own loggers (Lightning adds one when imported before logging is set up), not a
+    log file nor a test framework's capturing handlers (subclasses)."""
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in LIBRARY_LOGGERS)]
+    return [h for lg in loggers for h in lg.handlers if type(h) is logging.StreamHandler]
+
+
+def _datasets_bars(enabled: bool) -> None:
+    import datasets
+
+    if not enabled:
+        datasets.disable_progress_bars()
+        return
+    with warnings.catch_warnings():  # HF_DATASETS_DISABLE_PROGRESS_BARS=1, the user's own choice, wins (and warns)
+        warnings.simplefilter("ignore")
+        datasets.enable_progress_bars()
+
+
+def configure(verbose: bool) -> None:
+    """Quiet (``verbose=False``) or everything (``True``) on the console, for the run about to start."""
+    for handler in console_handlers():
+        for f in [f for f in handler.filters if isinstance(f, LibraryInfoFilter)]:
+            handler.removeFilter(f)
+    if not verbose:
+        for handler in console_handlers():
+            handler.addFilter(LibraryInfoFilter())
+    for pattern, category in HIDDEN_WARNINGS:  # each call puts its filter first: the last run's choice wins
+        warnings.filterwarnings("default" if verbose else "ignore", message=pattern, category=category)
+    _datasets_bars(enabled=verbose)

@@ -1,0 +1,116 @@
+"""Lightning's rich progress bar and model summary, legible (``configs/callbacks/default.yaml``, ``pipeline``).
+
+- :class:`ProgressBar`: a step-bounded run (``task.max_steps``, the Transformer tasks) shows one bar of optimizer
+  steps out of ``max_steps`` (``Steps 20/20``), not the batches of an epoch it never finishes (``Epoch 0/7 20/25``);
+  the metrics leave out ``v_num`` (the logger's version, 0 in every run folder) unless ``verbose``.
+- :class:`ModelSummary`: the rich model summary without the ``FLOPs`` column and ``Total FLOPs`` line when Lightning
+  measured none (it counts FLOPs only for a model with an ``example_input_array``: none here), and without the
+  count of modules in train / eval mode. ``verbose=true`` keeps Lightning's own (``coda_exp.pipeline``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import RichModelSummary, RichProgressBar
+
+STEPS = "Steps"
+
+
+def step_bounded(trainer: pl.Trainer) -> bool:
+    """Whether ``trainer.max_steps`` ends the fit before (or when) ``max_epochs`` would (one epoch =
+    ``num_training_batches`` / ``accumulate_grad_batches`` optimizer steps)."""
+    max_steps = trainer.max_steps
+    if max_steps is None or max_steps < 0:
+        return False
+    if trainer.max_epochs is None or trainer.max_epochs < 0:
+        return True
+    batches = trainer.num_training_batches
+    if batches == float("inf"):
+        return True
+    per_epoch = -(-int(batches) // max(int(trainer.accumulate_grad_batches), 1))
+    return trainer.max_epochs * per_epoch >= max_steps
+
+
+class ProgressBar(RichProgressBar):
+    """:class:`~pytorch_lightning.callbacks.RichProgressBar`, with the steps of a step-bounded run and no ``v_num``
+    unless ``verbose`` (module docstring). Other arguments are RichProgressBar's."""
+
+    def __init__(self, verbose: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.verbose = verbose
+        self._steps = False  # this fit shows steps (decided at its first training epoch)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._steps = False
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not (self._steps or step_bounded(trainer)):
+            super().on_train_epoch_start(trainer, pl_module)
+            return
+        self._steps = True
+        if self.is_disabled or self.progress is None:
+            return
+        if self.train_progress_bar_id is None:  # one bar for the whole fit, its steps out of max_steps
+            self._initialize_train_progress_bar_id()
+        self.refresh()
+
+    def _initialize_train_progress_bar_id(self) -> None:
+        if not self._steps:
+            super()._initialize_train_progress_bar_id()
+            return
+        description = f"{STEPS:{len(self.validation_description)}}"
+        self.train_progress_bar_id = self._add_task(self.trainer.max_steps, description)
+        self._update(self.train_progress_bar_id, self.trainer.global_step)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch: Any,
+                           batch_idx: int) -> None:
+        if not self._steps:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+            return
+        if not self.is_disabled and self.train_progress_bar_id is None:  # resumed mid-epoch
+            self._initialize_train_progress_bar_id()
+        self._update(self.train_progress_bar_id, trainer.global_step)  # where Lightning puts the batch index
+        self._update_metrics(trainer, pl_module)
+        self.refresh()
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
+        items = super().get_metrics(trainer, pl_module)
+        if not self.verbose:
+            items.pop("v_num", None)
+        return items
+
+
+class ModelSummary(RichModelSummary):
+    """The rich model summary without what Lightning did not measure (module docstring)."""
+
+    @staticmethod
+    def summarize(summary_data: list[tuple[str, list[str]]], total_parameters: int, trainable_parameters: int,
+                  model_size: float, total_training_modes: dict[str, int], total_flops: int,
+                  **summarize_kwargs: Any) -> None:
+        from pytorch_lightning.utilities.model_summary.model_summary import (
+            get_formatted_model_size,
+            get_human_readable_count,
+        )
+        from rich import get_console
+        from rich.table import Table
+
+        columns = [(name, values) for name, values in summary_data if name != "FLOPs" or total_flops]
+        table = Table(header_style=summarize_kwargs.get("header_style", "bold magenta"))
+        for i, (name, _) in enumerate(columns):
+            table.add_column(name, style="dim" if i == 0 else None, no_wrap=name == "Name",
+                             justify="right" if name not in (" ", "Name", "Type", "Mode") else "left")
+        for row in zip(*(values for _, values in columns)):
+            table.add_row(*row)
+        console = get_console()
+        console.print(table)
+        counts = {"Trainable params": trainable_parameters,
+                  "Non-trainable params": total_parameters - trainable_parameters, "Total params": total_parameters}
+        lines = [(label, get_human_readable_count(int(n)).strip()) for label, n in counts.items()]
+        lines.append(("Total estimated model params size (MB)", get_formatted_model_size(model_size)))
+        if total_flops:
+            lines.append(("Total FLOPs", get_human_readable_count(int(total_flops)).strip()))
+        for label, value in lines:
+            console.print(f"[bold]{label}[/]: {value}")

@@ -1,0 +1,120 @@
+"""``coda-exp estimate``: how long would this run take here? Time a few training steps and evaluation batches,
+extrapolate to the config (``python scripts/estimate_runtime.py`` in a checkout, ``make estimate ARGS=...``).
+
+    coda-exp estimate task=mlu model=coda_transformer            # the paper scale (default)
+    coda-exp estimate task=mlu model=transformer scale=cpu --steps 100
+    coda-exp estimate task=snli model=decompatt_coda data.dir=data/snli
+
+Any training override works. The first ``--warmup`` steps (JIT compilation, allocator warm-up) are run but not
+timed; then ``--steps`` optimizer steps (data loading included) and ``--eval-batches`` validation batches (free
+decoding included for sequence tasks) are timed on the configured trainer's device. The estimate is
+  train steps x time per step + (validations x validation batches + test batches) x time per eval batch,
+where train steps = task.max_steps, or task.epochs x batches per epoch; validations = train steps /
+task.val_check_interval for step-based tasks, else epochs. Nothing is written to results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+
+def _hours(seconds: float) -> str:
+    if seconds < 2 * 3600:
+        return f"{seconds:,.0f} s = {seconds / 60:.1f} min"
+    return f"{seconds:,.0f} s = {seconds / 3600:.1f} h"
+
+
+def _num_batches(loader) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:  # an iterable stream
+        return None
+
+
+class _StepTimer:
+    """Wall time of the optimizer steps after the first ``warmup``."""
+
+    def __init__(self, warmup: int):
+        import pytorch_lightning as pl
+
+        class Callback(pl.Callback):
+            def on_train_batch_end(cb, trainer, *args) -> None:
+                if trainer.global_step == warmup:
+                    self.start = time.perf_counter()
+                self.end, self.steps = time.perf_counter(), trainer.global_step - warmup
+
+        self.callback, self.start, self.end, self.steps = Callback(), None, None, 0
+
+    @property
+    def per_step(self) -> float:
+        if self.start is None or self.steps <= 0:
+            raise RuntimeError("no timed training step: the data ran out before --warmup + --steps steps")
+        return (self.end - self.start) / self.steps
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("overrides", nargs="*", help="train.py overrides, e.g. task=mlu model=transformer")
+    parser.add_argument("--steps", type=int, default=50, help="timed training steps (default 50)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    parser.add_argument("--eval-batches", type=int, default=2, help="timed validation batches (default 2)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.warmup < 1 or args.eval_batches < 1:
+        parser.error("--steps, --warmup and --eval-batches must be >= 1")
+
+    import torch
+    from hydra.utils import instantiate
+
+    from coda_exp import pipeline
+
+    cfg, datamodule, task = pipeline.build_offline(args.overrides, prefix="coda-estimate-")
+    params = sum(p.numel() for p in task.parameters())
+    timer = _StepTimer(args.warmup)
+    trainer = instantiate(cfg.trainer, max_steps=args.warmup + args.steps, max_epochs=-1, limit_val_batches=0,
+                          num_sanity_val_steps=0, logger=False, callbacks=[timer.callback], enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False, val_check_interval=None,
+                          check_val_every_n_epoch=1)
+    trainer.fit(task, datamodule=datamodule)
+    per_step = timer.per_step
+
+    val_loader = datamodule.val_dataloader()
+    evaluator = instantiate(cfg.trainer, limit_val_batches=args.eval_batches, logger=False, callbacks=[],
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    evaluator.validate(task, dataloaders=val_loader, verbose=False)  # warm-up (e.g. decoding JIT paths)
+    start = time.perf_counter()
+    evaluator.validate(task, dataloaders=val_loader, verbose=False)
+    timed_eval = min(args.eval_batches, _num_batches(val_loader) or args.eval_batches)
+    per_eval_batch = (time.perf_counter() - start) / timed_eval
+
+    train_batches = _num_batches(datamodule.train_dataloader())
+    max_steps = cfg.task.get("max_steps") or -1
+    if max_steps > 0:
+        steps = max_steps
+        interval = cfg.task.get("val_check_interval")
+        validations = steps // interval if isinstance(interval, int) and interval > 0 else 1
+    elif train_batches is not None:
+        steps = int(cfg.task.epochs) * train_batches
+        validations = int(cfg.task.epochs)
+    else:
+        raise SystemExit("the config sets neither task.max_steps nor a sized training set: nothing to extrapolate")
+    val_batches = _num_batches(val_loader) or 0
+    datamodule.setup("test")
+    test_batches = _num_batches(datamodule.test_dataloader()) or 0
+    train_s = steps * per_step
+    eval_s = (validations * val_batches + test_batches) * per_eval_batch
+    out = {"per_step_s": per_step, "per_eval_batch_s": per_eval_batch, "steps": steps, "validations": validations,
+           "val_batches": val_batches, "test_batches": test_batches, "train_s": train_s, "eval_s": eval_s,
+           "total_s": train_s + eval_s, "params": params}
+
+    device = pipeline.device_description(trainer)
+    print(f"\n{cfg.task.name} x {cfg.model.name}, scale={cfg.scale_name}, on {device} "
+          f"(torch threads: {torch.get_num_threads()}), {params:,} parameters")
+    print(f"  training: {per_step * 1000:.1f} ms/step (mean of {args.steps} steps, batch {cfg.data.batch_size}) "
+          f"x {steps:,} steps = {_hours(train_s)}")
+    print(f"  evaluation: {per_eval_batch:.2f} s/batch (batch {cfg.data.get('eval_batch_size', '?')}) x "
+          f"({validations} validations x {val_batches} + {test_batches} test) batches = {_hours(eval_s)}")
+    print(f"  total: {_hours(out['total_s'])}" + ("" if math.isfinite(out["total_s"]) else " (?)"))
+    return out

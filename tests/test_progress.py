@@ -1,0 +1,80 @@
+"""coda_exp.progress: a step-bounded fit shows its optimizer steps out of max_steps, an epoch-bounded one Lightning's
+epochs; no v_num unless verbose; the model summary without the FLOPs Lightning does not measure."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from coda_exp.progress import STEPS, ModelSummary, ProgressBar, step_bounded
+
+
+class _Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        loss = self.layer(batch[0]).pow(2).mean()
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit(bar: ProgressBar, **trainer) -> pl.Trainer:
+    loader = DataLoader(TensorDataset(torch.randn(10, 2)), batch_size=2)  # 5 batches an epoch
+    fit = pl.Trainer(callbacks=[bar], logger=pl.loggers.CSVLogger("unused"), enable_checkpointing=False,
+                     enable_model_summary=False, accelerator="cpu", **trainer)
+    fit.fit(_Tiny(), loader)
+    return fit
+
+
+def _train_task(bar: ProgressBar):
+    return bar.progress.tasks[bar.train_progress_bar_id]
+
+
+@pytest.mark.parametrize("max_steps,max_epochs,accumulate,expected", [
+    (-1, 8, 1, False), (20, 8, 1, True), (100, 3, 1, False), (75, 3, 1, True), (20, None, 1, True),
+    (20, 3, 4, True), (20, 2, 4, False),  # 25 batches, 4 per step: 7 steps an epoch
+])
+def test_step_bounded(max_steps, max_epochs, accumulate, expected):
+    trainer = SimpleNamespace(max_steps=max_steps, max_epochs=max_epochs, num_training_batches=25,
+                              accumulate_grad_batches=accumulate)
+    assert step_bounded(trainer) is expected
+
+
+def test_a_step_bounded_fit_shows_its_steps_out_of_max_steps(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bar = ProgressBar()
+    fit = _fit(bar, max_steps=7, max_epochs=10)  # ends in its second epoch: "Epoch 1/9 2/5" before
+    task = _train_task(bar)
+    assert fit.global_step == 7 and (task.completed, task.total) == (7, 7)
+    assert task.description.strip() == STEPS
+    assert "v_num" not in bar.get_metrics(fit, fit.lightning_module)
+
+
+def test_an_epoch_bounded_fit_keeps_lightnings_epochs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bar = ProgressBar(verbose=True)
+    fit = _fit(bar, max_epochs=2)
+    task = _train_task(bar)
+    assert (task.completed, task.total) == (5, 5) and task.description.strip() == "Epoch 1/1"
+    assert "v_num" in bar.get_metrics(fit, fit.lightning_module)  # verbose: as Lightning shows it
+
+
+def test_the_model_summary_leaves_out_flops_it_did_not_measure(capsys):
+    data = [(" ", ["0"]), ("Name", ["model"]), ("Type", ["DecompAtt"]), ("Params", ["401 K"]), ("Mode", ["train"]),
+            ("FLOPs", ["0"])]
+    ModelSummary.summarize(data, 401_000, 401_000, 1.6, {"train": 33, "eval": 0}, total_flops=0)
+    out = capsys.readouterr().out
+    assert "FLOPs" not in out and "DecompAtt" in out and "Total params: 401 K" in out and "train mode" not in out
+    ModelSummary.summarize(data[:-1] + [("FLOPs", ["1.2 M"])], 401_000, 401_000, 1.6, {"train": 33, "eval": 0},
+                           total_flops=1_200_000)
+    out = capsys.readouterr().out
+    assert "FLOPs" in out and "1.2 M" in out
