@@ -30,8 +30,10 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "eval": Command("coda_exp.evaluate", "eval_main", "evaluate a trained checkpoint (Hydra overrides)"),
-    "predict": Command("coda_exp.evaluate", "predict_main", "write a checkpoint's predictions (Hydra overrides)"),
+    "eval": Command("coda_exp.evaluate", "eval_main",
+                    "evaluate a checkpoint: ckpt_path=FILE [split=all|test|validation] [data.dir=DIR]"),
+    "predict": Command("coda_exp.evaluate", "predict_main",
+                       "predict new inputs: ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE]"),
     "tables": Command("coda_exp.tools.tables", "main", "the paper tables from run records (results/tables/)"),
     "plot-curves": Command("coda_exp.tools.plot_curves", "main", "validation curves of run records, to PNG"),
     "plot-coda": Command("coda_exp.tools.plot_coda", "main", "CoDA Figure 2: f_E(E), f_N(N), M of a model"),

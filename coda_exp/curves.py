@@ -47,11 +47,14 @@ def runs_folder(folder: str | os.PathLike) -> Path:
 
 
 def load_run_records(folders: Iterable[str | os.PathLike]) -> list[dict]:
-    """The valid records (``*.json``) of every folder (:func:`runs_folder`), each run once (by ``run_id``; a
-    second copy is reported with a warning), sorted by creation time then run id."""
+    """The valid training records (``*.json``) of every folder (:func:`runs_folder`), each run once (by ``run_id``;
+    a second copy is reported with a warning), sorted by creation time then run id. Records of ``coda-exp eval``
+    (``mode: "eval"``: no training curve, and not a second run of their seed) are left out."""
     out: dict[str, dict] = {}
     for folder in folders:
         for record in load_records(runs_folder(folder)):
+            if record.get("mode") == "eval":
+                continue
             if record["run_id"] in out:
                 warnings.warn(f"run {record['run_id']} is in several folders: counted once", RecordWarning,
                               stacklevel=2)

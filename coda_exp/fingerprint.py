@@ -17,12 +17,21 @@ The rule: of the Hydra task overrides, drop
 - the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
   record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
-  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``trainer.devices``, ...) or only measure it
+  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``data.embeddings.path``, ``trainer.devices``,
+  ...) or only measure it
   (the ``callbacks`` group choice, e.g. ``callbacks=gate_stats``, and ``callbacks.gate_stats.*``: a callbacks option
   must not change what a run computes; ``callbacks.early_stopping.patience`` and the like still count);
 
 and hash what remains (``optimizer.lr=0.001``, ``data.batch_size=32``, ``preset=...``, ``task.patience=5`` ...),
-sorted, with numbers normalised (``1e-3`` = ``0.001``). A run without such overrides has
+sorted, with numbers normalised (``1e-3`` = ``0.001``).
+
+Pretrained word vectors count by what they are, not where they lie: the path is a location (above), and the
+vectors' identity (:func:`vectors_name` of the file, and its dimension where known: the run record's ``vectors``,
+``coda_exp.data.common.embeddings.vectors_identity``) enters as ``data.embeddings=<name>:<dim>d``, unless they are
+the papers' own (:data:`PAPER_VECTORS`: GloVe 840B 300-d, CoDA and DecaProp; the 300-d GoogleNews word2vec,
+AttConv), which keep the grid fingerprint: ``data.embeddings.path=/data/glove.840B.300d.txt`` (the README's WikiQA
+example) fills the paper's cells from any folder, other vectors are another configuration. A record without an
+identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name. A run without such overrides has
 :data:`GRID_FINGERPRINT`, the fingerprint of a table's grid: the experiment's own configuration, varied only along
 the axes above. A table cell pools only runs with that fingerprint; the others are listed apart in the table's notes
 (``coda_exp.tables``). A record written before fingerprints existed has its fingerprint derived from its recorded
@@ -54,7 +63,8 @@ GRID_EXACT = ("task", "experiment", "scale", "scale_name", "model", "model.name"
 #: and ``callbacks``, whose other keys (precision, gradient clipping, early stopping) do count
 OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "callbacks.gate_stats",
                "ckpt_path", "threads", "verbose",
-               "save_record", "save_predictions", "data.dir", "data.cache_dir", "data.num_workers",
+               "save_record", "save_predictions", "data.dir", "data.embeddings.path", "data.cache_dir",
+               "data.num_workers",
                "data_dir_by_scale", "local", "trainer.accelerator", "trainer.devices", "trainer.num_nodes",
                "trainer.strategy", "trainer.enable_progress_bar", "trainer.enable_model_summary",
                "trainer.log_every_n_steps", "trainer.default_root_dir", "trainer.sync_batchnorm")
@@ -62,6 +72,38 @@ OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.
 
 #: config groups whose choice alone changes no result (their keys below are judged one by one)
 GROUP_CHOICES = ("trainer", "callbacks")
+#: the papers' word vectors (name -> dimension): runs with them keep the grid fingerprint, from any path
+PAPER_VECTORS = {"glove.840B.300d": 300, "GoogleNews-vectors-negative300": 300}
+VECTORS_PATH = "data.embeddings.path"
+_VECTOR_SUFFIXES = (".gz", ".zip", ".bz2", ".xz", ".txt", ".vec", ".vectors", ".w2v")
+
+
+def vectors_name(path: str) -> str:
+    """A vectors file's name without its extensions: ``/data/glove.840B.300d.txt`` -> ``glove.840B.300d``."""
+    name = str(path).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    while True:
+        stem = next((name[: -len(s)] for s in _VECTOR_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)),
+                    None)
+        if stem is None:
+            return name
+        name = stem
+
+
+def vectors_override(vectors: dict | None) -> str | None:
+    """The fingerprint's entry for a run's vectors (``{"name", "dim"}``): None without vectors or with the papers'."""
+    if not vectors or not vectors.get("name"):
+        return None
+    name, dim = str(vectors["name"]), vectors.get("dim")
+    if name in PAPER_VECTORS and dim in (None, PAPER_VECTORS[name]):
+        return None
+    return f"data.embeddings={name}" + (f":{int(dim)}d" if dim is not None else "")
+
+
+def _vectors_of(overrides: list[str]) -> dict | None:
+    """The identity an older record's ``data.embeddings.path`` override gives (the file name only)."""
+    values = [o.split("=", 1)[1].strip() for o in overrides if "=" in o and override_key(o) == VECTORS_PATH]
+    value = values[-1] if values else ""
+    return None if value.strip("'\"").lower() in ("", "null", "none") else {"name": vectors_name(value)}
 
 
 def override_key(override: str) -> str:
@@ -85,16 +127,18 @@ def _normalise(override: str) -> str:
     return f"{key.strip()}{sep}{value}"
 
 
-def configuration_overrides(overrides: list[str]) -> list[str]:
-    """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted."""
-    kept = [o for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+def configuration_overrides(overrides: list[str], vectors: dict | None = None) -> list[str]:
+    """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted, with
+    the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name)."""
+    kept = [_normalise(o) for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
             and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS)]
-    return sorted(_normalise(o) for o in kept)
+    entry = vectors_override(vectors if vectors is not None else _vectors_of(overrides))
+    return sorted(kept + ([entry] if entry else []))
 
 
-def fingerprint(overrides: list[str]) -> str:
+def fingerprint(overrides: list[str], vectors: dict | None = None) -> str:
     """12 hex digits of the SHA-256 of :func:`configuration_overrides`."""
-    text = json.dumps(configuration_overrides(overrides))
+    text = json.dumps(configuration_overrides(overrides, vectors))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 

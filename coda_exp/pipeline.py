@@ -22,8 +22,9 @@ from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError
-from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
+from coda_exp.loggers import build_loggers, finish
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
@@ -36,11 +37,11 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     unknown_model_keys,
 )
 from coda_exp.run_folder import RESOLVED_CONFIG
-from coda_exp.run_record import attention_options, device_description, parameter_counts, save_outputs
-from coda_exp.tasks.base import CHECKPOINT_CONFIG
-from coda_exp.threads import pin_threads, thread_counts
+from coda_exp.run_record import attention_options, device_description, new_record, run_identity, save_outputs
+from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
+from coda_exp.threads import pin_threads
 
-__all__ = ["attention_options", "device_description", "load_trained", "run", "scale_label"]
+__all__ = ["attention_options", "build_loggers", "device_description", "load_trained", "run", "scale_label"]
 
 log = logging.getLogger(__name__)
 
@@ -141,20 +142,6 @@ def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None
     return None if result is None else (str(result[0]), int(result[1]))
 
 
-def build_loggers(cfg: DictConfig) -> list:
-    out = []
-    for c in (cfg.get("logger") or {}).values():
-        if c is None:
-            continue
-        extra = {}
-        if str(c.get("_target_", "")).endswith("WandbLogger") and "mode" not in c:
-            # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline
-            # logger leaves set for later jobs of a sweep): logger.wandb.offline=false really goes online
-            extra["mode"] = "offline" if c.get("offline", False) else "online"
-        out.append(instantiate(c, **extra))
-    return out
-
-
 def _metrics(outputs: list[dict]) -> dict[str, float]:
     out: dict[str, float] = {}
     for d in outputs:
@@ -191,18 +178,13 @@ def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None
                                     f"{RESOLVED_CONFIG} explicitly")
         cfg = OmegaConf.load(config)
     datamodule = instantiate(cfg.data)
+    if ckpt.get(CHECKPOINT_DATA) is not None:  # the trained tokenizers, not ones rebuilt from the training files
+        datamodule.restore_encoders(ckpt[CHECKPOINT_DATA])
     datamodule.setup("fit")
     net = build_model(cfg, datamodule)
     state = ckpt["state_dict"]
     net.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     return cfg, datamodule, net.eval()
-
-
-def _finish_wandb(loggers: list) -> None:
-    if any(type(lg).__name__ == "WandbLogger" for lg in loggers):
-        import wandb
-
-        wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
 
 
 RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path must hold to resume from
@@ -273,6 +255,8 @@ def run(cfg: DictConfig) -> float | None:
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
+    overrides = _hydra_overrides()
+    identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
     save_resolved_config(cfg)
@@ -281,7 +265,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
     task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint
-    loggers = build_loggers(cfg)
+    task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
+    loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState()]
     periodic = periodic_checkpoints(cfg)
@@ -292,6 +277,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    record = None
     try:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
@@ -313,40 +299,18 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             kernels["test"] = kernels_used(model)
-        overrides = _hydra_overrides()
-        record = {
-            "schema_version": 1,
-            "run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed),
-            "task": cfg.task.name,
-            "model": cfg.model.name,
-            "attention": attention_options(cfg),
-            "attention_kernels": kernels,
-            "seed": int(cfg.seed),
-            "scale": scale_label(cfg.scale_name, overrides),
-            "fingerprint": fingerprint(overrides),
-            "fingerprint_overrides": configuration_overrides(overrides),
-            "metrics": metrics,
+        status = "diverged" if diverged else "finished" if not trainer.interrupted else "interrupted"
+        record = new_record(cfg, identity, metrics=metrics, kernels=kernels, trainer=trainer, model=model,
+                            datamodule=datamodule, steps=trainer.global_step, epochs=trainer.current_epoch,
+                            start=start, commit=commit, overrides=overrides, status=status)
+        record.update({
             "val_curve": val_curve,
             "val_curve_steps": val_curve_steps,
             "val_curve_metric": str(cfg.task.monitor),
-            "steps": int(trainer.global_step),
-            "epochs": int(trainer.current_epoch),
-            "wall_time_s": round(time.time() - start, 3),
-            "device": device_description(trainer),
-            "threads": {"configured": cfg.get("threads"), **thread_counts()},  # read after the run: drift shows
-            "git_commit": commit,
-            "overrides": overrides,
-            "created": results.utc_now_iso(),
-            "status": "diverged" if diverged else "finished" if not trainer.interrupted else "interrupted",
             "resumed_from": cfg.get("ckpt_path"),
             "best_checkpoint": best,
             "checkpoints_averaged": averaged[1] if averaged else 0,
-            "output_dir": str(cfg.paths.output_dir),
-            "data": dict(datamodule.stats),
-            "warnings": list(datamodule.warnings),
-            "hparams": OmegaConf.to_container(cfg.model, resolve=True),
-            "parameters": parameter_counts(model),
-        }
+        })
         if diverged:
             record["diverged_at_step"] = task.diverged_at
         if task.fast_step is not None:  # trainer=gpu_fast: its levers and what they did (graphs, fallbacks)
@@ -360,7 +324,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
                       task.diverged_at)
         return metrics.get(cfg.task.monitor)
     finally:
-        _finish_wandb(loggers)
+        finish(loggers, record)
 
 
 def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[DictConfig, object, pl.LightningModule]:

@@ -23,7 +23,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
+from coda_exp.data.common.embeddings import vectors_identity
+from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.io import atomic_write
+from coda_exp.threads import thread_counts
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,68 @@ def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
     breakdown = getattr(model, "parameter_breakdown", None)
     extra = breakdown() if callable(breakdown) else {}
     return {**{str(k): int(v) for k, v in extra.items()}, **counts}
+
+
+def experiment_name() -> str | None:
+    """The ``experiment=`` config of this Hydra job (``table_2``), else None."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    choice = HydraConfig.get().runtime.choices.get("experiment")
+    return None if choice in (None, "null") else str(choice)
+
+
+def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
+    """Which run this is, known before it starts, saved in its checkpoints (``coda_exp.run``) so that an evaluation
+    of one (``coda-exp eval``) is recorded as a run of the same configuration: ``run_id``, ``task``, ``model``,
+    ``seed``, ``experiment``, ``scale``, ``overrides``, ``fingerprint`` and ``fingerprint_overrides``
+    (:mod:`coda_exp.fingerprint`), ``vectors`` (what the pretrained word vectors are:
+    ``coda_exp.data.common.embeddings.vectors_identity``; None without). A missing vectors file is named here,
+    before any data loads."""
+    embeddings = cfg.data.get("embeddings") or {}
+    vectors = vectors_identity(embeddings.get("path"))
+    return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
+            "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": experiment_name(),
+            "scale": scale_label(cfg.scale_name, overrides), "overrides": list(overrides),
+            "fingerprint": fingerprint(overrides, vectors),
+            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+
+
+def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict, trainer: pl.Trainer,
+               model: torch.nn.Module, datamodule, steps: int, epochs: int, start: float, commit: str | None,
+               overrides: list[str], status: str) -> dict:
+    """The run record's fields a training run and an evaluation share (the caller adds its own)."""
+    import time
+
+    return {
+        "schema_version": 1,
+        "run_id": identity["run_id"],
+        "task": cfg.task.name,
+        "model": cfg.model.name,
+        "attention": attention_options(cfg),
+        "attention_kernels": kernels,
+        "seed": int(cfg.seed),
+        "scale": identity["scale"],
+        "fingerprint": identity["fingerprint"],
+        "fingerprint_overrides": identity["fingerprint_overrides"],
+        "vectors": identity.get("vectors"),
+        "metrics": metrics,
+        "steps": int(steps),
+        "epochs": int(epochs),
+        "wall_time_s": round(time.time() - start, 3),
+        "device": device_description(trainer),
+        "threads": {"configured": cfg.get("threads"), **thread_counts()},  # read after the run: drift shows
+        "git_commit": commit,
+        "overrides": list(overrides),
+        "created": results.utc_now_iso(),
+        "status": status,
+        "output_dir": str(cfg.paths.output_dir),
+        "data": dict(datamodule.stats),
+        "warnings": list(datamodule.warnings),
+        "hparams": OmegaConf.to_container(cfg.model, resolve=True),
+        "parameters": parameter_counts(model),
+    }
 
 
 def device_description(trainer: pl.Trainer) -> str:

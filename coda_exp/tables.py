@@ -46,6 +46,13 @@ warning. When a cell has records at several scales, scale "paper" is used if
 present, else the scale with the most runs (ties: alphabetical); the others are listed in the CSV. A cell with
 no record says ``no run``: ours is never filled from the paper.
 
+Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
+as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
+sample per trained model: an evaluation is pooled only as a stand-in for its trained run (``trained_run_id``) when
+that run's own record is absent and it read the trained run's data (``eval_data.same_data``); otherwise it is
+listed apart, never pooled: a re-evaluation of a run whose record counts, an evaluation on other data (another
+``data.dir``) or of a checkpoint whose run is unknown (:func:`evaluation_apart`).
+
 Comparisons. Each ``compare`` pair adds, per column, the difference treatment − baseline of the two cells' means
 with Welch's p across seeds and, where both runs of a seed kept their test predictions, McNemar's paired p
 (:mod:`coda_exp.significance`); the renderers print them as extra rows ``Δ <treatment> − <baseline>``.
@@ -89,6 +96,22 @@ class SupersededRunWarning(UserWarning):
 
 class UnknownFingerprintWarning(UserWarning):
     """Records written before fingerprints existed: their fingerprint is derived from their ``overrides``."""
+
+
+def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
+    """Why an evaluation record (``mode: "eval"``) is not pooled, or None (a training record, or an evaluation that
+    stands in for its absent trained run; module docstring). ``trained_runs``: the run ids of the training records."""
+    if record.get("mode") != "eval":
+        return None
+    source = record.get("trained_run_id")
+    if not source:
+        return "an evaluation of a checkpoint of an unknown run"
+    if source in trained_runs:
+        return f"a re-evaluation of {source} (its training record counts)"
+    data = record.get("eval_data") or {}
+    if not data.get("same_data", False):
+        return f"an evaluation of {source} on other data (data.dir={data.get('dir')})"
+    return None
 
 
 def record_fingerprint(record: dict) -> str:
@@ -179,7 +202,15 @@ def choose_scale(counts: dict[str, int]) -> str:
     return min(counts, key=lambda s: (-counts[s], s))
 
 
-def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict]) -> Cell:
+def _listed(rec: dict, **extra) -> dict:
+    """A record listed under the table (not pooled): its id, seed, scale, configuration overrides."""
+    overrides = rec.get("fingerprint_overrides")
+    if overrides is None:
+        overrides = configuration_overrides(rec.get("overrides") or [])
+    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"], "overrides": overrides, **extra}
+
+
+def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str]) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -198,15 +229,16 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict]) -> Cell:
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
         if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
             if rec.get("task") == col.task and all(_same(lookup(rec, k), v) for k, v in match.items()):
-                cell.off_grid.append({"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
-                                      "overrides": configuration_overrides(rec.get("overrides") or []),
-                                      "status": f"diverged at step {rec.get('diverged_at_step')}"})
+                cell.off_grid.append(_listed(rec, status=f"diverged at step {rec.get('diverged_at_step')}"))
             continue
         if not record_matches(rec, col.task, metric, match):
             continue
+        apart = evaluation_apart(rec, trained_runs)
+        if apart is not None:  # one sample per trained model: listed apart, never pooled
+            cell.off_grid.append(_listed(rec, status=apart))
+            continue
         if record_fingerprint(rec) != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
-            cell.off_grid.append({"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
-                                  "overrides": configuration_overrides(rec.get("overrides") or [])})
+            cell.off_grid.append(_listed(rec))
             continue
         key = (rec["scale"], rec["seed"])
         if key in latest:  # a later run of the same scale and seed replaces it
@@ -250,7 +282,9 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         warnings.warn(f"{spec.id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
                       f"it was recorded; e.g. {unknown[0]}): derived from their recorded overrides",
                       UnknownFingerprintWarning, stacklevel=2)
-    cells = [[_build_cell(spec, row, j, records) for j in range(len(spec.columns))] for row in spec.rows]
+    trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
+    cells = [[_build_cell(spec, row, j, records, trained_runs) for j in range(len(spec.columns))]
+             for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
     pooled_rows = [list({i: by_id[i] for c in cell_row for i in c.run_ids}.values()) for cell_row in cells]  # once each

@@ -15,6 +15,8 @@ from coda_exp.fast_step import FastOptions, FastStep, with_fused
 log = logging.getLogger(__name__)
 
 CHECKPOINT_CONFIG = "coda_exp.run_config"  # the checkpoint key of the run's resolved config
+CHECKPOINT_DATA = "coda_exp.data_state"  # its tokenizers (the data module's encoder_state)
+CHECKPOINT_RUN = "coda_exp.run"  # which run wrote it: run id, overrides, fingerprint, scale, vectors
 
 
 class TaskModule(pl.LightningModule):
@@ -38,6 +40,7 @@ class TaskModule(pl.LightningModule):
         self._test_buffer: list[dict[str, torch.Tensor]] = []
         self.diverged_at: int | None = None  # the step whose training loss was not finite (training stopped there)
         self.run_config: dict | None = None  # the run's resolved config (the pipeline sets it): saved in checkpoints
+        self.checkpoint_extras: dict = {}  # more of what a checkpoint carries (CHECKPOINT_DATA, CHECKPOINT_RUN)
         options = FastOptions.from_config(fast)
         # the fast path steps the optimizer itself (Lightning's manual optimization), through FastStep
         self.fast_step = FastStep(self, options) if options is not None else None
@@ -73,9 +76,16 @@ class TaskModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """A checkpoint knows what it is: the run's resolved config rides along (``coda_exp.run_config``), so a
-        ``.ckpt`` alone rebuilds its model and data settings (``pipeline.load_trained``)."""
+        ``.ckpt`` alone rebuilds its model and data settings (``pipeline.load_trained``), with the tokenizers
+        (``coda_exp.data_state``: ``coda-exp eval`` / ``predict`` read new text with them) and which run wrote it
+        (``coda_exp.run``: an evaluation's record takes the run's fingerprint and scale from it)."""
         if self.run_config is not None:
             checkpoint[CHECKPOINT_CONFIG] = self.run_config
+        checkpoint.update(self.checkpoint_extras)
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """One dict per example of ``batch`` (``index`` and the family's prediction): ``coda-exp predict``."""
+        raise NotImplementedError(f"{type(self).__name__} has no predict_step")
 
     def request_eager_step(self) -> None:
         """The next training step must run its real forward (a callback's hooks will read it): the fast path

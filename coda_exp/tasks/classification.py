@@ -67,6 +67,17 @@ class PairClassificationTask(PairTask):
         super().on_test_epoch_end()
         name_test_sets(self.test_predictions, self.test_sets)
 
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """``index``, ``prediction`` (the class id) and ``probabilities`` (softmax over the classes) per example."""
+        return class_predictions(self(batch), batch["index"])
+
+
+def class_predictions(logits: torch.Tensor, index: torch.Tensor) -> list[dict]:
+    """Prediction rows of a classifier: ``index``, ``prediction`` (argmax) and ``probabilities`` (softmax)."""
+    probs = logits.float().softmax(-1)
+    return [{"index": i, "prediction": k, "probabilities": p}
+            for i, k, p in zip(index.tolist(), probs.argmax(-1).tolist(), probs.tolist())]
+
 
 def name_test_sets(rows: list[dict], test_sets: list[str]) -> None:
     """Replace the ``test_set`` index of each prediction row by its name."""

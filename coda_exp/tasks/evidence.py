@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from coda_exp.metrics import IndexedAccuracy
 from coda_exp.metrics.fever import MAX_EVIDENCE, IndexedFeverScore, evidence_complete
 from coda_exp.tasks.base import TaskModule
+from coda_exp.tasks.classification import class_predictions
 
 STAGE_SPLITS = {"val": "validation", "test": "test"}
 
@@ -88,3 +89,7 @@ class EvidenceClassificationTask(TaskModule):
                 claim = rows[row["index"]]
                 row.update(id=claim["id"], predicted_evidence=claim["predicted_evidence"][:MAX_EVIDENCE],
                            evidence=claim["evidence"], num_gold_evidence=claim["num_gold_evidence"])
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """``index``, ``prediction`` (the class id) and ``probabilities`` per claim."""
+        return class_predictions(self(batch), batch["index"])

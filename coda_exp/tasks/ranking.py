@@ -71,3 +71,7 @@ class RankingTask(PairTask):
             self._log_epoch("test", f"test{suffix}", suffix)
         super().on_test_epoch_end()
         name_test_sets(self.test_predictions, self.test_sets)
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """``index`` and ``score`` (the log-odds of "relevant": candidates of a query rank by it) per example."""
+        return [{"index": i, "score": x} for i, x in zip(batch["index"].tolist(), self.score(self(batch)).tolist())]

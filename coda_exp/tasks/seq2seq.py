@@ -159,3 +159,9 @@ class Seq2SeqTask(TaskModule):
 
     def on_test_epoch_end(self) -> None:
         self._finish("test")
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """``index`` and ``hypothesis`` (the text decoded with ``decoding``, as the test decodes) per example."""
+        hyps = self.generate(batch, self.decoding).tolist()
+        return [{"index": i, "hypothesis": self.decode_text(strip_special(h, self.eos_id, self.pad_id, self.bos_id))}
+                for i, h in zip(batch["index"].tolist(), hyps)]

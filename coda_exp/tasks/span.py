@@ -120,3 +120,9 @@ class SpanExtractionTask(TaskModule):
         for row in self.test_predictions:
             row["prediction"] = "".join(tokens[row["index"]][row["start"]: row["end"] + 1]).strip()
             row["answers"] = answers[row["index"]]
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
+        """``index``, ``start``, ``end`` (inclusive context token indices of the best span) and its ``score``."""
+        start, end, score = best_spans(*self(batch), batch["p_mask"], self.max_span)
+        return [{"index": n, "start": i, "end": j, "score": x} for n, i, j, x in
+                zip(batch["index"].tolist(), start.tolist(), end.tolist(), score.tolist())]

@@ -97,3 +97,16 @@ def test_records_of_several_folders_each_run_once(tmp_path):
     assert sorted(r["seed"] for r in loaded) == [1, 2]
     with pytest.raises(FileNotFoundError, match="no such folder of run records"):
         load_run_records([tmp_path / "missing"])
+
+
+def test_evaluation_records_are_no_runs_of_the_curves(tmp_path):
+    """A record of coda-exp eval has no training curve and is not a second run of its seed: left out."""
+    from coda_exp import results
+    from coda_exp.curves import load_run_records
+    from tests.results.records import mlu_rec
+
+    trained = mlu_rec(seed=1)
+    evaluation = mlu_rec(seed=1, mode="eval", trained_run_id=trained["run_id"], val_curve=[])
+    for record in (trained, evaluation):
+        results.write_record(record, tmp_path / "runs")
+    assert [r["run_id"] for r in load_run_records([tmp_path])] == [trained["run_id"]]

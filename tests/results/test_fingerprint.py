@@ -88,3 +88,47 @@ def test_records_without_a_fingerprint_load_with_a_warning(spec):
         table = build_table(spec, old)
     c = cell(table, "D-ATT", "SNLI")
     assert c.seeds == [1] and [o["seed"] for o in c.off_grid] == [2]
+
+
+def test_word_vectors_count_by_what_they_are_not_where_they_lie():
+    """The README's example (data.embeddings.path=/data/glove.840B.300d.txt) is the paper's configuration from any
+    folder; other vectors are another configuration, named by file and dimension."""
+    paper = {"name": "glove.840B.300d", "dim": 300}
+    for path in ("/data/glove.840B.300d.txt", "/elsewhere/glove.840B.300d.txt.gz"):
+        assert fingerprint([f"data.embeddings.path={path}"]) == GRID_FINGERPRINT  # an older record: the name only
+        assert fingerprint([f"data.embeddings.path={path}"], paper) == GRID_FINGERPRINT
+    assert fingerprint(["data.embeddings.path=/x/GoogleNews-vectors-negative300.txt"]) == GRID_FINGERPRINT
+    assert fingerprint(["data.embeddings.path=null"]) == GRID_FINGERPRINT
+    small = {"name": "glove.6B.100d", "dim": 100}
+    assert configuration_overrides(["data.embeddings.path=/d/glove.6B.100d.txt"], small) == [
+        "data.embeddings=glove.6B.100d:100d"]
+    assert fingerprint(["data.embeddings.path=/a/glove.6B.100d.txt"], small) == \
+        fingerprint(["data.embeddings.path=/b/glove.6B.100d.txt"], small) != GRID_FINGERPRINT
+    # a paper name with another dimension is not the paper's vectors; vectors set in a config file count too
+    assert fingerprint([], {"name": "glove.840B.300d", "dim": 50}) != GRID_FINGERPRINT
+    assert fingerprint([], small) == fingerprint(["data.embeddings.path=/c/glove.6B.100d.txt"], small)
+    # extend_vocab still changes what a run computes
+    assert fingerprint(["data.embeddings.extend_vocab=false"], paper) != GRID_FINGERPRINT
+
+
+def test_a_run_with_the_papers_vectors_fills_the_papers_cell(make_cfg, tmp_path, spec):
+    from coda_exp.run_record import run_identity
+
+    vectors = tmp_path / "glove.840B.300d.txt"
+    vectors.write_text("the " + " ".join(["0.1"] * 300) + "\n", encoding="utf-8")
+    overrides = ["task=snli", "model=decompatt", f"data.embeddings.path={vectors}"]
+    identity = run_identity(make_cfg(*overrides), overrides)
+    assert identity["vectors"]["name"] == "glove.840B.300d" and identity["vectors"]["dim"] == 300
+    assert identity["fingerprint"] == GRID_FINGERPRINT and identity["fingerprint_overrides"] == []
+    record = rec(model="decompatt", overrides=overrides, fingerprint=identity["fingerprint"],
+                 vectors=identity["vectors"])
+    table = build_table(spec, [record])
+    assert cell(table, "D-ATT", "SNLI").run_ids == [record["run_id"]]
+    other = tmp_path / "my_vectors.txt"
+    other.write_text("the 0.5 0.5\n", encoding="utf-8")
+    mine = run_identity(make_cfg("task=snli", f"data.embeddings.path={other}"), [f"data.embeddings.path={other}"])
+    assert mine["fingerprint_overrides"] == ["data.embeddings=my_vectors:2d"]
+    apart = rec(model="decompatt", fingerprint=mine["fingerprint"], fingerprint_overrides=mine["fingerprint_overrides"])
+    table = build_table(spec, [apart])
+    assert cell(table, "D-ATT", "SNLI").status == "no run"
+    assert "data.embeddings=my_vectors:2d" in render_markdown(table)

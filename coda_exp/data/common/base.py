@@ -87,6 +87,7 @@ class DataModule(pl.LightningDataModule, ABC):
         self.splits: dict[str, Dataset] = {}
         self.stats: dict[str, int | float | str] = {}
         self.warnings: list[str] = []
+        self.restored: dict | None = None  # the trained model's tokenizers (restore_encoders), else built from data
 
     # -- the form a family fills in ------------------------------------------------------------------------
     @abstractmethod
@@ -100,6 +101,26 @@ class DataModule(pl.LightningDataModule, ABC):
     @abstractmethod
     def task_kwargs(self) -> dict:
         """Constructor arguments of the task module that come from the data (classes, special ids, targets)."""
+
+    # -- a trained model's tokenizers (coda_exp.data.common.encoders): eval and predict --------------------
+    #: the fields of one input of ``coda-exp predict`` (JSONL keys, or a TSV file's header); () = not supported
+    INPUT_FIELDS: tuple[str, ...] = ()
+
+    def encoder_state(self) -> dict | None:
+        """The tokenizers (and vector-table shape) a trained model needs to read new text, as a plain dict saved in
+        its checkpoints (call after ``setup``); None where a family keeps none (its checkpoints are then evaluated
+        on tokenizers rebuilt from the training files)."""
+        return None
+
+    def restore_encoders(self, state: dict) -> None:
+        """Use a trained model's saved tokenizers (:meth:`encoder_state`) instead of building them from the training
+        split: before ``setup`` (evaluation: the splits are encoded with them) or instead of it (prediction)."""
+        raise DataError(f"{type(self).__name__}: this data family saves no tokenizers in its checkpoints")
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        """Inputs of ``coda-exp predict`` (dicts with :data:`INPUT_FIELDS`) -> rows ``collate`` batches (labels
+        and targets are placeholders), encoded exactly as the evaluation splits are."""
+        raise DataError(f"coda-exp predict: not supported for the {type(self).__name__} family yet")
 
     # -- shared ---------------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:

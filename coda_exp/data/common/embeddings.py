@@ -3,10 +3,15 @@
 GloVe files have no header; word2vec text files start with ``<count> <dim>``. GloVe 840B contains a few tokens
 with spaces, so the vector is taken as the last ``dim`` fields of a line. Words of the vocabulary missing from the
 file (OOV) get random vectors drawn with the spread of the found ones; the padding row is zero.
+
+What vectors a run used is recorded by what they are, not where they lie (:func:`vectors_identity`: the file's
+name without its extensions, its dimension, its size and a hash of its first MiB), so the same file at another path
+is the same configuration (``coda_exp.fingerprint``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -15,6 +20,7 @@ import torch
 
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import Vocab
+from coda_exp.fingerprint import vectors_name
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +33,32 @@ def _first_line(path: Path) -> list[str]:
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a UTF-8 text file; binary word2vec (.bin) is not supported, "
                         "convert it to the text format first") from None
+
+
+HEAD_BYTES = 1 << 20  # the part of a vectors file hashed into its identity (cheap for a 5 GB file)
+
+
+def vectors_identity(path: str | os.PathLike | None) -> dict | None:
+    """What a vectors file is, for the run record and the configuration fingerprint: ``name``
+    (``coda_exp.fingerprint.vectors_name``), ``file`` (its name), ``dim`` (from the first line), ``count`` (the word2vec header's
+    number of vectors; None for GloVe, which has no header), ``bytes`` (its size) and ``sha256_head`` (16 hex digits
+    of the SHA-256 of its first MiB and its size: two files that agree on it are taken to be the same). None without
+    a path; a missing or unreadable file is the :class:`DataError` :func:`load_pretrained` raises."""
+    if not path:
+        return None
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
+                        "word2vec text file, or null for random initialisation")
+    first = _first_line(path)
+    header = len(first) == 2 and all(x.isdigit() for x in first)
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(HEAD_BYTES))
+    digest.update(str(size).encode())
+    return {"name": vectors_name(path), "file": path.name, "dim": int(first[1]) if header else len(first) - 1,
+            "count": int(first[0]) if header else None, "bytes": size, "sha256_head": digest.hexdigest()[:16]}
 
 
 def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = True, seed: int = 0,

@@ -15,6 +15,14 @@ import torch
 
 from coda_exp.data.common.base import DataModule
 from coda_exp.data.common.embeddings import load_pretrained
+from coda_exp.data.common.encoders import (
+    check_state,
+    new_state,
+    placeholder_table,
+    table_shape,
+    tokenizer_from_state,
+    tokenizer_state,
+)
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import PAD_ID, Vocab, tokenize
 from coda_exp.data.evidence.readers import NEI, get_claim_reader
@@ -175,9 +183,12 @@ class EvidenceDataModule(DataModule):
             list(self.reader.read("train", None))  # the reader's "no hub copy: pass data.dir" error
         store = open_store(self.dir, self.cache_dir, self.progress)
         raw = {s: self._split_examples(store, s) for s in self.reader.splits()}
-        self.vocab = Vocab.build(self._texts(raw["train"]), min_freq=self.min_freq, max_size=self.max_vocab)
         path = self.embeddings_cfg.get("path")
-        if path:
+        if self.restored is not None:  # the trained model's vocabulary: its vectors are in its weights
+            path = self.restored["embeddings"] is not None
+        else:
+            self.vocab = Vocab.build(self._texts(raw["train"]), min_freq=self.min_freq, max_size=self.max_vocab)
+        if path and self.restored is None:
             extra = None
             if self.embeddings_cfg.get("extend_vocab", True):
                 extra = {w for s in raw if s != "train" for toks in self._texts(raw[s]) for w in toks}
@@ -186,7 +197,7 @@ class EvidenceDataModule(DataModule):
             self.embedding_matrix, found = load_pretrained(path, self.vocab, lowercase=self.lowercase,
                                                            seed=self.seed, extra_words=extra)
             self.stats.update(embeddings_found=found, vocab_added_from_embeddings=len(self.vocab) - size)
-        else:
+        elif not path:
             self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
                       "initialised, so numbers will not match the paper's (300-d word2vec, fine-tuned)")
         names = self.reader.label_names
@@ -202,3 +213,21 @@ class EvidenceDataModule(DataModule):
         self.stats.update(evidence=self.evidence, nei_evidence=self.nei_evidence, vocab_size=len(self.vocab),
                           wiki_pages=len(store), **{f"retrieval_{k}": v for k, v in vars(self.retrieval).items()})
         log.info("%s: %s", self.reader.name, self.stats)
+
+    # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
+    INPUT_FIELDS = ("claim", "evidence")  # evidence: the list of sentences the model reads (capped by max_sentences)
+
+    def encoder_state(self) -> dict:
+        return new_state("evidence", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))
+
+    def restore_encoders(self, state: dict) -> None:
+        self.restored = check_state(state, "evidence")
+        self.vocab = tokenizer_from_state(state["vocab"])
+        self.embedding_matrix = placeholder_table(state["embeddings"])
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        cap = self.max_sentences
+        examples = [{"claim": r["claim"], "label": 0,
+                     "sentences": ([r["evidence"]] if isinstance(r["evidence"], str) else list(r["evidence"]))[:cap]}
+                    for r in rows]
+        return self._encode(examples)

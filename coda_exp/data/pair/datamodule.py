@@ -10,6 +10,15 @@ from torch.utils.data import DataLoader
 
 from coda_exp.data.common.base import LabelledDataModule, cached_split, fingerprint
 from coda_exp.data.common.embeddings import load_pretrained
+from coda_exp.data.common.encoders import (
+    check_state,
+    new_state,
+    placeholder_table,
+    state_key,
+    table_shape,
+    tokenizer_from_state,
+    tokenizer_state,
+)
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import PAD_ID, Vocab, tokenize
 from coda_exp.data.pair.readers import get_pair_reader
@@ -142,15 +151,17 @@ class PairDataModule(LabelledDataModule):
                     with_indices=True)
         return ds
 
+    def _ids(self, texts: list[str], side: str) -> list[list[int]]:
+        """The ids of one side's texts: words (lower-cased when ``lowercase``) capped at ``max_len_<side>``."""
+        cap, lookup = self.max_len[side], self.vocab.lookup
+        toks = (tokenize(t, self.lowercase) for t in texts)
+        return [lookup(t[:cap] if cap else t) for t in toks]
+
     def _encode(self, ds: datasets.Dataset) -> datasets.Dataset:
         vocab, lower, ml = self.vocab, self.lowercase, self.max_len
 
         def enc(batch):
-            out = {}
-            for side in ("a", "b"):
-                toks = [tokenize(t, lower) for t in batch[f"text_{side}"]]
-                out[f"{side}_ids"] = [vocab.lookup(t[: ml[side]] if ml[side] else t) for t in toks]
-            return out
+            return {f"{side}_ids": self._ids(batch[f"text_{side}"], side) for side in ("a", "b")}
 
         fp = fingerprint("pair-enc-v2", ds._fingerprint, self.vocab_key, len(vocab), lower, ml)
         return ds.map(enc, batched=True, desc="tokenising", new_fingerprint=fp)
@@ -193,9 +204,12 @@ class PairDataModule(LabelledDataModule):
 
     def build(self) -> None:
         raw = {s: self._prepare_split(s, d) for s, d in self._raw_splits().items()}
-        self.vocab = self._build_vocab(raw["train"])
         path = self.embeddings_cfg.get("path")
-        if path:  # before encoding: the vocabulary may grow by evaluation words the vectors cover
+        if self.restored is not None:  # the trained model's vocabulary: its vectors are in its weights
+            path = self.restored["embeddings"] is not None
+        else:
+            self.vocab = self._build_vocab(raw["train"])
+        if path and self.restored is None:  # before encoding: the vocabulary may grow by evaluation words the vectors cover
             extra = self._eval_words(raw) if self.embeddings_cfg.get("extend_vocab", True) else None
             train_size = len(self.vocab)
             self.embedding_matrix, found = load_pretrained(path, self.vocab, lowercase=self.lowercase,
@@ -218,6 +232,24 @@ class PairDataModule(LabelledDataModule):
         """One loader per test set (a list when there are several; their order is ``task_kwargs()["test_sets"]``)."""
         loaders = [self.split_loader(s) for s in self.test_sets]
         return loaders[0] if len(loaders) == 1 else loaders
+
+    # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
+    INPUT_FIELDS = ("text_a", "text_b")  # and, for ranking, an optional "group" (the query the pair belongs to)
+
+    def encoder_state(self) -> dict:
+        return new_state("pair", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))
+
+    def restore_encoders(self, state: dict) -> None:
+        self.restored = check_state(state, "pair")
+        self.vocab = tokenizer_from_state(state["vocab"])
+        self.vocab_key = state_key(state["vocab"])
+        self.embedding_matrix = placeholder_table(state["embeddings"])
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        groups = {g: i for i, g in enumerate(dict.fromkeys(str(r.get("group", "")) for r in rows))}
+        a, b = self._ids([r["text_a"] for r in rows], "a"), self._ids([r["text_b"] for r in rows], "b")
+        return [{"a_ids": x, "b_ids": y, "label": 0, "group_idx": groups[str(r.get("group", ""))], "index": i}
+                for i, (r, x, y) in enumerate(zip(rows, a, b))]
 
     def split_groups(self, split: str) -> list[str]:
         """Group (query) ids of a split, in ``group_idx`` order, for writing predictions."""

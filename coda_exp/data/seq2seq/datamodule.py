@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from coda_exp.data.common.base import DataModule
+from coda_exp.data.common.encoders import check_state, new_state, tokenizer_from_state, tokenizer_state
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import CharTokenizer
@@ -118,6 +119,19 @@ class Seq2SeqDataModule(DataModule):
         return {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID, "unk_id": UNK_ID,
                 "decode_text": self.tgt_tokenizer.decode, "targets": self.targets if self.examples else None,
                 "evaluations": list(self.evaluations), "run_info": self.stats}
+
+    INPUT_FIELDS = ("src",)
+
+    def encoder_state(self) -> dict:
+        return new_state("seq2seq", src=tokenizer_state(self.src_tokenizer), tgt=tokenizer_state(self.tgt_tokenizer))
+
+    def restore_encoders(self, state: dict) -> None:
+        self.restored = check_state(state, "seq2seq")
+        self.src_tokenizer = tokenizer_from_state(state["src"])
+        self.tgt_tokenizer = tokenizer_from_state(state["tgt"])
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        return [{"src": self.src_tokenizer.encode(r["src"]), "tgt": [], "index": i} for i, r in enumerate(rows)]
 
     def targets(self, split: str) -> list[dict]:
         """The raw examples of ``split`` in index order (``tgt``: the target text as in the data files)."""
@@ -249,7 +263,9 @@ class MLUDataModule(Seq2SeqDataModule):
     def build(self) -> None:
         from coda_exp.data.seq2seq.mlu import MLU, MLU_CHARS, MLUStream
 
-        self.src_tokenizer = self.tgt_tokenizer = tok = CharTokenizer(MLU_CHARS)
+        if self.restored is None:
+            self.src_tokenizer = self.tgt_tokenizer = CharTokenizer(MLU_CHARS)
+        tok = self.src_tokenizer
         for split in SPLITS:
             n = self.sizes[split]
             if self.dir is not None:

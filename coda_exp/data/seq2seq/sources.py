@@ -39,8 +39,9 @@ class AlgoLispDataModule(Seq2SeqDataModule):
             rows = list(ALGOLISP.read(split, self.dir))
             self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
         train = self.examples["train"]
-        self.src_tokenizer = vocabulary_of((r["src"] for r in train), self.min_freq)
-        self.tgt_tokenizer = vocabulary_of((r["tgt"] for r in train), self.min_freq)
+        if self.restored is None:  # else the trained model's vocabularies (restore_encoders)
+            self.src_tokenizer = vocabulary_of((r["src"] for r in train), self.min_freq)
+            self.tgt_tokenizer = vocabulary_of((r["tgt"] for r in train), self.min_freq)
         for split, rows in self.examples.items():
             self.splits[split] = self.encode_split(split, rows)
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size)
@@ -78,7 +79,8 @@ class IWSLTDataModule(Seq2SeqDataModule):
         for split in SPLITS:
             rows = list(IWSLT15_ENVI.read(split, self.dir))
             self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
-        self.src_tokenizer, self.tgt_tokenizer = self._tokenizers(self.examples["train"])
+        if self.restored is None:  # else the trained model's tokenizers (restore_encoders)
+            self.src_tokenizer, self.tgt_tokenizer = self._tokenizers(self.examples["train"])
         for split, rows in self.examples.items():
             pairs = self.encode_split(split, rows)
             if split == "train" and self.max_len:

@@ -18,6 +18,14 @@ import torch
 
 from coda_exp.data.common.base import DataModule
 from coda_exp.data.common.embeddings import load_pretrained
+from coda_exp.data.common.encoders import (
+    check_state,
+    new_state,
+    placeholder_table,
+    table_shape,
+    tokenizer_from_state,
+    tokenizer_state,
+)
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import PAD_ID, UNK_ID, Vocab
 from coda_exp.data.span.context import (
@@ -195,11 +203,8 @@ class SpanDataModule(DataModule):
         if dropped:
             self.warn(f"{self.reader.name}: {dropped} of {self.stats['train_questions']} training questions dropped "
                       "(answer absent from the context or beyond the length cap)")
-        self.vocab = Vocab.build(self._words(raw["train"]), min_freq=self.min_freq, max_size=self.max_vocab)
-        self._load_embeddings(raw)
-        if self.use_char:
-            counts = Counter(c for toks in self._words(raw["train"]) for w in toks for c in w[: self.max_word_len])
-            self.chars = {c: i + 2 for i, c in enumerate(sorted(counts, key=lambda c: (-counts[c], c)))}
+        if self.restored is None:  # else the trained model's vocabularies (restore_encoders)
+            self._build_vocabularies(raw)
         for split, examples in raw.items():
             self.splits[split] = self._encode(examples)
             self._answers[split] = [ex["answers"] for ex in examples]
@@ -211,6 +216,36 @@ class SpanDataModule(DataModule):
         self.stats.update(dataset=self.reader.name, train_context=self.train_context, vocab_size=len(self.vocab),
                           unk_id=UNK_ID, **({"contexts": self.contexts} if self.reader.name == "quasart" else {}))
         log.info("%s: %s", self.reader.name, self.stats)
+
+    def _build_vocabularies(self, raw: dict[str, list[dict]]) -> None:
+        """Words (and characters, with ``use_char``) of the training contexts and questions; the vectors."""
+        self.vocab = Vocab.build(self._words(raw["train"]), min_freq=self.min_freq, max_size=self.max_vocab)
+        self._load_embeddings(raw)
+        if self.use_char:
+            counts = Counter(c for toks in self._words(raw["train"]) for w in toks for c in w[: self.max_word_len])
+            self.chars = {c: i + 2 for i, c in enumerate(sorted(counts, key=lambda c: (-counts[c], c)))}
+
+    # -- a trained model's vocabularies: eval and predict -------------------------------------------------------
+    INPUT_FIELDS = ("question", "passages")  # passages: a list of texts (joined as the readers' are) or one text
+
+    def encoder_state(self) -> dict:
+        return new_state("span", vocab=tokenizer_state(self.vocab), chars="".join(sorted(self.chars,
+                         key=self.chars.get)), embeddings=table_shape(self.embedding_matrix))
+
+    def restore_encoders(self, state: dict) -> None:
+        self.restored = check_state(state, "span")
+        self.vocab = tokenizer_from_state(state["vocab"])
+        self.chars = {c: i + 2 for i, c in enumerate(state["chars"])}
+        self.embedding_matrix = placeholder_table(state["embeddings"])
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        """Rows ``collate`` takes, each with its context's tokens (``context_tokens``: a predicted span's text)."""
+        examples = []
+        for r in rows:
+            passages = [r["passages"]] if isinstance(r["passages"], str) else list(r["passages"])
+            examples.append(self._prepare("predict", {"passages": passages, "question": r["question"],
+                                                      "answers": []}))
+        return [{**row, "context_tokens": ex["context"]} for row, ex in zip(self._encode(examples), examples)]
 
     def _check_answerable(self, split: str, examples: list[dict]) -> None:
         """An evaluation split where no answer occurs in its context (e.g. every context empty) scores EM 0 and

@@ -12,6 +12,15 @@ from torch.utils.data import DataLoader
 
 from coda_exp.data.common.base import LabelledDataModule, cached_split, fingerprint
 from coda_exp.data.common.embeddings import load_pretrained
+from coda_exp.data.common.encoders import (
+    check_state,
+    new_state,
+    placeholder_table,
+    state_key,
+    table_shape,
+    tokenizer_from_state,
+    tokenizer_state,
+)
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.splits import SPLITS
 from coda_exp.data.common.tokenization import BPETokenizer, cached_bpe
@@ -161,14 +170,20 @@ class TextClassificationDataModule(LabelledDataModule):
             return [self.tokenizer.lookup(tokenize(t, self.lowercase)) for t in texts]
         return self.tokenizer.encode_batch(texts)
 
+    def _truncated(self, texts: list[str]) -> dict[str, list]:
+        """``ids`` (the first ``max_len`` tokens, the last one ``eos`` when ``append_eos``), their ``length`` and
+        ``full_length`` (the tokens before truncation) of each text."""
+        keep = self.max_len - 1 if self.append_eos else self.max_len
+        ids = self._ids(texts)
+        out = [x[:keep] + [EOS_ID] if self.append_eos else x[:keep] for x in ids]
+        return {"ids": out, "length": [len(x) for x in out], "full_length": [len(x) for x in ids]}
+
     def _encode(self, ds: datasets.Dataset, split: str) -> datasets.Dataset:
         max_len, eos = self.max_len, self.append_eos
         keep = max_len - 1 if eos else max_len
 
         def enc(batch):
-            ids = self._ids(batch["text"])
-            out = [x[:keep] + [EOS_ID] if eos else x[:keep] for x in ids]
-            return {"ids": out, "length": [len(x) for x in out], "full_length": [len(x) for x in ids]}
+            return self._truncated(batch["text"])
 
         fp = fingerprint("text-enc-v1", ds._fingerprint, self.encoding_key, max_len, eos)
         ds = ds.map(enc, batched=True, desc=f"tokenising {split}", new_fingerprint=fp)
@@ -181,7 +196,8 @@ class TextClassificationDataModule(LabelledDataModule):
         self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
         raw = {s: self._raw_split(s) for s in SPLITS}
         words = self.tokenizer_name == "word"
-        self.tokenizer = self._build_vocab(raw) if words else self._build_tokenizer(raw["train"])
+        if self.restored is None:
+            self.tokenizer = self._build_vocab(raw) if words else self._build_tokenizer(raw["train"])
         self.splits = {s: self._encode(d, s) for s, d in raw.items()}
         self.stats["vocab_size"] = self.tokenizer.vocab_size
         for note in self.reader.notes(self.dir):
@@ -197,3 +213,24 @@ class TextClassificationDataModule(LabelledDataModule):
         ds = self.splits[split]
         return self.loader(ds.select_columns(["ids", "label", "index", "full_length"]), train=split == "train",
                            lengths=ds["length"])
+
+    # -- a trained model's tokenizer: eval and predict ---------------------------------------------------------
+    INPUT_FIELDS = ("text",)
+
+    def encoder_state(self) -> dict:
+        return new_state("text", tokenizer=tokenizer_state(self.tokenizer), kind=self.tokenizer_name,
+                         embeddings=table_shape(self.embedding_matrix))
+
+    def restore_encoders(self, state: dict) -> None:
+        self.restored = check_state(state, "text")
+        if state["kind"] != self.tokenizer_name:
+            raise DataError(f"checkpoint: its tokenizer is {state['kind']!r}, but data.tokenizer is "
+                            f"{self.tokenizer_name!r}")
+        self.tokenizer = tokenizer_from_state(state["tokenizer"])
+        self.encoding_key = f"restored:{state_key(state['tokenizer'])}:{self.lowercase}"
+        self.embedding_matrix = placeholder_table(state["embeddings"])
+
+    def encode_inputs(self, rows: list[dict]) -> list[dict]:
+        enc = self._truncated([r["text"] for r in rows])
+        return [{"ids": ids, "label": 0, "index": i, "full_length": n}
+                for i, (ids, n) in enumerate(zip(enc["ids"], enc["full_length"]))]

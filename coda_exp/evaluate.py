@@ -1,0 +1,209 @@
+"""``coda-exp eval`` and ``coda-exp predict``: a trained model's checkpoint on another split, folder or file.
+
+``coda-exp eval ckpt_path=RUN/checkpoints/best.ckpt [split=all|test|validation] [data.dir=...] [key=value ...]``
+evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then the test split,
+sequence tasks decoding as their test decodes) and writes a run record, test predictions and its own folder
+(``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run. The record
+is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained run's
+overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing), with
+``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it), ``eval_split``,
+``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data folder) and
+``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation stands in for
+its run only when that run's own record is absent and it read the same data; otherwise it is listed under the
+table, never pooled (docs/tables.md).
+
+``coda-exp predict ckpt_path=... input=FILE [output=FILE]`` runs the model on a file of new inputs (the formats:
+:mod:`coda_exp.predict_io`) and writes one prediction per input (default ``<input>.predictions.jsonl`` beside it).
+It needs no data folder: the checkpoint carries its tokenizers.
+
+Both read the checkpoint alone (``coda_exp.trained``: its configuration and tokenizers ride along), take this
+machine's ``paths``, ``logger``, ``trainer`` (``trainer=gpu`` for a GPU; one device) and report a user's mistake
+(a key, a file, a line) as one message, exit status 2, before any data loads where it can be known then.
+Without the ``coda-exp`` dispatcher: ``python -m coda_exp.evaluate eval|predict key=value ...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+from coda_exp import results, run_folder
+from coda_exp.attention import kernels_used
+from coda_exp.errors import USER_ERROR_EXIT, UserError
+from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.loggers import build_loggers, finish
+from coda_exp.predict_io import default_output, prediction_rows, read_inputs, write_predictions
+from coda_exp.run_record import new_record, save_outputs
+from coda_exp.threads import pin_threads
+from coda_exp.trained import (
+    Invocation,
+    Prepared,
+    build,
+    data_module,
+    parse,
+    prepare,
+    same_folder,
+    trainer_for,
+)
+
+log = logging.getLogger(__name__)
+
+EVAL_LOG = "eval.log"
+
+
+def _metrics(outputs: list[dict]) -> dict[str, float]:
+    return {k: float(v.item() if hasattr(v, "item") else v) for d in outputs for k, v in d.items()}
+
+
+def eval_identity(prep: Prepared) -> dict:
+    """The evaluation record's identity: a new run id; the trained run's task, model, seed, experiment, scale and
+    vectors; its fingerprint over the trained run's overrides and this command's configuration changes."""
+    cfg, trained = prep.cfg, prep.identity or {}
+    if not trained:
+        log.warning("%s names no training run (written before checkpoints carried it): the record's fingerprint "
+                    "knows only this command's changes, and tables list it apart", prep.path)
+    overrides = list(trained.get("overrides") or []) + prep.inv.config_strings()
+    vectors = trained.get("vectors")
+    return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
+            "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": trained.get("experiment"),
+            "scale": trained.get("scale") or scale_label(cfg.scale_name, []), "overrides": overrides,
+            "fingerprint": fingerprint(overrides, vectors),
+            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+
+
+def _eval_folder(prep: Prepared) -> Path:
+    """Claim this evaluation's folder and check every folder it writes to (before any data loads)."""
+    cfg = prep.cfg
+    stamp = results.utc_now_iso().replace(":", "").replace("+0000", "Z")
+    folder = Path(cfg.paths.log_dir) / "evals" / f"{cfg.task.name}-{cfg.model.name}" / stamp
+    folder = run_folder.claim(folder)
+    cfg.paths.output_dir = str(folder)
+    writes = {"paths.output_dir": folder}
+    if cfg.get("save_record", True):
+        writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
+    if cfg.get("save_predictions", True):
+        writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
+    run_folder.check_writable(writes)
+    return folder
+
+
+def evaluate(inv: Invocation) -> dict:
+    """Run ``coda-exp eval``; return its record (module docstring)."""
+    start = time.time()
+    prep = prepare(inv)
+    cfg = prep.cfg
+    folder = _eval_folder(prep)
+    with run_folder.log_file(folder, EVAL_LOG):
+        log.info("evaluating %s in %s", prep.path, folder)
+        commit = results.git_commit(cfg.paths.root_dir)
+        pin_threads(cfg.get("threads"))
+        pl.seed_everything(cfg.seed, workers=True)
+        datamodule = data_module(prep)
+        task = build(prep, datamodule, build_splits=True)
+        identity = eval_identity(prep)
+        loggers = build_loggers(cfg, identity, job_type="eval")
+        record = None
+        try:
+            trainer = trainer_for(cfg, folder, loggers)
+            task.prepare_final_evaluation()  # sequence tasks: validation decodes as the test does
+            metrics: dict[str, float] = {}
+            split = inv.command["split"]
+            if split in ("all", "validation"):
+                metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, verbose=False)))
+            if split in ("all", "test"):
+                metrics.update(_metrics(trainer.test(task, datamodule=datamodule, verbose=False)))
+            ckpt = prep.checkpoint
+            record = new_record(cfg, identity, metrics=metrics, kernels={"test": kernels_used(task.model)},
+                                trainer=trainer, model=task.model, datamodule=datamodule,
+                                steps=ckpt.get("global_step", 0), epochs=ckpt.get("epoch", 0), start=start,
+                                commit=commit, overrides=list(inv.environment) + inv.config_strings(),
+                                status="finished")
+            trained_dir = prep.trained_config.get("data", {}).get("dir")
+            record.update({
+                "mode": "eval",
+                "checkpoint": str(prep.path.resolve()),
+                "best_checkpoint": str(prep.path.resolve()),
+                "trained_run_id": (prep.identity or {}).get("run_id"),
+                "trained_overrides": list((prep.identity or {}).get("overrides") or []),
+                "eval_split": split,
+                "eval_data": {"dir": cfg.data.get("dir"), "trained_dir": trained_dir,
+                              "same_data": not any(o.key_or_group == "data.dir" for o in inv.config)
+                              or same_folder(cfg.data.get("dir"), trained_dir)},
+            })
+            save_outputs(record, task.test_predictions if split != "validation" else None, cfg)
+            return record
+        finally:
+            finish(loggers, record)
+
+
+def predict(inv: Invocation) -> Path:
+    """Run ``coda-exp predict``; return the predictions file (module docstring)."""
+    prep = prepare(inv)
+    datamodule = data_module(prep)
+    family = str(prep.cfg.task.get("family", type(datamodule).__name__))
+    rows, wheres = read_inputs(inv.command["input"], datamodule.INPUT_FIELDS, family)
+    output = Path(inv.command["output"]) if inv.command["output"] else default_output(Path(inv.command["input"]))
+    run_folder.check_writable({"output": output.parent})
+    pin_threads(prep.cfg.get("threads"))
+    pl.seed_everything(prep.cfg.seed, workers=True)
+    task = build(prep, datamodule, build_splits=False)
+    encoded = datamodule.encode_inputs(rows)
+    loader = torch.utils.data.DataLoader(encoded, batch_size=datamodule.eval_batch_size, shuffle=False,
+                                         collate_fn=datamodule.collate)
+    outputs = trainer_for(prep.cfg, None).predict(task, dataloaders=loader)
+    preds = [p for batch in outputs for p in batch]
+    labels = list(getattr(datamodule, "label_names", None) or getattr(task, "label_names", None) or []) or None
+    path = write_predictions(prediction_rows(preds, rows, wheres, encoded, labels), output)
+    log.info("%d predictions of %s written to %s", len(preds), prep.path, path)
+    print(f"wrote {len(preds)} predictions to {path}", flush=True)
+    return path
+
+
+def _configure_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:  # outside Hydra: the console at INFO, as a training run's log
+        logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+
+
+def _run(mode: str, action, overrides: list[str]) -> int:
+    from coda_exp.environment import set_environment
+
+    set_environment()
+    _configure_logging()
+    try:
+        action(parse(mode, list(overrides)))
+    except UserError as err:  # one message naming the key, file or line; no traceback (as coda_exp.cli)
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return USER_ERROR_EXIT
+    return 0
+
+
+def eval_main(overrides: list[str]) -> int:
+    """``coda-exp eval <overrides>``: 0, or 2 for a user's mistake (its message printed); a crash raises."""
+    return _run("eval", evaluate, overrides)
+
+
+def predict_main(overrides: list[str]) -> int:
+    """``coda-exp predict <overrides>``: 0, or 2 for a user's mistake (its message printed); a crash raises."""
+    return _run("predict", predict, overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m coda_exp.evaluate eval|predict key=value ...``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"eval": eval_main, "predict": predict_main}
+    if not argv or argv[0] not in commands:
+        print("usage: python -m coda_exp.evaluate eval ckpt_path=FILE [split=all|test|validation] [key=value ...]\n"
+              "       python -m coda_exp.evaluate predict ckpt_path=FILE input=FILE [output=FILE] [key=value ...]",
+              file=sys.stderr)
+        return USER_ERROR_EXIT
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The run's loggers (``configs/logger/``), and what a W&B run knows of the run it follows.
+
+Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also gets:
+
+- its run id, kept in the run folder (:data:`WANDB_ID_FILE`): a run resumed with ``ckpt_path=`` continues in its
+  checkpoint's folder (``coda_exp.run_folder``), finds the id there and resumes that W&B run (``id=...``,
+  ``resume="allow"``) instead of starting a new one; a fresh run draws a new id and writes it;
+- ``group`` (unless set): ``<experiment>-<fingerprint>``, where ``<experiment>`` is the ``experiment=`` config
+  (``table_2``), else ``<task>-<model>``, and ``<fingerprint>`` the configuration fingerprint
+  (``coda_exp.fingerprint``): a learning-rate sweep lands beside the default runs, not among them; an evaluation
+  (``coda-exp eval``) joins its trained run's group;
+- ``job_type`` (unless set): ``train``, or ``eval`` for ``coda-exp eval``;
+- at the end (:func:`finish`), the run record's summary in ``wandb.run.summary``: its final metrics (the tested
+  checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
+  mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
+  units), found by the tables' own selection rules (:func:`table_cells`).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+
+import pytorch_lightning as pl
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+WANDB_ID_FILE = "wandb_id.txt"
+ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode")
+
+
+def is_wandb(logger_cfg) -> bool:
+    return str(logger_cfg.get("_target_", "")).endswith("WandbLogger")
+
+
+def wandb_group(identity: dict) -> str:
+    """``<experiment or task-model>-<fingerprint>`` of a run (``identity``: ``experiment``, ``task``, ``model``,
+    ``fingerprint``: :func:`coda_exp.run_record.run_identity`)."""
+    base = identity.get("experiment") or f"{identity.get('task')}-{identity.get('model')}"
+    return f"{base}-{identity['fingerprint']}"
+
+
+def wandb_run_id(folder: Path, resume: bool) -> str:
+    """The W&B run id of the run in ``folder``: the one kept there when ``resume``, else a new one (written there)."""
+    path = folder / WANDB_ID_FILE
+    if resume and path.is_file():
+        kept = path.read_text(encoding="utf-8").strip()
+        if kept:
+            return kept
+    new = "".join(secrets.choice(ID_ALPHABET) for _ in range(8))  # as W&B draws its own ids
+    if pl.utilities.rank_zero_only.rank == 0:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(new + "\n", encoding="utf-8")
+    return new
+
+
+def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str = "train") -> list:
+    """The loggers of ``cfg.logger``; a W&B one with its id, group and job type (module docstring).
+    ``identity``: the run's (``coda_exp.run_record.run_identity``); None: no group is derived."""
+    out = []
+    for c in (cfg.get("logger") or {}).values():
+        if c is None:
+            continue
+        extra = {}
+        if is_wandb(c):
+            if "mode" not in c:
+                # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline
+                # logger leaves set for later jobs of a sweep): logger.wandb.offline=false really goes online
+                extra["mode"] = "offline" if c.get("offline", False) else "online"
+            if c.get("id") is None and c.get("version") is None:
+                resume = bool(cfg.get("ckpt_path")) and job_type == "train"
+                extra["id"] = wandb_run_id(Path(cfg.paths.output_dir), resume)
+            if c.get("group") is None and identity is not None:
+                extra["group"] = wandb_group(identity)
+            if c.get("job_type") is None:
+                extra["job_type"] = job_type
+        out.append(instantiate(c, **extra))
+    return out
+
+
+def table_cells(record: dict, spec_dir: Path | None = None) -> dict[str, float]:
+    """``{"table/<id>/<row>/<column>": value}``: each cell of the paper tables (``configs/tables``) this record
+    would fill, in the table's units (percent columns x 100): its task, metric and match, the grid fingerprint,
+    not diverged."""
+    from coda_exp.environment import config_dir
+    from coda_exp.fingerprint import GRID_FINGERPRINT
+    from coda_exp.tables import find_specs, load_table_spec, record_fingerprint, record_matches
+
+    if record.get("status", "finished") == "diverged" or record_fingerprint(record) != GRID_FINGERPRINT:
+        return {}
+    cells = {}
+    for path in find_specs(spec_dir or config_dir() / "tables"):
+        spec = load_table_spec(path)
+        for row in spec.rows:
+            if row.match is None:
+                continue
+            for col in spec.columns:
+                metric = col.metric_for(row.split)
+                if record_matches(record, col.task, metric, {**row.match, **col.match}):
+                    value = float(record["metrics"][metric])
+                    cells[f"table/{spec.id}/{row.name}/{col.name}"] = 100.0 * value if col.percent else value
+    return cells
+
+
+def record_summary(record: dict) -> dict:
+    """What :func:`finish` writes into ``wandb.run.summary`` (module docstring)."""
+    summary = {k: float(v) for k, v in record.get("metrics", {}).items()}
+    summary.update({f"record/{k}": record[k] for k in RECORD_SUMMARY if record.get(k) is not None})
+    try:
+        summary.update(table_cells(record))
+    except (OSError, ValueError) as err:  # a table spec that does not load must not lose the run's summary
+        log.warning("W&B summary: table cells not computed (%s)", err)
+    return summary
+
+
+def finish(loggers: list, record: dict | None = None) -> None:
+    """End the W&B run, with ``record``'s summary first (module docstring); nothing without a W&B logger."""
+    wandb_loggers = [lg for lg in loggers if type(lg).__name__ == "WandbLogger"]
+    if not wandb_loggers:
+        return
+    import wandb
+
+    if record is not None and pl.utilities.rank_zero_only.rank == 0:
+        for lg in wandb_loggers:
+            lg.experiment.summary.update(record_summary(record))
+    wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
+

@@ -1,0 +1,133 @@
+"""The files of ``coda-exp predict``: inputs in, predictions out (:mod:`coda_exp.evaluate`).
+
+Inputs: JSON lines (any name but ``.tsv``; ``.gz`` read as gzip), one object per input with the fields of the
+model's family (the data module's ``INPUT_FIELDS``), or a tab-separated file (``.tsv``) whose header line names
+those fields (no quoting: a field holds no tab):
+
+==================================  ==========================================================================
+family (tasks)                      fields
+==================================  ==========================================================================
+pair (SNLI, MNLI, SciTail, DNLI,    ``text_a``, ``text_b``; ranking tasks also take ``group`` (the question a
+WikiQA, TrecQA, UDC)                candidate answers: candidates are ranked within it)
+text (IMDb, SST, Yelp)              ``text``
+seq2seq (MLU, AlgoLisp, IWSLT)      ``src`` (the source text, tokenized as the training files are)
+span (Quasar-T, SearchQA)           ``question``, ``passages`` (a list of texts, or one text)
+evidence (FEVER)                    ``claim``, ``evidence`` (a list of sentences, or one)
+==================================  ==========================================================================
+
+Every input may carry an ``id`` (copied to its prediction); other fields are ignored. A line that is not a JSON
+object, lacks a field or holds a field of the wrong type is a :class:`~coda_exp.data.common.errors.DataError`
+naming ``file:line``; an empty file too.
+
+Predictions: JSON lines, one per input in input order, each with ``line`` (``file:line`` of its input), its ``id``
+if given, and the family's prediction: ``label`` and ``probabilities`` (``{label: p}``) for classifiers (pair, text,
+evidence); ``score`` (the log-odds of "relevant") and ``rank`` (1 = best within its ``group``) for ranking;
+``hypothesis`` (the decoded text, decoded as the test decodes) for seq2seq; ``answer`` (the span's text),
+``start``, ``end`` (context token indices, inclusive) and ``score`` for span extraction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.files import read_jsonl, read_table
+from coda_exp.io import atomic_write_text
+
+LIST_FIELDS = ("passages", "evidence")  # fields that may hold a list of texts
+COPIED = ("id",)
+
+
+def default_output(path: Path) -> Path:
+    """``inputs.jsonl`` -> ``inputs.predictions.jsonl`` beside it."""
+    name = path.name.removesuffix(".gz")
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return path.with_name(f"{stem}.predictions.jsonl")
+
+
+def _check(row: dict, fields: tuple[str, ...], where: str, family: str) -> dict:
+    missing = [f for f in fields if f not in row]
+    if missing:
+        raise DataError(f"{where}: missing field(s) {', '.join(missing)}; the {family} family's inputs have "
+                        f"{', '.join(fields)} (docs/running.md, coda-exp predict)")
+    for f in (*fields, *(k for k in COPIED if k in row)):
+        value = row[f]
+        text = isinstance(value, str)
+        listed = f in LIST_FIELDS and isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if f == "id" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            continue
+        if not (text or listed):
+            kind = "a string or a list of strings" if f in LIST_FIELDS else "a string"
+            raise DataError(f"{where}: field {f!r} must be {kind}, got {type(value).__name__}")
+    return row
+
+
+def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -> tuple[list[dict], list[str]]:
+    """(the inputs, the ``file:line`` of each) of a JSON-lines or TSV file (module docstring)."""
+    path = Path(path)
+    if not fields:
+        raise DataError(f"coda-exp predict: not supported for the {family} family yet")
+    if not path.is_file():
+        raise DataError(f"{path}: no such input file; expected JSON lines (or a .tsv file with a header) with "
+                        f"{', '.join(fields)}")
+    rows, wheres = [], []
+    if path.name.removesuffix(".gz").endswith(".tsv"):
+        import csv
+
+        header, body = read_table(path, expected=f"a header line naming {', '.join(fields)}", delimiter="\t",
+                                  quoting=csv.QUOTE_NONE)
+        for lineno, values in body:
+            where = f"{path}:{lineno}"
+            rows.append(_check(dict(zip(header, values)), fields, where, family))
+            wheres.append(where)
+    else:
+        for where, row in read_jsonl(path, expected=f"one JSON object per line with {', '.join(fields)}"):
+            rows.append(_check(row, fields, where, family))
+            wheres.append(where)
+    return rows, wheres
+
+
+def _ranks(rows: list[dict], scores: list[float]) -> list[int]:
+    """The rank (1 = best) of each candidate among those of its ``group``."""
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(str(row.get("group", "")), []).append(i)
+    ranks = [0] * len(rows)
+    for members in groups.values():
+        for r, i in enumerate(sorted(members, key=lambda i: -scores[i]), 1):
+            ranks[i] = r
+    return ranks
+
+
+def prediction_rows(preds: list[dict], rows: list[dict], wheres: list[str], encoded: list[dict],
+                    label_names: list[str] | None) -> list[dict]:
+    """One output row per input (module docstring), from the task's ``predict_step`` rows (by ``index``)."""
+    by_index = {p["index"]: p for p in preds}
+    if sorted(by_index) != list(range(len(rows))):
+        raise RuntimeError(f"predict: {len(by_index)} predictions for {len(rows)} inputs")
+    ordered = [by_index[i] for i in range(len(rows))]
+    ranks = _ranks(rows, [p["score"] for p in ordered]) if ordered and "score" in ordered[0] \
+        and "start" not in ordered[0] else None
+    out = []
+    for i, (p, row, where) in enumerate(zip(ordered, rows, wheres)):
+        line = {"line": where, **{k: row[k] for k in COPIED if k in row}}
+        if "hypothesis" in p:
+            line["hypothesis"] = p["hypothesis"]
+        elif "start" in p:
+            tokens = encoded[i]["context_tokens"]
+            line.update(answer="".join(tokens[p["start"]: p["end"] + 1]).strip(), start=p["start"], end=p["end"],
+                        score=p["score"])
+        elif "score" in p:
+            line.update(score=p["score"], rank=ranks[i], **({"group": row["group"]} if "group" in row else {}))
+        else:
+            names = label_names or [str(k) for k in range(len(p["probabilities"]))]
+            line.update(label=names[p["prediction"]], probabilities=dict(zip(names, p["probabilities"])))
+        out.append(line)
+    return out
+
+
+def write_predictions(rows: list[dict], path: Path) -> Path:
+    """The prediction rows as JSON lines, written atomically."""
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -1,0 +1,256 @@
+"""A trained model back from its checkpoint, for ``coda-exp eval`` and ``coda-exp predict`` (:mod:`coda_exp.evaluate`).
+
+The command line is ``key=value`` overrides, sorted into three kinds (:func:`parse`):
+
+- the command's own keys: ``ckpt_path`` (both), ``split`` (eval), ``input`` and ``output`` (predict);
+- this machine's settings, composed from ``configs/`` as a training run composes them (:data:`ENVIRONMENT`):
+  ``paths.*``, ``logger=...``, ``trainer=...`` and their keys, ``threads``, ``save_record``, ``save_predictions``;
+- changes to the trained run's configuration (``data.dir=...``, ``data.eval_batch_size=64``,
+  ``task.decoding.beam_size=8``): applied to the configuration the checkpoint carries. Its task, model, seed and
+  scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused.
+
+The configuration: the one the checkpoint carries (every checkpoint since the run config rode along), else the
+``config_resolved.yaml`` of the run folder it lies in. Its paths are the training machine's; this machine's paths
+replace them, and a data folder that does not exist here but lay under the training checkout is looked for under
+this one (a moved checkout). The precision is the checkpoint's unless ``trainer.precision=`` says otherwise.
+
+The data module gets the checkpoint's tokenizers (``coda_exp.data.common.encoders``; a checkpoint from before they
+were saved rebuilds them from its training files), so another folder's text is read with the ids the model knows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytorch_lightning as pl
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
+from coda_exp.config_checks import ConfigError
+from coda_exp.run_checks import META_KEYS
+from coda_exp.run_folder import RESOLVED_CONFIG
+from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
+
+log = logging.getLogger(__name__)
+
+#: top-level keys composed from this machine's configs (a group choice or its keys)
+ENVIRONMENT = ("paths", "logger", "trainer", "threads", "save_record", "save_predictions")
+COMMAND_KEYS = {"eval": {"ckpt_path": None, "split": "all"}, "predict": {"ckpt_path": None, "input": None,
+                                                                         "output": None}}
+SPLITS = ("all", "test", "validation")
+
+
+@dataclass
+class Invocation:
+    """One ``coda-exp eval|predict`` command line, sorted (module docstring)."""
+
+    mode: str
+    command: dict[str, str | None]
+    environment: list[str] = field(default_factory=list)
+    config: list = field(default_factory=list)  # hydra Override objects: changes to the trained configuration
+
+    @property
+    def ckpt_path(self) -> Path:
+        return Path(str(self.command["ckpt_path"])).expanduser()
+
+    def config_strings(self) -> list[str]:
+        return [o.input_line for o in self.config]
+
+
+def parse(mode: str, overrides: list[str]) -> Invocation:
+    """Sort ``overrides`` (module docstring); a :class:`ConfigError` names a key that cannot be given."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except OverrideParseException as err:
+        raise ConfigError(f"coda-exp {mode}: {' '.join(str(err).split())}") from None
+    inv = Invocation(mode, dict(COMMAND_KEYS[mode]))
+    for o in parsed:
+        key = o.key_or_group
+        top = key.replace("/", ".").split(".")[0]
+        if key in inv.command:
+            value = o.value()
+            inv.command[key] = None if value is None else str(value)
+        elif top in ENVIRONMENT:
+            inv.environment.append(o.input_line)
+        elif o.is_delete() or "/" in key or "." not in key or top in ("hydra", "callbacks"):
+            raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's {top} is the trained run's; change "
+                              f"a key of its configuration instead (data.dir=..., task.decoding.beam_size=...), or "
+                              f"give {', '.join(f'{k}=' for k in inv.command)} or this machine's "
+                              f"{', '.join(ENVIRONMENT)}")
+        else:
+            inv.config.append(o)
+    if not inv.command["ckpt_path"]:
+        raise ConfigError(f"coda-exp {mode}: ckpt_path=... is required (a .ckpt written by a training run)")
+    if mode == "eval" and inv.command["split"] not in SPLITS:
+        raise ConfigError(f"coda-exp eval: split={inv.command['split']}: expected one of {', '.join(SPLITS)}")
+    if mode == "predict" and not inv.command["input"]:
+        raise ConfigError("coda-exp predict: input=FILE is required (JSON lines or a TSV file with a header; "
+                          "docs/running.md)")
+    return inv
+
+
+def checkpoint_config(path: Path, ckpt: dict) -> DictConfig:
+    """The trained run's resolved configuration (module docstring)."""
+    if CHECKPOINT_CONFIG in ckpt:
+        return OmegaConf.create(ckpt[CHECKPOINT_CONFIG])
+    folder_config = path.resolve().parent.parent / RESOLVED_CONFIG
+    if path.resolve().parent.name == "periodic":
+        folder_config = path.resolve().parent.parent.parent / RESOLVED_CONFIG
+    if not folder_config.is_file():
+        raise CheckpointError(f"{path}: carries no run config and no {RESOLVED_CONFIG} lies in its run folder "
+                              f"({folder_config}); it was not written by a coda-exp training run")
+    return OmegaConf.load(folder_config)
+
+
+def compose_environment(inv: Invocation) -> DictConfig:
+    """This machine's ``paths``, ``logger``, ``trainer``... composed from ``configs/`` with the command's overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    from coda_exp.environment import config_dir
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+            return compose("train", overrides=list(inv.environment))
+    except HydraException as err:
+        message = " ".join(str(err).split()).split(" Config search path")[0]
+        raise ConfigError(f"coda-exp {inv.mode}: {message}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _relocated(data_dir: str | None, trained_root: str | None, root: str) -> str | None:
+    """``data_dir`` under this checkout when it does not exist here but lay under the training one."""
+    if not data_dir or Path(data_dir).exists() or not trained_root:
+        return None
+    try:
+        rel = Path(data_dir).relative_to(trained_root)
+    except ValueError:
+        return None
+    moved = Path(root) / rel
+    return str(moved) if moved.exists() else None
+
+
+def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
+    """The evaluation's config: the trained one, this machine's settings, the command's changes applied."""
+    env = compose_environment(inv)
+    cfg = trained.copy()
+    with open_dict(cfg):
+        trained_paths = cfg.get("paths") or {}
+        precision = cfg.get("trainer", {}).get("precision")
+        cfg.paths = env.paths
+        cfg.paths.output_dir = None  # the command sets its own folder
+        for key in ("logger", "trainer", "threads", "save_record", "save_predictions"):
+            cfg[key] = env.get(key)
+        if precision is not None and not any(o.startswith("trainer.precision=") for o in inv.environment):
+            cfg.trainer.precision = precision  # evaluated as it was tested
+        cfg.ckpt_path, cfg.fast, cfg.callbacks = None, None, None
+        if "cache_dir" in cfg.data:
+            cfg.data.cache_dir = str(env.paths.cache_dir)
+        moved = _relocated(cfg.data.get("dir"), trained_paths.get("root_dir"), str(OmegaConf.select(
+            cfg, "paths.root_dir")))
+        if moved is not None:
+            log.info("data.dir %s does not exist here: reading %s (the same place under this checkout)",
+                     cfg.data.dir, moved)
+            cfg.data.dir = moved
+        for o in inv.config:
+            key = o.key_or_group
+            if not o.is_add() and OmegaConf.select(cfg, key, default="__absent__") == "__absent__":
+                raise ConfigError(f"coda-exp {inv.mode}: {o.input_line}: the checkpoint's configuration has no "
+                                  f"key {key!r} (prefix + to add one)")
+            try:
+                OmegaConf.update(cfg, key, o.value(), merge=True, force_add=True)
+            except OmegaConfBaseException as err:
+                raise ConfigError(f"coda-exp {inv.mode}: {o.input_line}: {' '.join(str(err).split())[:200]}") from None
+    return cfg
+
+
+def _strip(node: dict) -> dict:
+    return {k: (_strip(v) if isinstance(v, dict) else v) for k, v in node.items() if k not in META_KEYS}
+
+
+@dataclass
+class Prepared:
+    """A checkpoint read and its evaluation config built: what is checked before any data loads."""
+
+    inv: Invocation
+    path: Path
+    checkpoint: dict
+    trained_config: DictConfig
+    cfg: DictConfig
+
+    @property
+    def identity(self) -> dict | None:
+        """The run that wrote the checkpoint (``coda_exp.run_record.run_identity``); None for an older one."""
+        return self.checkpoint.get(CHECKPOINT_RUN)
+
+
+def prepare(inv: Invocation) -> Prepared:
+    """Read the checkpoint (one line naming a corrupt or foreign file) and build the evaluation's config."""
+    path = inv.ckpt_path
+    ckpt = load_checkpoint(path, need=("state_dict",))
+    trained = checkpoint_config(path, ckpt)
+    return Prepared(inv, path, ckpt, trained, build_config(inv, trained))
+
+
+def data_module(prep: Prepared):
+    """The data module of the evaluation's config, with the checkpoint's tokenizers (not set up)."""
+    datamodule = instantiate(prep.cfg.data)
+    state = prep.checkpoint.get(CHECKPOINT_DATA)
+    if state is not None:
+        datamodule.restore_encoders(state)
+    return datamodule
+
+
+def build(prep: Prepared, datamodule, build_splits: bool) -> pl.LightningModule:
+    """The task module with the checkpoint's weights, in eval mode. The data module's splits are read when
+    ``build_splits`` (evaluation), and always for a checkpoint without saved tokenizers (rebuilt from its data)."""
+    cfg, path = prep.cfg, prep.path
+    if build_splits or datamodule.restored is None:
+        if not build_splits:
+            log.warning("%s carries no tokenizers (written before they were saved): rebuilding them from the training "
+                        "data in %s", path, cfg.data.get("dir"))
+        datamodule.setup("fit")
+    net = instantiate(_strip(OmegaConf.to_container(cfg.model, resolve=True)), **datamodule.model_kwargs())
+    kwargs = datamodule.task_kwargs()
+    if kwargs.get("evaluations") and kwargs.get("targets") is None:
+        kwargs["evaluations"] = []  # predict: no references to score the hypotheses against
+    scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
+    task = instantiate(cfg.task.module, model=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,
+                       **kwargs)
+    try:
+        task.load_state_dict(prep.checkpoint["state_dict"])
+    except RuntimeError as err:
+        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+        raise CheckpointError(f"{path}: its weights do not fit the model rebuilt from its configuration "
+                              f"({(lines[1] if len(lines) > 1 else lines[0])[:300]}); with data.* changed, the "
+                              f"vocabulary may differ from the one the model was trained on") from None
+    return task.eval()
+
+
+def trainer_for(cfg: DictConfig, folder: Path | None, loggers: list | None = None) -> pl.Trainer:
+    """A one-device trainer of the evaluation's ``trainer`` settings (accelerator, precision): no training, no
+    checkpoints, no sanity steps."""
+    t = cfg.trainer
+    return pl.Trainer(accelerator=t.get("accelerator", "auto"), devices=1, num_nodes=1,
+                      precision=t.get("precision", "32-true"), logger=loggers or False, enable_checkpointing=False,
+                      default_root_dir=str(folder) if folder else None, deterministic=t.get("deterministic", False),
+                      limit_val_batches=t.get("limit_val_batches"), limit_test_batches=t.get("limit_test_batches"),
+                      enable_model_summary=False, inference_mode=True)
+
+
+def same_folder(a: str | os.PathLike | None, b: str | os.PathLike | None) -> bool:
+    """Whether two data folders are the same place (both None: the hub, or generated data)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()

@@ -1,0 +1,243 @@
+"""coda-exp eval and predict end to end: train a fixture model, evaluate its checkpoint (the training record's test
+metrics again, a record the tables count once), predict from files of new inputs (pair, ranking, text, seq2seq,
+span), and every user mistake as one message and exit status 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from coda_exp import results, table_render, tables
+from coda_exp.errors import USER_ERROR_EXIT
+from coda_exp.evaluate import eval_main, main, predict_main
+from coda_exp.pipeline import run
+from tests import FIXTURES, ROOT
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _train(compose, folder, *overrides):
+    """A fixture model trained under ``folder``: (its record, the checkpoint its test used)."""
+    run(compose(["scale=fixture", "logger=none", *overrides], folder))
+    (record,) = results.load_records(folder / "results" / "runs", strict=True)
+    return record, record["best_checkpoint"]
+
+
+def _paths(folder) -> list[str]:
+    return [f"paths.results_dir={folder}/results", f"paths.log_dir={folder}/outputs",
+            f"paths.cache_dir={folder}/cache", "logger=none"]
+
+
+@pytest.fixture(scope="module")
+def snli(tmp_path_factory):
+    """An SNLI model (pair classification) trained for 2 epochs, shared by the tests of this module."""
+    from tests.conftest import compose_cfg
+
+    folder = tmp_path_factory.mktemp("snli")
+    record, ckpt = _train(compose_cfg, folder, "task=snli", "task.epochs=2", "seed=2")
+    return folder, record, ckpt
+
+
+def _records(folder, mode):
+    return [r for r in results.load_records(folder / "results" / "runs", strict=True) if r.get("mode") == mode]
+
+
+def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once(snli, tmp_path):
+    _, trained, ckpt = snli
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={ckpt}", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert set(record["metrics"]) == set(trained["metrics"])
+    for name, value in trained["metrics"].items():
+        assert record["metrics"][name] == pytest.approx(value, abs=1e-6), name
+    # the trained run's configuration: the same cells, the same fingerprint
+    for key in ("task", "model", "attention", "seed", "scale", "fingerprint", "fingerprint_overrides", "hparams"):
+        assert record[key] == trained[key], key
+    assert record["trained_run_id"] == trained["run_id"] and record["checkpoint"].endswith(".ckpt")
+    assert record["eval_data"]["same_data"] and record["steps"] == trained["steps"] > 0
+    assert (out / "outputs" / "evals").is_dir() and list((out / "outputs" / "evals").rglob("eval.log"))
+    with gzip.open(record["predictions"], "rt") as f:
+        predictions = [json.loads(line) for line in f]
+    with gzip.open(trained["predictions"], "rt") as f:
+        assert predictions == [json.loads(line) for line in f]  # the same prediction for every test example
+    # tables: one sample per trained model; without its training record the evaluation stands in for it
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_3.yaml")
+    both = tables.build_table(spec, [trained, record])
+    cells = [c for row in both.cells for c in row if c.status == "ok"]
+    assert cells and all(c.n == 1 and c.run_ids == [trained["run_id"]] for c in cells)
+    assert "a re-evaluation of " + trained["run_id"] in table_render.render_markdown(both)
+    alone = tables.build_table(spec, [record])
+    assert [c.run_ids for row in alone.cells for c in row if c.status == "ok"] == [[record["run_id"]]] * len(cells)
+
+
+def test_eval_of_one_split_on_another_folder_is_listed_apart(snli, tmp_path):
+    _, trained, ckpt = snli
+    copy = tmp_path / "snli_copy"
+    shutil.copytree(FIXTURES / "snli", copy)
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", f"data.dir={copy}", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert set(record["metrics"]) == {"test/acc", "test/loss"}  # the test split only
+    assert record["metrics"]["test/acc"] == pytest.approx(trained["metrics"]["test/acc"])
+    assert record["fingerprint"] == trained["fingerprint"]  # data.dir is a location
+    assert record["eval_data"] == {"dir": str(copy), "trained_dir": str(FIXTURES / "snli"), "same_data": False}
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_3.yaml")
+    table = tables.build_table(spec, [record])
+    assert not [c for row in table.cells for c in row if c.status == "ok"]
+    assert "on other data" in table_render.render_markdown(table)
+
+
+def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_path):
+    _, trained, ckpt = snli
+    alone = tmp_path / "alone.ckpt"
+    shutil.copy(ckpt, alone)
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={alone}", "split=validation", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert record["metrics"]["val/acc"] == pytest.approx(trained["metrics"]["val/acc"])
+    assert "predictions" not in record  # no test split, no test predictions
+
+
+@pytest.mark.parametrize("args,message", [
+    (["ckpt_path=/nonexistent/x.ckpt"], "no such checkpoint file"),
+    ([], "ckpt_path=... is required"),
+    (["split=dev"], "split=dev: expected one of all, test, validation"),
+    (["task=wikiqa"], "the checkpoint's task is the trained run's"),
+    (["model/attention=coda"], "the checkpoint's model is the trained run's"),
+    (["data.no_such_key=1"], "has no key 'data.no_such_key'"),
+    (["logger=nope"], "logger"),
+    (["data.dir=/nonexistent/snli"], "/nonexistent/snli"),
+])
+def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, message):
+    _, _, ckpt = snli
+    given = list(args)
+    if not any(a.startswith("ckpt_path=") for a in given) and message != "ckpt_path=... is required":
+        given.insert(0, f"ckpt_path={ckpt}")
+    assert eval_main([*_paths(tmp_path), *given]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err, err
+    assert not list(tmp_path.rglob("*.json"))  # no record
+
+
+def test_a_corrupt_checkpoint_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    assert main(["eval", f"ckpt_path={bad}"]) == USER_ERROR_EXIT
+    assert f"{bad}: cannot be read" in capsys.readouterr().err
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _predict(ckpt, inputs, tmp_path, *extra):
+    out = tmp_path / "out.jsonl"
+    assert predict_main([f"ckpt_path={ckpt}", f"input={inputs}", f"output={out}", *extra]) == 0
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_predict_pair_classification_from_jsonl_and_tsv(snli, tmp_path):
+    _, _, ckpt = snli
+    rows = [{"id": "p1", "text_a": "A man is playing a guitar.", "text_b": "A man plays music."},
+            {"id": 7, "text_a": "A dog runs.", "text_b": "A cat sleeps.", "ignored": True}]
+    got = _predict(ckpt, _write(tmp_path / "in.jsonl", rows), tmp_path)
+    labels = ["entailment", "neutral", "contradiction"]
+    assert [g["id"] for g in got] == ["p1", 7] and [g["line"] for g in got] == [f"{tmp_path}/in.jsonl:1",
+                                                                              f"{tmp_path}/in.jsonl:2"]
+    for g in got:
+        assert set(g["probabilities"]) == set(labels) and g["label"] == max(g["probabilities"],
+                                                                            key=g["probabilities"].get)
+        assert sum(g["probabilities"].values()) == pytest.approx(1.0)
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("text_a\ttext_b\n" + "".join(f"{r['text_a']}\t{r['text_b']}\n" for r in rows), encoding="utf-8")
+    assert [g["probabilities"] for g in _predict(ckpt, tsv, tmp_path)] == [g["probabilities"] for g in got]
+
+
+def test_predict_agrees_with_the_test_predictions(snli, tmp_path):
+    """The test file's own pairs, predicted from a file, get the labels the training run's test gave them."""
+    _, trained, ckpt = snli
+    from coda_exp.data.pair.readers import get_pair_reader
+
+    examples = list(get_pair_reader("snli").read("test", str(FIXTURES / "snli")))
+    got = _predict(ckpt, _write(tmp_path / "test.jsonl", [{"text_a": e["text_a"], "text_b": e["text_b"]}
+                                                         for e in examples]), tmp_path)
+    with gzip.open(trained["predictions"], "rt") as f:
+        tested = {r["index"]: r["prediction"] for r in map(json.loads, f)}
+    labels = ["entailment", "neutral", "contradiction"]
+    assert [g["label"] for g in got] == [labels[tested[i]] for i in range(len(examples))]
+
+
+@pytest.mark.parametrize("rows,message", [
+    ([{"text_a": "x"}], "in.jsonl:1: missing field(s) text_b"),
+    ([{"text_a": "x", "text_b": "y"}, {"text_a": "x", "text_b": 3}], "in.jsonl:2: field 'text_b' must be a string"),
+])
+def test_predict_bad_input_names_file_and_line(snli, tmp_path, capsys, rows, message):
+    _, _, ckpt = snli
+    inputs = _write(tmp_path / "in.jsonl", rows)
+    assert predict_main([f"ckpt_path={ckpt}", f"input={inputs}"]) == USER_ERROR_EXIT
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "in.predictions.jsonl").exists()
+
+
+def test_predict_malformed_json_and_missing_input(snli, tmp_path, capsys):
+    _, _, ckpt = snli
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text_a": "x", "text_b": "y"}\n{oops\n', encoding="utf-8")
+    assert predict_main([f"ckpt_path={ckpt}", f"input={bad}"]) == USER_ERROR_EXIT
+    assert f"{bad}:2: malformed JSON line" in capsys.readouterr().err
+    assert predict_main([f"ckpt_path={ckpt}"]) == USER_ERROR_EXIT
+    assert "input=FILE is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("task,model,rows,check", [
+    ("wikiqa", "decompatt", [{"text_a": "how are glacier caves formed ?", "text_b": "A partly submerged glacier cave",
+                              "group": "q1"},
+                             {"text_a": "how are glacier caves formed ?", "text_b": "The ice facade", "group": "q1"},
+                             {"text_a": "who wrote it ?", "text_b": "nobody", "group": "q2"}],
+     lambda got: sorted(g["rank"] for g in got[:2]) == [1, 2] and got[2]["rank"] == 1
+     and all(isinstance(g["score"], float) for g in got)),
+    ("sst", "transformer_classifier", [{"text": "a gorgeous , witty film"}, {"text": "dull and tedious"}],
+     lambda got: all(g["label"] in g["probabilities"] for g in got)),
+    ("mlu", "transformer", [{"src": "x=3;y=x+2;y"}, {"src": "a=1;a"}],
+     lambda got: all(isinstance(g["hypothesis"], str) for g in got)),
+    ("quasart", "decaprop", [{"question": "what color is the sky ?", "passages": ["the sky is blue today .",
+                                                                                  "grass is green ."]},
+                             {"question": "who", "passages": "one passage as a string"}],
+     lambda got: all(g["answer"] and 0 <= g["start"] <= g["end"] for g in got)),
+    ("fever", "attconv_light", [{"claim": "Paris is in France.", "evidence": ["Paris is the capital of France.",
+                                                                               "France is in Europe."]},
+                                {"claim": "The moon is cheese.", "evidence": "The Moon is rock."}],
+     lambda got: all(set(g["probabilities"]) == {"SUPPORTS", "REFUTES", "NOT ENOUGH INFO"} for g in got)),
+])
+def test_predict_each_family_from_a_fixture_model(tmp_path, compose, task, model, rows, check):
+    _, ckpt = _train(compose, tmp_path, f"task={task}", f"model={model}", "task.epochs=1",
+                          "save_predictions=false")
+    got = _predict(ckpt, _write(tmp_path / "in.jsonl", rows), tmp_path)
+    assert len(got) == len(rows) and check(got), got
+
+
+def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli, tmp_path):
+    """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
+    tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""
+    import torch
+
+    from coda_exp.tasks.base import CHECKPOINT_DATA, CHECKPOINT_RUN
+
+    _, trained, ckpt = snli
+    state = torch.load(ckpt, weights_only=False)
+    del state[CHECKPOINT_DATA], state[CHECKPOINT_RUN]
+    old = tmp_path / "old.ckpt"
+    torch.save(state, old)
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={old}", "split=test", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert record["metrics"]["test/acc"] == pytest.approx(trained["metrics"]["test/acc"])
+    assert record["trained_run_id"] is None
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_3.yaml")
+    assert "a checkpoint of an unknown run" in table_render.render_markdown(tables.build_table(spec, [record]))
+    got = _predict(old, _write(tmp_path / "in.jsonl", [{"text_a": "A man.", "text_b": "A person."}]), tmp_path)
+    assert got[0]["label"] in ("entailment", "neutral", "contradiction")

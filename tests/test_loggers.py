@@ -1,0 +1,99 @@
+"""W&B: the run id kept in the run folder and resumed, the group by experiment and configuration fingerprint, the
+job type, and the run record's summary and table cells at the end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coda_exp import loggers
+from coda_exp.fingerprint import GRID_FINGERPRINT, fingerprint
+from coda_exp.pipeline import run
+from coda_exp.run_record import run_identity
+from tests.results.records import rec
+
+
+def _wandb(cfg, job_type="train"):
+    (lg,) = loggers.build_loggers(cfg, run_identity(cfg, []), job_type=job_type)
+    return lg._wandb_init  # what wandb.init receives (the W&B run starts lazily: nothing starts here)
+
+
+def test_a_new_run_draws_an_id_and_keeps_it_in_its_folder(make_cfg, tmp_path):
+    init = _wandb(make_cfg("task=snli", "logger=wandb"))
+    kept = (tmp_path / "run" / loggers.WANDB_ID_FILE).read_text().strip()
+    assert init["id"] == kept and len(kept) == 8 and init["resume"] == "allow"
+    assert init["job_type"] == "train" and init["group"] == f"snli-decompatt-{GRID_FINGERPRINT}"
+    again = _wandb(make_cfg("task=snli", "logger=wandb"))  # a fresh run (no ckpt_path) is a new W&B run
+    assert again["id"] != kept
+
+
+def test_a_resumed_run_resumes_its_wandb_run(make_cfg, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / loggers.WANDB_ID_FILE).write_text("keep1234\n")
+    init = _wandb(make_cfg("task=snli", "logger=wandb", f"ckpt_path={folder}/checkpoints/last.ckpt"))
+    assert init["id"] == "keep1234" and init["resume"] == "allow"
+
+
+def test_the_group_separates_configurations_and_an_eval_joins_its_runs_group(make_cfg):
+    swept = make_cfg("task=snli", "logger=wandb", "optimizer.lr=0.001")
+    (lg,) = loggers.build_loggers(swept, run_identity(swept, ["task=snli", "optimizer.lr=0.001"]))
+    assert lg._wandb_init["group"] == f"snli-decompatt-{fingerprint(['optimizer.lr=0.001'])}" != \
+        f"snli-decompatt-{GRID_FINGERPRINT}"
+    identity = {"experiment": "table_2", "task": "snli", "model": "decompatt", "fingerprint": "abc"}
+    assert loggers.wandb_group(identity) == "table_2-abc"
+    assert _wandb(make_cfg("task=snli", "logger=wandb"), job_type="eval")["job_type"] == "eval"
+
+
+def test_a_group_or_job_type_set_by_the_user_is_kept(make_cfg):
+    init = _wandb(make_cfg("task=snli", "logger=wandb", "logger.wandb.group=mine", "logger.wandb.job_type=probe"))
+    assert init["group"] == "mine" and init["job_type"] == "probe"
+
+
+def test_record_summary_has_the_final_metrics_and_the_table_cells():
+    record = rec(task="snli", model="decompatt", seed=1, metrics={"test/acc": 0.8, "val/acc": 0.9},
+                 attention={"name": "softmax"}, fingerprint=GRID_FINGERPRINT, status="finished")
+    summary = loggers.record_summary(record)
+    assert summary["test/acc"] == 0.8 and summary["record/run_id"] == record["run_id"]
+    assert summary["record/fingerprint"] == GRID_FINGERPRINT
+    cells = {k: v for k, v in summary.items() if k.startswith("table/")}
+    assert cells and all(v == pytest.approx(80.0) for k, v in cells.items() if "/SNLI" in k)
+    assert "table/table_3/D-ATT/SNLI" in cells  # CoDA Table 3's D-ATT row, SNLI column
+    off = loggers.record_summary({**record, "fingerprint": fingerprint(["optimizer.lr=0.1"])})
+    assert not [k for k in off if k.startswith("table/")]  # another configuration fills no cell
+
+
+def test_finish_writes_the_summary_then_ends_the_run(monkeypatch):
+    import wandb
+
+    class Summary(dict):
+        pass
+
+    class WandbLogger:  # the real one's type name is what finish() looks for
+        experiment = type("Run", (), {"summary": Summary()})()
+
+    ended = []
+    monkeypatch.setattr(wandb, "finish", lambda: ended.append(True))
+    lg = WandbLogger()
+    loggers.finish([lg], rec(metrics={"test/acc": 0.5}))
+    assert lg.experiment.summary["test/acc"] == 0.5 and ended == [True]
+    loggers.finish([object()], rec())  # no W&B logger: nothing to end
+    assert ended == [True]
+
+
+def _offline_ids(folder: Path) -> list[str]:
+    return sorted(p.name.rsplit("-", 1)[1] for p in (folder / "wandb").glob("offline-run-*"))
+
+
+def test_offline_run_then_resume_continue_one_wandb_run(compose, tmp_path):
+    """The real thing, offline: a run, then the same run resumed from its last checkpoint (from another Hydra
+    folder, as a new command would be), log into one W&B run id."""
+    base = ["task=snli", "scale=fixture", "logger=wandb", "save_record=false", "save_predictions=false"]
+    run(compose([*base, "task.epochs=1"], tmp_path))
+    first = _offline_ids(tmp_path / "run")
+    assert len(first) == 1
+    run(compose([*base, "task.epochs=2", f"ckpt_path={tmp_path}/run/checkpoints/last.ckpt",
+                 f"paths.output_dir={tmp_path}/resumed"], tmp_path))
+    ids = _offline_ids(tmp_path / "run")
+    assert len(ids) == 2 and set(ids) == set(first)  # a second offline run directory, the same id

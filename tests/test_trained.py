@@ -1,0 +1,67 @@
+"""A checkpoint's command line sorted into the command's keys, this machine's settings and changes of the trained
+configuration; the evaluation's config built from the checkpoint's."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from coda_exp.config_checks import ConfigError
+from coda_exp.trained import build_config, parse
+
+
+def test_the_command_line_is_sorted():
+    inv = parse("eval", ["ckpt_path=/a/b.ckpt", "split=test", "data.dir=/d", "trainer=gpu", "paths.log_dir=/l",
+                         "logger=wandb", "task.decoding.beam_size=8", "+data.extra=1"])
+    assert str(inv.ckpt_path) == "/a/b.ckpt" and inv.command["split"] == "test"
+    assert inv.environment == ["trainer=gpu", "paths.log_dir=/l", "logger=wandb"]
+    assert inv.config_strings() == ["data.dir=/d", "task.decoding.beam_size=8", "+data.extra=1"]
+    inv = parse("predict", ["ckpt_path=x.ckpt", "input=in.jsonl", "output=out.jsonl"])
+    assert (inv.command["input"], inv.command["output"]) == ("in.jsonl", "out.jsonl")
+
+
+@pytest.mark.parametrize("mode,args,message", [
+    ("eval", ["split=all"], "ckpt_path=... is required"),
+    ("eval", ["ckpt_path=x", "seed=3"], "seed=3: the checkpoint's seed is the trained run's"),
+    ("eval", ["ckpt_path=x", "~data.dir"], "the checkpoint's data is the trained run's"),
+    ("eval", ["ckpt_path=x", "hydra.run.dir=/x"], "the checkpoint's hydra"),
+    ("eval", ["ckpt_path=x", "split=train"], "split=train: expected one of all, test, validation"),
+    ("eval", ["ckpt_path=x", "input=y"], "input=y: the checkpoint's input"),
+    ("predict", ["ckpt_path=x"], "input=FILE is required"),
+    ("eval", ["ckpt_path=x", "data.dir=[unclosed"], "coda-exp eval"),
+])
+def test_what_cannot_be_given_is_named(mode, args, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        parse(mode, args)
+
+
+def test_the_config_is_the_checkpoints_with_this_machines_paths(make_cfg, tmp_path, monkeypatch):
+    trained = make_cfg("task=snli", "scale=fixture", "trainer.precision=bf16-mixed")
+    resolved = OmegaConf.create(OmegaConf.to_container(trained, resolve=True))
+    resolved.paths.root_dir = "/gone/checkout"  # trained elsewhere: its data folder lay under that checkout
+    resolved.data.dir = "/gone/checkout/tests/fixtures/snli"
+    resolved.data.cache_dir = "/gone/cache"
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    (tmp_path / "tests" / "fixtures" / "snli").mkdir(parents=True)
+    cfg = build_config(parse("eval", ["ckpt_path=x", "data.eval_batch_size=7", "logger=none"]), resolved)
+    assert cfg.data.dir == str(tmp_path / "tests" / "fixtures" / "snli")  # the same place under this checkout
+    assert cfg.data.cache_dir == str(tmp_path / "cache") and cfg.paths.results_dir == str(tmp_path / "results")
+    assert cfg.data.eval_batch_size == 7 and cfg.task.name == "snli" and cfg.trainer.precision == "bf16-mixed"
+    assert not cfg.logger and cfg.ckpt_path is None
+    cfg = build_config(parse("eval", ["ckpt_path=x", "trainer.precision=32-true", "data.dir=/mine"]), resolved)
+    assert cfg.trainer.precision == "32-true" and cfg.data.dir == "/mine"
+    with pytest.raises(ConfigError, match="data.eval_batch_size=abc"):  # a value of the wrong type, named
+        build_config(parse("eval", ["ckpt_path=x", "data.eval_batch_size=abc"]), _typed(resolved))
+
+
+def _typed(cfg):
+    """A config whose data.eval_batch_size is typed (as a structured config would be)."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class Data:
+        eval_batch_size: int = 1
+
+    out = cfg.copy()
+    out.data = OmegaConf.merge(OmegaConf.structured(Data), {"eval_batch_size": 3})
+    return out
