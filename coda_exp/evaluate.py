@@ -83,12 +83,7 @@ def _eval_folder(prep: Prepared) -> Path:
     folder = Path(cfg.paths.log_dir) / "evals" / f"{cfg.task.name}-{cfg.model.name}" / stamp
     folder = run_folder.claim(folder)
     cfg.paths.output_dir = str(folder)
-    writes = {"paths.output_dir": folder}
-    if cfg.get("save_record", True):
-        writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
-    if cfg.get("save_predictions", True):
-        writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
-    run_folder.check_writable(writes)
+    run_folder.check_outputs(cfg, folder)
     return folder
 
 

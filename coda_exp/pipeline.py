@@ -209,12 +209,7 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         folder = run_folder.claim(folder, resume=folder != hydra_dir, quiet=True)  # run() says where, in the log
     if folder != hydra_dir:
         cfg.paths.output_dir = str(folder)
-    writes = {"paths.output_dir": folder}
-    if cfg.get("save_record", True):
-        writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
-    if cfg.get("save_predictions", True):
-        writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
-    run_folder.check_writable(writes)
+    run_folder.check_outputs(cfg, folder)
     return None if folder == hydra_dir else folder
 
 

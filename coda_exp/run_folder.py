@@ -100,6 +100,17 @@ def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
     return None
 
 
+def check_outputs(cfg, folder: Path) -> None:
+    """``check_writable`` for every folder a run or an evaluation writes: its own (``paths.output_dir``) and, as the
+    config asks, the results' ``runs/`` (records) and ``predictions/``."""
+    writes = {"paths.output_dir": folder}
+    if cfg.get("save_record", True):
+        writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
+    if cfg.get("save_predictions", True):
+        writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
+    check_writable(writes)
+
+
 def check_writable(folders: dict[str, str | os.PathLike]) -> None:
     """Create each folder and write a probe file in it; one :class:`OutputDirError` listing every config key whose
     folder cannot be written (so a run fails before the first step, not after its last)."""

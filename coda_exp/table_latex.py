@@ -26,7 +26,17 @@ import math
 import re
 import textwrap
 
-from coda_exp.tables import DASH, NO_RUN, NOT_RECORDED, NOT_RUN, SMOKE_TEST, Cell, Table, off_grid_notes, smoke_test
+from coda_exp.tables import (
+    DASH,
+    NO_RUN,
+    NOT_RECORDED,
+    NOT_RUN,
+    SMOKE_TEST,
+    Cell,
+    Table,
+    off_grid_notes,
+    smoke_test,
+)
 
 NONE = "--"  # a cell without a number (an en dash)
 

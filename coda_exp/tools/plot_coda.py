@@ -29,7 +29,6 @@ from pathlib import Path
 
 from coda_exp import extras
 from coda_exp.environment import root_dir
-
 from coda_exp.figures import format_number, round_numbers
 
 KEYS = ("f_E", "f_N", "weights")  # AttentionMaps fields, one panel each: f_E(E), f_N(N), M
