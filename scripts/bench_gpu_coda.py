@@ -13,6 +13,9 @@
    the L1 floor (2 FP32 instructions per pair and feature: ``--fp32-tops`` instructions/s, 33.5e12 for an H100/H200:
    132 SMs x 128 lanes x 1.98 GHz); peak memory over the inputs.
 3. **Per kernel** (``--profile-length``): the CUDA kernels of one Flash-CoDA fwd+bwd by self time (torch.profiler).
+4. **Training steps** (``--train-steps``, all by default on CUDA): Transformer vs CoDA-Transformer (kernel
+   ``auto``), forward + backward + Adam, per dtype (16-bit under autocast, as ``bf16-mixed`` trains): MLU's
+   transformer_tiny batch (192 pairs), transformer_base at 64 x 50 and 4 x 1024 tokens; the kernels CoDA ran.
 
 Every measurement goes into the JSON as soon as it is made (the device, versions and commit first), so a run cut
 short by ``--time-budget-s`` or a time limit keeps what it measured. On a CPU it runs at whatever sizes you give
@@ -136,6 +139,56 @@ def profile(device: str, q, k, v) -> list[dict]:
             for e in rows]
 
 
+# training steps: (model sizes, batch, source length, target length, vocabulary), the TransformerSeq2Seq defaults
+# being transformer_tiny's; MLU's batch of 192 pairs of ~21 / ~10 characters; transformer_base at 50 and 1024 tokens
+TRAIN_SHAPES = {
+    "mlu_tiny": ({}, 192, 21, 10, 32),
+    "base_50": ({"d_model": 512, "num_layers": 6, "num_heads": 8, "d_ff": 2048}, 64, 50, 50, 8000),
+    "base_1024": ({"d_model": 512, "num_layers": 6, "num_heads": 8, "d_ff": 2048}, 4, 1024, 1024, 8000),
+}
+
+
+def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dtype, shrink: int = 1) -> list[dict]:
+    """Transformer vs CoDA-Transformer (``auto``): median ms of one training step (forward, backward, Adam) at
+    ``TRAIN_SHAPES[shape]`` (batch divided by ``shrink``, for tests), under autocast to ``dtype`` when it is 16-bit
+    (what ``trainer.precision=bf16-mixed`` does), and the kernels CoDA ran."""
+    from coda_exp.attention import CoDAScoring, SoftmaxScoring, kernels_used
+    from coda_exp.models import TransformerSeq2Seq
+
+    sizes, batch, src_len, tgt_len, vocab = TRAIN_SHAPES[shape]
+    batch = max(1, batch // shrink)
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(3, vocab, (batch, src_len), generator=gen).to(device)
+    tgt = torch.randint(3, vocab, (batch, tgt_len + 1), generator=gen).to(device)
+    src_mask = (torch.arange(src_len)[None] < torch.randint(src_len // 2, src_len + 1, (batch, 1), generator=gen))
+    src_mask, tgt_mask = src_mask.to(device), torch.ones(batch, tgt_len, dtype=torch.bool, device=device)
+    rows = []
+    for name, scoring in (("transformer", SoftmaxScoring), ("coda_transformer", CoDAScoring)):
+        torch.manual_seed(0)
+        model = TransformerSeq2Seq(vocab, vocab, scoring, max_len=max(src_len, tgt_len) + 2, **sizes).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def step(model=model, opt=opt):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=dtype, enabled=dtype in (torch.float16, torch.bfloat16)):
+                logits = model(src, src_mask, tgt[:, :-1], tgt_mask)
+                loss = F.cross_entropy(logits.float().reshape(-1, vocab), tgt[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+        row = {"shape": shape, "batch": batch, "src_len": src_len, "tgt_len": tgt_len, "dtype": str(dtype),
+               "model": name}
+        try:
+            row["step_ms"] = round(measure(step, reps, warmup=2), 3)
+            row["kernels"] = sorted(set(kernels_used(model))) if name == "coda_transformer" else []
+        except Exception as err:  # noqa: BLE001 - a failure is a result too
+            row["error"] = f"{type(err).__name__}: {err}"[:300]
+        rows.append(row)
+        del model, opt
+    if all("step_ms" in r for r in rows):
+        rows[1]["over_transformer"] = round(rows[1]["step_ms"] / rows[0]["step_ms"], 2)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -149,13 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-m-gib", type=float, default=8.0, help="the materialising path only while M fits")
     parser.add_argument("--fp32-tops", type=float, default=33.5, help="FP32 instructions per second, in 1e12")
     parser.add_argument("--profile-length", type=int, default=4096)
+    parser.add_argument("--train-steps", default=None,
+                        help=f"training-step shapes among {','.join(TRAIN_SHAPES)} (default: all on cuda, none on cpu)")
+    parser.add_argument("--train-shrink", type=int, default=1, help="divide the training batches by this (tests)")
     parser.add_argument("--time-budget-s", type=float, default=1e9)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     start, device = time.time(), args.device
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
-    out = {"environment": {**benchmark_environment(ROOT), "device": device}, "args": vars(args) | {"json": str(args.json)}, "check": [], "rows": [],
-           "profile": None, "skipped": []}
+    out = {"environment": {**benchmark_environment(ROOT), "device": device}, "args": vars(args) | {"json": str(args.json)},
+           "check": [], "rows": [], "profile": None, "train_steps": [], "skipped": []}
 
     def save():
         if args.json:
@@ -209,6 +265,17 @@ def main(argv: list[str] | None = None) -> int:
                                                  args.dim, torch.bfloat16, device))
         print("profile", out["profile"], flush=True)
         save()
+    shapes = args.train_steps if args.train_steps is not None else (",".join(TRAIN_SHAPES) if device == "cuda" else "")
+    for shape in filter(None, shapes.split(",")):
+        for dtype in dtypes:
+            if time.time() - start > args.time_budget_s:
+                out["skipped"].append(f"train step {shape} {dtype}: time budget")
+                continue
+            out["train_steps"] += train_step_rows(device, shape, measure, args.reps, dtype, args.train_shrink)
+            save()
+            for row in out["train_steps"][-2:]:
+                print(f"train step {shape:9} {str(dtype)[6:]:>9} {row['model']:16} {row.get('step_ms', 'err'):>9} ms "
+                      f"{row.get('over_transformer') or ''} {row.get('kernels') or row.get('error', '')}", flush=True)
     return 0 if all(c["ok"] for c in out["check"]) else 1
 
 

@@ -112,3 +112,15 @@ def test_the_fixture_smoke_run_works_from_any_folder(venv, tmp_path):
     assert "Smoke test" in (tmp_path / "results" / "tables" / "table_2.md").read_text(encoding="utf-8")
     help_ = sh(venv / "bin" / "coda-exp", "--help", cwd=tmp_path, env=env).stdout
     assert "tables" in help_ and "scale=fixture" in help_
+    # its learning curve, and its checkpoint evaluated again: the training record's test metrics
+    sh(venv / "bin" / "coda-exp", "plot-curves", "--runs", "outputs/fixture_results/runs", "--task", "wikiqa",
+       "--metric", "val/map", "--out", "curves.png", cwd=tmp_path, env=env)
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    ckpt = min((tmp_path / "outputs" / "runs").rglob("*.ckpt"))
+    sh(venv / "bin" / "coda-exp", "eval", f"ckpt_path={ckpt}", "split=test", cwd=tmp_path, env=env)
+    evals = [r for r in map(json.loads, (f.read_text() for f in tmp_path.rglob("runs/*.json")))
+             if r.get("mode") == "eval"]
+    trained = json.loads(record.read_text())
+    assert len(evals) == 1 and evals[0]["trained_run_id"] == trained["run_id"]
+    for name, value in evals[0]["metrics"].items():
+        assert value == pytest.approx(trained["metrics"][name], abs=1e-6), name
