@@ -53,11 +53,13 @@ def inputs(b, h, lq, lk, d, dtype, device, seed=0, grad=True):
 
 
 def check(device: str, dtype: torch.dtype) -> dict:
-    """Flash-CoDA on ``device`` in ``dtype`` against float64 on the CPU: key padding, causal, unshared N."""
+    """Flash-CoDA on ``device`` in ``dtype`` against float64 on the CPU: key padding, causal, unshared N. The
+    reference sees the inputs rounded to ``dtype`` (as the kernel does): near-ties of nq - nk flip sign otherwise."""
     b, h, lq, lk, d = 2, 3, 70, 90, 32
-    ref = inputs(b, h, lq, lk, d, torch.float64, "cpu")
+    ref = [t.detach().to(dtype).double().requires_grad_() for t in inputs(b, h, lq, lk, d, torch.float64, "cpu")]
     gen = torch.Generator().manual_seed(1)
-    nq, nk = (torch.randn(b, h, n, 8, generator=gen, dtype=torch.float64).requires_grad_() for n in (lq, lk))
+    nq, nk = (torch.randn(b, h, n, 8, generator=gen, dtype=torch.float64).to(dtype).double().requires_grad_()
+              for n in (lq, lk))
     key = torch.rand(b, 1, 1, lk, generator=gen) > 0.25
     want = coda_attention(*ref, kernel="torch", mask=key, causal=True, n_q=nq, n_k=nk, alpha=0.7, beta=0.4)
     dout = torch.randn(want.shape, generator=gen, dtype=torch.float64)
