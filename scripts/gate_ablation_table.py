@@ -46,6 +46,7 @@ from coda_exp.curves import (
     load_run_records,
     validation_curve,
 )
+from coda_exp.figures import display_labels
 from coda_exp.io import atomic_write_text
 from coda_exp.results import utc_now_iso
 from coda_exp.significance import Welch, format_p, welch_test
@@ -213,6 +214,7 @@ def render(sections: list[Section], metric: str = "test/acc_seq", curve_metric: 
                   "final gate (mean)", "final gate < 0.01"]
         align = [" --- " if name in ("group", "per seed") else " ---: " for name in header]  # text left, numbers right
         lines += ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+        names = display_labels([row.label for row in section.rows])  # beta=0.177, unless two would read alike
         for row in section.rows:
             spread = "" if row.std is None else f" ± {_number(row.std, pct)}"
             per_seed = ", ".join(f"s{s}: {_number(v, pct)}" for s, v in zip(row.seeds, row.values))
@@ -225,7 +227,7 @@ def render(sections: list[Section], metric: str = "test/acc_seq", curve_metric: 
             closed = DASH if not row.gate_closed else f"{100 * statistics.fmean(row.gate_closed):.1f} %"
             if row.gate_mean and len(row.gate_mean) < len(row.seeds):
                 gate += f" ({len(row.gate_mean)}/{len(row.seeds)} seeds)"
-            cells = [row.label, str(len(row.seeds)), f"{_number(row.mean, pct)}{spread}", per_seed, delta, p,
+            cells = [names[row.label], str(len(row.seeds)), f"{_number(row.mean, pct)}{spread}", per_seed, delta, p,
                      *[row.reach[t].text() for t in thresholds], gate, closed]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from coda_exp.curves import GROUP_BY, group_label, latest_per_seed, runs_folder
 from coda_exp.data.seq2seq.mlu import MLUStream
+from coda_exp.figures import display_labels
 from coda_exp.io import atomic_write_text
 from coda_exp.results import load_records
 from coda_exp.significance import read_predictions
@@ -87,13 +88,14 @@ def render(groups: dict[tuple[str, str], dict[int, dict]], source: str = "") -> 
         lines += [f"From {source}, written by `scripts/mlu_breakdown.py`.", ""]
     lines += ["| scale | group | n | " + " | ".join(OPERATIONS.values()) + " | all |",
               "| --- | --- | ---: | " + " | ".join("---" for _ in OPERATIONS) + " | --- |"]
+    names = display_labels([group for _, group in groups])  # beta=0.177, unless two groups would then read alike
     for (scale, group), seeds in groups.items():
         cells = []
         for key in (*OPERATIONS, "all"):
             values = [acc.get(key, math.nan) * 100 for acc in seeds.values()]
             per_seed = " / ".join(f"{v:.1f}" for v in values)
             cells.append(f"**{sum(values) / len(values):.1f}** ({per_seed})" if len(values) > 1 else f"{values[0]:.1f}")
-        lines.append(f"| {scale} | {group} | {len(seeds)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {scale} | {names[group]} | {len(seeds)} | " + " | ".join(cells) + " |")
     lines += ["", "Mean over seeds in bold, then each seed's value (seeds in increasing order)."]
     return "\n".join(lines) + "\n"
 

@@ -93,3 +93,13 @@ def test_the_script_writes_the_table(table, tmp_path, capsys):
     assert "| coda_transformer | 3 |" in out.read_text(encoding="utf-8")
     assert table.main(["--runs", str(tmp_path / "results"), "--out", str(out), "--task", "snli"]) == 1
     assert "no run record of task snli" in capsys.readouterr().err
+
+
+def test_numbers_in_group_names_are_rounded_unless_two_would_read_alike(table):
+    """A variant's float option shows to 3 digits (the grouping keeps every digit, so runs never merge)."""
+    beta = [mlu_rec(seed=1, acc=0.2, options={"beta": 0.1767766952966369})]
+    md = table.build_markdown(records() + beta, generated="2026-01-01T00:00:00+00:00")
+    assert md_row(md, "coda_transformer[beta=0.177]")[1] == "1" and "0.1767766952966369" not in md
+    alike = [mlu_rec(seed=1, acc=0.2, options={"beta": 0.17677}), mlu_rec(seed=1, acc=0.3, options={"beta": 0.17678})]
+    md = table.build_markdown(records() + alike, generated="2026-01-01T00:00:00+00:00")
+    assert "beta=0.17677]" in md and "beta=0.17678]" in md
