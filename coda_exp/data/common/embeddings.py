@@ -35,6 +35,17 @@ def _first_line(path: Path) -> list[str]:
                         "convert it to the text format first") from None
 
 
+def _vectors_file(path: str | os.PathLike) -> tuple[Path, list[str], bool]:
+    """(path, the first line's fields, whether that line is a word2vec header "count dim"); a missing file is a
+    :class:`DataError` naming ``data.embeddings.path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
+                        "word2vec text file, or null for random initialisation")
+    first = _first_line(path)
+    return path, first, len(first) == 2 and all(x.isdigit() for x in first)
+
+
 HEAD_BYTES = 1 << 20  # the part of a vectors file hashed into its identity (cheap for a 5 GB file)
 
 
@@ -46,12 +57,7 @@ def vectors_identity(path: str | os.PathLike | None) -> dict | None:
     a path; a missing or unreadable file is the :class:`DataError` :func:`load_pretrained` raises."""
     if not path:
         return None
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
-                        "word2vec text file, or null for random initialisation")
-    first = _first_line(path)
-    header = len(first) == 2 and all(x.isdigit() for x in first)
+    path, first, header = _vectors_file(path)
     size = path.stat().st_size
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -70,12 +76,7 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
     so frozen pretrained vectors cover them instead of ``<unk>``; words the file lacks stay unknown. One pass over
     the file either way.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"embeddings file {str(path)!r} does not exist; set data.embeddings.path to a GloVe or "
-                        "word2vec text file, or null for random initialisation")
-    first = _first_line(path)
-    has_header = len(first) == 2 and all(x.isdigit() for x in first)
+    path, first, has_header = _vectors_file(path)
     dim = int(first[1]) if has_header else len(first) - 1
     if dim < 1:
         raise DataError(f"{path}:1: cannot infer the vector size from the first line")
