@@ -4,7 +4,7 @@
     python scripts/check_flash_triton.py [--device cuda] [--jobs 8] [--json OUT] [--quick]
 
 Each case (a dtype and a set of features: masks, causal, dropout, unshared N inputs, odd sizes, each activation)
-runs forward and backward with every config of ``triton_jit.CONFIGS`` in turn (``flash_triton.FIXED_CONFIGS``, so
+runs forward and backward with every config of ``flash_triton.CONFIGS`` in turn (``flash_triton.FIXED_CONFIGS``, so
 every tile shape autotune may pick is checked, not only the one it picks here), and compares out and the five
 gradients with ``flash_spec.reference_forward`` in float64 on the same device: the relative L2 error must stay under
 the dtype's tolerance (TF32 float32 3e-3, bfloat16 3e-2, float16 5e-3, float64 1e-10); NaN never passes. Cases run
@@ -71,7 +71,7 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
     names = ["q", "k", "v"] + (["nq", "nk"] if dn is not None else [])
     grads = dict(zip(names, torch.autograd.grad(want, [leaves[n] for n in names], dout.to(device))))
     inputs = {n: t.to(dtype).contiguous() for n, t in to.items()}
-    configs = list(zip(*(ft.triton_jit.CONFIGS[k] for k in ("fwd", "dkdv", "dq")))) if device == "cuda" else [None]
+    configs = list(zip(*(ft.CONFIGS[k] for k in ("fwd", "dkdv", "dq")))) if device == "cuda" else [None]
     result = {"case": name, "dtype": dtype_name, "configs": []}
     for cfg in configs:
         ft.FIXED_CONFIGS.clear()

@@ -40,7 +40,7 @@ if HAVE_TRITON:
 # activation codes of f_E / f_N inside the kernels
 FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-INTERPRET_BLOCK = (8, 8, 4)  # (BLOCK_M, BLOCK_N, DC) under the interpreter: small, so tiny tests cross blocks
+INTERPRET_BLOCK = (8, 8, 4, 1)  # (BLOCK_M, BLOCK_N, DC, PF) under the interpreter: tiny tests cross blocks and chunks
 _MIN_DOT = 16  # tl.dot needs every dimension >= 16 on GPUs
 
 
@@ -198,22 +198,43 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     return kern, tensors, ints, meta
 
 
-# Per kernel name, a (BLOCK_M, BLOCK_N, DC, num_warps, num_stages) that replaces autotuning on GPUs (empty: autotune).
+# (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) per kernel, from sm_90 builds (registers, spills, SASS
+# instructions per pair and feature: ~2.9 forward, ~9.2 per backward kernel); autotune times them. With 8 warps
+# BLOCK_M = 128: at 64 two warpgroups' wgmma tiles would duplicate the element-wise work. On an H200 the PF 0 rows
+# ran (results/bench/flash_kernels_h200.json); PF 1 (each feature chunk loaded one ahead, its global-memory latency
+# hidden behind the previous chunk's sum) is untimed: autotune decides.
+CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2)],
+           "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
+           "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
+# the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
+_KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "SHARED", "FAST"]
+_TUNED: dict[str, object] = {}
+# Per kernel name, a (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) replacing autotuning on GPUs (empty: autotune).
 # For checks that compile many flag combinations (each autotuned one compiles every config) and for timing configs.
-FIXED_CONFIGS: dict[str, tuple[int, int, int, int, int]] = {}
+FIXED_CONFIGS: dict[str, tuple[int, int, int, int, int, int]] = {}
 
 
 def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, args, meta):
     """Run kernel ``name``: autotuned on GPUs (or ``FIXED_CONFIGS[name]``), ``INTERPRET_BLOCK`` when interpreted."""
     fixed = FIXED_CONFIGS.get(name)
     if kern._INTERPRETED or fixed is not None:
-        bm, bn, dc, *launch = (*INTERPRET_BLOCK, None, None) if kern._INTERPRETED else fixed
+        bm, bn, dc, pf, *launch = (*INTERPRET_BLOCK, None, None) if kern._INTERPRETED else fixed
         block = bm if block_axis == "BLOCK_M" else bn
         options = {} if kern._INTERPRETED else {"num_warps": launch[0], "num_stages": launch[1]}
         getattr(kern, f"_{name}_kernel")[(b * h, triton.cdiv(grid_rows, block))](
-            *args, **meta, BLOCK_M=bm, BLOCK_N=bn, DC=dc, **options)
+            *args, **meta, BLOCK_M=bm, BLOCK_N=bn, DC=dc, PF=pf, **options)
     else:
-        getattr(kern, f"_{name}_tuned")[lambda cfg: (b * h, triton.cdiv(grid_rows, cfg[block_axis]))](*args, **meta)
+        _tuned(kern, name)[lambda cfg: (b * h, triton.cdiv(grid_rows, cfg[block_axis]))](*args, **meta)
+
+
+def _tuned(kern, name: str):
+    """Kernel ``name`` of the compiled ``triton_jit`` under ``triton.autotune`` over ``CONFIGS[name]`` (made once)."""
+    if name not in _TUNED:
+        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf}, num_warps=w, num_stages=st)
+                   for bm, bn, dc, pf, w, st in CONFIGS[name]]
+        key = [k for k in _KEY if name != "fwd" or k != "SHARED"]  # the forward has no SHARED flag
+        _TUNED[name] = triton.autotune(configs, key=key)(getattr(kern, f"_{name}_kernel"))
+    return _TUNED[name]
 
 
 def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:

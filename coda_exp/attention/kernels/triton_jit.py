@@ -5,19 +5,16 @@ Per (batch, head) slice s = b·H + h, M_ij = f_E(alpha q_i·k_j) · gate · f_N(
 ``hash32(seed, s, i, j) >> 8 >= ceil(p · 2^24)`` (``flash_spec.dropout_keep`` in integers) and scales kept values by
 1 / (1 - p). Nothing of size Lq × Lk is ever allocated; M lives one (BLOCK_M, BLOCK_N) tile at a time in registers.
 
-* ``_fwd_kernel``, grid (B·H, cdiv(Lq, BLOCK_M)): one program owns BLOCK_M query rows and loops over key blocks
-  (with ``causal`` only up to the last key its rows see). Per tile: E = alpha q k^T by ``tl.dot``; the L1 distance
-  DC features at a time (``_l1_tile``): two coalesced (DC, rows) loads, a (DC, BLOCK_M, BLOCK_N) register tile of
-  |nq - nk| summed over its first axis, which Triton's default layout keeps inside each thread (the loop is ~3/4
-  FADDs in the sm_90 SASS); activations, gate, validity, dropout; acc += M V by ``tl.dot``.
-* Backward, FlashAttention-2 style, recomputing each tile (CoDA has no softmax, so no row statistics): with
-  dM = (dout v^T) ⊙ keep ⊙ valid / (1 - p), dE = dM f_E'(alpha E) gate f_N(N) alpha and G = dM f_E(alpha E) gate
-  f_N'(N) (-beta) (``_pair_grads``). ``_dkdv_kernel`` (grid over key blocks) accumulates dv += P^T dout and
-  dk += dE^T q; ``_dq_kernel`` (grid over query blocks) dq += dE k. The L1 gradients, dnk_j = -Σ_i G_ij sign(nq_i -
-  nk_j) and dnq_i = Σ_j G_ij sign(nq_i - nk_j) (sign(0) = 0), go DC features at a time (``_sign_cols``): a
-  (DC, other rows, own rows) tile reduced over the other rows (in-thread, then across warps), added into a
-  scratch (B, H, L, dn) whose rows the program owns (no atomics; a barrier orders the tiles); with ``shared_n`` the
-  scratch joins dq / dk at the end, otherwise it is dnq / dnk.
+* ``_fwd_kernel`` (grid (B·H, cdiv(Lq, BLOCK_M))) owns BLOCK_M query rows, loops over key blocks (with ``causal``
+  up to the last key its rows see): E = alpha q k^T by ``tl.dot``; the L1 distance DC features at a time
+  (``_l1_tile``: (DC, BLOCK_M, BLOCK_N) register tiles summed over their first axis, inside each thread);
+  activations, gate, validity, dropout; acc += M V by ``tl.dot``.
+* Backward, FlashAttention-2 style, recomputing each tile (no softmax: no row statistics; ``_pair_grads``):
+  dM = (dout v^T) ⊙ keep ⊙ valid / (1 - p), dE = dM f_E' gate f_N alpha, G = dM f_E gate f_N' (-beta).
+  ``_dkdv_kernel`` (over key blocks): dv += P^T dout, dk += dE^T q; ``_dq_kernel`` (over query blocks): dq += dE k.
+  The L1 gradients dnk_j = -Σ_i G_ij sign(nq_i - nk_j), dnq_i = Σ_j G_ij sign(nq_i - nk_j) (sign(0) = 0) go DC
+  features at a time (``_sign_cols``) into a scratch (B, H, L, dn) whose rows the program owns (no atomics; a
+  barrier orders the tiles); with ``shared_n`` it joins dq / dk at the end, otherwise it is dnq / dnk.
 * Dropout is regenerated, never stored: all kernels evaluate the same counter-based hash of (seed, s, i, j).
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
@@ -27,8 +24,7 @@ only as ``tl.dot`` operands, as in FlashAttention), with tanh and sigmoid by the
 float64. Scalars (alpha, beta, gate, 1 / (1 - p)) arrive in a small tensor in the accumulation dtype. tanh and
 arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
 
-Kernels and helpers call only triton.language builtins, so that ``flash_triton`` can load a second, interpreted copy
-of this file for CPU tensors (see its docstring).
+Only triton.language builtins are called, so ``flash_triton`` can load an interpreted copy for CPU tensors.
 """
 
 try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
@@ -40,10 +36,8 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
     HAVE_TRITON = False
 
 if HAVE_TRITON:
-    # Kernels and helpers call only triton.language *builtins* (no @jit function of triton.language.standard such
-    # as tl.sum, tl.zeros, tl.sigmoid, tl.cdiv): those were decorated when triton was imported, compiled or
-    # interpreted once and for all, and a compiled one cannot run inside an interpreted kernel (the CPU copy).
-    # Reductions go through tl.reduce with tl.sum's combine function, which the interpreter maps to numpy.sum.
+    # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
+    # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
     _SUM_COMBINE = tl.standard._sum_combine
 
     # ------------------------------------------------------------------ element-wise helpers
@@ -188,26 +182,44 @@ if HAVE_TRITON:
                        other=0.0).to(CDT)
 
     @triton.jit
-    def _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    def _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
+                 CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the
-        feature axis, which the default layout keeps within each thread (no shuffles), from two coalesced loads."""
+        feature axis, which the default layout keeps within each thread (no shuffles), from two coalesced loads.
+        PF: the next chunk is loaded before this one is summed (its global-memory latency hidden by the sum)."""
         dist = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=CDT)
+        if PF:
+            a = _cols(NQ, offs_m, m_ok, 0, DN, DC, CDT)
+            b = _cols(NK, offs_n, n_ok, 0, DN, DC, CDT)
         for c0 in range(0, DN, DC):
-            a = _cols(NQ, offs_m, m_ok, c0, DN, DC, CDT)
-            b = _cols(NK, offs_n, n_ok, c0, DN, DC, CDT)
-            dist += tl.reduce(tl.abs(a[:, :, None] - b[:, None, :]), 0, _SUM_COMBINE)
+            if PF:
+                a_c, b_c = a, b
+                a = _cols(NQ, offs_m, m_ok, c0 + DC, DN, DC, CDT)  # past DN: masked, nothing read
+                b = _cols(NK, offs_n, n_ok, c0 + DC, DN, DC, CDT)
+            else:
+                a_c = _cols(NQ, offs_m, m_ok, c0, DN, DC, CDT)
+                b_c = _cols(NK, offs_n, n_ok, c0, DN, DC, CDT)
+            dist += tl.reduce(tl.abs(a_c[:, :, None] - b_c[:, None, :]), 0, _SUM_COMBINE)
         return dist
 
     @triton.jit
     def _sign_cols(OWN, OTHER, SCR, offs_own, offs_other, own_ok, other_ok, g,
-                   DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr):
-        """SCR[own] -= Σ_other g ⊙ sign(n_other - n_own), sign(0) = 0, DC features at a time; ``g`` is
-        (len(offs_other), len(offs_own)). The program owns its SCR rows; the caller orders tiles by a barrier."""
+                   DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, CDT: tl.constexpr):
+        """SCR[own] -= Σ_other g ⊙ sign(n_other - n_own), sign(0) = 0, DC features at a time (PF as in _l1_tile);
+        ``g`` is (len(offs_other), len(offs_own)). The program owns its SCR rows; a barrier orders the tiles."""
         g3 = g[None, :, :]
+        if PF:
+            own = _cols(OWN, offs_own, own_ok, 0, DN, DC, CDT)
+            other = _cols(OTHER, offs_other, other_ok, 0, DN, DC, CDT)
         for c0 in range(0, DN, DC):
-            own = _cols(OWN, offs_own, own_ok, c0, DN, DC, CDT)
-            d = _cols(OTHER, offs_other, other_ok, c0, DN, DC, CDT)[:, :, None] - own[:, None, :]
+            if PF:
+                own_c, other_c = own, other
+                own = _cols(OWN, offs_own, own_ok, c0 + DC, DN, DC, CDT)
+                other = _cols(OTHER, offs_other, other_ok, c0 + DC, DN, DC, CDT)
+            else:
+                own_c = _cols(OWN, offs_own, own_ok, c0, DN, DC, CDT)
+                other_c = _cols(OTHER, offs_other, other_ok, c0, DN, DC, CDT)
+            d = other_c[:, :, None] - own_c[:, None, :]
             col = tl.reduce(tl.where(d > 0, g3, tl.where(d < 0, -g3, 0.0)), 1, _SUM_COMBINE)
             offs_c = c0 + tl.arange(0, DC)
             ptrs = SCR + offs_c[:, None] + (offs_own * DN)[None, :]
@@ -216,21 +228,22 @@ if HAVE_TRITON:
 
     @triton.jit
     def _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
-                DN: tl.constexpr, DC: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr, CDT: tl.constexpr,
-                FAST: tl.constexpr, DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
+                CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr):
         """M = f_E(alpha E) gate f_N(N) of one tile (unmasked). The L1 part first: fewer tiles live at once."""
-        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, CDT, BLOCK_M, BLOCK_N)
+        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N)
         fn = gate * _act(nv, N_FN, CDT, FAST)
         ev = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC)
         return _act(ev, E_FN, CDT, FAST) * fn
 
     @triton.jit
     def _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
-                     DN: tl.constexpr, DC: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
-                     CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
+                     DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr,
+                     N_FN: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """(M, dM/d(q·k), dM/dD) of one tile (unmasked), D the L1 distance."""
-        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, CDT, BLOCK_M, BLOCK_N)
+        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N)
         fn = _act(nv, N_FN, CDT, FAST)
         dfn = _act_grad(nv, fn, N_FN, CDT) * (-beta * gate)
         fn = fn * gate
@@ -245,7 +258,8 @@ if HAVE_TRITON:
                     DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr, DV_P: tl.constexpr,
                     E_FN: tl.constexpr, N_FN: tl.constexpr, HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr,
                     CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                    DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr):
+                    DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
+                    PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -267,7 +281,7 @@ if HAVE_TRITON:
             k = _rows(K, offs_n, n_ok, DE, DE_P)
             v = _rows(V, offs_n, n_ok, DV, DV_P)
             m = _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
-                        DN, DC, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+                        DN, DC, PF, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
             ok = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
             if DROPOUT:
                 ok = ok & _keep(seed, s, offs_m, offs_n, drop_thr)
@@ -279,13 +293,13 @@ if HAVE_TRITON:
     @triton.jit
     def _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
                     smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale,
-                    DN: tl.constexpr, DC: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
+                    DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                     HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                     DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """One backward tile: (P = dropout(M) valid, dE = dL/d(q·k), G = dL/dD) with dM = dout v^T."""
         m, dm_de, dm_dd = _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
-                                       DN, DC, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+                                       DN, DC, PF, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
         ok = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
         if DROPOUT:
             ok = ok & _keep(seed, s, offs_m, offs_n, drop_thr)
@@ -300,7 +314,8 @@ if HAVE_TRITON:
                      DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                      DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                     DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr):
+                     DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
+                    PF: tl.constexpr):
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -328,11 +343,11 @@ if HAVE_TRITON:
             q = _rows(Q, offs_m, m_ok, DE, DE_P)
             do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
             p, de, g = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, E_FN, N_FN,
-                                   HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, PF, E_FN,
+                                   N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
             dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
             dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
-            _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g, DN, DC, CDT)  # dnk -= Σ_i G sign(nq - nk)
+            _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g, DN, DC, PF, CDT)  # dnk -= Σ_i G sign(nq - nk)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)
@@ -346,7 +361,8 @@ if HAVE_TRITON:
                    DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                    HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                    DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                   DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr):
+                   DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
+                    PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -372,28 +388,13 @@ if HAVE_TRITON:
             k = _rows(K, offs_n, n_ok, DE, DE_P)
             v = _rows(V, offs_n, n_ok, DV, DV_P)
             _, de, g = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, E_FN, N_FN,
-                                   HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, PF, E_FN,
+                                   N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
             dq = tl.dot(de.to(k.dtype), k, dq, out_dtype=CDT, input_precision=DOT_PREC)
-            _sign_cols(NQ, NK, SCR, offs_m, offs_n, m_ok, n_ok, tl.trans(g), DN, DC, CDT)  # dnq += Σ_j G sign(nq - nk)
+            _sign_cols(NQ, NK, SCR, offs_m, offs_n, m_ok, n_ok, tl.trans(g), DN, DC, PF, CDT)  # dnq += Σ_j G sign(nq - nk)
             tl.debug_barrier()
         if SHARED:  # nq is q: the L1 gradient joins dq (DN_P == DE_P)
             dq += _rows(SCR, offs_m, m_ok, DN, DN_P)
         _store_rows(DQ + s64 * LQ * DE, offs_m, m_ok, dq, DE, DE_P)
 
     _INTERPRETED = not isinstance(_fwd_kernel, triton.runtime.JITFunction)
-
-    def _configs(rows):
-        return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc}, num_warps=w, num_stages=st)
-                for bm, bn, dc, w, st in rows]
-
-    _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "SHARED", "FAST"]
-    # (BLOCK_M, BLOCK_N, DC, num_warps, num_stages) per kernel, chosen from sm_90 builds (registers, spills and the
-    # SASS instructions per pair and feature, ~2.9 forward and ~9.2 per backward kernel) and timed by autotune.
-    # With 8 warps BLOCK_M = 128: at 64 the wgmma tiles of two warpgroups would duplicate the element-wise work.
-    CONFIGS = {"fwd": [(128, 64, 2, 8, 2), (64, 64, 2, 4, 2), (64, 32, 4, 4, 2)],
-               "dkdv": [(128, 64, 4, 8, 2), (64, 64, 4, 4, 2), (64, 32, 4, 4, 2)],
-               "dq": [(64, 64, 4, 4, 2), (64, 128, 4, 8, 2), (32, 64, 4, 4, 2)]}
-    _fwd_tuned = triton.autotune(_configs(CONFIGS["fwd"]), key=[k for k in _KEY if k != "SHARED"])(_fwd_kernel)
-    _dkdv_tuned = triton.autotune(_configs(CONFIGS["dkdv"]), key=_KEY)(_dkdv_kernel)
-    _dq_tuned = triton.autotune(_configs(CONFIGS["dq"]), key=_KEY)(_dq_kernel)

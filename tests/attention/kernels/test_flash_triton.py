@@ -8,7 +8,8 @@ it at call time), and other tests of the same pytest process never see it, whate
 own kernels interpreted) in a subprocess.
 
 Values and gradients are compared in float64 (gradients of the reference by autograd), on tiny shapes: the
-interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8, 4): lengths up to 20 still cross blocks, feature dims over 4 cross chunks.
+interpreter runs every tile op in numpy. ``INTERPRET_BLOCK`` is (8, 8, 4, 1): lengths up to 20
+still cross blocks, feature dims over 4 cross chunks (prefetched: PF 1; ``test_cases_float64`` runs PF 0 too).
 """
 
 from __future__ import annotations
@@ -115,9 +116,12 @@ CASES = {  # name: (B, H, Lq, Lk, de, dn, dv, mask, query_mask, FlashParams over
 }
 
 
+@pytest.mark.parametrize("prefetch", [1, 0])
 @pytest.mark.parametrize("name", list(CASES))
-def test_cases_float64(name):
-    """Masks (expanded views), query masks, causal with Lq != Lk, dropout, shared_n, odd lengths, d not 2^k."""
+def test_cases_float64(name, prefetch, monkeypatch):
+    """Masks (expanded views), query masks, causal with Lq != Lk, dropout, shared_n, odd lengths, d not 2^k; the
+    feature chunks loaded one ahead (PF 1) or as they are used (PF 0)."""
+    monkeypatch.setattr(ft, "INTERPRET_BLOCK", (*ft.INTERPRET_BLOCK[:3], prefetch))
     b, h, lq, lk, de, dn, dv, mask_kind, with_query, overrides = CASES[name]
     params = FlashParams(**{"alpha": 0.6, "beta": 0.3, "gate": 2.0, "e_fn": "tanh", "n_fn": "sigmoid",
                             **overrides})
@@ -280,7 +284,7 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
-                 "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8}
+                 "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
     pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
