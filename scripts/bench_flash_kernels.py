@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -31,19 +30,10 @@ from coda_exp.attention.flash_spec import FlashParams
 from coda_exp.attention.kernels import flash_triton
 from coda_exp.results import benchmark_environment
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_gpu_coda import timer  # a sibling script: one CUDA-event timer for both benchmarks
 
-def median_ms(fn, reps: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+_MEASURE = timer("cuda")
 
 
 def kernel_ms(fn) -> dict[str, float]:
@@ -66,7 +56,7 @@ def time_version(module, args: tuple, dout, reps: int) -> tuple[float, float, di
     def bwd():
         return module.backward(*args, dout)
 
-    return median_ms(fwd, reps), median_ms(bwd, reps), kernel_ms(lambda: (fwd(), bwd()))
+    return _MEASURE(fwd, reps, warmup=2), _MEASURE(bwd, reps, warmup=2), kernel_ms(lambda: (fwd(), bwd()))
 
 
 def main(argv: list[str] | None = None) -> int:
