@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Where Flash-CoDA beats the fused kernel on this machine: CoDA self-attention fwd+bwd through ``coda_attention``,
 ``kernel=flash`` vs ``kernel=fused``, over (slices = B x H, L) at d 64, side by side in one run (dispatch's CPU
-rule for ``auto`` comes from this: docs/attention.md).
+rule for ``auto`` comes from this: docs/attention.md), and both against SDPA (torch's
+``scaled_dot_product_attention``) on the same inputs, interleaved with them.
 
     python scripts/bench_crossover.py [--slices 4,32,256] [--lengths 128,256,512,1024,2048] [--reps 3] [--json OUT]
 
@@ -27,6 +28,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("CODA_KERNEL", None)
 
 import torch
+import torch.nn.functional as F
 
 from coda_exp.attention import coda_attention
 from coda_exp.results import git_commit
@@ -34,7 +36,7 @@ from coda_exp.results import git_commit
 
 def step(kernel: str, q, k, v):
     def run():
-        out = coda_attention(q, k, v, kernel=kernel)
+        out = F.scaled_dot_product_attention(q, k, v) if kernel == "sdpa" else coda_attention(q, k, v, kernel=kernel)
         out.sum().backward()
     return run
 
@@ -49,13 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     rows, commit = [], git_commit(ROOT) or "unknown"
-    print(f"{'slices':>6} {'L':>5} {'M MiB':>8} {'fused ms':>9} {'flash ms':>9} {'flash/fused':>11}", flush=True)
+    print(f"{'slices':>6} {'L':>5} {'M MiB':>8} {'fused ms':>9} {'flash ms':>9} {'flash/fused':>11} {'SDPA ms':>8} "
+          f"{'fused/SDPA':>10} {'flash/SDPA':>10}", flush=True)
     for slices in map(int, args.slices.split(",")):
         for length in map(int, args.lengths.split(",")):
             gen = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(slices, 1, length, args.dim, generator=gen).requires_grad_() for _ in range(3))
             m_mib = slices * length * length * 4 / 2 ** 20
-            kernels = ["flash"] if m_mib > args.max_m_mib else ["fused", "flash"]
+            kernels = (["flash"] if m_mib > args.max_m_mib else ["fused", "flash"]) + ["sdpa"]
             runs = {name: step(name, q, k, v) for name in kernels}
             times = {name: [] for name in kernels}
             for run in runs.values():
@@ -67,9 +70,12 @@ def main(argv: list[str] | None = None) -> int:
                     times[name].append(1e3 * (time.perf_counter() - t0))
             med = {name: round(statistics.median(t), 2) for name, t in times.items()}
             ratio = round(med["flash"] / med["fused"], 3) if "fused" in med else None
-            rows.append({"slices": slices, "L": length, "m_mib": round(m_mib, 2), "ms": med, "flash_over_fused": ratio})
+            over_sdpa = {f"{name}_over_sdpa": round(med[name] / med["sdpa"], 3) for name in kernels if name != "sdpa"}
+            rows.append({"slices": slices, "L": length, "m_mib": round(m_mib, 2), "ms": med, "flash_over_fused": ratio,
+                         **over_sdpa})
             print(f"{slices:>6} {length:>5} {m_mib:>8.1f} {med.get('fused', float('nan')):>9.1f} {med['flash']:>9.1f} "
-                  f"{ratio if ratio is not None else '-':>11}", flush=True)
+                  f"{ratio if ratio is not None else '-':>11} {med['sdpa']:>8.1f} "
+                  f"{over_sdpa.get('fused_over_sdpa', '-'):>10} {over_sdpa['flash_over_sdpa']:>10}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps({
                     "command": " ".join(["python scripts/bench_crossover.py", *(argv or sys.argv[1:])]),

@@ -110,9 +110,14 @@ def _setup_context(ctx, inputs, output):
     e_a, e_b, x, y = inputs[:4]
     _, a, b = output
     ctx.save_for_backward(e_a, e_b, x, y, a, b)
+    # A and B never receive a gradient: without this autograd would fill two (S, la, lb) tensors of zeros for
+    # them on every backward (~8 ms of a 80 ms step at B 32, H 8, L 128)
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, grad_m, grad_a, grad_b):
+    if grad_m is None:  # M unused (set_materialize_grads(False) leaves undefined gradients as None)
+        return (None,) * 11
     e_a, e_b, x, y, a, b = ctx.saved_tensors
     return (*_fused_backward_op(grad_m.contiguous(), e_a, e_b, x, y, a, b), None, None, None, None, None, None, None)
 
