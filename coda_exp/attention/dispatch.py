@@ -55,11 +55,12 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # which made them ~2x faster again (results/bench/flash_kernels_h200.json). Maps, the L1 distance, centring and
 # float64 with a mask still take the materialising path.
 SELF_FLASH_MIN_BYTES = 0
-# On the CPU the fused and flash kernels are within +-15 % of each other below M ~ 128 MiB (either wins, by shape),
-# and Flash-CoDA is clearly faster from 256 MiB on (0.66-0.73x; the fused backward keeps M and two derivatives), so
-# ``auto`` keeps the fused kernel up to 128 MiB there (scripts/bench_crossover.py:
-# results/bench/crossover_cpu_2core.json).
-CPU_SELF_FLASH_MIN_BYTES = 128 << 20
+# On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
+# results/bench/crossover_cpu_2core.json) Flash-CoDA is faster wherever a slice is long (L >= 1024: 0.70-0.98x the
+# fused kernel's time) or M is large (>= 64 MiB: 0.79-0.88x); the fused kernel's one pass wins where slices are
+# short and many (L 128: flash 1.10-1.60x slower; 32 x 256 and 32 x 512: 1.14-1.18x). ``auto`` follows that.
+CPU_SELF_FLASH_MIN_BYTES = 64 << 20
+CPU_FLASH_MIN_LENGTH = 1024
 OUTPUTS = ("matrix", "attention", "l1")
 
 
@@ -74,7 +75,7 @@ class KernelRequest:
     mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
     alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); masked: a mask
-    tensor is given."""
+    tensor is given; key_length: Lk, the length of a slice's key side."""
 
     device: str
     dtype: torch.dtype | None
@@ -86,6 +87,7 @@ class KernelRequest:
     matrix_bytes: int = 0
     cross: bool = False
     masked: bool = False
+    key_length: int = 0
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
@@ -101,16 +103,16 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
     device = devices.pop() if len(devices) == 1 else "mixed"
     mask_ok = mask is None or (mask.dtype == torch.bool and mask.device.type == device)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    size = 0
+    size = key_length = 0
     if len(tensors) >= 2:
         a, b = tensors[:2]
         try:
             slices = math.prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-            size = slices * a.shape[-2] * b.shape[-2] * a.element_size()
+            size, key_length = slices * a.shape[-2] * b.shape[-2] * a.element_size(), b.shape[-2]
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
-            size = 0
+            size = key_length = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross, mask is not None)
+                         output, size, cross, mask is not None, key_length)
 
 
 def _numba_missing(request: KernelRequest) -> str | None:
@@ -176,7 +178,9 @@ class Kernel:
 def _flash_big_enough(request: KernelRequest) -> bool:
     if request.cross:
         return request.matrix_bytes >= CROSS_FLASH_MIN_BYTES
-    return request.matrix_bytes >= (CPU_SELF_FLASH_MIN_BYTES if request.device == "cpu" else SELF_FLASH_MIN_BYTES)
+    if request.device == "cpu":
+        return request.matrix_bytes >= CPU_SELF_FLASH_MIN_BYTES or request.key_length >= CPU_FLASH_MIN_LENGTH
+    return request.matrix_bytes >= SELF_FLASH_MIN_BYTES
 
 
 REGISTRY: tuple[Kernel, ...] = (

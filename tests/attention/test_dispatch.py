@@ -51,6 +51,9 @@ def test_auto_picks_by_device_dtype_and_what_is_needed(monkeypatch):
     assert _pick(output="attention", matrix_bytes=big) == _pick(output="attention", dtype=torch.float64,
                                                                 matrix_bytes=big) == "flash"
     assert _pick(output="attention", matrix_bytes=big - 1) == "fused"  # small M: the one-pass kernel is faster
+    long = dispatch.CPU_FLASH_MIN_LENGTH  # a long slice: flash's recomputation pays even where M is small
+    assert _pick(output="attention", matrix_bytes=1 << 20, key_length=long) == "flash"
+    assert _pick(output="attention", matrix_bytes=1 << 20, key_length=long - 1) == "fused"
     assert _pick(output="attention", matrix_bytes=dispatch.CROSS_FLASH_MIN_BYTES - 1, cross=True) == "fused"
     assert _pick(output="attention", matrix_bytes=dispatch.CROSS_FLASH_MIN_BYTES, cross=True) == "flash"
     assert _pick(output="attention", centred=True, matrix_bytes=big) == "numba"  # centring: the means need E, N
