@@ -47,6 +47,15 @@ class FlashParams:
     # there (no host sync, nothing for torch.compile to break on, and a CUDA graph replays a fresh draw)
     seed: int | torch.Tensor = 0
     shared_n: bool = False
+    # eqs. 6 / 4: E / N minus its mean over the valid pairs (mask, query_mask, causal; dropout aside) of each row
+    # ("row") or slice ("slice"), before f_E / f_N (the Triton backend streams it: one more pass each way)
+    center_e: bool = False
+    center_n: bool = False
+    center_over: str = "row"
+
+    @property
+    def centred(self) -> bool:
+        return self.center_e or self.center_n
 
 
 def mix32(x: torch.Tensor) -> torch.Tensor:
@@ -97,11 +106,24 @@ def reference_forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) ->
 
     energy = params.alpha * (q @ k.transpose(-1, -2))
     neg = -params.beta * (nq[..., :, None, :] - nk[..., None, :, :]).abs().sum(-1)
-    m = E_FUNCTIONS[params.e_fn](energy) * params.gate * N_FUNCTIONS[params.n_fn](neg)
     valid = valid_pairs(mask, query_mask, params.causal, q.shape[-2], k.shape[-2], q.device)
+    if params.center_e:
+        energy = _centred(energy, valid, params.center_over)
+    if params.center_n:
+        neg = _centred(neg, valid, params.center_over)
+    m = E_FUNCTIONS[params.e_fn](energy) * params.gate * N_FUNCTIONS[params.n_fn](neg)
     if valid is not None:
         m = torch.where(valid, m, torch.zeros((), dtype=m.dtype, device=m.device))
     if params.dropout_p > 0:
         keep = dropout_keep(seed_value(params.seed), params.dropout_p, tuple(m.shape), m.device)
         m = torch.where(keep, m / (1.0 - params.dropout_p), torch.zeros((), dtype=m.dtype, device=m.device))
     return m @ v
+
+
+def _centred(x: torch.Tensor, valid: torch.Tensor | None, over: str) -> torch.Tensor:
+    """x minus its mean over the valid pairs of each row / slice (none valid: mean 0)."""
+    dims = (-2, -1) if over == "slice" else (-1,)
+    valid = torch.ones_like(x, dtype=torch.bool) if valid is None else torch.broadcast_to(valid, x.shape)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    total = torch.where(valid, x, zero).sum(dim=dims, keepdim=True)
+    return x - total / valid.sum(dim=dims, keepdim=True).clamp(min=1).to(x.dtype)

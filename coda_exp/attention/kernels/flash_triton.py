@@ -24,12 +24,13 @@ wrong (on GPUs bfloat16 is supported).
 
 import importlib.util
 import math
+import sys
 
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 from coda_exp.attention.flash_spec import FlashParams
-from coda_exp.attention.kernels import triton_jit
+from coda_exp.attention.kernels import triton_jit, triton_math
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
 if HAVE_TRITON:
@@ -57,16 +58,27 @@ def available(device_type: str) -> bool:
 _INTERPRETED_COPY = None
 
 
+def _load_interpreted(module):
+    spec = importlib.util.spec_from_file_location(module.__name__ + "_interpreted", module.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    return copy
+
+
 def _interpreted_copy():
-    """``triton_jit`` loaded once more with ``triton.jit`` in interpreter mode (see the module docstring)."""
+    """``triton_jit`` loaded once more with ``triton.jit`` in interpreter mode (see the module docstring), its
+    helpers from an interpreted copy of ``triton_math`` (in ``sys.modules`` while the copy imports them)."""
     global _INTERPRETED_COPY
     if _INTERPRETED_COPY is None:
-        spec = importlib.util.spec_from_file_location(triton_jit.__name__ + "_interpreted", triton_jit.__file__)
-        module = importlib.util.module_from_spec(spec)
         with knobs.runtime.scope():
             knobs.runtime.interpret = True
-            spec.loader.exec_module(module)
-        _INTERPRETED_COPY = module
+            math_copy = _load_interpreted(triton_math)
+            compiled = sys.modules[triton_math.__name__]
+            sys.modules[triton_math.__name__] = math_copy
+            try:
+                _INTERPRETED_COPY = _load_interpreted(triton_jit)
+            finally:
+                sys.modules[triton_math.__name__] = compiled
     return _INTERPRETED_COPY
 
 

@@ -36,122 +36,13 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
     HAVE_TRITON = False
 
 if HAVE_TRITON:
+    # the element-wise helpers: an interpreted copy of this module imports an interpreted copy of them
+    # (flash_triton._interpreted_copy)
+    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _valid
+
     # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
     # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
     _SUM_COMBINE = tl.standard._sum_combine
-
-    # ------------------------------------------------------------------ element-wise helpers
-    @triton.jit
-    def _div(a, b, CDT: tl.constexpr):
-        """a / b: correctly rounded in float64, ``div.full`` (2 ulp, no slow path) in float32."""
-        if CDT == tl.float64:
-            r = a / b
-        else:
-            r = tl.fdiv(a, b, ieee_rounding=False)
-        return r
-
-    @triton.jit
-    def _tanh(x, CDT: tl.constexpr, FAST: tl.constexpr):
-        if FAST:  # one MUFU.TANH (max rel. error 2^-11: only for 16-bit inputs)
-            y = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
-                                          is_pure=True, pack=1)
-        else:
-            e = tl.exp(-2.0 * tl.abs(x))
-            t = _div(1.0 - e, 1.0 + e, CDT)
-            y = tl.where(x < 0, -t, t)
-        return y
-
-    @triton.jit
-    def _atan(x, CDT: tl.constexpr):
-        """Cephes atan: reduce |x| to [0, 0.66], then x + x z P(z) / Q(z) with z = x^2 (~1 ulp in float64)."""
-        a = tl.abs(x)
-        big = a > 2.41421356237309504880  # tan(3 pi / 8)
-        mid = (a > 0.66) & (a <= 2.41421356237309504880)
-        safe = tl.where(big, a, 1.0)
-        r = tl.where(big, -_div(1.0, safe, CDT), tl.where(mid, _div(a - 1.0, a + 1.0, CDT), a))
-        bigf = big.to(x.dtype)
-        midf = mid.to(x.dtype)
-        base = bigf * 1.57079632679489661923 + midf * 0.78539816339744830962
-        more = bigf * 6.123233995736765886130e-17 + midf * 3.061616997868382943065e-17
-        z = r * r
-        p = (((-8.750608600031904122785e-1 * z - 1.615753718733365076637e1) * z - 7.500855792314704667340e1) * z
-             - 1.228866684490136173410e2) * z - 6.485021904942025371773e1
-        q = ((((z + 2.485846490142306297962e1) * z + 1.650270098316988542046e2) * z + 4.328810604912902668951e2)
-             * z + 4.853903996359136964868e2) * z + 1.945506571482613964425e2
-        y = base + (r * _div(z * p, q, CDT) + r) + more
-        return tl.where(x < 0, -y, y)
-
-    @triton.jit
-    def _rsqrt1p(x, CDT: tl.constexpr):
-        """1 / sqrt(1 + x^2)."""
-        if CDT == tl.float64:
-            r = 1.0 / tl.sqrt(1.0 + x * x)
-        else:
-            r = tl.rsqrt(1.0 + x * x)
-        return r
-
-    @triton.jit
-    def _act(x, FN: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr):
-        """f(x) for the code FN (0 tanh, 1 sigmoid, 2 arctan, 3 algebraic x / sqrt(1 + x^2))."""
-        if FN == 0:
-            y = _tanh(x, CDT, FAST)
-        elif FN == 1:
-            if FAST:
-                y = 0.5 * _tanh(0.5 * x, CDT, FAST) + 0.5
-            else:
-                y = _div(1.0, 1.0 + tl.exp(-x), CDT)
-        elif FN == 2:
-            y = _atan(x, CDT)
-        else:
-            y = x * _rsqrt1p(x, CDT)
-        return y
-
-    @triton.jit
-    def _act_grad(x, y, FN: tl.constexpr, CDT: tl.constexpr):
-        """f'(x) given y = f(x)."""
-        if FN == 0:
-            g = 1.0 - y * y
-        elif FN == 1:
-            g = y * (1.0 - y)
-        elif FN == 2:
-            g = _div(1.0, 1.0 + x * x, CDT)
-        else:
-            r = _rsqrt1p(x, CDT)
-            g = r * r * r
-        return g
-
-    @triton.jit
-    def _mix32(x):
-        """lowbias32 on uint32 (products wrap mod 2^32, shifts are logical): ``flash_spec.mix32``."""
-        x = x ^ (x >> 16)
-        x = x * 0x7FEB352D
-        x = x ^ (x >> 15)
-        x = x * 0x846CA68B
-        return x ^ (x >> 16)
-
-    @triton.jit
-    def _keep(seed, s, offs_m, offs_n, drop_thr):
-        """Dropout keep tile: hash32(seed, s, i, j) >> 8 >= drop_thr (= ceil(p 2^24))."""
-        h = _mix32(s.to(tl.uint32) + seed)  # uint32 arithmetic wraps
-        h = _mix32(h + offs_m.to(tl.uint32))
-        h = _mix32(h[:, None] + offs_n.to(tl.uint32)[None, :])
-        return (h >> 8) >= drop_thr
-
-    @triton.jit
-    def _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi,
-               HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr):
-        """Validity tile (BLOCK_M, BLOCK_N): in range, query_mask, causal limit, general mask (slice bases given)."""
-        m_ok = offs_m < LQ
-        ok = m_ok[:, None] & (offs_n < LK)[None, :]
-        if CAUSAL:
-            ok = ok & (offs_n[None, :] <= offs_m[:, None] + (LK - LQ))
-        if HAS_QMASK:
-            qm = tl.load(QMASK + offs_m.to(tl.int64) * sqi, mask=m_ok, other=0)
-            ok = ok & (qm != 0)[:, None]
-        if HAS_MASK:
-            ptrs = MASK + (offs_m.to(tl.int64) * smi)[:, None] + (offs_n.to(tl.int64) * smj)[None, :]
-            ok = ok & (tl.load(ptrs, mask=ok, other=0) != 0)
-        return ok
 
     # ------------------------------------------------------------------ tiles
     @triton.jit
