@@ -77,7 +77,7 @@ def _choice(group: str) -> str | None:
 def check_kernels(cfg: DictConfig) -> None:
     """The CoDA kernel names, at start-up: ``CODA_KERNEL`` (when set) and every ``kernel`` option under ``model``
     (``model.scoring.kernel``, ``model.attention.kernel``), and whether the kernel can run that node's options
-    (``flash`` and ``fused`` do not centre); a ConfigError naming the key, the source and the choices."""
+    (``fused`` does not centre, ``flash`` only on CUDA); a ConfigError naming the key, the source and the choices."""
     from coda_exp.attention.dispatch import configuration_error, requested_kernel
 
     nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
@@ -91,6 +91,11 @@ def check_kernels(cfg: DictConfig) -> None:
         refused = configuration_error(name, centred)
         if refused:
             raise ConfigError(f"{key}: {refused}")
+        accelerator = str(cfg.get("trainer", {}).get("accelerator", "auto"))
+        if name == "flash" and centred and accelerator == "cpu":  # flash centres in CUDA self-attention only
+            raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' centres "
+                              "(center_e / center_n) on CUDA only, and this run is on the CPU "
+                              "(trainer.accelerator=cpu): use 'auto' or a materialising kernel")
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:

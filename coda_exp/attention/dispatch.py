@@ -130,8 +130,9 @@ def _mask_missing(request: KernelRequest) -> str | None:
 
 
 def _flash_missing(request: KernelRequest) -> str | None:
-    if request.centred:
-        return "Flash-CoDA does not centre (center_e / center_n need the mean of E or N over the valid pairs)"
+    if request.centred and (request.device != "cuda" or request.cross):
+        return ("Flash-CoDA centres (center_e / center_n) in CUDA self-attention only: its numba CPU backend does not "
+                "centre, and a cross-attention's second side (M^T, rows of M's columns) cannot reuse row means")
     if request.device == "cuda" and request.dtype == torch.float64 and request.masked:
         return ("float64 with a mask does not compile on CUDA (Triton 3.6: 'PassManager::run failed' on the mask "
                 "load, seen on an H200); float64 without masks and the other dtypes do")
@@ -184,7 +185,7 @@ def _flash_big_enough(request: KernelRequest) -> bool:
 
 
 REGISTRY: tuple[Kernel, ...] = (
-    Kernel("flash", "attention", _flash_missing, auto=_flash_big_enough, centres=False),
+    Kernel("flash", "attention", _flash_missing, auto=_flash_big_enough),  # centres on CUDA (_flash_missing)
     Kernel("fused", "matrix", _fused_missing, matrix=fused_coda_matrix, centres=False),
     Kernel("numba", "l1", _numba_missing, l1=numba_l1),
     Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu"),

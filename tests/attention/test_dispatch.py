@@ -77,7 +77,9 @@ def test_a_named_kernel_runs_the_call_or_says_why_not():
             ("numba", {"dtype": torch.half}, "it runs float32/float64, these are torch.float16"),
             ("fused", {"mask_ok": False}, "its mask must be a bool tensor"),
             ("fused", {"centred": True}, "the fused kernel does not centre"),
-            ("flash", {"output": "attention", "centred": True}, "Flash-CoDA does not centre"),
+            ("flash", {"output": "attention", "centred": True}, "Flash-CoDA centres .* in CUDA self-attention only"),
+            ("flash", {"output": "attention", "centred": True, "device": "cuda", "cross": True},
+             "Flash-CoDA centres .* in CUDA self-attention only"),
             ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16"),
             ("flash", {"output": "attention", "device": "cuda", "dtype": torch.float64, "masked": True},
              "float64 with a mask does not compile on CUDA")]:
@@ -87,12 +89,21 @@ def test_a_named_kernel_runs_the_call_or_says_why_not():
 
 
 def test_a_named_kernel_that_cannot_centre_is_refused_when_the_options_are_built():
-    for kernel in ("flash", "fused"):
-        with pytest.raises(ValueError, match=f"CoDA option kernel '{kernel}' cannot run centred CoDA"):
-            CoDAOptions(kernel=kernel, center_n=True)
-        with pytest.raises(ValueError, match="cannot run centred CoDA"):
-            CoDAScoring(kernel=kernel, center_e=True)
+    with pytest.raises(ValueError, match="CoDA option kernel 'fused' cannot run centred CoDA"):
+        CoDAOptions(kernel="fused", center_n=True)
+    with pytest.raises(ValueError, match="cannot run centred CoDA"):
+        CoDAScoring(kernel="fused", center_e=True)
     assert CoDAOptions(kernel="numba", center_e=True).centred
+    assert CoDAOptions(kernel="flash", center_e=True).centred  # flash centres on CUDA (refused per call elsewhere)
+
+
+def test_a_centred_call_streams_on_cuda(monkeypatch):
+    """Flash-CoDA streams centring in CUDA self-attention (auto picks it there); CPU and cross-attention
+    materialise."""
+    monkeypatch.setattr(flash_triton, "available", lambda device_type: True)  # a CUDA machine with triton
+    assert _pick(output="attention", device="cuda", centred=True, matrix_bytes=1) == "flash"
+    assert _pick(output="attention", device="cuda", centred=True, cross=True) == "chunked"
+    assert _pick(output="attention", centred=True, matrix_bytes=1 << 30, key_length=4096) == "numba"
 
 
 def test_without_numba_the_cpu_runs_torch(monkeypatch):

@@ -52,8 +52,10 @@ def test_a_bad_config_value_names_its_key_before_any_data(make_cfg, no_data, ove
     ("mlu", ["model=coda_transformer", "model.scoring.kernel=fastest"],
      ["model.scoring.kernel: CoDA option kernel must be one of"]),
     # a kernel that cannot run the configuration used to run another one silently
+    ("mlu", ["model=coda_transformer", "model.scoring.kernel=fused", "model.scoring.center_n=true"],
+     ["model.scoring.kernel: CoDA option kernel 'fused' cannot run centred CoDA"]),
     ("mlu", ["model=coda_transformer", "model.scoring.kernel=flash", "model.scoring.center_n=true"],
-     ["model.scoring.kernel: CoDA option kernel 'flash' cannot run centred CoDA"]),
+     ["model.scoring.kernel: CoDA option kernel 'flash' centres (center_e / center_n) on CUDA only"]),
 ])
 def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_cfg, no_data, task, overrides,
                                                                           messages):

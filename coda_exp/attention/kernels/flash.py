@@ -9,8 +9,8 @@ This module is the op: ``flash_attention(q, k, v, *, params, n_q, n_k, mask, que
 in q, k, v and n_q, n_k) on the backend for the inputs' device (``flash_backend``: ``flash_cpu``, numba, for
 float32/float64 CPU tensors; ``flash_triton`` for CUDA tensors), and ``flash_params`` (a ``CoDAOptions`` as the
 kernels' scalars). When it runs is ``dispatch``'s decision; ``attend.coda_attention`` is the user's entry point.
-Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N; Flash-CoDA
-does not compute it.
+Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N: the Triton
+backend streams it (one more pass each way, ``flash_triton._centring``); the numba one does not centre.
 """
 
 from __future__ import annotations
@@ -58,23 +58,25 @@ def _module(backend: str):
 # The backends' forward and backward as torch.library custom ops with fake (shape-only) implementations and a
 # registered autograd formula: torch.compile traces a model through Flash-CoDA without a graph break (it can trace
 # neither numba nor the Triton launch code). ``FlashParams`` travels as its fields; nq, nk None = q, k.
-def _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n) -> FlashParams:
+def _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n,
+            center_over) -> FlashParams:
     return FlashParams(alpha=alpha, beta=beta, gate=gate, e_fn=e_fn, n_fn=n_fn, causal=causal, dropout_p=dropout_p,
-                       seed=seed, shared_n=shared_n)
+                       seed=seed, shared_n=shared_n, center_e=center_e, center_n=center_n, center_over=center_over)
 
 
 @torch.library.custom_op("coda_exp::flash_coda", mutates_args=())
 def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, nq: torch.Tensor | None, nk: torch.Tensor | None,
               mask: torch.Tensor | None, query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float,
               e_fn: str, n_fn: str, causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool,
-              backend: str) -> torch.Tensor:
-    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
+              center_e: bool, center_n: bool, center_over: str, backend: str) -> torch.Tensor:
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
     n_q, n_k = (q, k) if shared_n else (nq, nk)
     return _module(backend).forward(q, k, v, n_q, n_k, mask, query_mask, params)
 
 
 @_flash_op.register_fake
-def _(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, backend):
+def _(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e,
+      center_n, center_over, backend):
     return q.new_empty(q.shape[:-1] + (v.shape[-1],))
 
 
@@ -82,10 +84,10 @@ def _(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, 
 def _flash_backward_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        nq: torch.Tensor | None, nk: torch.Tensor | None, mask: torch.Tensor | None,
                        query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float, e_fn: str, n_fn: str,
-                       causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool,
-                       backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                       causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool, center_e: bool,
+                       center_n: bool, center_over: str, backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv, dnq, dnk); with ``shared_n`` the L1 gradients are in dq / dk and dnq, dnk are empty."""
-    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n)
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
     n_q, n_k = (q, k) if shared_n else (nq, nk)
     dq, dk, dv, dnq, dnk = _module(backend).backward(q, k, v, n_q, n_k, mask, query_mask, params, dout.contiguous())
     return dq, dk, dv, q.new_empty(0) if dnq is None else dnq, q.new_empty(0) if dnk is None else dnk
@@ -93,22 +95,25 @@ def _flash_backward_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: 
 
 @_flash_backward_op.register_fake
 def _(dout, q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n,
-      backend):
+      center_e, center_n, center_over, backend):
     if shared_n:
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), q.new_empty(0), q.new_empty(0)
     return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), nq.new_empty(nq.shape),
             nk.new_empty(nk.shape))
 
 
+_SHARED = 8  # shared_n's place among the op's arguments after q, k, v, nq, nk, mask, query_mask
+
+
 def _flash_setup_context(ctx, inputs, output):
     q, k, v, nq, nk, mask, query_mask, *scalars = inputs
-    ctx.save_for_backward(q, k, v, *(() if scalars[-2] else (nq, nk)))
+    ctx.save_for_backward(q, k, v, *(() if scalars[_SHARED] else (nq, nk)))
     ctx.masks, ctx.scalars = (mask, query_mask), scalars
 
 
 def _flash_backward(ctx, dout):
     saved = ctx.saved_tensors
-    shared = ctx.scalars[-2]
+    shared = ctx.scalars[_SHARED]
     nq, nk = (None, None) if shared else saved[3:]
     dq, dk, dv, dnq, dnk = _flash_backward_op(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
     return (dq, dk, dv, None if shared else dnq, None if shared else dnk, *([None] * (2 + len(ctx.scalars))))
@@ -167,7 +172,8 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
     seed = p.seed.reshape(1).to(q.device) if isinstance(p.seed, torch.Tensor) else \
         torch.full((1,), int(p.seed), dtype=torch.int64, device=q.device)  # a fill, not a copy: graph-safe
     out = _flash_op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
-                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared, backend)
+                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared,
+                    bool(p.center_e), bool(p.center_n), p.center_over, backend)
     return out.reshape(lead + (lq, v.shape[-1]))
 
 
@@ -179,4 +185,5 @@ def flash_params(options: CoDAOptions, dim: int, *, causal: bool = False, dropou
     alpha, beta = options.temperatures(dim)
     seed = torch.randint(0, 2 ** 31 - 1, (1,), generator=generator, device=device) if dropout_p > 0 else 0
     return FlashParams(alpha=alpha, beta=beta, gate=options.gate, e_fn=options.e_fn, n_fn=options.n_fn,
-                       causal=causal, dropout_p=float(dropout_p), seed=seed)
+                       causal=causal, dropout_p=float(dropout_p), seed=seed, center_e=options.center_e,
+                       center_n=options.center_n, center_over=options.center_over)

@@ -46,6 +46,9 @@ def _unexpand(t: torch.Tensor | None) -> torch.Tensor | None:
 
 def _numba_args(q, k, v, nq, nk, mask, query_mask, params: FlashParams):
     """The slices and scalars the fused numba kernels (``numba_flash.flash_forward`` / ``flash_backward``) take."""
+    if params.centred:
+        raise ValueError("Flash-CoDA (numba): centring (center_e / center_n) runs on the Triton backend only (CUDA); "
+                         "on the CPU a centred configuration runs a materialising kernel")
     b, h, lq, _ = q.shape
     lk = k.shape[2]
     s = math.prod((b, h))

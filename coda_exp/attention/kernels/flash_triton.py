@@ -106,6 +106,8 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
         if getattr(params, name) not in allowed:
             raise ValueError(f"Flash-CoDA (triton): params.{name} must be one of {sorted(allowed)}, "
                              f"got {getattr(params, name)!r}")
+    if params.center_over not in ("row", "slice"):
+        raise ValueError(f"Flash-CoDA (triton): params.center_over must be 'row' or 'slice', got {params.center_over!r}")
     if not 0.0 <= params.dropout_p < 1.0:
         raise ValueError(f"Flash-CoDA (triton): params.dropout_p must be in [0, 1), got {params.dropout_p!r}")
     if isinstance(params.seed, torch.Tensor):
@@ -206,8 +208,36 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
             "CAUSAL": bool(params.causal), "DROPOUT": params.dropout_p > 0,
             "CDT": tl.float64 if cdt == torch.float64 else tl.float32, "DOT_PREC": prec,
             # 16-bit inputs on a GPU: tanh / sigmoid by MUFU.TANH (2^-11 relative, below their rounding)
-            "FAST": q.dtype in (torch.float16, torch.bfloat16) and not kern._INTERPRETED}
+            "FAST": q.dtype in (torch.float16, torch.bfloat16) and not kern._INTERPRETED,
+            "CENTER_E": bool(params.center_e), "CENTER_N": bool(params.center_n)}
     return kern, tensors, ints, meta
+
+
+def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -> torch.Tensor:
+    """The (B, H, Lq, 4) table a centred call subtracts per query row (eqs. 6 / 4): the mean of E and of D over the
+    row's (``center_over="slice"``: the slice's) valid pairs, and, for a backward (``dout``), the means of their
+    gradients dE and G over the same pairs (the gradient of x - mean(x) is g - mean(g)). One more pass each:
+    ``_stats_kernel`` sums per row, the means are taken here. Not centred: a placeholder (the kernels never read it)."""
+    q = tensors[0]
+    if not params.centred:
+        return q
+    b, h, lq = dims
+    cent = torch.zeros((b, h, lq, 4), dtype=torch.float64 if q.dtype == torch.float64 else torch.float32,
+                       device=q.device)
+    sums = torch.empty_like(cent)
+
+    def means(first: int):
+        total, count = sums[..., 0:2], sums[..., 2:3]
+        if params.center_over == "slice":
+            total, count = total.sum(-2, keepdim=True), count.sum(-2, keepdim=True)
+        cent[..., first:first + 2] = total / count.clamp(min=1)  # no valid pair: mean 0, nothing subtracted
+
+    _launch(kern, "stats", lq, "BLOCK_M", b, h, (*tensors, cent, q, sums, *ints), {**meta, "GRAD": False})
+    means(0)
+    if dout is not None:
+        _launch(kern, "stats", lq, "BLOCK_M", b, h, (*tensors, cent, dout, sums, *ints), {**meta, "GRAD": True})
+        means(2)
+    return cent
 
 
 # (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) per kernel, from sm_90 builds (registers, spills, SASS
@@ -218,8 +248,9 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
 CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2)],
            "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
+CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
-_KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "SHARED", "FAST"]
+_KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
 # Per kernel name, a (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) replacing autotuning on GPUs (empty: autotune).
 # For checks that compile many flag combinations (each autotuned one compiles every config) and for timing configs.
@@ -244,7 +275,7 @@ def _tuned(kern, name: str):
     if name not in _TUNED:
         configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf}, num_warps=w, num_stages=st)
                    for bm, bn, dc, pf, w, st in CONFIGS[name]]
-        key = [k for k in _KEY if name != "fwd" or k != "SHARED"]  # the forward has no SHARED flag
+        key = _KEY + {"dkdv": ["SHARED"], "dq": ["SHARED"], "stats": ["GRAD"]}.get(name, [])
         _TUNED[name] = triton.autotune(configs, key=key)(getattr(kern, f"_{name}_kernel"))
     return _TUNED[name]
 
@@ -258,7 +289,8 @@ def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Ten
     if lk == 0:
         return out.zero_()
     kern, tensors, ints, meta = _common(q, k, v, nq, nk, mask, query_mask, params, (h, lq, lk, de, dn, dv))
-    _launch(kern, "fwd", lq, "BLOCK_M", b, h, (*tensors, out, *ints), meta)
+    cent = _centring(kern, tensors, ints, meta, (b, h, lq), params)
+    _launch(kern, "fwd", lq, "BLOCK_M", b, h, (*tensors, cent, out, *ints), meta)
     return out
 
 
@@ -277,9 +309,10 @@ def backward(q, k, v, nq, nk, mask, query_mask, params: FlashParams, dout):
     scr_k = new((b, h, lk, dn), dtype=cdt, device=q.device)
     if launch:
         kern, tensors, ints, meta = _common(q, k, v, nq, nk, mask, query_mask, params, (h, lq, lk, de, dn, dv))
+        cent = _centring(kern, tensors, ints, meta, (b, h, lq), params, dout)
         meta.update(DN_P=_pad(dn), SHARED=bool(params.shared_n))
-        _launch(kern, "dkdv", lk, "BLOCK_N", b, h, (*tensors, dout, dk, dv_out, scr_k, *ints), meta)
-        _launch(kern, "dq", lq, "BLOCK_M", b, h, (*tensors, dout, dq, scr_q, *ints), meta)
+        _launch(kern, "dkdv", lk, "BLOCK_N", b, h, (*tensors, cent, dout, dk, dv_out, scr_k, *ints), meta)
+        _launch(kern, "dq", lq, "BLOCK_M", b, h, (*tensors, cent, dout, dq, scr_q, *ints), meta)
     if params.shared_n:
         return dq, dk, dv_out, None, None
     return dq, dk, dv_out, scr_q.to(q.dtype), scr_k.to(q.dtype)

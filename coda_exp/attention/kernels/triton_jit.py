@@ -118,39 +118,49 @@ if HAVE_TRITON:
             tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) - col, mask=ok)
 
     @triton.jit
-    def _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
+    def _centres(CENT, offs_m, m_ok, COL: tl.constexpr, ON: tl.constexpr):
+        """Column COL of the per-row centring table (Lq, 4): mean E, mean D, mean dE, mean G (``flash_triton``),
+        as a (rows, 1) column; 0.0 when not ON (x - 0.0 folds away)."""
+        if ON:
+            c = tl.load(CENT + offs_m * 4 + COL, mask=m_ok, other=0.0)[:, None]
+        else:
+            c = 0.0
+        return c
+
+    @triton.jit
+    def _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate, ce, cd,
                 DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                 CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr,
                 BLOCK_N: tl.constexpr):
         """M = f_E(alpha E) gate f_N(N) of one tile (unmasked). The L1 part first: fewer tiles live at once."""
-        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N)
+        nv = -beta * (_l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N) - cd)
         fn = gate * _act(nv, N_FN, CDT, FAST)
-        ev = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC)
+        ev = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC) - ce
         return _act(ev, E_FN, CDT, FAST) * fn
 
     @triton.jit
-    def _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
+    def _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate, ce, cd,
                      DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr,
                      N_FN: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """(M, dM/d(q·k), dM/dD) of one tile (unmasked), D the L1 distance."""
-        nv = -beta * _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N)
+        nv = -beta * (_l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N) - cd)
         fn = _act(nv, N_FN, CDT, FAST)
         dfn = _act_grad(nv, fn, N_FN, CDT) * (-beta * gate)
         fn = fn * gate
-        ev = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC)
+        ev = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC) - ce
         fe = _act(ev, E_FN, CDT, FAST)
         return fe * fn, _act_grad(ev, fe, E_FN, CDT) * (alpha * fn), fe * dfn
 
     # ------------------------------------------------------------------ kernels
     @triton.jit(do_not_specialize=["drop_thr"])
-    def _fwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, OUT,
+    def _fwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, OUT,
                     H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                     DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr, DV_P: tl.constexpr,
                     E_FN: tl.constexpr, N_FN: tl.constexpr, HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr,
                     CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                    DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
-                    PF: tl.constexpr):
+                    DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -162,6 +172,8 @@ if HAVE_TRITON:
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
         q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
+        ce = _centres(CENT + s64 * LQ * 4, offs_m, m_ok, 0, CENTER_E)
+        cd = _centres(CENT + s64 * LQ * 4, offs_m, m_ok, 1, CENTER_N)
         acc = tl.full((BLOCK_M, DV_P), 0.0, dtype=CDT)
         hi = LK
         if CAUSAL:  # last key any row of this block sees: (pid_m + 1) BLOCK_M - 1 + LK - LQ
@@ -171,7 +183,7 @@ if HAVE_TRITON:
             n_ok = offs_n < LK
             k = _rows(K, offs_n, n_ok, DE, DE_P)
             v = _rows(V, offs_n, n_ok, DV, DV_P)
-            m = _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
+            m = _m_tile(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate, ce, cd,
                         DN, DC, PF, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
             ok = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
             if DROPOUT:
@@ -183,30 +195,41 @@ if HAVE_TRITON:
 
     @triton.jit
     def _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                    smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale,
+                    smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd,
                     DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                     HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                     DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """One backward tile: (P = dropout(M) valid, dE = dL/d(q·k), G = dL/dD) with dM = dout v^T."""
-        m, dm_de, dm_dd = _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate,
+        """One backward tile: (P = dropout(M) valid, dE = dL/d(q·k), G = dL/dD, valid) with dM = dout v^T, E and D
+        centred by ce, cd (0.0: not centred); valid: the pairs that count, dropout aside."""
+        m, dm_de, dm_dd = _m_tile_grad(q, k, NQ, NK, offs_m, offs_n, m_ok, n_ok, alpha, beta, gate, ce, cd,
                                        DN, DC, PF, E_FN, N_FN, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
-        ok = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
+        valid = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
+        ok = valid
         if DROPOUT:
             ok = ok & _keep(seed, s, offs_m, offs_n, drop_thr)
         dm = tl.dot(do, tl.trans(v), out_dtype=CDT, input_precision=DOT_PREC)
         dm = tl.where(ok, dm * scale, 0.0)
-        return tl.where(ok, m * scale, 0.0), dm * dm_de, dm * dm_dd
+        return tl.where(ok, m * scale, 0.0), dm * dm_de, dm * dm_dd, valid
+
+    @triton.jit
+    def _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr):
+        """A centred E or D: its pairs' gradients minus their mean over the row's (slice's) valid pairs."""
+        if CENTER_E:
+            de = tl.where(valid, de - _centres(CENT, offs_m, m_ok, 2, CENTER_E), 0.0)
+        if CENTER_N:
+            g = tl.where(valid, g - _centres(CENT, offs_m, m_ok, 3, CENTER_N), 0.0)
+        return de, g
 
     @triton.jit(do_not_specialize=["drop_thr"])
-    def _dkdv_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, DOUT, DK, DV_OUT, SCR,
+    def _dkdv_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, DK, DV_OUT, SCR,
                      H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                      DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
                      DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                      HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                      DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                     DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
-                    PF: tl.constexpr):
+                     DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -216,6 +239,7 @@ if HAVE_TRITON:
         NK += s64 * LK * DN
         DOUT += s64 * LQ * DV
         SCR += s64 * LK * DN
+        CENT += s64 * LQ * 4
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < LK
         _store_rows(SCR, offs_n, n_ok, tl.full((BLOCK_N, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnk
@@ -233,9 +257,13 @@ if HAVE_TRITON:
             m_ok = offs_m < LQ
             q = _rows(Q, offs_m, m_ok, DE, DE_P)
             do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
-            p, de, g = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, PF, E_FN,
-                                   N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+            ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+            cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
+            p, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
+                                          smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
+                                          PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
+                                          BLOCK_M, BLOCK_N)
+            de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
             dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
             dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
             _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g, DN, DC, PF, CDT)  # dnk -= Σ_i G sign(nq - nk)
@@ -246,14 +274,14 @@ if HAVE_TRITON:
         _store_rows(DV_OUT + s64 * LK * DV, offs_n, n_ok, dv, DV, DV_P)
 
     @triton.jit(do_not_specialize=["drop_thr"])
-    def _dq_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, DOUT, DQ, SCR,
+    def _dq_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, DQ, SCR,
                    H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
                    DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
                    DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
                    HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
                    DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
-                   DOT_PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr,
-                    PF: tl.constexpr):
+                   DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
@@ -263,6 +291,7 @@ if HAVE_TRITON:
         NQ += s64 * LQ * DN
         NK += s64 * LK * DN
         SCR += s64 * LQ * DN
+        CENT += s64 * LQ * 4
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
         _store_rows(SCR, offs_m, m_ok, tl.full((BLOCK_M, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnq
@@ -270,6 +299,8 @@ if HAVE_TRITON:
         q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
         do = _rows(DOUT + s64 * LQ * DV, offs_m, m_ok, DV, DV_P)
         dq = tl.full((BLOCK_M, DE_P), 0.0, dtype=CDT)
+        ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+        cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
         hi = LK
         if CAUSAL:
             hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M + LK - LQ)
@@ -278,14 +309,71 @@ if HAVE_TRITON:
             n_ok = offs_n < LK
             k = _rows(K, offs_n, n_ok, DE, DE_P)
             v = _rows(V, offs_n, n_ok, DV, DV_P)
-            _, de, g = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                   smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, DN, DC, PF, E_FN,
-                                   N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, BLOCK_M, BLOCK_N)
+            _, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
+                                          smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
+                                          PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
+                                          BLOCK_M, BLOCK_N)
+            de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
             dq = tl.dot(de.to(k.dtype), k, dq, out_dtype=CDT, input_precision=DOT_PREC)
             _sign_cols(NQ, NK, SCR, offs_m, offs_n, m_ok, n_ok, tl.trans(g), DN, DC, PF, CDT)  # dnq += Σ_j G sign(nq - nk)
             tl.debug_barrier()
         if SHARED:  # nq is q: the L1 gradient joins dq (DN_P == DE_P)
             dq += _rows(SCR, offs_m, m_ok, DN, DN_P)
         _store_rows(DQ + s64 * LQ * DE, offs_m, m_ok, dq, DE, DE_P)
+
+    @triton.jit(do_not_specialize=["drop_thr"])
+    def _stats_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, OUT,
+                      H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
+                      DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr, DV_P: tl.constexpr,
+                      E_FN: tl.constexpr, N_FN: tl.constexpr, HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr,
+                      CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
+                      DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr, GRAD: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
+        """Per query row, over its valid pairs: (Σ E, Σ D, count, 0) into OUT (Lq, 4), or with GRAD (Σ dE, Σ G, count,
+        0) of
+        the centred tiles (CENT's means of E and D): the first pass of a centred forward / backward."""
+        s = tl.program_id(0)
+        pid_m = tl.program_id(1)
+        s64 = s.to(tl.int64)
+        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
+        K += s64 * LK * DE
+        V += s64 * LK * DV
+        NQ += s64 * LQ * DN
+        NK += s64 * LK * DN
+        CENT += s64 * LQ * 4
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < LQ
+        q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
+        do = 0.0
+        ce = 0.0
+        cd = 0.0
+        if GRAD:  # the backward's first pass sees the centred tiles (the forward's pass has no DOUT)
+            do = _rows(DOUT + s64 * LQ * DV, offs_m, m_ok, DV, DV_P)
+            ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+            cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
+        sums = tl.full((BLOCK_M, 4), 0.0, dtype=CDT)
+        col = tl.arange(0, 4)[None, :]
+        hi = LK
+        if CAUSAL:
+            hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M + LK - LQ)
+        for start_n in range(0, hi, BLOCK_N):
+            offs_n = start_n + tl.arange(0, BLOCK_N)
+            n_ok = offs_n < LK
+            k = _rows(K, offs_n, n_ok, DE, DE_P)
+            if GRAD:
+                v = _rows(V, offs_n, n_ok, DV, DV_P)
+                _, a, b, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ,
+                                             LK, smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN,
+                                             DC, PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST,
+                                             DOT_PREC, BLOCK_M, BLOCK_N)
+            else:
+                valid = _valid(MASK, QMASK, offs_m, offs_n, LQ, LK, smi, smj, sqi, HAS_MASK, HAS_QMASK, CAUSAL)
+                a = alpha * tl.dot(q, tl.trans(k), out_dtype=CDT, input_precision=DOT_PREC)
+                b = _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, BLOCK_M, BLOCK_N)
+            sa = tl.reduce(tl.where(valid, a, 0.0), 1, _SUM_COMBINE)[:, None]
+            sb = tl.reduce(tl.where(valid, b, 0.0), 1, _SUM_COMBINE)[:, None]
+            sn = tl.reduce(valid.to(CDT), 1, _SUM_COMBINE)[:, None]
+            sums += tl.where(col == 0, sa, tl.where(col == 1, sb, tl.where(col == 2, sn, 0.0)))
+        tl.store(OUT + s64 * LQ * 4 + offs_m[:, None] * 4 + col, sums, mask=m_ok[:, None])
 
     _INTERPRETED = not isinstance(_fwd_kernel, triton.runtime.JITFunction)

@@ -268,7 +268,8 @@ def test_interpret_set_before_import():
     assert float(run.stdout.strip().splitlines()[-1]) < 1e-12
 
 
-@pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False)])
+@pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False),
+                                                 ("stats", "bf16", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed)."""
     if ft.triton_jit._INTERPRETED:
@@ -284,9 +285,10 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
-                 "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1}
+                 "CENTER_E": True, "CENTER_N": True, "GRAD": True, "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
-    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64"}
+    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64", "CENT": "*fp32",
+                "OUT": "*fp32" if kernel == "stats" else f"*{dtype}"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
                  else "i32" for name in fn.arg_names}
     signature.update({name: "i32" for name in ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")})
@@ -308,4 +310,38 @@ def test_the_op_runs_the_triton_backend_like_the_cpu_one():
         out = flash_attention(q, k, v, params=params, mask=mask, backend=backend)
         results.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
     for a, b in zip(*results):
+        torch.testing.assert_close(a, b, **TOL64)
+
+
+@pytest.mark.parametrize("over,center_e,center_n,causal,dropout,masked", [
+    ("row", True, False, True, 0.0, True), ("row", False, True, False, 0.3, True), ("row", True, True, True, 0.3, False),
+    ("slice", True, False, False, 0.0, True), ("slice", False, True, True, 0.3, False),
+    ("slice", True, True, False, 0.3, True)])
+def test_centring_streams_like_the_reference(over, center_e, center_n, causal, dropout, masked):
+    """Eqs. 6 / 4 streamed: a first pass for the row / slice means of E and D over the valid pairs (dropout aside),
+    and in the backward one for the means of their gradients; the values and all five gradients match the
+    materialising reference (gate 1 with center_n, as the options give)."""
+    params = FlashParams(0.6, 0.4, 1.0 if center_n else 2.0, "tanh", "sigmoid", causal=causal, dropout_p=dropout,
+                         seed=7, center_e=center_e, center_n=center_n, center_over=over)
+    q, k, v, nq, nk = _inputs(2, 2, 9, 11, 5, 3, 4, shared=False, seed=3)
+    mask = _masks("keys", 2, 2, 9, 11) if masked else None
+    _compare(q, k, v, nq, nk, mask, _query_mask(2, 2, 9) if masked else None, params)
+
+
+def test_centring_through_the_op_equals_the_materialising_path():
+    """coda_attention's flash op (the triton backend, interpreted) with centre_n against kernel=torch: the op
+    carries the centring options, and autograd reaches q, k, v."""
+    from coda_exp.attention import coda_attention
+    from coda_exp.attention.kernels.flash import flash_attention, flash_params
+    from coda_exp.attention.options import CoDAOptions
+
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 2, 9, 4, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.rand(2, 1, 1, 9, generator=gen) > 0.3
+    options = CoDAOptions(center_n=True, center_e=True, center_over="row", scale=False)
+    want = coda_attention(q, k, v, options=options.replace(kernel="torch"), mask=mask, causal=True)
+    params = flash_params(options, 4, causal=True)
+    got = flash_attention(q, k, v, params=params, mask=mask, backend="triton")
+    torch.testing.assert_close(got, want, **TOL64)
+    for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v)), torch.autograd.grad(want.sum(), (q, k, v))):
         torch.testing.assert_close(a, b, **TOL64)
