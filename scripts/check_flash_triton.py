@@ -29,12 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 TOL = {"float32": 3e-3, "bfloat16": 3e-2, "float16": 5e-3, "float64": 1e-10}
-# (name, B, H, Lq, Lk, de, dn or None (shared), dv, e_fn, n_fn, causal, dropout_p, key mask, query mask, full mask)
+# (name, B, H, Lq, Lk, de, dn or None (shared), dv, e_fn, n_fn, causal, dropout_p, key mask, query mask, full mask
+#  [, more FlashParams: centring])
 CASES = [
     ("masks_causal_dropout_unshared", 2, 3, 70, 90, 40, 24, 24, "tanh", "sigmoid", True, 0.2, True, False, False),
     ("shared_qmask_fullmask_odd", 2, 2, 129, 129, 64, None, 64, "sigmoid", "arctan", False, 0.0, False, True, True),
     ("shared_algebraic_long", 1, 2, 300, 260, 64, None, 32, "tanh", "algebraic", False, 0.0, False, False, False),
     ("shared_tanh_causal_square", 2, 2, 256, 256, 64, None, 64, "tanh", "tanh", True, 0.1, False, False, False),
+    ("centred_rows_causal_masks", 2, 2, 70, 90, 32, 16, 24, "tanh", "sigmoid", True, 0.2, True, True, False,
+     {"center_e": True, "center_n": True, "center_over": "row"}),
+    ("centred_slice_shared", 2, 2, 129, 129, 64, None, 64, "sigmoid", "tanh", False, 0.0, False, False, False,
+     {"center_n": True, "center_over": "slice"}),
 ]
 
 
@@ -44,7 +49,7 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
     from coda_exp.attention.flash_spec import FlashParams, reference_forward
     from coda_exp.attention.kernels import flash_triton as ft
 
-    name, b, h, lq, lk, de, dn, dv, e_fn, n_fn, causal, p, key, qmask, full = case
+    name, b, h, lq, lk, de, dn, dv, e_fn, n_fn, causal, p, key, qmask, full, *extra = case
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator().manual_seed(hash(name) % 1000)
     ref = {n: torch.randn(shape, generator=gen, dtype=torch.float64) * 0.5 for n, shape in
@@ -58,7 +63,7 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
     query_mask = (torch.rand(b, 1, lq, generator=gen) > 0.2).expand(b, h, lq) if qmask else None
     dout = torch.randn(b, h, lq, dv, generator=gen, dtype=torch.float64)
     params = FlashParams(0.6, 0.3 if dn is None else 0.5, 1.5, e_fn, n_fn, causal=causal, dropout_p=p, seed=1234,
-                         shared_n=dn is None)
+                         shared_n=dn is None, **(extra[0] if extra else {}))
     # the reference sees the inputs the kernel sees (rounded to dtype): near-ties of nq - nk flip sign otherwise
     ref = {n: t.to(dtype).double() for n, t in ref.items()}
     dout = dout.to(dtype).double()
@@ -71,12 +76,13 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
     names = ["q", "k", "v"] + (["nq", "nk"] if dn is not None else [])
     grads = dict(zip(names, torch.autograd.grad(want, [leaves[n] for n in names], dout.to(device))))
     inputs = {n: t.to(dtype).contiguous() for n, t in to.items()}
-    configs = list(zip(*(ft.CONFIGS[k] for k in ("fwd", "dkdv", "dq")))) if device == "cuda" else [None]
+    names = ("fwd", "dkdv", "dq", "stats")
+    configs = list(zip(*(ft.CONFIGS[k] for k in names))) if device == "cuda" else [None]
     result = {"case": name, "dtype": dtype_name, "configs": []}
     for cfg in configs:
         ft.FIXED_CONFIGS.clear()
         if cfg is not None:
-            ft.FIXED_CONFIGS.update(zip(("fwd", "dkdv", "dq"), cfg))
+            ft.FIXED_CONFIGS.update(zip(names, cfg))
         args = (inputs["q"], inputs["k"], inputs["v"], inputs.get("nq"), inputs.get("nk"), mask_d, qmask_d, params)
         out = ft.forward(*args)
         dq, dk, dv_, dnq, dnk = ft.backward(*args, dout.to(device, dtype))

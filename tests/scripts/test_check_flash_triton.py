@@ -17,9 +17,12 @@ def _interpret(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_a_tiny_case_passes(load_script, dtype):
-    result = load_script("check_flash_triton").run_case(TINY, dtype, "cpu")
+CENTRED = (*TINY[:-1], False, {"center_e": True, "center_n": True, "center_over": "slice"})
+
+
+@pytest.mark.parametrize("case,dtype", [(TINY, "float32"), (TINY, "float64"), (CENTRED, "float64")])
+def test_a_tiny_case_passes(load_script, case, dtype):
+    result = load_script("check_flash_triton").run_case(case, dtype, "cpu")
     assert result["ok"], result
     assert set(result["configs"][0]["errors"]) == {"out", "q", "k", "v", "nq", "nk"}
 
