@@ -329,9 +329,8 @@ if HAVE_TRITON:
                       CAUSAL: tl.constexpr, DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
                       DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr, GRAD: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
-        """Per query row, over its valid pairs: (Σ E, Σ D, count, 0) into OUT (Lq, 4), or with GRAD (Σ dE, Σ G, count,
-        0) of
-        the centred tiles (CENT's means of E and D): the first pass of a centred forward / backward."""
+        """Per query row, over its valid pairs: (Σ E, Σ D, count, 0) into OUT (Lq, 4), or with GRAD (Σ dE, Σ G,
+        count, 0) of the centred tiles (CENT's means of E and D): the first pass of a centred forward / backward."""
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
