@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (the device tool) for Flash-CoDA's Triton kernels (issue 22): every config checked
 # against float64, the kernels timed against an earlier version side by side, coda_attention vs SDPA, the gpu tests.
-#   here:   bash scripts/gpu_wheels.sh (Hydra's wheels into .whl/, for the gpu tests), and an earlier version of the
-#           kernels as outputs/gpu_baseline/old_flash_triton.py + old_triton_jit.py (optional)
+#   here:   bash scripts/gpu_wheels.sh (Hydra's wheels into .whl/, for the gpu tests); optionally
+#           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
+#           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
 # PHASES picks and orders the phases (default "check kernels attn gputests"); TOTAL_S is the call's own limit minus a
 # margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json. A first
