@@ -48,7 +48,7 @@ class FlashParams:
     seed: int | torch.Tensor = 0
     shared_n: bool = False
     # eqs. 6 / 4: E / N minus its mean over the valid pairs (mask, query_mask, causal; dropout aside) of each row
-    # ("row") or slice ("slice"), before f_E / f_N (the Triton backend streams it: one more pass each way)
+    # ("row") or slice ("slice"), before f_E / f_N (the Triton backend streams it: extra passes for the means)
     center_e: bool = False
     center_n: bool = False
     center_over: str = "row"
@@ -72,6 +72,14 @@ def hash32(seed: int, s: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torc
     h = mix32((s + seed) & MASK32)
     h = mix32((h + i) & MASK32)
     return mix32((h + j) & MASK32)
+
+
+def seed_tensor(seed: int | torch.Tensor, device) -> torch.Tensor:
+    """The seed as a one-element int64 tensor on ``device`` (what the op and the Triton kernels read): a tensor seed
+    moved there, an int one written by a fill, not a host-to-device copy (so a CUDA graph can capture it)."""
+    if isinstance(seed, torch.Tensor):
+        return seed.reshape(1).to(device=device, dtype=torch.int64)
+    return torch.full((1,), int(seed), dtype=torch.int64, device=device)
 
 
 def seed_value(seed: int | torch.Tensor) -> int:

@@ -10,7 +10,7 @@ in q, k, v and n_q, n_k) on the backend for the inputs' device (``flash_backend`
 float32/float64 CPU tensors; ``flash_triton`` for CUDA tensors), and ``flash_params`` (a ``CoDAOptions`` as the
 kernels' scalars). When it runs is ``dispatch``'s decision; ``attend.coda_attention`` is the user's entry point.
 Centring (eqs. 4, 6) needs the mean of E or N over the valid pairs of a row or slice before f_E / f_N: the Triton
-backend streams it (one more pass each way, ``flash_triton._centring``); the numba one does not centre.
+backend streams it (extra passes for the means, ``flash_triton._centring``); the numba one does not centre.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.flash_spec import FlashParams, seed_tensor
 from coda_exp.attention.kernels import (
     flash_cpu,
     flash_triton,  # imports without triton (``available`` is then False)
@@ -169,8 +169,7 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
     if backend is None:
         raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
     p = params
-    seed = p.seed.reshape(1).to(q.device) if isinstance(p.seed, torch.Tensor) else \
-        torch.full((1,), int(p.seed), dtype=torch.int64, device=q.device)  # a fill, not a copy: graph-safe
+    seed = seed_tensor(p.seed, q.device)
     out = _flash_op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
                     float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared,
                     bool(p.center_e), bool(p.center_n), p.center_over, backend)

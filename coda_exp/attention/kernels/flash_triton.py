@@ -29,7 +29,7 @@ import sys
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
-from coda_exp.attention.flash_spec import FlashParams
+from coda_exp.attention.flash_spec import FlashParams, seed_tensor
 from coda_exp.attention.kernels import triton_jit, triton_math
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
@@ -199,9 +199,7 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
         prec = "tf32"  # ignored for 16-bit operands
     kern = _kernels(q.device)
     # the seed stays a device tensor (the kernels load it): nothing syncs, and a CUDA graph reads each replay's draw
-    seed = params.seed.reshape(1).to(device=q.device, dtype=torch.int64) if isinstance(params.seed, torch.Tensor) \
-        else torch.full((1,), params.seed, dtype=torch.int64, device=q.device)
-    tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars, seed)
+    tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars, seed_tensor(params.seed, q.device))
     ints = (h, lq, lk, *ms, *qs, drop_thr, _bucket(lq), _bucket(lk))
     meta = {"DE": de, "DN": dn, "DV": dv, "DE_P": _pad(de), "DV_P": _pad(dv), "E_FN": FUNCTION_CODES[params.e_fn],
             "N_FN": FUNCTION_CODES[params.n_fn], "HAS_MASK": mask is not None, "HAS_QMASK": query_mask is not None,
@@ -216,8 +214,9 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
 def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -> torch.Tensor:
     """The (B, H, Lq, 4) table a centred call subtracts per query row (eqs. 6 / 4): the mean of E and of D over the
     row's (``center_over="slice"``: the slice's) valid pairs, and, for a backward (``dout``), the means of their
-    gradients dE and G over the same pairs (the gradient of x - mean(x) is g - mean(g)). One more pass each:
-    ``_stats_kernel`` sums per row, the means are taken here. Not centred: a placeholder (the kernels never read it)."""
+    gradients dE and G over the same pairs (the gradient of x - mean(x) is g - mean(g)). ``_stats_kernel`` sums per
+    row, the means are taken here: one pass before a forward; two before a backward (the means of E and D again,
+    not kept from the forward, then those of the gradients). Not centred: a placeholder (the kernels never read it)."""
     q = tensors[0]
     if not params.centred:
         return q
