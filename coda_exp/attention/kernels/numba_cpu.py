@@ -3,9 +3,9 @@
 All kernels take C-contiguous float32/float64 numpy arrays laid out as slices (S, rows, features) and run
 ``prange`` over the S slices (batch x heads). Shared per-slice building blocks:
 
-* ``_l1_slice``: D_ij = sum_k |x_ik - y_jk|. y is transposed once to (d, lb) so the innermost loop runs over
-  contiguous j; four rows of x share each y load (register-broadcast x_ik, four row accumulators), four features
-  per pass (one accumulator load and store per four |x - y| terms).
+* ``_rows4``: four rows of sum_k |x_ik - y_jk| (or of x_ik y_jk) over contiguous j of a transposed y, four
+  features per pass (one accumulator load and store per four terms); ``_l1_slice`` (D_ij = sum_k |x_ik - y_jk|,
+  y transposed once to (d, lb)) and Flash-CoDA's blocks (``numba_flash``) build on it.
 * ``_l1_grad_slice``: dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk), sign(0) = 0,
   four rows at a time, innermost loop over contiguous j (dX_ik is a vector reduction, dY kept transposed (d, lb)
   and shared by the four rows). Per row block only the span of j where G != 0 is visited (masked / causal pairs).
@@ -64,6 +64,54 @@ if HAVE_NUMBA:
     _EXACT = {"nsz", "contract"}
 
     @njit(fastmath=_FAST, cache=True)
+    def _rows4(x, i0, yt, j0, n, o0, o1, o2, o3, l1):  # pragma: no cover - compiled
+        """o_r[j] += sum_k t(x[i0 + r, k], yt[k, j0 + j]) for r < 4, j < n: t = |x - y| with ``l1``, else x * y.
+
+        The j loop is the vectorised one; each pass over it takes four features, so every accumulator is loaded
+        and stored once per four terms (one term per pass was bound by those stores), with the 16 broadcast x
+        values in registers. x (rows, d), yt (d, cols) C-contiguous; o_r 1-D views of length >= n.
+        """
+        d = x.shape[1]
+        d4 = d - d % 4
+        un = np.uint64(n)  # unsigned trip count: no wraparound branch, LLVM vectorises
+        x0, x1, x2, x3 = x[i0], x[i0 + 1], x[i0 + 2], x[i0 + 3]
+        for k in range(0, d4, 4):
+            p0, p1, p2, p3 = x0[k], x0[k + 1], x0[k + 2], x0[k + 3]
+            q0, q1, q2, q3 = x1[k], x1[k + 1], x1[k + 2], x1[k + 3]
+            r0, r1, r2, r3 = x2[k], x2[k + 1], x2[k + 2], x2[k + 3]
+            s0, s1, s2, s3 = x3[k], x3[k + 1], x3[k + 2], x3[k + 3]
+            y0, y1, y2, y3 = yt[k, j0:j0 + n], yt[k + 1, j0:j0 + n], yt[k + 2, j0:j0 + n], yt[k + 3, j0:j0 + n]
+            if l1:
+                for j in range(un):
+                    u0, u1, u2, u3 = y0[j], y1[j], y2[j], y3[j]
+                    o0[j] += (abs(p0 - u0) + abs(p1 - u1)) + (abs(p2 - u2) + abs(p3 - u3))
+                    o1[j] += (abs(q0 - u0) + abs(q1 - u1)) + (abs(q2 - u2) + abs(q3 - u3))
+                    o2[j] += (abs(r0 - u0) + abs(r1 - u1)) + (abs(r2 - u2) + abs(r3 - u3))
+                    o3[j] += (abs(s0 - u0) + abs(s1 - u1)) + (abs(s2 - u2) + abs(s3 - u3))
+            else:
+                for j in range(un):
+                    u0, u1, u2, u3 = y0[j], y1[j], y2[j], y3[j]
+                    o0[j] += (p0 * u0 + p1 * u1) + (p2 * u2 + p3 * u3)
+                    o1[j] += (q0 * u0 + q1 * u1) + (q2 * u2 + q3 * u3)
+                    o2[j] += (r0 * u0 + r1 * u1) + (r2 * u2 + r3 * u3)
+                    o3[j] += (s0 * u0 + s1 * u1) + (s2 * u2 + s3 * u3)
+        for k in range(d4, d):
+            p0, q0, r0, s0 = x0[k], x1[k], x2[k], x3[k]
+            y0 = yt[k, j0:j0 + n]
+            for j in range(un):
+                u0 = y0[j]
+                if l1:
+                    o0[j] += abs(p0 - u0)
+                    o1[j] += abs(q0 - u0)
+                    o2[j] += abs(r0 - u0)
+                    o3[j] += abs(s0 - u0)
+                else:
+                    o0[j] += p0 * u0
+                    o1[j] += q0 * u0
+                    o2[j] += r0 * u0
+                    o3[j] += s0 * u0
+
+    @njit(fastmath=_FAST, cache=True)
     def _l1_slice(x, y, yt, out, lo, hi):  # pragma: no cover - compiled
         """out[i, j] = sum_k |x[i, k] - y[j, k]| for lo[i] <= j < hi[i] (block union), 0 elsewhere.
 
@@ -76,47 +124,24 @@ if HAVE_NUMBA:
                 yt[k, j] = y[j, k]
         acc = np.empty((_ROWS, lb), dtype=x.dtype)
         a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
-        d4 = d - d % 4
         for i0 in range(0, la, _ROWS):
             nr = min(_ROWS, la - i0)
             j0, j1 = lb, 0
             for r in range(nr):
                 j0, j1 = min(j0, lo[i0 + r]), max(j1, hi[i0 + r])
-            # unsigned bounds: numba then emits no negative-index wraparound and LLVM vectorises the j loops
-            j0, j1 = np.uint64(j0), np.uint64(max(j0, j1))
+            j1 = max(j0, j1)
             for j in range(lb):  # explicit loops: numba's acc[:] = 0 is a generic, ~10x slower copy
                 a0[j], a1[j], a2[j], a3[j] = 0, 0, 0, 0
             if nr == _ROWS:
-                x0, x1, x2, x3 = x[i0], x[i0 + 1], x[i0 + 2], x[i0 + 3]
-                # four features per pass over j: one load and store of each accumulator per four features (the
-                # stores bounded the one-feature loop); 16 broadcast x values stay in registers
-                for k in range(0, d4, 4):
-                    p0, p1, p2, p3 = x0[k], x0[k + 1], x0[k + 2], x0[k + 3]
-                    q0, q1, q2, q3 = x1[k], x1[k + 1], x1[k + 2], x1[k + 3]
-                    r0, r1, r2, r3 = x2[k], x2[k + 1], x2[k + 2], x2[k + 3]
-                    s0, s1, s2, s3 = x3[k], x3[k + 1], x3[k + 2], x3[k + 3]
-                    y0, y1, y2, y3 = yt[k], yt[k + 1], yt[k + 2], yt[k + 3]
-                    for j in range(j0, j1):
-                        u0, u1, u2, u3 = y0[j], y1[j], y2[j], y3[j]
-                        a0[j] += (abs(p0 - u0) + abs(p1 - u1)) + (abs(p2 - u2) + abs(p3 - u3))
-                        a1[j] += (abs(q0 - u0) + abs(q1 - u1)) + (abs(q2 - u2) + abs(q3 - u3))
-                        a2[j] += (abs(r0 - u0) + abs(r1 - u1)) + (abs(r2 - u2) + abs(r3 - u3))
-                        a3[j] += (abs(s0 - u0) + abs(s1 - u1)) + (abs(s2 - u2) + abs(s3 - u3))
-                for k in range(d4, d):
-                    p0, q0, r0, s0 = x0[k], x1[k], x2[k], x3[k]
-                    y0 = yt[k]
-                    for j in range(j0, j1):
-                        u0 = y0[j]
-                        a0[j] += abs(p0 - u0)
-                        a1[j] += abs(q0 - u0)
-                        a2[j] += abs(r0 - u0)
-                        a3[j] += abs(s0 - u0)
+                _rows4(x, i0, yt, j0, j1 - j0, a0[j0:], a1[j0:], a2[j0:], a3[j0:], True)
             else:
+                # unsigned bounds: numba then emits no negative-index wraparound and LLVM vectorises the j loops
+                uj0, uj1 = np.uint64(j0), np.uint64(j1)
                 for r in range(nr):
                     ar, xr = acc[r], x[i0 + r]
                     for k in range(d):
                         xv, yk = xr[k], yt[k]
-                        for j in range(j0, j1):
+                        for j in range(uj0, uj1):
                             ar[j] += abs(xv - yk[j])
             for r in range(nr):
                 orow, ar = out[i0 + r], acc[r]

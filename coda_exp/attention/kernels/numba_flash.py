@@ -17,7 +17,7 @@ from coda_exp.attention.kernels.numba_cpu import _CHUNK, _FAST, _ROWS, HAVE_NUMB
 if HAVE_NUMBA:
     from numba import njit, prange
 
-    from coda_exp.attention.kernels.numba_cpu import _activate
+    from coda_exp.attention.kernels.numba_cpu import _activate, _rows4
 
     @njit(inline="always")
     def _mix32(h):  # pragma: no cover - compiled
@@ -46,7 +46,7 @@ if HAVE_NUMBA:
         alpha, beta, gate, p, keep_scale = coefs[0], coefs[1], coefs[2], coefs[4], coefs[5]
         zero = coefs[3]
         ujb = np.uint64(jb)  # unsigned trip counts and 1-D views: no wraparound branch, LLVM vectorises over j
-        if nr == _ROWS:  # four rows share every key load (register-broadcast query values)
+        if nr == _ROWS:  # four rows share every key load (``_rows4``: register-broadcast query values)
             e0, e1, e2, e3 = ebuf[0], ebuf[1], ebuf[2], ebuf[3]
             d0, d1, d2, d3 = dbuf[0], dbuf[1], dbuf[2], dbuf[3]
             for j in range(ujb):
@@ -58,24 +58,8 @@ if HAVE_NUMBA:
                 d1[j] = zero
                 d2[j] = zero
                 d3[j] = zero
-            for kk in range(de):
-                x0, x1, x2, x3 = q[i0, kk], q[i0 + 1, kk], q[i0 + 2, kk], q[i0 + 3, kk]
-                krow = kt[kk, j0:j0 + jb]
-                for j in range(ujb):
-                    y = krow[j]
-                    e0[j] += x0 * y
-                    e1[j] += x1 * y
-                    e2[j] += x2 * y
-                    e3[j] += x3 * y
-            for kk in range(dn):
-                x0, x1, x2, x3 = nq[i0, kk], nq[i0 + 1, kk], nq[i0 + 2, kk], nq[i0 + 3, kk]
-                krow = nkt[kk, j0:j0 + jb]
-                for j in range(ujb):
-                    y = krow[j]
-                    d0[j] += abs(x0 - y)
-                    d1[j] += abs(x1 - y)
-                    d2[j] += abs(x2 - y)
-                    d3[j] += abs(x3 - y)
+            _rows4(q, i0, kt, j0, jb, e0, e1, e2, e3, False)
+            _rows4(nq, i0, nkt, j0, jb, d0, d1, d2, d3, True)
         else:
             for r in range(nr):
                 i = i0 + r
@@ -201,14 +185,23 @@ if HAVE_NUMBA:
                                  qvalid, causal, off, coefs, codes, c, ic, seed, False, ebuf, dbuf, work, bits, m,
                                  none, none)
                     ujb = np.uint64(jb)
-                    for r in range(nr):
-                        mrow = m[r]
-                        for dd in range(dv):
-                            vrow = vt[dd, j0:j0 + jb]
-                            total = zero
-                            for j in range(ujb):
-                                total += mrow[j] * vrow[j]
-                            acc[r, dd] += total
+                    for r in range(nr, _ROWS):  # rows past a short block: zeros, not stale values
+                        for j in range(ujb):
+                            m[r, j] = zero
+                    m0, m1, m2, m3 = m[0], m[1], m[2], m[3]
+                    for dd in range(dv):  # four rows share every v load
+                        vrow = vt[dd, j0:j0 + jb]
+                        t0, t1, t2, t3 = zero, zero, zero, zero
+                        for j in range(ujb):
+                            y = vrow[j]
+                            t0 += m0[j] * y
+                            t1 += m1[j] * y
+                            t2 += m2[j] * y
+                            t3 += m3[j] * y
+                        acc[0, dd] += t0
+                        acc[1, dd] += t1
+                        acc[2, dd] += t2
+                        acc[3, dd] += t3
                 for r in range(nr):
                     for dd in range(dv):
                         out[s, i0 + r, dd] = acc[r, dd]
@@ -259,16 +252,13 @@ if HAVE_NUMBA:
                                  qvalid, causal, off, coefs, codes, c, ic, seed, True, ebuf, dbuf, work, bits, m,
                                  a, b)
                     ujb = np.uint64(jb)
+                    dm0, dm1, dm2, dm3 = dm[0], dm[1], dm[2], dm[3]
+                    for j in range(ujb):
+                        dm0[j], dm1[j], dm2[j], dm3[j] = zero, zero, zero, zero
+                    _rows4(rowvals, 0, vt, j0, jb, dm0, dm1, dm2, dm3, False)  # dM = dout v^T (padding rows: 0)
                     for r in range(nr):
                         i = i0 + r
                         dmr, ar, br = dm[r], a[r], b[r]
-                        for j in range(ujb):
-                            dmr[j] = zero
-                        for dd in range(ndv):
-                            g = dout[s, i, dd]
-                            vrow = vt[dd, j0:j0 + jb]
-                            for j in range(ujb):
-                                dmr[j] += g * vrow[j]
                         if p > zero:  # dL/dM = keep * scale * dL/d(dropped M): m holds keep * scale * M
                             h1 = _row_hash(seed, s, i)
                             for j in range(jb):
