@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--max-m-gib", type=float, default=8.0, help="the materialising path only while M fits")
     parser.add_argument("--fp32-tops", type=float, default=33.5, help="FP32 instructions per second, in 1e12")
-    parser.add_argument("--profile-length", type=int, default=4096)
+    parser.add_argument("--profile-length", type=int, default=4096, help="0: no profile")
     parser.add_argument("--train-steps", default=None,
                         help=f"training-step shapes among {','.join(TRAIN_SHAPES)} (default: all on cuda, none on cpu)")
     parser.add_argument("--train-shrink", type=int, default=1, help="divide the training batches by this (tests)")
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{100 * row['fwd_floor_fraction'] if 'fwd_floor_fraction' in row else '':>7}", flush=True)
                 del q, k, v
     save()
-    if device == "cuda" and time.time() - start < args.time_budget_s:
+    if device == "cuda" and args.profile_length and time.time() - start < args.time_budget_s:
         batch = max(1, args.tokens // args.profile_length)
         out["profile"] = profile(device, *inputs(batch, args.heads, args.profile_length, args.profile_length,
                                                  args.dim, torch.bfloat16, device))
