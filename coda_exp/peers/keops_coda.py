@@ -68,8 +68,8 @@ def _slices(t: torch.Tensor, lead: torch.Size) -> torch.Tensor:
 def keops_coda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, options: CoDAOptions | None = None,
                          mask: torch.Tensor | None = None, query_mask: torch.Tensor | None = None,
                          causal: bool = False, n_q: torch.Tensor | None = None, n_k: torch.Tensor | None = None,
-                         **overrides) -> torch.Tensor:
-    """out = M V (..., Lq, dv) as ``coda_attention`` computes it (same arguments, no dropout), by KeOps.
+                         dropout_p: float = 0.0, **overrides) -> torch.Tensor:
+    """out = M V (..., Lq, dv) as ``coda_attention`` computes it (same arguments; ``dropout_p`` must be 0), by KeOps.
 
     q (..., Lq, de), k (..., Lk, de), v (..., Lk, dv); n_q / n_k the N-side inputs (None: q and k); mask bool
     (..., 1, Lk) (key padding) or (..., Lq, 1) (rows), True = valid; query_mask (..., Lq, 1); ``options`` and/or
@@ -79,7 +79,9 @@ def keops_coda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, o
     """
     check_attention_inputs(q, k, v, n_q=n_q, n_k=n_k, mask=mask, query_mask=query_mask)
     options = resolve_options(options, overrides)
-    refused = _refusal(options, q.dtype, mask)
+    refused = _refusal(options, q.dtype, mask) or (
+        f"the KeOps peer has no dropout on M (its formula draws no random numbers), got dropout_p={dropout_p}"
+        if dropout_p else None)
     if refused:
         raise KeOpsUnsupported(refused)
     shared = n_q is None

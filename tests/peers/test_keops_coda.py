@@ -96,6 +96,7 @@ def test_empty_slices_are_zero_without_compiling():
     ({"center_e": True}, "does not centre"),
     ({"n_fn": "arctan"}, "f_E = tanh and f_N = sigmoid only"),
     ({"e_fn": "sigmoid"}, "f_E = tanh and f_N = sigmoid only"),
+    ({"dropout_p": 0.1}, "no dropout"),
 ])
 def test_what_keops_cannot_express_is_refused_before_compiling(kwargs, match):
     q, k, v, *_ = _inputs(4)
