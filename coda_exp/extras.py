@@ -2,10 +2,11 @@
 
 ``[wandb]`` (``logger=wandb``), ``[tensorboard]`` (``logger=tensorboard``), ``[plots]`` (the ``plot-*`` commands:
 matplotlib), ``[fever]`` (FEVER retrieval, ``task=fever``, ``fever-index``, ``fever-retrieve``: scikit-learn);
-``[all]`` is every one of them (``[dev]`` includes it). :func:`require` is called where a feature starts, before
-the import that needs the package, so a missing one is one message naming the extra to install
-(``coda_exp.cli`` prints it and exits 2), not a traceback from deep inside a library. A leaf: imports nothing of
-coda_exp but ``errors``.
+``[all]`` is every one of them (``[dev]`` includes it); ``[keops]`` (pykeops, for the benchmark peer
+``coda_exp.peers.keops_coda``) is not in it: KeOps compiles C++ on first use. :func:`require` is called where a
+feature starts, before the import that needs the package, so a missing one is one message naming the extra to
+install (``coda_exp.cli`` prints it and exits 2), not a traceback from deep inside a library. A leaf: imports
+nothing of coda_exp but ``errors``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ EXTRAS = {
     "tensorboard": ("tensorboard", "tensorboard"),
     "matplotlib": ("plots", "matplotlib"),
     "sklearn": ("fever", "scikit-learn"),
+    "pykeops": ("keops", "pykeops"),
 }
 #: import name -> other packages that serve instead (Lightning's TensorBoardLogger takes either)
 ALTERNATIVES = {"tensorboard": ("tensorboardX",)}

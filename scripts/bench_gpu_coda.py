@@ -2,7 +2,8 @@
 """Flash-CoDA on a GPU, in one run (issue 22): correctness against float64, then time side by side.
 
     python scripts/bench_gpu_coda.py [--device cuda] [--lengths 512,1024,...,16384] [--tokens 16384] [--heads 16]
-                                     [--dim 64] [--dtypes float32,bfloat16] [--time-budget-s 300] [--json OUT]
+                                     [--dim 64] [--dtypes float32,bfloat16] [--impls sdpa,flash,chunked]
+                                     [--threads N] [--time-budget-s 300] [--json OUT]
 
 1. **Check**: Flash-CoDA (``kernel=flash``) forward and gradients against the materialising reference in float64
    (``kernel=torch`` on the CPU), for each dtype, with key padding, causal, unshared N inputs; the relative L2
@@ -11,7 +12,14 @@
    flag: fwd and fwd+bwd of Flash-CoDA, SDPA and (while M fits ``--max-m-gib``) the materialising path
    (``kernel=chunked``); medians of ``--reps`` CUDA-event timings after warm-up; the ratio to SDPA; the fraction of
    the L1 floor (2 FP32 instructions per pair and feature: ``--fp32-tops`` instructions/s, 33.5e12 for an H100/H200:
-   132 SMs x 128 lanes x 1.98 GHz); peak memory over the inputs.
+   132 SMs x 128 lanes x 1.98 GHz); peak memory over the inputs. ``--impls`` picks the columns: ``sdpa``, any
+   ``coda_attention`` kernel (``flash``, ``chunked``, ``fused``, ...) and the peer ``keops``
+   (``coda_exp.peers.keops_coda``, ``pip install 'coda-exp[keops]'``), float32/float64 rows only (KeOps has no
+   bfloat16). KeOps first runs in a child process (fwd+bwd at d = ``--dim``, compiling its formulas into
+   ``KEOPS_CACHE_FOLDER``): its code generation once ended a process on a GPU machine without a word, so a probe
+   that fails is recorded (``peers.keops``: exit status, output tail) and the keops rows are skipped, not the
+   run. Its float64 check and each row catch any error into the JSON; each row spends at most
+   ``--keops-budget-s`` (the first call compiles, then reps are cut to fit).
 3. **Per kernel** (``--profile-length``): the CUDA kernels of one Flash-CoDA fwd+bwd by self time (torch.profiler).
 4. **Training steps** (``--train-steps``, all by default on CUDA): Transformer vs CoDA-Transformer (kernel
    ``auto``), forward + backward + Adam, per dtype (16-bit under autocast, as ``bf16-mixed`` trains): MLU's
@@ -43,6 +51,23 @@ import torch.nn.functional as F
 from coda_exp.attention import coda_attention
 from coda_exp.results import benchmark_environment
 
+PEERS = ("keops",)
+PEER_DTYPES = {"keops": (torch.float32, torch.float64)}  # KeOps has no bfloat16
+# a child process runs this first (fwd+bwd of the KeOps peer at the bench's feature size, so the shared-N formulas
+# compile there): a KeOps failure that ends the process ends the child, not the bench
+KEOPS_PROBE = """
+import sys, time, torch
+sys.path.insert(0, {root!r})
+from coda_exp.peers.keops_coda import keops_coda_attention
+t0 = time.time()
+q, k, v = (torch.randn(2, 2, 40, {dim}, device={device!r}, dtype=torch.{dtype}, requires_grad=True) for _ in range(3))
+out = keops_coda_attention(q, k, v)
+out.backward(torch.ones_like(out))
+if {device!r} == "cuda":
+    torch.cuda.synchronize()
+print("KEOPS_PROBE_OK", round(time.time() - t0, 1), flush=True)
+"""
+
 TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float64: 1e-10}
 
 
@@ -52,9 +77,21 @@ def inputs(b, h, lq, lk, d, dtype, device, seed=0, grad=True):
     return [t.to(device, dtype).requires_grad_(grad) for t in (q, k, v)]
 
 
-def check(device: str, dtype: torch.dtype) -> dict:
-    """Flash-CoDA on ``device`` in ``dtype`` against float64 on the CPU: key padding, causal, unshared N. The
-    reference sees the inputs rounded to ``dtype`` (as the kernel does): near-ties of nq - nk flip sign otherwise."""
+def attention_fn(impl: str):
+    """The op of ``impl``: a ``coda_attention`` kernel, or the peer ``keops``."""
+    if impl == "keops":
+        from coda_exp.peers.keops_coda import keops_coda_attention
+        return keops_coda_attention
+
+    def run(*args, **kwargs):
+        return coda_attention(*args, kernel=impl, **kwargs)
+    return run
+
+
+def check(device: str, dtype: torch.dtype, impl: str = "flash") -> dict:
+    """``impl`` (Flash-CoDA, or the peer ``keops``) on ``device`` in ``dtype`` against float64 on the CPU: key
+    padding, causal, unshared N. The reference sees the inputs rounded to ``dtype`` (as the kernel does): near-ties
+    of nq - nk flip sign otherwise."""
     b, h, lq, lk, d = 2, 3, 70, 90, 32
     ref = [t.detach().to(dtype).double().requires_grad_() for t in inputs(b, h, lq, lk, d, torch.float64, "cpu")]
     gen = torch.Generator().manual_seed(1)
@@ -65,13 +102,13 @@ def check(device: str, dtype: torch.dtype) -> dict:
     dout = torch.randn(want.shape, generator=gen, dtype=torch.float64)
     want_grads = torch.autograd.grad(want, [*ref, nq, nk], dout)
     leaves = [t.detach().to(device, dtype).requires_grad_() for t in (*ref, nq, nk)]
-    got = coda_attention(*leaves[:3], kernel="flash", mask=key.to(device), causal=True, n_q=leaves[3],
-                         n_k=leaves[4], alpha=0.7, beta=0.4)
+    got = attention_fn(impl)(*leaves[:3], mask=key.to(device), causal=True, n_q=leaves[3], n_k=leaves[4],
+                             alpha=0.7, beta=0.4)
     grads = torch.autograd.grad(got, leaves, dout.to(device, dtype))
     errors = [float((g.detach().double().cpu() - w.detach()).norm() / w.detach().norm())
               for g, w in zip((got, *grads), (want, *want_grads))]
     worst = max(errors) if all(math.isfinite(e) for e in errors) else float("nan")
-    return {"dtype": str(dtype), "max_rel_err": worst, "ok": worst < TOL[dtype]}
+    return {"impl": impl, "dtype": str(dtype), "max_rel_err": worst, "ok": worst < TOL[dtype]}
 
 
 def timer(device: str):
@@ -101,8 +138,10 @@ def ops(kind: str, q, k, v, causal: bool):
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     else:
+        attend = attention_fn(kind)
+
         def fwd():
-            return coda_attention(q, k, v, kernel=kind, causal=causal)
+            return attend(q, k, v, causal=causal)
 
     def fwd_bwd():
         out = fwd()
@@ -139,6 +178,65 @@ def profile(device: str, q, k, v) -> list[dict]:
     rows = sorted(prof.key_averages(), key=lambda e: -e.self_device_time_total)[:8]
     return [{"name": e.key[:80], "ms": round(e.self_device_time_total / 1e3 / max(e.count, 1), 3), "count": e.count}
             for e in rows]
+
+
+def keops_environment() -> dict:
+    """pykeops / keopscore / pybind11 versions (package metadata: importing pykeops on a GPU machine compiles its
+    binder), the cache folder and whether a child Python finds pybind11 (KeOps' compiler asks it for its includes)."""
+    import importlib.metadata
+    import subprocess
+
+    env = {}
+    for name in ("pykeops", "keopscore", "pybind11"):
+        try:
+            env[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            env[name] = None
+    env["KEOPS_CACHE_FOLDER"] = os.environ.get("KEOPS_CACHE_FOLDER")
+    found = subprocess.run([sys.executable, "-m", "pybind11", "--includes"], check=False, capture_output=True,
+                           text=True)
+    env["pybind11_includes"] = (found.stdout.strip() if found.returncode == 0
+                                else f"failed: {found.stderr.strip()[-300:]}")
+    return env
+
+
+def keops_probe(device: str, dim: int, dtype: torch.dtype, timeout_s: float) -> dict:
+    """One KeOps fwd+bwd in a child process (see ``KEOPS_PROBE``): ok, exit status, seconds, output tail."""
+    import subprocess
+
+    code = KEOPS_PROBE.format(root=str(ROOT), dim=dim, device=device, dtype=str(dtype).removeprefix("torch."))
+    t0 = time.time()
+    try:
+        done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired as err:
+        tail = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else err.stdout or ""
+        return {"ok": False, "rc": None, "seconds": round(time.time() - t0, 1), "tail": f"timed out: {tail[-2000:]}"}
+    text = done.stdout + done.stderr
+    return {"ok": done.returncode == 0 and "KEOPS_PROBE_OK" in done.stdout, "rc": done.returncode,
+            "seconds": round(time.time() - t0, 1), "tail": text[-3000:]}
+
+
+def time_peer(device: str, fwd, fwd_bwd, reps: int, budget_s: float) -> dict:
+    """A slow peer's fwd and fwd+bwd within ``budget_s``: the first fwd+bwd (compiling) and a second one timed,
+    then as many reps (up to ``reps``, one warm-up) as the budget allows."""
+    def once(fn):
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    start = time.perf_counter()
+    row = {"first_call_s": round(once(fwd_bwd), 2)}
+    one = once(fwd_bwd)
+    left = budget_s - (time.perf_counter() - start)
+    n = max(1, min(reps, int(left / (2.5 * one))))
+    if left < 2 * one:  # no time for more: the one timed fwd+bwd is the row
+        row.update(fwd_bwd_ms=round(1e3 * one, 3), reps=1, note="budget: fwd not timed")
+        return row
+    measure = timer(device)
+    row.update(fwd_ms=round(measure(fwd, n, warmup=1), 3), fwd_bwd_ms=round(measure(fwd_bwd, n, warmup=0), 3), reps=n)
+    return row
 
 
 # training steps: (model sizes, batch, source length, target length, vocabulary), the TransformerSeq2Seq defaults
@@ -200,10 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--causal", default="0,1")
+    parser.add_argument("--impls", default="sdpa,flash,chunked",
+                        help="columns: sdpa, coda_attention kernels (flash, chunked, fused, ...), the peer keops")
+    parser.add_argument("--keops-budget-s", type=float, default=120.0, help="seconds per keops row, compiling included")
+    parser.add_argument("--threads", type=int, default=None, help="torch and numba threads (OMP_NUM_THREADS: KeOps')")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--max-m-gib", type=float, default=8.0, help="the materialising path only while M fits")
     parser.add_argument("--fp32-tops", type=float, default=33.5, help="FP32 instructions per second, in 1e12")
-    parser.add_argument("--profile-length", type=int, default=4096)
+    parser.add_argument("--profile-length", type=int, default=4096, help="0: no profile")
     parser.add_argument("--train-steps", default=None,
                         help=f"training-step shapes among {','.join(TRAIN_SHAPES)} (default: all on cuda, none on cpu)")
     parser.add_argument("--train-shrink", type=int, default=1, help="divide the training batches by this (tests)")
@@ -212,8 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start, device = time.time(), args.device
     dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
-    out = {"environment": {**benchmark_environment(ROOT), "device": device}, "args": vars(args) | {"json": str(args.json)},
-           "check": [], "rows": [], "profile": None, "train_steps": [], "skipped": []}
+    impls = args.impls.split(",")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        import numba
+        numba.set_num_threads(args.threads)
+    env = {**benchmark_environment(ROOT), "device": device, "threads_arg": args.threads,
+           **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")},
+           "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    try:
+        import numba
+        env.update(numba=numba.__version__, numba_threads=numba.get_num_threads())
+    except ImportError:
+        env["numba"] = None
+    out = {"environment": env, "args": vars(args) | {"json": str(args.json)},
+           "check": [], "rows": [], "profile": None, "train_steps": [], "skipped": [], "peers": {}}
 
     def save():
         if args.json:
@@ -223,6 +338,25 @@ def main(argv: list[str] | None = None) -> int:
     for dtype in dtypes:
         out["check"].append(check(device, dtype))
         print("check", out["check"][-1], flush=True)
+        save()
+    broken = {}  # peer -> why its rows are skipped
+    if "keops" in impls:
+        peer = out["peers"]["keops"] = {"environment": keops_environment()}
+        save()
+        probe_dtype = next((d for d in dtypes if d in PEER_DTYPES["keops"]), torch.float32)
+        peer["probe"] = keops_probe(device, args.dim, probe_dtype, max(30.0, min(600.0, args.time_budget_s)))
+        print("keops probe", {k: v for k, v in peer["probe"].items() if k != "tail"}, flush=True)
+        if not peer["probe"]["ok"]:
+            broken["keops"] = f"probe failed (exit {peer['probe']['rc']}): see peers.keops.probe.tail"
+            print(peer["probe"]["tail"][-1500:], flush=True)
+        else:
+            peer["check"] = []
+            for dtype in (d for d in dtypes if d in PEER_DTYPES["keops"]):
+                try:
+                    peer["check"].append(check(device, dtype, "keops"))
+                except Exception as err:  # noqa: BLE001 - a failure is a result too
+                    peer["check"].append({"impl": "keops", "dtype": str(dtype), "error": f"{type(err).__name__}: {err}"[:2000]})
+                print("check", peer["check"][-1], flush=True)
         save()
     measure = timer(device)
     print(f"{'L':>6} {'dtype':>9} {'causal':>6} {'impl':>8} {'fwd ms':>9} {'fwd+bwd':>9} {'x SDPA':>7} {'floor %':>7}",
@@ -236,24 +370,34 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = batch * args.heads * length * length * (0.5 if causal else 1.0)
                 floor_ms = 2 * pairs * args.dim / (args.fp32_tops * 1e12) * 1e3
                 base = None
-                for impl in ("sdpa", "flash", "chunked"):
+                for impl in impls:
                     if time.time() - start > args.time_budget_s:
                         out["skipped"].append(f"L{length} {dtype} causal={causal} {impl}: time budget")
                         continue
                     if impl == "chunked" and m_gib > args.max_m_gib:
                         continue
+                    if impl in PEERS and (impl in broken or dtype not in PEER_DTYPES[impl]):
+                        why = broken.get(impl) or f"{dtype} is not a {impl} dtype"
+                        out["skipped"].append(f"L{length} {dtype} causal={causal} {impl}: {why}")
+                        continue
                     fwd, fwd_bwd = ops(impl, q, k, v, causal)
                     row = {"L": length, "B": batch, "H": args.heads, "d": args.dim, "dtype": str(dtype),
                            "causal": causal, "impl": impl}
                     try:
-                        row.update(fwd_ms=round(measure(fwd, args.reps), 3), fwd_bwd_ms=round(measure(fwd_bwd, args.reps), 3),
-                                   peak_mib=peak_mib(device, fwd_bwd))
+                        if impl in PEERS:  # slow, compiles on first use: within its own budget
+                            budget = min(args.keops_budget_s, args.time_budget_s - (time.time() - start))
+                            row.update(time_peer(device, fwd, fwd_bwd, args.reps, budget))
+                        else:
+                            row.update(fwd_ms=round(measure(fwd, args.reps), 3),
+                                       fwd_bwd_ms=round(measure(fwd_bwd, args.reps), 3))
+                        row["peak_mib"] = peak_mib(device, fwd_bwd)
                     except Exception as err:  # noqa: BLE001 - a failure is a result too
-                        row["error"] = f"{type(err).__name__}: {err}"[:300]
+                        row["error"] = f"{type(err).__name__}: {err}"[:2000 if impl in PEERS else 300]
                     if impl == "sdpa":
                         base = row.get("fwd_bwd_ms")
                     if impl != "sdpa" and "fwd_ms" in row:
                         row["fwd_floor_fraction"] = float(f"{floor_ms / row['fwd_ms']:.4g}")
+                    if impl != "sdpa" and "fwd_bwd_ms" in row:
                         row["fwd_bwd_over_sdpa"] = round(row["fwd_bwd_ms"] / base, 2) if base else None
                     out["rows"].append(row)
                     save()
@@ -261,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{row.get('fwd_bwd_ms', 'err'):>9} {row.get('fwd_bwd_over_sdpa') or '':>7} "
                           f"{100 * row['fwd_floor_fraction'] if 'fwd_floor_fraction' in row else '':>7}", flush=True)
                 del q, k, v
-    if device == "cuda" and time.time() - start < args.time_budget_s:
+    save()
+    if device == "cuda" and args.profile_length and time.time() - start < args.time_budget_s:
         batch = max(1, args.tokens // args.profile_length)
         out["profile"] = profile(device, *inputs(batch, args.heads, args.profile_length, args.profile_length,
                                                  args.dim, torch.bfloat16, device))
@@ -278,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             for row in out["train_steps"][-2:]:
                 print(f"train step {shape:9} {str(dtype)[6:]:>9} {row['model']:16} {row.get('step_ms', 'err'):>9} ms "
                       f"{row.get('over_transformer') or ''} {row.get('kernels') or row.get('error', '')}", flush=True)
+    save()
     return 0 if all(c["ok"] for c in out["check"]) else 1
 
 

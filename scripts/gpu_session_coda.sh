@@ -5,8 +5,10 @@
 #           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
-# PHASES picks and orders the phases (default "check kernels attn gputests"); TOTAL_S is the call's own limit minus a
-# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json. A first
+# PHASES picks and orders the phases (default "check kernels attn gputests"; "keops", not a default: the KeOps peer
+# beside Flash-CoDA and SDPA in float32, e.g. PHASES="keops attn"); TOTAL_S is the call's own limit minus a
+# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json,
+# bench_keops.json (the keops phase needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first
 # version of this script (14 forked check processes, its output through a process substitution) lost its machine
 # ("stopped answering") without a word; the check now spawns 4 processes, and everything prints plainly, as in the
 # two calls that then worked (results/bench/flash_kernels_h200.json).
@@ -17,6 +19,22 @@ PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
 PHASES=${PHASES:-check kernels attn gputests}
 mkdir -p "$OUT"
+keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python, a writable cache, CUDA it can find
+    if ! "$PY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('pykeops') and u.find_spec('pybind11')))"; then
+        [ -d .whl ] && "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/site .whl/*.whl
+        # exported, not just set: KeOps' compiler runs `$PY -m pybind11 --includes` in a child process
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    export KEOPS_CACHE_FOLDER=${KEOPS_CACHE_FOLDER:-/tmp/keops_cache}  # ~/.cache may not be writable
+    # torch's pip CUDA: cuda.h + nvrtc.h in one folder and unversioned libnvrtc.so / libcuda.so, as KeOps looks
+    local exports
+    exports=$("$PY" scripts/keops_cuda_env.py --prefix /tmp/keops_cuda)
+    grep '^#' <<< "$exports"
+    eval "$exports"
+    "$PY" -m pybind11 --includes || echo "keops: pybind11 not importable by a child python"
+    echo "keops: CUDA_PATH=${CUDA_PATH:-} KEOPS_CACHE_FOLDER=$KEOPS_CACHE_FOLDER"
+}
 start=$(date +%s)
 left() { echo $((TOTAL_S - ($(date +%s) - start))); }
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
@@ -41,6 +59,16 @@ for phase in $PHASES; do
         timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024,4096,16384 --dtypes bfloat16 \
             --causal 0,1 --reps 5 --time-budget-s $((budget - 15)) --json "$OUT/bench_gpu_coda.json" | tail -20
         echo "attn: exit $? after $(( $(date +%s) - start )) s";;
+    keops)  # the KeOps peer (coda_exp.peers.keops_coda) beside Flash-CoDA and SDPA, float32 (KeOps has no bf16):
+            # a child-process probe first (a failure is recorded in the JSON, the phase goes on), its float64 check,
+            # then rows of at most 60 s each, compiling included
+        keops_env
+        budget=$(( $(left) < 240 ? $(left) : 240 ))
+        [ "$budget" -lt 60 ] && { echo "keops: only ${budget}s left, skipped"; continue; }
+        timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024,4096 --dtypes float32 \
+            --causal 0,1 --impls sdpa,flash,keops --reps 5 --keops-budget-s 60 --profile-length 0 --train-steps "" \
+            --time-budget-s $((budget - 15)) --json "$OUT/bench_keops.json" | tail -20
+        echo "keops: exit $? after $(( $(date +%s) - start )) s";;
     gputests)  # the tests marked gpu (real CUDA graphs across a zero_grad, Flash-CoDA vs float64)
         if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
             "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \

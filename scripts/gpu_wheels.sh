@@ -4,15 +4,22 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
 #       .whl/*.whl && export PYTHONPATH=/tmp/site
 # (scripts/gpu_session_fast_path.sh does that itself when .whl/ is there). Versions: those of this project's .venv.
+# Also the KeOps peer's (scripts/bench_gpu_coda.py --impls ...,keops; gpu_session_coda.sh's keops phase): pykeops,
+# keopscore (source archives only on PyPI: built here into pure-Python wheels) and pybind11 (KeOps' compiler runs
+# `python -m pybind11 --includes` in a child process, so /tmp/site must be in the exported PYTHONPATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.whl/' "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 mkdir -p .whl
-for spec in hydra-core==1.3.8 omegaconf==2.3.1; do
+for spec in hydra-core==1.3.8 omegaconf==2.3.1 pybind11==3.1.0; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         --platform any -d .whl "$spec"
 done
 # antlr4-python3-runtime 4.9.3 (omegaconf's pin) exists only as a source archive: build its wheel here
 python3 -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
+# pykeops, keopscore: source archives only, their wheels pure Python (py3-none-any; they compile C++ when first used)
+python3 -m pip wheel -q --no-deps -w .whl pykeops==2.3 keopscore==2.3
 ls -l .whl

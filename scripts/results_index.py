@@ -25,9 +25,9 @@ from coda_exp.results import load_records
 FOLDERS = {
     ".": ("The main job: CoDA Table 6 (MLU) at CPU scale, Transformer vs CoDA Transformer, seed 1",
           "`make run`", "current"),
-    "bench": (("How fast are Flash-CoDA and the fast path's levers? (benchmark records, each naming device, versions "
-              "and commit)"), ("`make bench`, `scripts/bench_attention.py --sweep/--train-step`, "
-              "`scripts/bench_fast_path.py`"), "current"),
+    "bench": (("How fast are Flash-CoDA, the fast path's levers and the KeOps peer? (benchmark records, each naming "
+              "device, versions and commit)"), ("`make bench`, `scripts/bench_attention.py --sweep/--train-step`, "
+              "`scripts/bench_fast_path.py`, `scripts/bench_gpu_coda.py` (`--impls ...,keops`)"), "current"),
     "mlu_recipe_probes": (("Which peak learning rate lets the Transformer learn MLU within 2500 CPU steps? (chose the "
                           "CPU recipe)"), "`train.py task=mlu scale=cpu task.cpu_scheduler.peak_lr=...` (README)",
                           "current"),

@@ -39,6 +39,7 @@ LAYERS = {  # package -> what it must not import
                   "hydra", "omegaconf", "pytorch_lightning"),
     "models": ("coda_exp.tasks", "coda_exp.data", "coda_exp.pipeline", "hydra", "omegaconf", "pytorch_lightning"),
     "tasks": ("coda_exp.data", "coda_exp.pipeline", "hydra", "omegaconf"),
+    "peers": ("coda_exp.models", "coda_exp.tasks", "coda_exp.data", "coda_exp.pipeline", "hydra", "omegaconf"),
     "metrics": ("coda_exp.data", "coda_exp.tasks", "coda_exp.models"),
     "data": ("coda_exp.metrics", "coda_exp.tasks", "coda_exp.models", "coda_exp.pipeline"),
     "algolisp": ("coda_exp.data", "coda_exp.metrics"),
@@ -180,3 +181,11 @@ def test_only_the_entry_point_reaches_the_tools():
     above = [f"{m} imports {t}" for m, targets in sorted(graph.items()) if m.startswith("coda_exp.tools")
              for t in sorted(targets) if t in ("coda_exp.cli", "coda_exp.commands", "coda_exp.usage")]
     assert below == [] and above == []
+
+
+def test_nothing_in_the_package_imports_the_peers():
+    """``coda_exp.peers`` (other implementations of CoDA, for benchmarks: KeOps) stays off the training path: only
+    scripts and tests import it."""
+    graph = import_graph()
+    assert [f"{m} imports {t}" for m, targets in sorted(graph.items()) if not m.startswith("coda_exp.peers")
+            for t in sorted(targets) if t.startswith("coda_exp.peers")] == []
