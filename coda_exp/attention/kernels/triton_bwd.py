@@ -64,7 +64,6 @@ if HAVE_TRITON:
         g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[None, :, :]  # Σ_j g: (1, RM, TM)
         g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[None, :, :]  # Σ_i g: (1, RN, TN)
         g5 = g4[None, :, :, :, :]
-        ng5 = -g5
         if PF:
             a = _grid_cols(NQ, rows, rows_ok, 0, DN, DC, CDT)
             b = _grid_cols(NK, cols, cols_ok, 0, DN, DC, CDT)
@@ -76,17 +75,16 @@ if HAVE_TRITON:
             else:
                 a_c = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, CDT)
                 b_c = _grid_cols(NK, cols, cols_ok, c0, DN, DC, CDT)
-            st = _step(a_c[:, :, None, :, None] - b_c[:, None, :, None, :], CDT)  # (DC, RM, RN, TM, TN)
-            # in-thread axes first (RN, RM), then the lanes (TN, TM); s g and s (-g): one use each, so each sum's
-            # product and add contract into an FMA (a shared s g would be a multiply and two adds)
-            dq = 2.0 * tl.reduce(tl.reduce(st * g5, 2, _SUM_COMBINE), 3, _SUM_COMBINE) - g_q  # (DC, RM, TM)
-            dk = 2.0 * tl.reduce(tl.reduce(st * ng5, 1, _SUM_COMBINE), 2, _SUM_COMBINE) + g_k  # -Σ_i: (DC, RN, TN)
+            t = _step(a_c[:, :, None, :, None] - b_c[:, None, :, None, :], CDT) * g5  # (DC, RM, RN, TM, TN)
+            # in-thread axes first (RN, RM), then the lanes (TN, TM)
+            dq = 2.0 * tl.reduce(tl.reduce(t, 2, _SUM_COMBINE), 3, _SUM_COMBINE) - g_q  # (DC, RM, TM)
+            dk = 2.0 * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE), 2, _SUM_COMBINE) - g_k  # (DC, RN, TN)
             offs_c = c0 + tl.arange(0, DC)[:, None, None]
             tl.atomic_add(DNQ + offs_c + (rows * DN)[None, :, :], dq, mask=(offs_c < DN) & rows_ok[None, :, :],
                           sem="relaxed")
             ptrs = SCR + offs_c + (cols * DN)[None, :, :]
             ok = (offs_c < DN) & cols_ok[None, :, :]
-            tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) + dk, mask=ok)
+            tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) - dk, mask=ok)
 
     @triton.jit(do_not_specialize=["drop_thr"])
     def _bwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, DQ, DK, DV_OUT, DNQ, SCR,

@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
 if HAVE_TRITON:
     # the element-wise helpers: an interpreted copy of this module imports an interpreted copy of them
     # (flash_triton._interpreted_copy)
-    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _signed, _valid
+    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _valid
 
     # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
     # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
@@ -111,7 +111,7 @@ if HAVE_TRITON:
                 own_c = _cols(OWN, offs_own, own_ok, c0, DN, DC, CDT)
                 other_c = _cols(OTHER, offs_other, other_ok, c0, DN, DC, CDT)
             d = other_c[:, :, None] - own_c[:, None, :]
-            col = tl.reduce(_signed(d, g3), 1, _SUM_COMBINE)
+            col = tl.reduce(tl.where(d > 0, g3, tl.where(d < 0, -g3, 0.0)), 1, _SUM_COMBINE)
             offs_c = c0 + tl.arange(0, DC)
             ptrs = SCR + offs_c[:, None] + (offs_own * DN)[None, :]
             ok = (offs_c < DN)[:, None] & own_ok[None, :]

@@ -1,5 +1,5 @@
 """Element-wise @triton.jit helpers of Flash-CoDA's kernels (``triton_jit``, ``triton_bwd``): activations and their
-derivatives, the sign of an L1 term, the dropout hash, the validity tile.
+derivatives, the step of an L1 term's sign, the dropout hash, the validity tile.
 
 Only triton.language builtins are called (see ``triton_jit``). ``flash_triton`` loads an interpreted copy of this
 module beside the interpreted copy of ``triton_jit`` (whose kernels then call interpreted helpers).
@@ -92,11 +92,6 @@ if HAVE_TRITON:
             r = _rsqrt1p(x, CDT)
             g = r * r * r
         return g
-
-    @triton.jit
-    def _signed(d, g):
-        """g ⊙ sign(d), sign(0) = 0: a pair's term of an L1 gradient (d = n_i - n_j, g = dL/d|n_i - n_j|)."""
-        return tl.where(d > 0, g, tl.where(d < 0, -g, 0.0))
 
     @triton.jit
     def _step(d, CDT: tl.constexpr):
