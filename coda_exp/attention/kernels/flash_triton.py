@@ -1,8 +1,9 @@
 """Flash-CoDA on CUDA with Triton: the host side (checks, launch, autotuning) of the kernels in ``triton_jit``.
 
 ``forward`` / ``backward`` follow the ``flash_spec`` contract: out = (dropout(M) ⊙ valid) V without storing M, and
-its gradients. ``triton_jit`` holds the three kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``) and their
-docstring the algorithm.
+its gradients. ``triton_jit`` holds the kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``, ``_stats_kernel``)
+and their docstring the algorithm; ``triton_bwd`` a fused backward (``_bwd_kernel``), which ``BACKWARD`` /
+``CODA_FLASH_BACKWARD`` selects instead of the split pair (default: split, until the fused one is timed on a GPU).
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
 only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
@@ -11,7 +12,7 @@ only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot
 rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
 
 Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
-of Lq and Lk, the padded head dims, dn, causal, shared_n) among five configs per kernel, chosen from the register
+of Lq and Lk, the padded head dims, dn, causal, shared_n) among four configs per kernel, chosen from the register
 and spill reports of sm_90 builds (not from timings: written without a GPU at hand); feature dims are padded to a power of two >= 16 with masked
 loads, so any de, dn, dv >= 1 work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
 ``TRITON_INTERPRET=1``) one small fixed config is used. ``triton.jit`` decides at decoration time whether it builds
@@ -265,7 +266,9 @@ CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
 # the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
-# tiles take TM = 4 num_warps lanes along queries and TN = 8 along keys (_lanes), so BLOCK_M is a multiple of TM
+# tiles take TM = 4 num_warps lanes along queries and TN = 8 along keys (_lanes), so BLOCK_M is a multiple of TM.
+# sm_90, bf16, d 64 (scripts/sass_flash_kernels.py): ~12.4 SASS instructions per pair and feature at (64, 64, 4 warps),
+# 13.0 at (128, 64, 8 warps: the fewest spills), against ~9.2 for each split kernel (18.3 together); untimed
 CONFIGS["bwd"] = [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (128, 64, 4, 0, 8, 2), (64, 32, 4, 1, 4, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
