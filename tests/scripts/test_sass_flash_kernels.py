@@ -1,4 +1,5 @@
-"""scripts/sass_flash_kernels.py: its loop finder on a made-up listing, and one real sm_90 build (no GPU needed)."""
+"""scripts/sass_flash_kernels.py: its loop finder on a made-up listing, and (slow) one real sm_90 build (no GPU
+needed)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_loops_are_backward_branches(load_script):
     assert found[1][2] == {"FADD": 1, "FFMA": 1, "BRA": 1}
 
 
+@pytest.mark.slow
 def test_a_kernel_builds_for_sm90(load_script):
     from coda_exp.attention.kernels import flash_triton as ft
 
