@@ -2,10 +2,12 @@
 """Flash-CoDA's Triton kernels timed alone on a GPU, against another version of them in the same process.
 
     python scripts/bench_flash_kernels.py [--lengths 1024,4096,16384] [--dtypes bfloat16,float32]
-        [--baseline DIR] [--time-budget-s 200] [--json OUT]
+        [--backwards split,fused] [--baseline DIR] [--time-budget-s 200] [--json OUT]
 
 At B·L = ``--tokens`` (B = tokens / L), H = ``--heads``, d = ``--dim``, shared N (CoDA-Transformer's eq. 10), no
-mask: median CUDA-event times of ``flash_triton.forward`` and ``backward`` (both backward kernels), each kernel's own
+mask: median CUDA-event times of ``flash_triton.forward`` and ``backward`` (the whole backward: the split kernels
+``_dkdv_kernel`` + ``_dq_kernel``, or the fused ``_bwd_kernel`` and the casts of its float32 buffers), once per
+``--backwards`` (``flash_triton.BACKWARD``; the rows of one dtype and length side by side), each kernel's own
 time from torch.profiler, and the fraction of the L1 floor (2 FP32 instructions per pair and feature at
 ``--fp32-tops`` 1e12 instructions/s: 33.5 for an H100/H200). ``--baseline DIR`` also times the kernels of
 ``DIR/old_flash_triton.py`` (an earlier version, its module importing ``old_triton_jit`` from DIR) on the same
@@ -67,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--backwards", default="split,fused", help="flash_triton.BACKWARD values, timed in turn")
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--baseline-lengths", default="4096")
     parser.add_argument("--fp32-tops", type=float, default=33.5)
@@ -76,12 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_flash_kernels: needs a CUDA GPU")
         return 2
-    versions = {"new": flash_triton}
+    # (name, module, its BACKWARD or None: a baseline from before the choice existed runs its own backward)
+    versions = [(f"new-{kind}", flash_triton, kind) for kind in args.backwards.split(",")]
+    for kind in args.backwards.split(","):
+        if kind not in flash_triton.BACKWARDS:
+            parser.error(f"--backwards: {kind!r} is not one of {flash_triton.BACKWARDS}")
     if args.baseline is not None:
         sys.path.insert(0, str(args.baseline.resolve()))
         import old_flash_triton
 
-        versions["baseline"] = old_flash_triton
+        versions.append(("baseline", old_flash_triton, None))
     record = {"environment": benchmark_environment(ROOT), "gpu": torch.cuda.get_device_name(),
               "setting": vars(args) | {"baseline": str(args.baseline)}, "rows": []}
 
@@ -96,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)
         for length in (int(x) for x in args.lengths.split(",")):
-            for name, module in versions.items():
+            for name, module, kind in versions:
                 if name == "baseline" and str(length) not in args.baseline_lengths.split(","):
                     continue
+                if kind is not None:
+                    module.BACKWARD = kind
                 if time.time() - start + 2 * last_row_s > args.time_budget_s:
                     print(f"time budget: stopping before {name} {dtype_name} L {length}")
                     save()
@@ -111,14 +120,14 @@ def main(argv: list[str] | None = None) -> int:
                 fwd_ms, bwd_ms, kernels = time_version(module, (q, k, v, None, None, None, None, params), dout,
                                                        args.reps)
                 floor_ms = 2 * b * args.heads * length * length * args.dim / (args.fp32_tops * 1e12) * 1e3
-                row = {"version": name, "dtype": dtype_name, "L": length, "B": b, "fwd_ms": round(fwd_ms, 3),
+                row = {"version": name, "backward": kind or "baseline", "dtype": dtype_name, "L": length, "B": b, "fwd_ms": round(fwd_ms, 3),
                        "bwd_ms": round(bwd_ms, 3), "bwd_over_fwd": round(bwd_ms / fwd_ms, 2),
                        "floor_ms": round(floor_ms, 3), "fwd_floor_fraction": round(floor_ms / fwd_ms, 3),
                        "kernels_ms": kernels}
                 record["rows"].append(row)
                 save()
                 last_row_s = time.time() - row_start
-                print(f"{name:8s} {dtype_name:8s} L {length:5d}: fwd {fwd_ms:8.2f} ms ({row['fwd_floor_fraction']:.0%} "
+                print(f"{name:9s} {dtype_name:8s} L {length:5d}: fwd {fwd_ms:8.2f} ms ({row['fwd_floor_fraction']:.0%} "
                       f"of the floor), bwd {bwd_ms:8.2f} ms ({row['bwd_over_fwd']}x fwd) {row['kernels_ms']} "
                       f"[{last_row_s:.0f} s]", flush=True)
     return 0

@@ -1,15 +1,17 @@
 #!/usr/bin/env python
 """Flash-CoDA's Triton kernels against the float64 reference, every autotune config, in parallel processes (GPU).
 
-    python scripts/check_flash_triton.py [--device cuda] [--jobs 8] [--json OUT] [--quick]
+    python scripts/check_flash_triton.py [--device cuda] [--jobs 8] [--json OUT] [--quick] [--backwards split,fused]
 
 Each case (a dtype and a set of features: masks, causal, dropout, unshared N inputs, odd sizes, each activation)
 runs forward and backward with every config of ``flash_triton.CONFIGS`` in turn (``flash_triton.FIXED_CONFIGS``, so
-every tile shape autotune may pick is checked, not only the one it picks here), and compares out and the five
+every tile shape autotune may pick is checked, not only the one it picks here), the backward once per
+``--backwards`` (``flash_triton.BACKWARD``: the split kernels, the fused one), and compares out and the five
 gradients with ``flash_spec.reference_forward`` in float64 on the same device: the relative L2 error must stay under
 the dtype's tolerance (TF32 float32 3e-3, bfloat16 3e-2, float16 5e-3, float64 1e-10); NaN never passes. Cases run
-in ``--jobs`` processes because each compiles its own kernels (the compiler runs on the host's cores). Exit 1 if any
-case fails. Under ``TRITON_INTERPRET=1`` on a CPU it runs the same cases at the interpreter's one block shape.
+in ``--jobs`` processes because each compiles its own kernels (the compiler runs on the host's cores); the JSON is
+rewritten after every case (``complete`` false until the last). Exit 1 if any case fails. Under
+``TRITON_INTERPRET=1`` on a CPU it runs the same cases at the interpreter's one block shape.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ CASES = [
 ]
 
 
-def run_case(case: tuple, dtype_name: str, device: str) -> dict:
+def run_case(case: tuple, dtype_name: str, device: str, backwards: tuple[str, ...] = ("split", "fused")) -> dict:
     import torch
 
     from coda_exp.attention.flash_spec import FlashParams, reference_forward
@@ -76,7 +78,7 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
     names = ["q", "k", "v"] + (["nq", "nk"] if dn is not None else [])
     grads = dict(zip(names, torch.autograd.grad(want, [leaves[n] for n in names], dout.to(device))))
     inputs = {n: t.to(dtype).contiguous() for n, t in to.items()}
-    names = ("fwd", "dkdv", "dq", "stats")
+    names = ("fwd", "dkdv", "dq", "stats", "bwd")
     configs = list(zip(*(ft.CONFIGS[k] for k in names))) if device == "cuda" else [None]
     result = {"case": name, "dtype": dtype_name, "configs": []}
     for cfg in configs:
@@ -85,15 +87,18 @@ def run_case(case: tuple, dtype_name: str, device: str) -> dict:
             ft.FIXED_CONFIGS.update(zip(names, cfg))
         args = (inputs["q"], inputs["k"], inputs["v"], inputs.get("nq"), inputs.get("nk"), mask_d, qmask_d, params)
         out = ft.forward(*args)
-        dq, dk, dv_, dnq, dnk = ft.backward(*args, dout.to(device, dtype))
-        got = {"out": out, "q": dq, "k": dk, "v": dv_, "nq": dnq, "nk": dnk}
-        errors = {}
-        for n, w in (("out", want), *grads.items()):
-            g = got[n].double()
-            errors[n] = float(torch.linalg.vector_norm(g - w.detach()) / torch.linalg.vector_norm(w.detach()).clamp_min(1e-30))
-        worst = max(errors.values())
-        result["configs"].append({"config": cfg, "errors": errors,
-                                  "ok": bool(not math.isnan(worst) and worst < TOL[dtype_name])})
+        for kind in backwards:
+            ft.BACKWARD = kind
+            dq, dk, dv_, dnq, dnk = ft.backward(*args, dout.to(device, dtype))
+            got = {"out": out, "q": dq, "k": dk, "v": dv_, "nq": dnq, "nk": dnk}
+            errors = {}
+            for n, w in (("out", want), *grads.items()):
+                g = got[n].double()
+                errors[n] = float(torch.linalg.vector_norm(g - w.detach())
+                                  / torch.linalg.vector_norm(w.detach()).clamp_min(1e-30))
+            worst = max(errors.values())
+            result["configs"].append({"config": cfg, "backward": kind, "errors": errors,
+                                      "ok": bool(not math.isnan(worst) and worst < TOL[dtype_name])})
     result["ok"] = all(c["ok"] for c in result["configs"])
     return result
 
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16,float16,float64")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--quick", action="store_true", help="the first case only")
+    parser.add_argument("--backwards", default="split,fused", help="flash_triton.BACKWARD values to check")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     dtypes = args.dtypes.split(",")
@@ -115,25 +121,34 @@ def main(argv: list[str] | None = None) -> int:
     work = [(c, d) for c in cases for d in dtypes if not (d == "float64" and (c[12] or c[13] or c[14]))]
     start = time.time()
     results = []
+
+    def summarise(complete: bool) -> dict:  # written after every case: a run cut short keeps what it checked
+        summary = {"device": args.device, "seconds": round(time.time() - start, 1), "complete": complete,
+                   "passed": sum(r["ok"] for r in results), "cases": len(results), "results": results}
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=1))
+        return summary
+
     # spawned, not forked: a fork of a process that imported torch and triton can deadlock in the compiler
     pool = ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) \
         if args.jobs > 1 else None
     with pool or contextlib.nullcontext():
-        futures = [pool.submit(run_case, c, d, args.device) if pool else (c, d) for c, d in work]
+        backwards = tuple(args.backwards.split(","))
+        futures = [pool.submit(run_case, c, d, args.device, backwards) if pool else (c, d) for c, d in work]
         for fut in futures:
             try:
-                res = fut.result() if pool else run_case(*fut, args.device)
+                res = fut.result() if pool else run_case(*fut, args.device, backwards)
             except Exception as exc:  # noqa: BLE001 (a compile error is a failed case, reported, not a crash)
                 res = {"case": "?", "ok": False, "error": f"{type(exc).__name__}: {str(exc)[-400:]}"}
             results.append(res)
-            worst = max((max(c["errors"].values()) for c in res.get("configs", [])), default=float("nan"))
+            worst = {kind: max((max(c["errors"].values()) for c in res.get("configs", [])
+                                if c["backward"] == kind), default=float("nan")) for kind in backwards}
             print(f"{'ok  ' if res['ok'] else 'FAIL'} {res.get('case')} {res.get('dtype', '')} worst rel. error "
-                  f"{worst:.2e} {res.get('error', '')}", flush=True)
-    summary = {"device": args.device, "seconds": round(time.time() - start, 1), "passed": sum(r["ok"] for r in results),
-               "cases": len(results), "results": results}
+                  + ", ".join(f"{kind} {err:.2e}" for kind, err in worst.items()) + f" {res.get('error', '')}",
+                  flush=True)
+            summarise(complete=False)
+    summary = summarise(complete=True)
     print(f"{summary['passed']}/{summary['cases']} cases pass every config ({summary['seconds']} s)")
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=1))
     return 0 if summary["passed"] == summary["cases"] else 1
 
 

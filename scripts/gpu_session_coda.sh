@@ -43,11 +43,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 for phase in $PHASES; do
     case $phase in
-    check)  # every autotune config of the three kernels against float64, 14 cases in 4 spawned processes (~2 min)
+    check)  # every autotune config of the kernels, split and fused backward, against float64, 4 spawned processes
+            # (~2 min before the fused backward was added; the JSON keeps the cases done if the cap cuts it)
         timeout $(( $(left) < 170 ? $(left) : 170 )) "$PY" scripts/check_flash_triton.py --jobs 4 \
             --json "$OUT/check_flash_triton.json"
         echo "check: exit $? after $(( $(date +%s) - start )) s";;
-    kernels)  # the kernels alone, new vs baseline, bf16 and fp32
+    kernels)  # the kernels alone, split vs fused backward (vs baseline), bf16 and fp32
         budget=$(( $(left) < 200 ? $(left) : 200 ))
         base=""; [ -f outputs/gpu_baseline/old_flash_triton.py ] && base="--baseline outputs/gpu_baseline"
         timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 \

@@ -1,8 +1,9 @@
 """Flash-CoDA on CUDA with Triton: the host side (checks, launch, autotuning) of the kernels in ``triton_jit``.
 
 ``forward`` / ``backward`` follow the ``flash_spec`` contract: out = (dropout(M) ⊙ valid) V without storing M, and
-its gradients. ``triton_jit`` holds the three kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``) and their
-docstring the algorithm.
+its gradients. ``triton_jit`` holds the kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``, ``_stats_kernel``)
+and their docstring the algorithm; ``triton_bwd`` a fused backward (``_bwd_kernel``), which ``BACKWARD`` /
+``CODA_FLASH_BACKWARD`` selects instead of the split pair (default: split, until the fused one is timed on a GPU).
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
 only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
@@ -11,7 +12,7 @@ only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot
 rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
 
 Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
-of Lq and Lk, the padded head dims, dn, causal, shared_n) among five configs per kernel, chosen from the register
+of Lq and Lk, the padded head dims, dn, causal, shared_n) among four configs per kernel, chosen from the register
 and spill reports of sm_90 builds (not from timings: written without a GPU at hand); feature dims are padded to a power of two >= 16 with masked
 loads, so any de, dn, dv >= 1 work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
 ``TRITON_INTERPRET=1``) one small fixed config is used. ``triton.jit`` decides at decoration time whether it builds
@@ -22,15 +23,18 @@ in one process regardless of import order. For that copy to work the kernels cal
 wrong (on GPUs bfloat16 is supported).
 """
 
+import contextlib
 import importlib.util
 import math
+import os
 import sys
 
+import numpy
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 from coda_exp.attention.flash_spec import FlashParams, seed_tensor
-from coda_exp.attention.kernels import triton_jit, triton_math
+from coda_exp.attention.kernels import triton_bwd, triton_jit, triton_math
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
 if HAVE_TRITON:
@@ -56,6 +60,7 @@ def available(device_type: str) -> bool:
 
 
 _INTERPRETED_COPY = None
+_INTERPRETED_BWD = None  # the interpreted copy of triton_bwd (made with _INTERPRETED_COPY)
 
 
 def _load_interpreted(module):
@@ -67,18 +72,21 @@ def _load_interpreted(module):
 
 def _interpreted_copy():
     """``triton_jit`` loaded once more with ``triton.jit`` in interpreter mode (see the module docstring), its
-    helpers from an interpreted copy of ``triton_math`` (in ``sys.modules`` while the copy imports them)."""
-    global _INTERPRETED_COPY
+    helpers from an interpreted copy of ``triton_math`` (in ``sys.modules`` while the copy imports them); likewise
+    ``triton_bwd`` (``_INTERPRETED_BWD``), importing the interpreted ``triton_jit`` and ``triton_math``."""
+    global _INTERPRETED_COPY, _INTERPRETED_BWD
     if _INTERPRETED_COPY is None:
         with knobs.runtime.scope():
             knobs.runtime.interpret = True
-            math_copy = _load_interpreted(triton_math)
-            compiled = sys.modules[triton_math.__name__]
-            sys.modules[triton_math.__name__] = math_copy
+            originals = {m.__name__: sys.modules[m.__name__] for m in (triton_math, triton_jit)}
             try:
-                _INTERPRETED_COPY = _load_interpreted(triton_jit)
+                sys.modules[triton_math.__name__] = _load_interpreted(triton_math)
+                jit_copy = _load_interpreted(triton_jit)
+                sys.modules[triton_jit.__name__] = jit_copy
+                _INTERPRETED_BWD = _load_interpreted(triton_bwd)
+                _INTERPRETED_COPY = jit_copy
             finally:
-                sys.modules[triton_math.__name__] = compiled
+                sys.modules.update(originals)
     return _INTERPRETED_COPY
 
 
@@ -87,6 +95,14 @@ def _kernels(device: torch.device):
     if device.type == "cpu" and not triton_jit._INTERPRETED:
         return _interpreted_copy()
     return triton_jit
+
+
+def _kernel(kern, name: str):
+    """Kernel ``name`` of ``kern`` (``_kernels``' module): the fused backward's is in ``triton_bwd`` (or its
+    interpreted copy beside ``kern``'s)."""
+    if name != "bwd":
+        return getattr(kern, f"_{name}_kernel")
+    return (triton_bwd if kern is triton_jit else _INTERPRETED_BWD)._bwd_kernel
 
 
 # ---------------------------------------------------------------------- host side
@@ -99,6 +115,7 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
     """Validate the contract's arguments; returns (B, H, Lq, Lk, de, dn, dv, nq, nk) (nq/nk resolved)."""
     if not HAVE_TRITON:
         raise RuntimeError("Flash-CoDA (triton): triton is not installed")
+    backward_kind()  # a bad choice of backward fails the forward already, not a step later
     if not isinstance(params, FlashParams):
         raise ValueError(  # noqa: TRY004 (the contract's argument errors are ValueErrors)
             f"Flash-CoDA (triton): params must be a FlashParams, got {type(params).__name__}")
@@ -248,12 +265,29 @@ CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 
            "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
+# the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
+# tiles take TM = 4 num_warps lanes along queries and TN = 8 along keys (_lanes), so BLOCK_M is a multiple of TM.
+# sm_90, bf16, d 64 (scripts/sass_flash_kernels.py): ~12.4 SASS instructions per pair and feature at (64, 64, 4 warps),
+# 13.0 at (128, 64, 8 warps: the fewest spills), against ~9.2 for each split kernel (18.3 together); untimed
+CONFIGS["bwd"] = [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (128, 64, 4, 0, 8, 2), (64, 32, 4, 1, 4, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
 # Per kernel name, a (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) replacing autotuning on GPUs (empty: autotune).
 # For checks that compile many flag combinations (each autotuned one compiles every config) and for timing configs.
 FIXED_CONFIGS: dict[str, tuple[int, int, int, int, int, int]] = {}
+
+
+def _lanes(name: str, bm: int, bn: int, num_warps: int | None) -> dict[str, int]:
+    """The fused backward's lanes along queries and keys (``triton_bwd``): TM = 4 num_warps, TN = 8 (their product
+    is the program's threads), or 4 × 4 under the interpreter (``num_warps`` None); nothing for other kernels."""
+    if name != "bwd":
+        return {}
+    tm, tn = (4, 4) if num_warps is None else (4 * num_warps, 8)
+    if bm % tm or bn % tn:
+        raise ValueError(f"Flash-CoDA (triton): the fused backward's blocks ({bm}, {bn}) must be multiples of its "
+                         f"lanes ({tm}, {tn}) with {num_warps} warps")
+    return {"TM": tm, "TN": tn}
 
 
 def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, args, meta):
@@ -263,20 +297,42 @@ def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, ar
         bm, bn, dc, pf, *launch = (*INTERPRET_BLOCK, None, None) if kern._INTERPRETED else fixed
         block = bm if block_axis == "BLOCK_M" else bn
         options = {} if kern._INTERPRETED else {"num_warps": launch[0], "num_stages": launch[1]}
-        getattr(kern, f"_{name}_kernel")[(b * h, triton.cdiv(grid_rows, block))](
-            *args, **meta, BLOCK_M=bm, BLOCK_N=bn, DC=dc, PF=pf, **options)
+        # interpreted (numpy): the fused backward's sign step overflows d 2^127 to inf on purpose (it saturates to 1)
+        with numpy.errstate(over="ignore") if kern._INTERPRETED else contextlib.nullcontext():
+            _kernel(kern, name)[(b * h, triton.cdiv(grid_rows, block))](
+                *args, **meta, BLOCK_M=bm, BLOCK_N=bn, DC=dc, PF=pf, **_lanes(name, bm, bn, launch[0]), **options)
     else:
         _tuned(kern, name)[lambda cfg: (b * h, triton.cdiv(grid_rows, cfg[block_axis]))](*args, **meta)
 
 
 def _tuned(kern, name: str):
-    """Kernel ``name`` of the compiled ``triton_jit`` under ``triton.autotune`` over ``CONFIGS[name]`` (made once)."""
+    """Kernel ``name`` of the compiled ``triton_jit`` under ``triton.autotune`` over ``CONFIGS[name]`` (made once).
+    The fused backward's atomics add into DQ and DNQ: autotune zeroes them before each timed run and the last."""
     if name not in _TUNED:
-        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf}, num_warps=w, num_stages=st)
+        configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf, **_lanes(name, bm, bn, w)},
+                                 num_warps=w, num_stages=st)
                    for bm, bn, dc, pf, w, st in CONFIGS[name]]
-        key = _KEY + {"dkdv": ["SHARED"], "dq": ["SHARED"], "stats": ["GRAD"]}.get(name, [])
-        _TUNED[name] = triton.autotune(configs, key=key)(getattr(kern, f"_{name}_kernel"))
+        key = _KEY + {"dkdv": ["SHARED"], "dq": ["SHARED"], "bwd": ["SHARED"], "stats": ["GRAD"]}.get(name, [])
+        reset = ["DQ", "DNQ"] if name == "bwd" else None
+        _TUNED[name] = triton.autotune(configs, key=key, reset_to_zero=reset)(_kernel(kern, name))
     return _TUNED[name]
+
+
+BACKWARDS = ("split", "fused")
+# Which kernels compute the backward: "split" (triton_jit's _dkdv_kernel over key blocks, then _dq_kernel over
+# query blocks: each recomputes every tile) or "fused" (triton_bwd's _bwd_kernel: each tile once, dq and dnq by
+# atomic adds). None: the environment variable CODA_FLASH_BACKWARD, else "split", the default until "fused" has
+# been timed on a GPU (it has not: scripts/bench_flash_kernels.py times both side by side).
+BACKWARD: str | None = None
+
+
+def backward_kind() -> str:
+    """``BACKWARD``, or ``CODA_FLASH_BACKWARD``, or "split"; a ValueError naming the choices for any other value."""
+    kind = BACKWARD if BACKWARD is not None else os.environ.get("CODA_FLASH_BACKWARD", "split")
+    if kind not in BACKWARDS:
+        source = "flash_triton.BACKWARD" if BACKWARD is not None else "CODA_FLASH_BACKWARD"
+        raise ValueError(f"Flash-CoDA (triton): {source} must be one of {list(BACKWARDS)}, got {kind!r}")
+    return kind
 
 
 def forward(q, k, v, nq, nk, mask, query_mask, params: FlashParams) -> torch.Tensor:
@@ -299,19 +355,27 @@ def backward(q, k, v, nq, nk, mask, query_mask, params: FlashParams, dout):
     With ``params.shared_n`` the L1 gradients are included in dq / dk and dnq = dnk = None.
     """
     b, h, lq, lk, de, dn, dv, nq, nk = _check(q, k, v, nq, nk, mask, query_mask, params, dout)
+    fused = backward_kind() == "fused"
     dout = dout.contiguous()
     cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     launch = b * h > 0 and lq > 0 and lk > 0
     new = torch.empty if launch else torch.zeros  # the kernels write every element (scratch rows included)
     dq, dk, dv_out = (new(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
-    scr_q = new((b, h, lq, dn), dtype=cdt, device=q.device)
+    # fused: dq and dnq are sums of atomic adds, in the accumulation dtype (dnq into dq's buffer with shared N)
+    scr_q = (torch.zeros if fused else new)((b, h, lq, dn), dtype=cdt, device=q.device)
     scr_k = new((b, h, lk, dn), dtype=cdt, device=q.device)
     if launch:
         kern, tensors, ints, meta = _common(q, k, v, nq, nk, mask, query_mask, params, (h, lq, lk, de, dn, dv))
         cent = _centring(kern, tensors, ints, meta, (b, h, lq), params, dout)
         meta.update(DN_P=_pad(dn), SHARED=bool(params.shared_n))
-        _launch(kern, "dkdv", lk, "BLOCK_N", b, h, (*tensors, cent, dout, dk, dv_out, scr_k, *ints), meta)
-        _launch(kern, "dq", lq, "BLOCK_M", b, h, (*tensors, cent, dout, dq, scr_q, *ints), meta)
+        if fused:
+            dq_acc = scr_q if params.shared_n else torch.zeros((b, h, lq, de), dtype=cdt, device=q.device)
+            _launch(kern, "bwd", lk, "BLOCK_N", b, h,
+                    (*tensors, cent, dout, dq_acc, dk, dv_out, scr_q, scr_k, *ints), meta)
+            dq = dq_acc.to(q.dtype)
+        else:
+            _launch(kern, "dkdv", lk, "BLOCK_N", b, h, (*tensors, cent, dout, dk, dv_out, scr_k, *ints), meta)
+            _launch(kern, "dq", lq, "BLOCK_M", b, h, (*tensors, cent, dout, dq, scr_q, *ints), meta)
     if params.shared_n:
         return dq, dk, dv_out, None, None
     return dq, dk, dv_out, scr_q.to(q.dtype), scr_k.to(q.dtype)

@@ -1,5 +1,5 @@
-"""Element-wise @triton.jit helpers of Flash-CoDA's kernels (``triton_jit``): activations and their derivatives,
-the dropout hash, the validity tile.
+"""Element-wise @triton.jit helpers of Flash-CoDA's kernels (``triton_jit``, ``triton_bwd``): activations and their
+derivatives, the step of an L1 term's sign, the dropout hash, the validity tile.
 
 Only triton.language builtins are called (see ``triton_jit``). ``flash_triton`` loads an interpreted copy of this
 module beside the interpreted copy of ``triton_jit`` (whose kernels then call interpreted helpers).
@@ -92,6 +92,17 @@ if HAVE_TRITON:
             r = _rsqrt1p(x, CDT)
             g = r * r * r
         return g
+
+    @triton.jit
+    def _step(d, CDT: tl.constexpr):
+        """1 where d > 0, 0 where d < 0, 1/2 where d = 0 (so sign(d) = 2 step(d) - 1): clamp(d 2^e + 1/2, 0, 1), one
+        saturated FMA in float32; 2^e (2^127, float64 2^1023) takes every normal |d| past 1/2 (a subnormal d gets
+        a step between 0 and 1)."""
+        if CDT == tl.float64:
+            big = 8.98846567431158e307  # 2^1023
+        else:
+            big = 1.7014118346046923e38  # 2^127
+        return tl.clamp(d * big + 0.5, 0.0, 1.0)
 
     @triton.jit
     def _mix32(x):

@@ -230,8 +230,9 @@ def test_imports_without_triton(monkeypatch):
     from coda_exp.attention import kernels
 
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
-    monkeypatch.delitem(sys.modules, "coda_exp.attention.kernels.triton_jit")  # imported afresh, without triton
-    monkeypatch.delattr(kernels, "triton_jit")
+    for name in ("triton_jit", "triton_bwd"):  # imported afresh, without triton
+        monkeypatch.delitem(sys.modules, f"coda_exp.attention.kernels.{name}")
+        monkeypatch.delattr(kernels, name)
     spec = importlib.util.spec_from_file_location("flash_triton_without_triton", ft.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -252,15 +253,18 @@ leaves = [t.clone().requires_grad_() for t in (q, k, v, nq, nk)]
 want = reference_forward(*leaves, None, None, p)
 dout = torch.randn(want.shape, generator=g, dtype=torch.float64)
 errors = [(ft.forward(q, k, v, nq, nk, None, None, p) - want).abs().max().item()]
-for got, ref in zip(ft.backward(q, k, v, nq, nk, None, None, p, dout), torch.autograd.grad(want, leaves, dout)):
-    errors.append((got - ref).abs().max().item())
+for ft.BACKWARD in ft.BACKWARDS:
+    for got, ref in zip(ft.backward(q, k, v, nq, nk, None, None, p, dout), torch.autograd.grad(want, leaves, dout,
+                                                                                            retain_graph=True)):
+        errors.append((got - ref).abs().max().item())
 print(max(errors))
 """
 
 
 @pytest.mark.slow
 def test_interpret_set_before_import():
-    """TRITON_INTERPRET=1 before triton is imported: the module's own kernels are the interpreted ones."""
+    """TRITON_INTERPRET=1 before triton is imported: the module's own kernels are the interpreted ones (both
+    backwards)."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, "-c", _SUBPROCESS], check=False, env=env, cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
@@ -269,7 +273,7 @@ def test_interpret_set_before_import():
 
 
 @pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False),
-                                                 ("stats", "bf16", False)])
+                                                 ("stats", "bf16", False), ("bwd", "bf16", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed)."""
     if ft.triton_jit._INTERPRETED:
@@ -281,14 +285,16 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
 
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    fn = getattr(ft.triton_jit, f"_{kernel}_kernel")
+    fn = ft._kernel(ft.triton_jit, kernel)  # bwd: triton_bwd's fused backward
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
-                 "CENTER_E": True, "CENTER_N": True, "GRAD": True, "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1}
+                 "CENTER_E": True, "CENTER_N": True, "GRAD": True, "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1,
+                 **ft._lanes(kernel, 32, 32, 4)}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
     pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64", "CENT": "*fp32",
-                "OUT": "*fp32" if kernel == "stats" else f"*{dtype}"}
+                "OUT": "*fp32" if kernel == "stats" else f"*{dtype}", "DNQ": "*fp32",
+                "DQ": "*fp32" if kernel == "bwd" else f"*{dtype}"}  # bwd adds into float32 buffers
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
                  else "i32" for name in fn.arg_names}
     signature.update({name: "i32" for name in ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")})

@@ -1,0 +1,157 @@
+"""Flash-CoDA's fused backward: one Triton kernel, ``_bwd_kernel``, instead of ``triton_jit``'s ``_dkdv_kernel`` +
+``_dq_kernel`` (host side and the switch between them: ``flash_triton``; the algorithm: ``triton_jit``'s docstring).
+
+FlashAttention-2's backward shape: grid (B·H, cdiv(Lk, BLOCK_N)); a program owns BLOCK_N keys and loops over the
+query blocks that see them (``causal``: from the first one), recomputing each (BLOCK_M, BLOCK_N) tile once with the
+shared helpers (``_pair_grads``, ``_centred_grads``): dv += P^T dout and dk += dE^T q in registers, dq += dE k added
+into a float buffer (B, H, Lq, de) in the accumulation dtype with ``tl.atomic_add``. The L1 gradients share one
+sign pattern per pair and feature: dnq_i = Σ_j G_ij sign(nq_i - nk_j) (atomically added, into the dq buffer with
+``shared_n``), dnk_j = -Σ_i G_ij sign(nq_i - nk_j) (into the program's own scratch rows, no atomics, as in
+``_dkdv_kernel``; with ``shared_n`` it joins dk at the end). The split kernels each recompute every pair's distance
+and activations and do one side's sums; here both sides come from one pass.
+
+Both sums from one (DC, pair) register tile need each thread to hold a block of queries *and* of keys (the split
+kernels' (DC, BLOCK_M, BLOCK_N) tiles put one key per thread: fine for a sum over queries, shuffles for every value
+of a sum over keys). So ``_sign_pairs`` indexes the pairs of a tile as (RM, RN, TM, TN) with i = rm TM + tm,
+j = rn TN + tn and TM · TN the program's threads (``flash_triton`` passes TM = 4 num_warps, TN = 8): Triton's
+default layout spreads the threads over the fastest axes, TM and TN, and leaves each thread an RM × RN block, so
+both sums are in-thread adds, then shuffles over 8 lanes (dnq) or 4 lanes and the warps (dnk, through shared
+memory). The sign costs a subtraction and one saturated FMA per pair and feature (``_step``: the sums are
+2 Σ g step - Σ g), where the split kernels spend two compares and two selects per side. Under the interpreter any
+TM, TN dividing the blocks is correct (the layout only matters for speed).
+
+sm_90, bfloat16, d 64, shared N, 64 × 64 tiles, 4 warps (``scripts/sass_flash_kernels.py``): per pair and feature
+~2.8 SASS instructions for the distance, ~8.4 for both sign sums (~2.7 of them shuffles and shared memory), ~1.3
+for the rest of the tile: ~12.4, against ~9.2 for each split kernel. Not yet timed on a GPU.
+"""
+
+try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
+    import triton
+    import triton.language as tl
+
+    HAVE_TRITON = True
+except ImportError:  # pragma: no cover - exercised only on installs without triton
+    HAVE_TRITON = False
+
+if HAVE_TRITON:
+    # the shared helpers; an interpreted copy of this module imports interpreted copies of them
+    # (flash_triton._interpreted_copy)
+    from coda_exp.attention.kernels.triton_jit import (
+        _SUM_COMBINE,
+        _centred_grads,
+        _centres,
+        _pair_grads,
+        _rows,
+        _slice,
+        _store_rows,
+    )
+    from coda_exp.attention.kernels.triton_math import _step
+
+    @triton.jit
+    def _grid_cols(P, rows, ok, c0, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr):
+        """Features c0 .. c0 + DC of the (R, T) grid of rows ``rows``: a (DC, R, T) chunk in CDT, zero-padded."""
+        offs_c = c0 + tl.arange(0, DC)[:, None, None]
+        return tl.load(P + offs_c + (rows * DN)[None, :, :], mask=(offs_c < DN) & ok[None, :, :], other=0.0).to(CDT)
+
+    @triton.jit
+    def _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN: tl.constexpr, DC: tl.constexpr,
+                    PF: tl.constexpr, CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    TM: tl.constexpr, TN: tl.constexpr):
+        """DNQ[i] += Σ_j g_ij sign(nq_i - nk_j) (atomics) and SCR[j] -= Σ_i g_ij sign(nq_i - nk_j) (the program's
+        rows) for the tile's queries start_m + i, keys start_n + j, DC features at a time (PF as in _l1_tile):
+        with s = (1 + sign) / 2 (``_step``), Σ_j g sign = 2 Σ_j s g - Σ_j g (the last per tile, not per feature)."""
+        RM: tl.constexpr = BLOCK_M // TM
+        RN: tl.constexpr = BLOCK_N // TN
+        rows = start_m + tl.arange(0, RM)[:, None] * TM + tl.arange(0, TM)[None, :]  # (RM, TM): i = rm TM + tm
+        cols = start_n + tl.arange(0, RN)[:, None] * TN + tl.arange(0, TN)[None, :]
+        rows_ok = rows < LQ
+        cols_ok = cols < LK
+        g4 = tl.permute(tl.reshape(g, (RM, TM, RN, TN)), (0, 2, 1, 3))  # (RM, RN, TM, TN)
+        g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[None, :, :]  # Σ_j g: (1, RM, TM)
+        g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[None, :, :]  # Σ_i g: (1, RN, TN)
+        g5 = g4[None, :, :, :, :]
+        if PF:
+            a = _grid_cols(NQ, rows, rows_ok, 0, DN, DC, CDT)
+            b = _grid_cols(NK, cols, cols_ok, 0, DN, DC, CDT)
+        for c0 in range(0, DN, DC):
+            if PF:
+                a_c, b_c = a, b
+                a = _grid_cols(NQ, rows, rows_ok, c0 + DC, DN, DC, CDT)  # past DN: masked, nothing read
+                b = _grid_cols(NK, cols, cols_ok, c0 + DC, DN, DC, CDT)
+            else:
+                a_c = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, CDT)
+                b_c = _grid_cols(NK, cols, cols_ok, c0, DN, DC, CDT)
+            t = _step(a_c[:, :, None, :, None] - b_c[:, None, :, None, :], CDT) * g5  # (DC, RM, RN, TM, TN)
+            # in-thread axes first (RN, RM), then the lanes (TN, TM)
+            dq = 2.0 * tl.reduce(tl.reduce(t, 2, _SUM_COMBINE), 3, _SUM_COMBINE) - g_q  # (DC, RM, TM)
+            dk = 2.0 * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE), 2, _SUM_COMBINE) - g_k  # (DC, RN, TN)
+            offs_c = c0 + tl.arange(0, DC)[:, None, None]
+            tl.atomic_add(DNQ + offs_c + (rows * DN)[None, :, :], dq, mask=(offs_c < DN) & rows_ok[None, :, :],
+                          sem="relaxed")
+            ptrs = SCR + offs_c + (cols * DN)[None, :, :]
+            ok = (offs_c < DN) & cols_ok[None, :, :]
+            tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) - dk, mask=ok)
+
+    @triton.jit(do_not_specialize=["drop_thr"])
+    def _bwd_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, DQ, DK, DV_OUT, DNQ, SCR,
+                    H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
+                    DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
+                    DN_P: tl.constexpr, DV_P: tl.constexpr, E_FN: tl.constexpr, N_FN: tl.constexpr,
+                    HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
+                    DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
+                    DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
+                    TM: tl.constexpr, TN: tl.constexpr):
+        """dk, dv (and dnk into SCR) of BLOCK_N keys; dq and dnq added into the zeroed DQ, DNQ (CDT) buffers (with
+        ``SHARED`` the host passes DQ as DNQ)."""
+        s = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        s64 = s.to(tl.int64)
+        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
+        Q += s64 * LQ * DE
+        NQ += s64 * LQ * DN
+        NK += s64 * LK * DN
+        DOUT += s64 * LQ * DV
+        DQ += s64 * LQ * DE
+        DNQ += s64 * LQ * DN
+        SCR += s64 * LK * DN
+        CENT += s64 * LQ * 4
+        start_n = pid_n * BLOCK_N
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < LK
+        _store_rows(SCR, offs_n, n_ok, tl.full((BLOCK_N, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnk
+        tl.debug_barrier()
+        k = _rows(K + s64 * LK * DE, offs_n, n_ok, DE, DE_P)
+        v = _rows(V + s64 * LK * DV, offs_n, n_ok, DV, DV_P)
+        dk = tl.full((BLOCK_N, DE_P), 0.0, dtype=CDT)
+        dv = tl.full((BLOCK_N, DV_P), 0.0, dtype=CDT)
+        offs_e = tl.arange(0, DE_P)
+        lo = 0
+        if CAUSAL:  # first query that sees key start_n: i >= j - (LK - LQ)
+            lo = tl.maximum(start_n - (LK - LQ), 0)
+            lo = (lo // BLOCK_M) * BLOCK_M
+        for start_m in range(lo, LQ, BLOCK_M):
+            offs_m = start_m + tl.arange(0, BLOCK_M)
+            m_ok = offs_m < LQ
+            q = _rows(Q, offs_m, m_ok, DE, DE_P)
+            do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
+            ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+            cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
+            p, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
+                                          smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
+                                          PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
+                                          BLOCK_M, BLOCK_N)
+            de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
+            dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
+            dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
+            dq = tl.dot(de.to(k.dtype), k, out_dtype=CDT, input_precision=DOT_PREC)
+            tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
+                          mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")
+            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN, DC, PF, CDT, BLOCK_M, BLOCK_N, TM, TN)
+            tl.debug_barrier()
+        if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
+            dk += _rows(SCR, offs_n, n_ok, DN, DN_P)
+        _store_rows(DK + s64 * LK * DE, offs_n, n_ok, dk, DE, DE_P)
+        _store_rows(DV_OUT + s64 * LK * DV, offs_n, n_ok, dv, DV, DV_P)
+
+    _INTERPRETED = not isinstance(_bwd_kernel, triton.runtime.JITFunction)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Flash-CoDA's Triton kernels compiled for sm_90 without a GPU: registers, spills and SASS per pair and feature.
+
+    python scripts/sass_flash_kernels.py [--kernels fwd,dkdv,dq,bwd] [--dtypes bf16,fp32] [--unshared] [--json OUT]
+
+Each kernel is built at each of its ``flash_triton.CONFIGS`` (tanh x tanh, d 64, no mask, causal or dropout, shared
+N unless ``--unshared``: the benchmark's setting) with ``triton.compile``; ptxas -v gives registers and spill bytes,
+nvdisasm the SASS. A program's loops are its backward branches: the outermost is the loop over tiles, the ones
+inside it the loops over feature chunks (the L1 distance, then for a backward kernel the sign sums). Per pair and
+feature: a chunk loop's instructions / (pairs per thread x DC), the tile loop's own / (pairs per thread x 64); their
+sum is the kernel's count (``docs/attention.md`` quotes them). Instructions, not time: nothing here runs a kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+D = 64  # head dim (de = dn = dv)
+POINTERS = {"MASK": "*u8", "QMASK": "*u8", "SEED": "*i64"}
+INTS = ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")
+
+
+def loops(sass: str) -> list[tuple[int, int, dict[str, int]]]:
+    """(first, last instruction index, opcode counts) of each loop of nvdisasm's output: a branch to a label above."""
+    instructions, labels = [], {}
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(instructions)
+            continue
+        code = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
+        if code:
+            instructions.append(code.group(1).strip())
+    found = []
+    for index, text in enumerate(instructions):
+        target = re.search(r"BRA\s+`?\(?(\.L_x_\d+)", text)
+        if target and labels.get(target.group(1), index + 1) <= index:
+            ops: dict[str, int] = {}
+            for op in instructions[labels[target.group(1)]:index + 1]:
+                name = re.sub(r"^@!?U?P\w+\s+", "", op).split()[0].split(".")[0]
+                ops[name] = ops.get(name, 0) + 1
+            found.append((labels[target.group(1)], index, ops))
+    return sorted(found)
+
+
+def per_pair_feature(found, pairs: float, dc: int) -> dict:
+    """The tile loop (the longest) and the chunk loops inside it, per pair and feature."""
+    big = [lp for lp in found if lp[1] - lp[0] > 50]
+    outer = max(big, key=lambda lp: lp[1] - lp[0])
+    inner = [lp for lp in big if lp is not outer and outer[0] <= lp[0] and lp[1] <= outer[1]]
+    def size(lp):
+        return lp[1] - lp[0] + 1
+
+    tile = (size(outer) - sum(size(lp) for lp in inner)) / (pairs * D)
+    chunks = [size(lp) / (pairs * dc) for lp in inner]
+    return {"tile": round(tile, 2), "chunk_loops": [round(c, 2) for c in chunks], "total": round(tile + sum(chunks), 2),
+            "chunk_loop_ops": [dict(sorted(lp[2].items(), key=lambda kv: -kv[1])[:8]) for lp in inner]}
+
+
+def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import get_ptxas
+    from triton.compiler import ASTSource
+
+    from coda_exp.attention.kernels import flash_triton as ft
+
+    bm, bn, dc, pf, warps, stages = config
+    fn = ft._kernel(ft.triton_jit, kernel)
+    acc = "fp32"
+    constants = {"DE": D, "DN": D, "DV": D, "DE_P": D, "DN_P": D, "DV_P": D, "E_FN": 0, "N_FN": 0,
+                 "HAS_MASK": False, "HAS_QMASK": False, "CAUSAL": False, "DROPOUT": False, "SHARED": shared,
+                 "CDT": tl.float32, "FAST": dtype != "fp32", "DOT_PREC": "tf32", "CENTER_E": False,
+                 "CENTER_N": False, "GRAD": False, "BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf,
+                 **ft._lanes(kernel, bm, bn, warps)}
+    constants = {n: v for n, v in constants.items() if n in fn.arg_names}
+    floats = {"SCAL", "CENT", "SCR", "DNQ"} | ({"DQ"} if kernel == "bwd" else set())
+    signature = {n: "constexpr" if n in constants else "i32" if n in INTS or not n.isupper()
+                 else POINTERS.get(n, f"*{acc}" if n in floats else f"*{dtype}") for n in fn.arg_names}
+    compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": warps, "num_stages": stages, "enable_fp_fusion": True})
+    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
+        ptx.write_text(compiled.asm["ptx"])
+        cubin.write_bytes(compiled.asm["cubin"])
+        log = subprocess.run([get_ptxas(90).path, "-lineinfo", "-v", "--regAllocOptLevel=2", "--gpu-name=sm_90a",
+                              str(ptx), "-o", str(Path(tmp, "k.o"))], capture_output=True, text=True,
+                             check=True).stderr
+        sass = subprocess.run([str(bin_dir / "nvdisasm"), "-c", str(cubin)], capture_output=True, text=True,
+                              check=True).stdout
+    regs = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    pairs = bm * bn / (32 * warps)
+    return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config,
+            "registers": int(regs.group(1)) if regs else None,
+            "spill_bytes": [int(spills.group(1)), int(spills.group(2))] if spills else None,
+            **per_pair_feature(loops(sass), pairs, dc)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default="fwd,dkdv,dq,bwd")
+    parser.add_argument("--dtypes", default="bf16,fp32")
+    parser.add_argument("--unshared", action="store_true", help="separate N inputs (nq, nk) instead of q, k")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels (triton.jit reads it when flash_triton is imported)
+    from coda_exp.attention.kernels import flash_triton as ft
+
+    rows = []
+    for dtype in args.dtypes.split(","):
+        for kernel in args.kernels.split(","):
+            for config in ft.CONFIGS[kernel]:
+                row = build(kernel, dtype, not args.unshared, config)
+                rows.append(row)
+                print(f"{kernel:5s} {dtype:5s} {config}: {row['registers']} registers, spills {row['spill_bytes']} B, "
+                      f"per pair and feature: tile {row['tile']}, chunk loops {row['chunk_loops']}, "
+                      f"total {row['total']}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
