@@ -268,7 +268,8 @@ CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query blo
 # the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
 # tiles take TM = 4 num_warps lanes along queries and TN = 8 along keys (_lanes), so BLOCK_M is a multiple of TM.
 # sm_90, bf16, d 64 (scripts/sass_flash_kernels.py): ~12.4 SASS instructions per pair and feature at (64, 64, 4 warps),
-# 13.0 at (128, 64, 8 warps: the fewest spills), against ~9.2 for each split kernel (18.3 together); untimed
+# 13.0 at (128, 64, 8 warps: the fewest spills), against ~7.7 for each split kernel (15.4 together; both take the
+# saturated-FMA sign); untimed
 CONFIGS["bwd"] = [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (128, 64, 4, 0, 8, 2), (64, 32, 4, 1, 4, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]

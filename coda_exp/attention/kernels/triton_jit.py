@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
 if HAVE_TRITON:
     # the element-wise helpers: an interpreted copy of this module imports an interpreted copy of them
     # (flash_triton._interpreted_copy)
-    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _valid
+    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _step, _valid
 
     # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
     # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
@@ -97,8 +97,11 @@ if HAVE_TRITON:
     def _sign_cols(OWN, OTHER, SCR, offs_own, offs_other, own_ok, other_ok, g,
                    DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, CDT: tl.constexpr):
         """SCR[own] -= Σ_other g ⊙ sign(n_other - n_own), sign(0) = 0, DC features at a time (PF as in _l1_tile);
-        ``g`` is (len(offs_other), len(offs_own)). The program owns its SCR rows; a barrier orders the tiles."""
+        ``g`` is (len(offs_other), len(offs_own)). The program owns its SCR rows; a barrier orders the tiles.
+        Σ g sign(d) = 2 Σ g step(d) - Σ g: one saturated FMA per pair and feature for the sign (``_step``; two
+        compares and two selects before: sm_90 SASS per pair and feature 9.15 -> 7.65 in each backward kernel)."""
         g3 = g[None, :, :]
+        gsum = tl.reduce(g, 0, _SUM_COMBINE)[None, :]  # Σ_other g, the same for every feature
         if PF:
             own = _cols(OWN, offs_own, own_ok, 0, DN, DC, CDT)
             other = _cols(OTHER, offs_other, other_ok, 0, DN, DC, CDT)
@@ -111,7 +114,7 @@ if HAVE_TRITON:
                 own_c = _cols(OWN, offs_own, own_ok, c0, DN, DC, CDT)
                 other_c = _cols(OTHER, offs_other, other_ok, c0, DN, DC, CDT)
             d = other_c[:, :, None] - own_c[:, None, :]
-            col = tl.reduce(tl.where(d > 0, g3, tl.where(d < 0, -g3, 0.0)), 1, _SUM_COMBINE)
+            col = 2.0 * tl.reduce(g3 * _step(d, CDT), 1, _SUM_COMBINE) - gsum
             offs_c = c0 + tl.arange(0, DC)
             ptrs = SCR + offs_c[:, None] + (offs_own * DN)[None, :]
             ok = (offs_c < DN)[:, None] & own_ok[None, :]
