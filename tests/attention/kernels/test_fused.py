@@ -70,6 +70,26 @@ def test_fused_equals_plain_path(e_fn, n_fn):
         torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("mask_name", ["none", "keys+causal"])
+def test_fused_shared_inputs_sum_both_gradients(mask_name):
+    """n_a is e_a and n_b is e_b (eq. 10): the op takes each side once and adds the L1 gradient into the bmm's
+    (baddbmm); the same values and gradients as two distinct copies of the inputs."""
+    gen = torch.Generator().manual_seed(8)
+    x, y = (torch.randn(2, 3, n, 6, dtype=torch.float64, generator=gen) for n in (6, 9))
+    mask = _masks(2, 3, 6, 9)[mask_name]
+    opts = {"alpha": 0.7, "beta": 0.4, "mask": mask, "kernel": "fused", "scale": False}
+    xs, ys = x.clone().requires_grad_(), y.clone().requires_grad_()
+    got = coda_matrix(xs, ys, xs, ys, **opts)
+    pair = [t.clone().requires_grad_() for t in (x, y, x, y)]
+    want = coda_matrix(*pair, **opts)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+    grad = torch.randn(want.shape, dtype=torch.float64, generator=gen)
+    dx, dy = torch.autograd.grad(got, (xs, ys), grad)
+    d_ea, d_eb, d_na, d_nb = torch.autograd.grad(want, pair, grad)
+    torch.testing.assert_close(dx, d_ea + d_na, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(dy, d_eb + d_nb, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("e_fn,n_fn", [("tanh", "sigmoid"), ("sigmoid", "tanh"), ("tanh", "algebraic")])
 def test_fused_float32_matches_float64_reference(e_fn, n_fn):
     gen = torch.Generator().manual_seed(5)
