@@ -342,11 +342,12 @@ def main() -> None:
     if args._probe:
         _probe(args._probe)
         return
-    if args.sweep or args.train_step:
-        from coda_exp.results import git_commit
+    from coda_exp.results import git_commit
 
-        meta = {"git_commit": git_commit(Path(__file__).resolve().parents[1]), "date": time.strftime("%Y-%m-%d %H:%M"),
-                "threads": torch.get_num_threads(), "load_average_start": os.getloadavg()}
+    meta = {"command": " ".join(["python scripts/bench_attention.py", *sys.argv[1:]]),
+            "git_commit": git_commit(Path(__file__).resolve().parents[1]), "date": time.strftime("%Y-%m-%d %H:%M"),
+            "threads": torch.get_num_threads(), "load_average_start": os.getloadavg()}
+    if args.sweep or args.train_step:
         rows = (run_sweep(args) if args.sweep else []) + (run_train_step(args) if args.train_step else [])
         if args.json:
             meta["load_average_end"] = os.getloadavg()
@@ -358,8 +359,10 @@ def main() -> None:
         rows = run_policies(args, ["PASSIVE", "ACTIVE"] if wanted == "both" else [wanted])
     else:
         rows = run_all(args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+    if args.json:  # the rows with what made them (commit, command, threads, load), as --sweep writes
+        meta["load_average_end"] = os.getloadavg()
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({**meta, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -57,10 +57,11 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # float64 with a mask still take the materialising path.
 SELF_FLASH_MIN_BYTES = 0
 # On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
-# results/bench/crossover_cpu_2core.json) Flash-CoDA is faster wherever a slice is long (L >= 1024: 0.70-0.98x the
-# fused kernel's time) or M is large (>= 64 MiB: 0.79-0.88x); the fused kernel's one pass wins where slices are
-# short and many (L 128: flash 1.10-1.60x slower; 32 x 256 and 32 x 512: 1.14-1.18x). ``auto`` follows that.
-CPU_SELF_FLASH_MIN_BYTES = 64 << 20
+# results/bench/crossover_cpu_2core.json, commit e1c6774) Flash-CoDA is faster wherever a slice is long (L >= 1024:
+# 0.67-0.99x the fused kernel's time) or M is large (>= 32 MiB: 0.75-0.93x; it also stores no L x L matrix); the
+# fused kernel's one pass wins where slices are short and many (32 x 128: flash 1.24x, 256 x 128: 1.17x) and is
+# about even with it elsewhere (4-32 slices of 256-512: 1.03-1.04x). ``auto`` follows that.
+CPU_SELF_FLASH_MIN_BYTES = 32 << 20
 CPU_FLASH_MIN_LENGTH = 1024
 OUTPUTS = ("matrix", "attention", "l1")
 

@@ -305,7 +305,9 @@ def test_bench_attention_runs_under_both_wait_policies(tmp_path):
                            "--device", "cpu", "--omp-policy", "both", "--json", str(out)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = json.loads(out.read_text())
+    record = json.loads(out.read_text())
+    assert record["git_commit"] and record["command"].startswith("python scripts/bench_attention.py")
+    rows = record["rows"]
     assert {r["omp_wait_policy"] for r in rows} == {"PASSIVE", "ACTIVE"}
     assert all(r["ms"] > 0 and r["peak_mb"] > 0 for r in rows)
     base = [r for r in rows if r["impl"] in ("sdpa", "softmax")]
