@@ -9,9 +9,8 @@ All kernels take C-contiguous float32/float64 numpy arrays laid out as slices (S
 * ``_l1_grad_slice``: dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk), sign(0) = 0,
   four rows at a time, innermost loop over contiguous j (dX_ik is a vector reduction, dY kept transposed (d, lb)
   and shared by the four rows). Per row block only the span of j where G != 0 is visited (masked / causal pairs).
-* ``_activate``: f(v) and f'(v) of a row for f in tanh / sigmoid / arctan / algebraic (Table 9). tanh and sigmoid
-  use ``_exp_row``, a vectorisable exp (Cody-Waite reduction, degree-13 Taylor polynomial, 2^n built in the
-  exponent bits): within 1 ulp of libm in float32 and float64 (no SVML here, scalar libm tanh is ~15x slower).
+* ``_activate``: f(v), f'(v) of a row for f in tanh / sigmoid / arctan / algebraic (Table 9); tanh and sigmoid by
+  ``_exp_row``, a vectorisable exp within 1 ulp of libm (no SVML here; scalar libm tanh is ~15x slower).
 
 ``gate_forward`` / ``gate_backward`` fuse eqs. 1-5 for the uncentred case: from E_raw = e_a e_b^T and the L1 rows they
 write M = f_E(alpha E_raw) * s * f_N(-beta D) plus the two local derivatives A = dM/dE_raw and B = dM/dD (0 on
@@ -66,11 +65,8 @@ if HAVE_NUMBA:
     @njit(fastmath=_FAST, cache=True)
     def _rows4(x, i0, yt, j0, n, o0, o1, o2, o3, l1):  # pragma: no cover - compiled
         """o_r[j] += sum_k t(x[i0 + r, k], yt[k, j0 + j]) for r < 4, j < n: t = |x - y| with ``l1``, else x * y.
-
-        The j loop is the vectorised one; each pass over it takes four features, so every accumulator is loaded
-        and stored once per four terms (one term per pass was bound by those stores), with the 16 broadcast x
-        values in registers. x (rows, d), yt (d, cols) C-contiguous; o_r 1-D views of length >= n.
-        """
+        x (rows, d), yt (d, cols) C-contiguous, o_r 1-D of length >= n. Four features per pass over j (one load and
+        store of each accumulator per four terms: one term per pass was bound by those stores)."""
         d = x.shape[1]
         d4 = d - d % 4
         un = np.uint64(n)  # unsigned trip count: no wraparound branch, LLVM vectorises
