@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from coda_exp.attention.kernels import numba_cpu
-from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads
+from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads, slices
 
 
 def _mask_layout(mask: torch.Tensor | None, batch: tuple, la: int, lb: int):
@@ -56,8 +56,8 @@ def _fused_op(e_a: torch.Tensor, e_b: torch.Tensor, x: torch.Tensor | None, y: t
     are e_a and e_b (shared, eq. 10). The matmul of eq. 1 runs as bmm on a transposed view of e_b (torch 2.13's
     CPU bmm takes it as it is: ~15 % faster than copying e_b^T into a row-major operand first, which was faster
     once), the rest in ``numba_cpu.gate_forward``."""
-    ea, eb = _slices(e_a), _slices(e_b)  # (S, la, de), (S, lb, de)
-    xs, ys = (ea.numpy(), eb.numpy()) if x is None else (as_slices(x), as_slices(y))  # (S, la, dn), (S, lb, dn)
+    ea, eb = slices(e_a), slices(e_b)  # (S, la, de), (S, lb, de)
+    xs, ys = _n_slices(ea, eb, x, y)  # (S, la, dn), (S, lb, dn)
     energy = torch.bmm(ea, eb.transpose(1, 2))  # (S, la, lb) = E_raw, eq. 1 without alpha
     es = energy.numpy()
     n_slices, la, lb = es.shape
@@ -89,8 +89,8 @@ def _fused_backward_op(grad: torch.Tensor, e_a: torch.Tensor, e_b: torch.Tensor,
     """(dL/de_a, dL/de_b, dL/dx, dL/dy) of ``_fused_op`` for dL/dM ``grad``: ``numba_cpu.gate_backward`` forms
     dE_raw = dM * A and feeds G = dM * B straight into the L1 gradient, then dE_raw through two bmm. Shared
     (x = y = None): the bmm add into the L1 gradients (baddbmm, no separate sum) and dL/dx, dL/dy are empty."""
-    ea, eb = _slices(e_a), _slices(e_b)
-    xs, ys = (ea.numpy(), eb.numpy()) if x is None else (as_slices(x), as_slices(y))
+    ea, eb = slices(e_a), slices(e_b)
+    xs, ys = _n_slices(ea, eb, x, y)
     an, bn = a.numpy(), b.numpy()
     gs = grad.reshape(an.shape).to(a.dtype).contiguous().numpy()
     de = np.empty_like(an)
@@ -138,9 +138,9 @@ def _backward(ctx, grad_m, grad_a, grad_b):
 _fused_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _slices(t: torch.Tensor) -> torch.Tensor:
-    """(..., l, d) -> contiguous (S, l, d) tensor (a view when possible)."""
-    return t.detach().reshape(math.prod(t.shape[:-2]), t.shape[-2], t.shape[-1]).contiguous()
+def _n_slices(ea: torch.Tensor, eb: torch.Tensor, x: torch.Tensor | None, y: torch.Tensor | None):
+    """The N inputs as numpy slices: x and y, or (shared, x = y = None) the E slices ``ea``, ``eb`` themselves."""
+    return (ea.numpy(), eb.numpy()) if x is None else (as_slices(x), as_slices(y))
 
 
 def fused_coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: torch.Tensor, *,

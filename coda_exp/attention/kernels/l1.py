@@ -48,9 +48,14 @@ def set_numba_threads() -> None:
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
 
 
+def slices(t: torch.Tensor) -> torch.Tensor:
+    """(..., l, d) tensor -> contiguous, detached (S, l, d) tensor (a view when possible)."""
+    return t.detach().reshape(math.prod(t.shape[:-2]), t.shape[-2], t.shape[-1]).contiguous()
+
+
 def as_slices(t: torch.Tensor) -> np.ndarray:
-    """(..., l, d) tensor -> C-contiguous (S, l, d) numpy view/copy."""
-    return t.detach().reshape(math.prod(t.shape[:-2]), t.shape[-2], t.shape[-1]).contiguous().numpy()
+    """(..., l, d) tensor -> C-contiguous (S, l, d) numpy view/copy (``slices`` as numpy)."""
+    return slices(t).numpy()
 
 
 # The numba kernels as torch.library custom ops (fake implementations, a registered autograd formula), so that
