@@ -128,7 +128,8 @@ def test_one_make_rule_reproduces_each_table(table):
     """`make reproduce-<table>` runs every configs/experiment/<table>[_*].yaml (Table 8: two) and prints it."""
     experiments = sorted(p.stem for p in (CONFIGS / "experiment").glob(f"{table}*.yaml")
                          if p.stem == table or p.stem.startswith(f"{table}_"))
-    out = subprocess.run(["make", "-n", f"reproduce-{table.replace('_', '-')}", "SCALE=cpu", "STAMP=Makefile"],
+    out = subprocess.run(["make", "-n", f"reproduce-{table.replace('_', '-')}", "SCALE=cpu",
+                          "-o", ".venv/.installed"],
                          cwd=ROOT, capture_output=True, text=True, check=False)
     if not experiments:  # a table spec without its experiment yet (e.g. AttConv's): a clear refusal
         assert "experiments=\"\"" in out.stdout
@@ -143,9 +144,9 @@ def test_one_make_rule_reproduces_each_table(table):
 def test_fixture_runs_and_their_tables_stay_out_of_results():
     """scale=fixture (make quickstart, reproduce-* SCALE=fixture) writes records and tables under the git-ignored
     outputs/fixture_results/, not beside the committed results."""
-    out = subprocess.run(["make", "-n", "reproduce-table-2", "SCALE=fixture", "STAMP=Makefile"], cwd=ROOT,
+    out = subprocess.run(["make", "-n", "reproduce-table-2", "SCALE=fixture", "-o", ".venv/.installed"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "--runs outputs/fixture_results/runs --out outputs/fixture_results/tables" in out
-    quick = subprocess.run(["make", "-n", "quickstart", "STAMP=Makefile"], cwd=ROOT, capture_output=True, text=True,
+    quick = subprocess.run(["make", "-n", "-o", ".venv/.installed", "quickstart"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout
     assert "--runs outputs/fixture_results/runs" in quick
