@@ -53,8 +53,8 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # Self-attention on CUDA: Flash-CoDA at every size. On an H200 (issue 22), training steps with Flash-CoDA forced
 # beat the materialising ``chunked`` path that a size threshold kept: MLU tiny (batch 192) 21.3 vs 22.5 ms,
 # transformer_base (6 + 6 layers, 64 x 50 tokens) 76.3 vs 87.1 ms, both with the kernels before their rewrite,
-# which made them ~2x faster again (results/bench/flash_kernels_h200.json). Maps, the L1 distance, centring and
-# float64 with a mask still take the materialising path.
+# which made them ~2x faster again (results/bench/flash_kernels_h200.json). Maps, the L1 distance and centred
+# cross-attention still take the materialising path.
 SELF_FLASH_MIN_BYTES = 0
 # On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
 # results/bench/crossover_cpu_2core.json, commit e1c6774) Flash-CoDA is faster wherever a slice is long (L >= 1024:
@@ -76,8 +76,8 @@ class KernelRequest:
     common dtype (None when they differ); mask_ok: no mask, or a bool mask on the same device; centred: E or N is
     mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
-    alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); masked: a mask
-    tensor is given; key_length: Lk, the length of a slice's key side."""
+    alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); key_length: Lk, the
+    length of a slice's key side."""
 
     device: str
     dtype: torch.dtype | None
@@ -88,7 +88,6 @@ class KernelRequest:
     output: str = "matrix"
     matrix_bytes: int = 0
     cross: bool = False
-    masked: bool = False
     key_length: int = 0
 
     def __post_init__(self):
@@ -114,7 +113,7 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = key_length = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross, mask is not None, key_length)
+                         output, size, cross, key_length)
 
 
 def _numba_missing(request: KernelRequest) -> str | None:
@@ -135,9 +134,6 @@ def _flash_missing(request: KernelRequest) -> str | None:
     if request.centred and (request.device != "cuda" or request.cross):
         return ("Flash-CoDA centres (center_e / center_n) in CUDA self-attention only: its numba CPU backend does not "
                 "centre, and a cross-attention's second side (M^T, rows of M's columns) cannot reuse row means")
-    if request.device == "cuda" and request.dtype == torch.float64 and request.masked:
-        return ("float64 with a mask does not compile on CUDA (Triton 3.6: 'PassManager::run failed' on the mask "
-                "load, seen on an H200); float64 without masks and the other dtypes do")
     if flash_backend(request.device, request.dtype) is None:
         return (f"no Flash-CoDA backend for {request.device} {request.dtype} tensors (CPU float32/float64 with "
                 "numba, CUDA with Triton)")

@@ -47,7 +47,7 @@ def test_auto_picks_by_device_dtype_and_what_is_needed(monkeypatch):
     monkeypatch.setattr(flash_triton, "available", lambda device_type: True)  # a CUDA machine with triton
     assert dispatch.SELF_FLASH_MIN_BYTES == 0
     assert _pick(output="attention", device="cuda", matrix_bytes=1) == "flash"  # any size on CUDA
-    assert _pick(output="attention", device="cuda", dtype=torch.float64, matrix_bytes=1, masked=True) == "chunked"
+    assert _pick(output="attention", device="cuda", dtype=torch.float64, matrix_bytes=1) == "flash"  # masks too
     assert _pick(output="attention", matrix_bytes=big) == _pick(output="attention", dtype=torch.float64,
                                                                 matrix_bytes=big) == "flash"
     assert _pick(output="attention", matrix_bytes=big - 1) == "fused"  # small M: the one-pass kernel is faster
@@ -61,7 +61,7 @@ def test_auto_picks_by_device_dtype_and_what_is_needed(monkeypatch):
     assert _pick(output="attention", dtype=torch.bfloat16, matrix_bytes=big) == "torch"
     cuda64 = {"output": "attention", "device": "cuda", "dtype": torch.float64, "matrix_bytes": big}
     if dispatch.flash_backend("cuda", torch.float64) is not None:  # Triton installed
-        assert _pick(**cuda64) == "flash" and _pick(**cuda64, masked=True) == "chunked"  # a clean fallback
+        assert _pick(**cuda64) == "flash"
 
 
 def test_a_named_kernel_runs_the_call_or_says_why_not():
@@ -80,9 +80,7 @@ def test_a_named_kernel_runs_the_call_or_says_why_not():
             ("flash", {"output": "attention", "centred": True}, "Flash-CoDA centres .* in CUDA self-attention only"),
             ("flash", {"output": "attention", "centred": True, "device": "cuda", "cross": True},
              "Flash-CoDA centres .* in CUDA self-attention only"),
-            ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16"),
-            ("flash", {"output": "attention", "device": "cuda", "dtype": torch.float64, "masked": True},
-             "float64 with a mask does not compile on CUDA")]:
+            ("flash", {"output": "attention", "dtype": torch.bfloat16}, "no Flash-CoDA backend for cpu torch.bfloat16")]:
         with pytest.raises(dispatch.KernelUnavailable, match=f"CoDA option kernel is '{kernel}', which cannot run "
                                                                f"this call: {why}"):
             _pick(kernel, **request)

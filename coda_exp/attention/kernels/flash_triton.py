@@ -195,17 +195,29 @@ def _bucket(n: int) -> int:
     return triton.next_power_of_2(max(n, 1))
 
 
+def _mask_arg(mask: torch.Tensor, wide: bool) -> torch.Tensor:
+    """A bool mask as the kernels read it: a uint8 view, which keeps the (possibly 0) strides of an expanded view
+    (nothing is materialised); ``wide`` (float64 kernels): int32, converted from the compact tensor under the
+    expanded view (its stride-0 dims taken once) and expanded again. Triton 3.6 cannot compile a float64 kernel
+    that loads an 8-bit mask for sm_90 (an assertion in its MMAv2 lowering, "fp64 don't support largeK MMA",
+    reported as "PassManager::run failed": the i8 tile's layout reaches the float64 tl.dot operands); with 32-bit
+    masks every kernel compiles (``tests/attention/kernels/test_flash_triton.py``)."""
+    if not wide:
+        return mask.view(torch.uint8)
+    compact = mask[tuple(slice(0, 1) if st == 0 else slice(None) for st in mask.stride())]
+    return compact.to(torch.int32).expand(mask.shape)
+
+
 def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     """Kernel arguments shared by the three kernels (positional after the tensors, then constexpr keywords)."""
     h, lq, lk, de, dn, dv = dims
     cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = 1.0 / (1.0 - params.dropout_p)
     scalars = torch.tensor([params.alpha, params.beta, params.gate, scale], dtype=cdt, device=q.device)
-    # bool -> uint8 views keep the (possibly 0) strides of expanded views: nothing is materialised
-    mask_t = q if mask is None else mask.view(torch.uint8)
-    ms = (0, 0, 0, 0) if mask is None else mask.stride()
-    qmask_t = q if query_mask is None else query_mask.view(torch.uint8)
-    qs = (0, 0, 0) if query_mask is None else query_mask.stride()
+    mask_t = q if mask is None else _mask_arg(mask, wide=cdt == torch.float64)
+    ms = (0, 0, 0, 0) if mask is None else mask_t.stride()
+    qmask_t = q if query_mask is None else _mask_arg(query_mask, wide=cdt == torch.float64)
+    qs = (0, 0, 0) if query_mask is None else qmask_t.stride()
     # uniform = (h >> 8) 2^-24 >= p  <=>  (h >> 8) >= ceil(p 2^24) (p 2^24 is exact in float64)
     drop_thr = math.ceil(params.dropout_p * 2.0 ** 24)
     if cdt == torch.float64:

@@ -290,9 +290,11 @@ def test_interpret_set_before_import():
 
 
 @pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False),
-                                                 ("stats", "bf16", False), ("bwd", "bf16", False)])
+                                                 ("stats", "bf16", False), ("bwd", "bf16", False), ("fwd", "fp64", True),
+                                                 ("dq", "fp64", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
-    """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed)."""
+    """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed). float64
+    kernels read masks as int32 (``flash_triton._mask_arg``: Triton 3.6 cannot build them with 8-bit masks)."""
     if ft.triton_jit._INTERPRETED:
         pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
     import triton
@@ -303,15 +305,18 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     monkeypatch.delenv("TRITON_INTERPRET")
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
     fn = ft._kernel(ft.triton_jit, kernel)  # bwd: triton_bwd's fused backward
+    wide = dtype == "fp64"
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
-                 "DROPOUT": True, "SHARED": shared, "CDT": tl.float32, "FAST": True, "DOT_PREC": "tf32",
+                 "DROPOUT": True, "SHARED": shared, "CDT": tl.float64 if wide else tl.float32, "FAST": not wide,
+                 "DOT_PREC": "ieee" if wide else "tf32",
                  "CENTER_E": True, "CENTER_N": True, "GRAD": True, "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1,
                  **ft._lanes(kernel, 32, 32, 4)}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
-    pointers = {"MASK": "*u8", "QMASK": "*u8", "SCAL": "*fp32", "SCR": "*fp32", "SEED": "*i64", "CENT": "*fp32",
-                "OUT": "*fp32" if kernel == "stats" else f"*{dtype}", "DNQ": "*fp32",
-                "DQ": "*fp32" if kernel == "bwd" else f"*{dtype}"}  # bwd adds into float32 buffers
+    acc, mask = ("fp64", "*i32") if wide else ("fp32", "*u8")
+    pointers = {"MASK": mask, "QMASK": mask, "SCAL": f"*{acc}", "SCR": f"*{acc}", "SEED": "*i64", "CENT": f"*{acc}",
+                "OUT": f"*{acc}" if kernel == "stats" else f"*{dtype}", "DNQ": f"*{acc}",
+                "DQ": f"*{acc}" if kernel == "bwd" else f"*{dtype}"}  # bwd adds into accumulation-dtype buffers
     signature = {name: "constexpr" if name in constants else pointers.get(name, f"*{dtype}") if name.isupper()
                  else "i32" for name in fn.arg_names}
     signature.update({name: "i32" for name in ("H", "LQ", "LK", "LQ_BUCKET", "LK_BUCKET")})
@@ -368,3 +373,18 @@ def test_centring_through_the_op_equals_the_materialising_path():
     torch.testing.assert_close(got, want, **TOL64)
     for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v)), torch.autograd.grad(want.sum(), (q, k, v))):
         torch.testing.assert_close(a, b, **TOL64)
+
+
+def test_float64_kernels_get_int32_masks_without_materialising_them():
+    """``_mask_arg``: a uint8 view for the other dtypes; for float64 an int32 copy of the compact tensor under an
+    expanded view, expanded again (its stride-0 dims stay 0: an (L, L) pattern over B x H costs L² ints)."""
+    base = torch.rand(1, 1, 6, 5, generator=torch.Generator().manual_seed(3)) > 0.5
+    mask = base.expand(4, 3, 6, 5)
+    narrow = ft._mask_arg(mask, wide=False)
+    assert narrow.dtype == torch.uint8 and narrow.stride() == mask.stride() and narrow.data_ptr() == mask.data_ptr()
+    wide = ft._mask_arg(mask, wide=True)
+    assert wide.dtype == torch.int32 and wide.shape == mask.shape and wide.stride()[:2] == (0, 0)
+    assert wide.untyped_storage().nbytes() == 6 * 5 * 4
+    assert torch.equal(wide.bool(), mask)
+    query_mask = (torch.arange(7) < 5).view(1, 1, 7).expand(2, 3, 7)
+    assert torch.equal(ft._mask_arg(query_mask, wide=True).bool(), query_mask)
