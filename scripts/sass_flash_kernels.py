@@ -9,6 +9,10 @@ nvdisasm the SASS. A program's loops are its backward branches: the outermost is
 inside it the loops over feature chunks (the L1 distance, then for a backward kernel the sign sums). Per pair and
 feature: a chunk loop's instructions / (pairs per thread x DC), the tile loop's own / (pairs per thread x 64); their
 sum is the kernel's count (``docs/attention.md`` quotes them). Instructions, not time: nothing here runs a kernel.
+
+The code depends on Triton's version. To see what the GPU machine's Triton (3.6) builds, put that version first on
+the path: ``pip install --target /tmp/triton36 triton==3.6.0`` and ``PYTHONPATH=/tmp/triton36 python scripts/...``
+(the record names the version: ``results/bench/sass_sm90_triton36.json``).
 """
 
 from __future__ import annotations
@@ -129,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"per pair and feature: tile {row['tile']}, chunk loops {row['chunk_loops']}, "
                       f"total {row['total']}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        from coda_exp.results import benchmark_environment
+
+        record = {"command": "python scripts/sass_flash_kernels.py " + " ".join(argv if argv is not None else
+                                                                                sys.argv[1:]),
+                  "target": "sm_90a (ptxas -v, nvdisasm of triton's cubin)", **benchmark_environment(ROOT),
+                  "rows": rows}
+        args.json.write_text(json.dumps(record, indent=1))
     return 0
 
 
