@@ -272,7 +272,9 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
 # instructions per pair and feature: ~2.9 forward, ~9.2 per backward kernel); autotune times them. With 8 warps
 # BLOCK_M = 128: at 64 two warpgroups' wgmma tiles would duplicate the element-wise work. On an H200 the PF 0 rows
 # ran (results/bench/flash_kernels_h200.json); PF 1 (each feature chunk loaded one ahead, its global-memory latency
-# hidden behind the previous chunk's sum) is untimed: autotune decides.
+# hidden behind the previous chunk's sum) is untimed: autotune decides. With the H200's Triton 3.6 (not 3.9), PF 0
+# converts 16-bit chunks to float32 once per pair: bf16 forward 4.3 vs 3.0 SASS instructions per pair and feature,
+# dkdv / dq 10.2 vs 7.4 (results/bench/sass_sm90_triton36.json).
 CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2)],
            "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
