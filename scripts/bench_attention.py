@@ -5,8 +5,10 @@ Shapes: Transformer self-attention per head (B=32, H=8, L=64/128/256, dk=64): SD
 pass), ``numba`` (plain PyTorch
 composition on the numba L1 kernel, "coda-plain"), ``chunked`` (the chunked plain-PyTorch L1 backward,
 "coda-chunked") and ``torch`` (torch.cdist's autograd, "coda-cdist"); kernels that cannot run on the device fall
-back as ``dispatch.select_kernel`` says (on CUDA "coda" and "coda-plain" both run ``chunked``). ``CODA_KERNEL``
-would override every row, so it is cleared here.
+back as ``dispatch.select_kernel`` says (on CUDA "coda" self-attention runs the Triton Flash-CoDA, "coda-plain"
+``chunked``). ``CODA_KERNEL`` would override every row, so it is cleared here. The GPU benchmark proper (Flash-CoDA
+vs SDPA vs the materialising path over L 512 ... 16384, per-kernel times, the fraction of the L1 floor, training
+steps) is ``scripts/bench_gpu_coda.py``; ``--device cuda`` here runs this table's small shapes on the GPU.
 DecompAtt cross-attention (B=64, la=lb=40, d=200, no projections): softmax both ways + pooling vs
 ``coda_matrix`` + ``compositional_pool``.
 
