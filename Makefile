@@ -43,9 +43,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[dev,launchers]'
+	$(PY) -m coda_exp.tools.warm_kernels --if-cold
 	touch $(STAMP)
 
-setup: $(STAMP) ## create .venv and install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build)
+setup: $(STAMP) ## create .venv, install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build), compile the numba kernels
 
 # make run pins what its result depends on: one thread per run (threads=1 in configs/task_scale/mlu_cpu.yaml), the
 # kernel choice of the config (CODA_KERNEL unset), the two runs side by side (joblib, 2 jobs)

@@ -40,6 +40,8 @@ COMMANDS: dict[str, Command] = {
     "plot-attconv": Command("coda_exp.tools.plot_attconv", "main", "AttConv Figures 5 and 8 from predictions"),
     "average-checkpoints": Command("coda_exp.checkpoint_avg", "main", "average the last N checkpoints (T2T)"),
     "estimate": Command("coda_exp.tools.estimate", "main", "time a few steps, extrapolate a run's duration"),
+    "warm-kernels": Command("coda_exp.tools.warm_kernels", "main",
+                            "compile the numba CPU kernels into their cache, in parallel (once per install)"),
     "make-mlu": Command("coda_exp.tools.data_files", "mlu_main", "write the MLU data files (CoDA Table 6)"),
     "yelp-split": Command("coda_exp.tools.data_files", "yelp_main", "a Yelp split from review.json (AttConv)"),
     "fever-index": Command("coda_exp.tools.fever", "index_main", "index FEVER's Wikipedia dump (once)"),

@@ -129,6 +129,18 @@ def fake_cuda(monkeypatch):
     return captures
 
 
+def pytest_sessionstart(session):
+    """Before any test (in the controller, before pytest-xdist starts its workers): compile the numba kernels into
+    their cache where it is cold, one process per dtype side by side (``coda-exp warm-kernels``), instead of in the
+    workers' first CoDA tests (a fresh clone's ``make test``: 4 min 54 s with this, 5 min 15 s without)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from coda_exp.tools import warm_kernels as warm
+
+    if warm.cold():
+        warm.main(["--jobs", "2"])
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``gpu`` skip where torch sees no CUDA device (every CI run; a lent GPU machine runs them)."""
     if torch.cuda.is_available():
