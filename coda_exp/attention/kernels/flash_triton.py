@@ -322,14 +322,17 @@ def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, ar
 
 def _tuned(kern, name: str):
     """Kernel ``name`` of the compiled ``triton_jit`` under ``triton.autotune`` over ``CONFIGS[name]`` (made once).
-    The fused backward's atomics add into DQ and DNQ: autotune zeroes them before each timed run and the last."""
+    The fused backward's atomics add into DQ and DNQ: autotune zeroes them before each timed run and the last.
+    Timings are cached on disk (Triton's cache, keyed by GPU, versions, kernel source, autotune key and configs):
+    a sweep's later processes take the first one's choice instead of timing again (and compute the same sums)."""
     if name not in _TUNED:
         configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf, **_lanes(name, bm, bn, w)},
                                  num_warps=w, num_stages=st)
                    for bm, bn, dc, pf, w, st in CONFIGS[name]]
         key = _KEY + {"dkdv": ["SHARED"], "dq": ["SHARED"], "bwd": ["SHARED"], "stats": ["GRAD"]}.get(name, [])
         reset = ["DQ", "DNQ"] if name == "bwd" else None
-        _TUNED[name] = triton.autotune(configs, key=key, reset_to_zero=reset)(_kernel(kern, name))
+        _TUNED[name] = triton.autotune(configs, key=key, reset_to_zero=reset, cache_results=True)(
+            _kernel(kern, name))
     return _TUNED[name]
 
 

@@ -388,3 +388,15 @@ def test_float64_kernels_get_int32_masks_without_materialising_them():
     assert torch.equal(wide.bool(), mask)
     query_mask = (torch.arange(7) < 5).view(1, 1, 7).expand(2, 3, 7)
     assert torch.equal(ft._mask_arg(query_mask, wide=True).bool(), query_mask)
+
+
+def test_autotune_timings_are_cached_on_disk(monkeypatch):
+    """Every autotuned kernel keeps its timings in Triton's on-disk cache: a sweep's next process picks the same
+    configs without timing them again."""
+    if ft.triton_jit._INTERPRETED:
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(ft, "_TUNED", {})
+    for name in ft.CONFIGS:
+        tuner = ft._tuned(ft.triton_jit, name)
+        assert tuner.cache_results and len(tuner.configs) == len(ft.CONFIGS[name])
