@@ -99,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="processes compiling side by side (default 2)")
     parser.add_argument("--if-cold", action="store_true", help="only where the cache is missing or older than "
-                        "the kernels' sources (what make test does)")
+                        "the kernels' sources (what make setup does)")
     parser.add_argument("--part", type=int, default=None, help=argparse.SUPPRESS)  # one worker's share
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.part is not None:
         warm(args.part, args.jobs)
         return 0

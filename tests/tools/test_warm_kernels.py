@@ -58,3 +58,9 @@ def test_one_part_runs_its_calls(monkeypatch):
     ran = []
     monkeypatch.setattr(warm, "_run", lambda kernel, spec: ran.append((kernel, spec["dtype"])))
     assert warm.warm(1, 2) == len(ran) == 8 and {dtype for _, dtype in ran} == {"float64"}
+
+
+def test_jobs_below_one_is_one_message(capsys):
+    with pytest.raises(SystemExit) as stop:
+        warm.main(["--jobs", "0"])
+    assert stop.value.code == 2 and "--jobs must be at least 1, got 0" in capsys.readouterr().err
