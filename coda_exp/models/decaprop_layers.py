@@ -3,6 +3,10 @@
 Every recurrence runs on packed sequences, so padding never enters a GRU; every softmax is masked unless an option
 says otherwise (``masked=False``: the authors' BAC, whose -1e-30 mask leaves padding unmasked, NOTES item 4).
 Masks are boolean, True = real token, and must be left-aligned (real tokens first, then padding).
+
+Under ``torch.compile`` (which cannot trace packing: it needs the lengths on the host) the recurrences run on the
+padded rows instead, with the same results (``_run_padded``), so ``torch.compile(model, fullgraph=True)`` traces a
+DecaProp model once dynamo is allowed to trace GRUs (``torch._dynamo.config.allow_rnn = True``; off by default).
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ def check_prefix_mask(mask: torch.Tensor, what: str) -> torch.Tensor:
         raise ValueError(f"{what} must be a bool mask (True = real token), got {mask.dtype}")
     lengths = mask.sum(-1)
     prefix = torch.arange(mask.shape[-1], device=mask.device) < lengths.unsqueeze(-1)
-    if not torch.equal(prefix, mask):
-        raise ValueError(f"{what} must be left-aligned (real tokens first, then padding): packed recurrences "
-                         "need one length per sequence")
+    message = (f"{what} must be left-aligned (real tokens first, then padding): packed recurrences need one length "
+               "per sequence")
+    if torch.compiler.is_compiling():  # no data-dependent branch in a traced graph: the check runs on the device
+        torch._assert_async((prefix == mask).all(), message)
+    elif not torch.equal(prefix, mask):
+        raise ValueError(message)
     return lengths
 
 
@@ -44,9 +51,32 @@ class VariationalDropout(nn.Module):
         return x * keep / (1.0 - self.p)
 
 
+def _run_padded(rnn: nn.GRU, x: torch.Tensor, lengths: torch.Tensor):
+    """``_run_packed``'s results from the padded rows (what torch.compile traces: no host lengths, no shapes that
+    depend on the data): the forward direction over each row as it is (a real token never sees the padding after
+    it), the backward one over the row reversed within its length (``torch._VF.gru``, what ``nn.GRU`` itself calls,
+    with one direction's weights); padding and empty rows give zeros."""
+    n, length = x.shape[:2]
+    hidden = rnn.hidden_size
+    pos = torch.arange(length, device=x.device)
+    valid = pos < lengths[:, None]  # (N, L)
+    rev = torch.where(valid, lengths[:, None] - 1 - pos, pos)  # position t of the reversed row is rev[t]
+    h0 = x.new_zeros(1, n, hidden)
+    weights = rnn._flat_weights  # [w_ih, w_hh, b_ih, b_hh] of the forward direction, then the backward one's
+    fwd = torch._VF.gru(x, h0, weights[:4], True, 1, 0.0, rnn.training, False, True)[0]
+    bwd = torch._VF.gru(x.gather(1, rev[..., None].expand_as(x)), h0, weights[4:], True, 1, 0.0, rnn.training,
+                        False, True)[0]  # (N, L, h), reversed rows
+    out = torch.cat([fwd, bwd.gather(1, rev[..., None].expand(n, length, hidden))], -1) * valid[..., None]
+    end = (lengths - 1).clamp(min=0)[:, None, None].expand(n, 1, hidden)  # each direction's last real step
+    last = torch.cat([fwd.gather(1, end)[:, 0], bwd.gather(1, end)[:, 0]], -1) * (lengths > 0)[:, None]
+    return out, last
+
+
 def _run_packed(rnn: nn.GRU, x: torch.Tensor, lengths: torch.Tensor):
     """Run ``rnn`` on the rows of x (N, L, d) with length > 0, packed. -> (out (N, L, 2h), h_n (N, 2h)); rows
-    of length 0 (empty sequences) never run and give zeros."""
+    of length 0 (empty sequences) never run and give zeros. Under torch.compile: ``_run_padded``."""
+    if torch.compiler.is_compiling():
+        return _run_padded(rnn, x, lengths)
     n, length = x.shape[:2]
     hidden = rnn.hidden_size
     out = x.new_zeros(n, length, 2 * hidden)

@@ -84,7 +84,7 @@ def _model(name):
 @pytest.mark.parametrize("name", ["coda_transformer", "coda_transformer_classifier", "decompatt_coda"])
 def test_compiled_coda_models_match_eager(name):
     """Whole CoDA models (padding masks, causal decoder, cross-attention) trace with fullgraph and match eager
-    forward and parameter gradients. (DecaProp's packed GRUs need host lengths: a graph break of its own.)"""
+    forward and parameter gradients (DecaProp + CoDA: ``tests/models/test_decaprop.py``)."""
     eager = _model(name).double().eval()  # float64: float32 sums in another order differ by ~1e-6
     compiled_model = _model(name).double().eval()
     gen = torch.Generator().manual_seed(1)

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 
 from coda_exp.attention import CoDACrossAttention
 from coda_exp.models import DecaProp
-from coda_exp.models.decaprop_layers import FactorizationMachine, ScaledBiAttention
+from coda_exp.models.decaprop_layers import FactorizationMachine, ScaledBiAttention, _run_packed, _run_padded
 from coda_exp.pipeline import _strip
 
 V, C = 30, 12
@@ -171,3 +171,40 @@ def test_yaml(make_cfg, name):
     assert isinstance(net, DecaProp) and len(net.bacs) == 9 and net.fusion.kind == "submult"
     assert isinstance(net.cq_attention, CoDACrossAttention if name == "decaprop_coda" else ScaledBiAttention)
     assert net.encoder[0].rnn.hidden_size == 64 and net.encoder[0].drop.p == 0.2
+
+
+def test_the_padded_recurrence_is_the_packed_one():
+    """What torch.compile runs (``_run_padded``: no packing) equals the packed GRU: outputs, last states, gradients,
+    with an empty row and padding holding garbage."""
+    torch.manual_seed(0)
+    rnn = torch.nn.GRU(4, 5, batch_first=True, bidirectional=True).double()
+    x = torch.randn(4, 6, 4, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([6, 3, 0, 1])
+    results = []
+    for run in (_run_packed, _run_padded):
+        out, last = run(rnn, x, lengths)
+        loss = (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=out.dtype)).sum() \
+            + last.square().sum()
+        results.append((out, last, *torch.autograd.grad(loss, (x, *rnn.parameters()))))
+    for packed, padded in zip(*results):
+        torch.testing.assert_close(padded, packed, rtol=1e-12, atol=1e-12)
+    assert (results[1][0][2] == 0).all() and (results[1][1][2] == 0).all() and (results[1][0][1, 3:] == 0).all()
+
+
+@pytest.mark.slow
+def test_decaprop_with_coda_compiles_with_fullgraph():
+    """DecaProp + CoDA (with its char encoder) traces with fullgraph once dynamo may trace GRUs, and matches eager
+    in float64 (forward and every parameter's gradient)."""
+    kw = {"attention": CODA, "use_char": True}
+    eager, compiled = (model(**kw).double().eval() for _ in range(2))
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in batch().items()}
+    with torch._dynamo.config.patch(allow_rnn=True):
+        got = torch.compile(compiled, fullgraph=True)(**inputs)
+    want = eager(**inputs)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    sum(g.clamp(min=-1e3).sum() for g in got).backward()
+    sum(w.clamp(min=-1e3).sum() for w in want).backward()
+    for (name, a), b in zip(compiled.named_parameters(), eager.parameters()):
+        if b.grad is not None:
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-8, atol=1e-10, msg=name)
