@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     start = time.time()
     env = dict(os.environ, OMP_NUM_THREADS="1")  # tiny calls: no thread pools to start
+    env.pop("CODA_KERNEL", None)  # it would send every call to one kernel
     workers = [subprocess.Popen([sys.executable, "-m", "coda_exp.tools.warm_kernels", "--jobs", str(args.jobs),
                                  "--part", str(part)], env=env) for part in range(args.jobs)]
     failed = [w.args for w in workers if w.wait() != 0]
