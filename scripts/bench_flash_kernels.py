@@ -9,7 +9,8 @@ mask: median CUDA-event times of ``flash_triton.forward`` and ``backward`` (the 
 ``_dkdv_kernel`` + ``_dq_kernel``, or the fused ``_bwd_kernel`` and the casts of its float32 buffers), once per
 ``--backwards`` (``flash_triton.BACKWARD``; the rows of one dtype and length side by side), each kernel's own
 time from torch.profiler, and the fraction of the L1 floor (2 FP32 instructions per pair and feature at
-``--fp32-tops`` 1e12 instructions/s: 33.5 for an H100/H200). ``--baseline DIR`` also times the kernels of
+``--fp32-tops`` 1e12 instructions/s: 33.5 for an H100/H200), and the config autotune chose for each kernel with every
+config's time (``PF`` 0 vs 1: which one wins). ``--baseline DIR`` also times the kernels of
 ``DIR/old_flash_triton.py`` (an earlier version, its module importing ``old_triton_jit`` from DIR) on the same
 inputs, so a speed-up is measured side by side. Rows go into the JSON as they are measured (device, versions and
 commit first); ``--time-budget-s`` stops before a row that would not fit.
@@ -47,6 +48,21 @@ def kernel_ms(fn) -> dict[str, float]:
         torch.cuda.synchronize()
     return {e.key: round(e.self_device_time_total / 1000, 3) for e in prof.key_averages()
             if e.self_device_time_total > 0 and "kernel" in e.key}
+
+
+def autotuned(module) -> dict[str, dict]:
+    """Per autotuned kernel of ``module`` (``flash_triton._TUNED``): the config its last call ran and, where
+    autotune timed (or read from its disk cache) every config for that call's key, each config's time in ms."""
+    chosen = {}
+    for name, tuner in getattr(module, "_TUNED", {}).items():
+        best = getattr(tuner, "best_config", None)
+        if best is None:
+            continue
+        timings = getattr(tuner, "configs_timings", None) or {}
+        chosen[name] = {"best": str(best), "timings_ms": {
+            str(config): [round(float(t), 4) for t in (times if isinstance(times, (list, tuple)) else [times])]
+            for config, times in timings.items()}}
+    return chosen
 
 
 def time_version(module, args: tuple, dout, reps: int) -> tuple[float, float, dict[str, float]]:
@@ -123,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"version": name, "backward": kind or "baseline", "dtype": dtype_name, "L": length, "B": b, "fwd_ms": round(fwd_ms, 3),
                        "bwd_ms": round(bwd_ms, 3), "bwd_over_fwd": round(bwd_ms / fwd_ms, 2),
                        "floor_ms": round(floor_ms, 3), "fwd_floor_fraction": round(floor_ms / fwd_ms, 3),
-                       "kernels_ms": kernels}
+                       "kernels_ms": kernels, "autotune": autotuned(module)}
                 record["rows"].append(row)
                 save()
                 last_row_s = time.time() - row_start
