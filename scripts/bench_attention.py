@@ -240,7 +240,7 @@ def run_policies(args, policies: list[str]) -> list[dict]:
                 print(f"bench under OMP_WAIT_POLICY={policy} failed (exit {res.returncode}); its rows are missing",
                       file=sys.stderr)
                 continue
-            rows += json.loads(out.read_text())
+            rows += json.loads(out.read_text())["rows"]  # the child's record: its rows under "rows"
             print()
     print("CoDA (fused) time / softmax time, each measured side by side within one policy's run:")
     print(f"{'device':6} {'shape':28} " + " ".join(f"{p:>8}" for p in policies))
