@@ -107,22 +107,18 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
-        Q += s64 * LQ * DE
-        NQ += s64 * LQ * DN
-        NK += s64 * LK * DN
-        DOUT += s64 * LQ * DV
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+            s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         DQ += s64 * LQ * DE
         DNQ += s64 * LQ * DN
         SCR += s64 * LK * DN
-        CENT += s64 * LQ * 4
         start_n = pid_n * BLOCK_N
         offs_n = start_n + tl.arange(0, BLOCK_N)
         n_ok = offs_n < LK
         _store_rows(SCR, offs_n, n_ok, tl.full((BLOCK_N, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnk
         tl.debug_barrier()
-        k = _rows(K + s64 * LK * DE, offs_n, n_ok, DE, DE_P)
-        v = _rows(V + s64 * LK * DV, offs_n, n_ok, DV, DV_P)
+        k = _rows(K, offs_n, n_ok, DE, DE_P)
+        v = _rows(V, offs_n, n_ok, DV, DV_P)
         dk = tl.full((BLOCK_N, DE_P), 0.0, dtype=CDT)
         dv = tl.full((BLOCK_N, DV_P), 0.0, dtype=CDT)
         offs_e = tl.arange(0, DE_P)

@@ -46,12 +46,17 @@ if HAVE_TRITON:
 
     # ------------------------------------------------------------------ tiles
     @triton.jit
-    def _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh):
-        """Slice s's mask bases, the scalars (alpha, beta, gate, 1 / (1 - p)) and the dropout seed (uint32)."""
+    def _slice(s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, ROWS, LQ, LK, smb, smh, sqb, sqh,
+               DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr):
+        """Slice s = b H + h: the bases of its q, k, v, nq, nk, centring table and ROWS (an (Lq, dv) tensor: the
+        forward's output, a backward's dout), of its masks, the scalars (alpha, beta, gate, 1 / (1 - p)) and the
+        dropout seed (uint32). What a kernel does not use is never computed."""
+        s64 = s.to(tl.int64)
         MASK += (s // H).to(tl.int64) * smb + (s % H).to(tl.int64) * smh
         QMASK += (s // H).to(tl.int64) * sqb + (s % H).to(tl.int64) * sqh
-        return (MASK, QMASK, tl.load(SCAL), tl.load(SCAL + 1), tl.load(SCAL + 2), tl.load(SCAL + 3),
-                tl.load(SEED).to(tl.uint32))
+        return (Q + s64 * LQ * DE, K + s64 * LK * DE, V + s64 * LK * DV, NQ + s64 * LQ * DN, NK + s64 * LK * DN,
+                CENT + s64 * LQ * 4, ROWS + s64 * LQ * DV, MASK, QMASK, tl.load(SCAL), tl.load(SCAL + 1),
+                tl.load(SCAL + 2), tl.load(SCAL + 3), tl.load(SEED).to(tl.uint32))
 
     @triton.jit
     def _rows(P, offs, ok, D: tl.constexpr, D_P: tl.constexpr):
@@ -166,17 +171,13 @@ if HAVE_TRITON:
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
-        s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
-        K += s64 * LK * DE
-        V += s64 * LK * DV
-        NQ += s64 * LQ * DN
-        NK += s64 * LK * DN
+        Q, K, V, NQ, NK, CENT, OUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+            s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, OUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
-        q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
-        ce = _centres(CENT + s64 * LQ * 4, offs_m, m_ok, 0, CENTER_E)
-        cd = _centres(CENT + s64 * LQ * 4, offs_m, m_ok, 1, CENTER_N)
+        q = _rows(Q, offs_m, m_ok, DE, DE_P)
+        ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+        cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
         acc = tl.full((BLOCK_M, DV_P), 0.0, dtype=CDT)
         hi = LK
         if CAUSAL:  # last key any row of this block sees: (pid_m + 1) BLOCK_M - 1 + LK - LQ
@@ -194,7 +195,7 @@ if HAVE_TRITON:
                 m = m * scale
             m = tl.where(ok, m, 0.0)
             acc = tl.dot(m.to(v.dtype), v, acc, out_dtype=CDT, input_precision=DOT_PREC)
-        _store_rows(OUT + s64 * LQ * DV, offs_m, m_ok, acc, DV, DV_P)
+        _store_rows(OUT, offs_m, m_ok, acc, DV, DV_P)
 
     @triton.jit
     def _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
@@ -236,19 +237,15 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
-        Q += s64 * LQ * DE
-        NQ += s64 * LQ * DN
-        NK += s64 * LK * DN
-        DOUT += s64 * LQ * DV
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+            s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         SCR += s64 * LK * DN
-        CENT += s64 * LQ * 4
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < LK
         _store_rows(SCR, offs_n, n_ok, tl.full((BLOCK_N, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnk
         tl.debug_barrier()
-        k = _rows(K + s64 * LK * DE, offs_n, n_ok, DE, DE_P)
-        v = _rows(V + s64 * LK * DV, offs_n, n_ok, DV, DV_P)
+        k = _rows(K, offs_n, n_ok, DE, DE_P)
+        v = _rows(V, offs_n, n_ok, DV, DV_P)
         dk = tl.full((BLOCK_N, DE_P), 0.0, dtype=CDT)
         dv = tl.full((BLOCK_N, DV_P), 0.0, dtype=CDT)
         lo = 0
@@ -288,19 +285,15 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
-        K += s64 * LK * DE
-        V += s64 * LK * DV
-        NQ += s64 * LQ * DN
-        NK += s64 * LK * DN
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+            s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         SCR += s64 * LQ * DN
-        CENT += s64 * LQ * 4
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
         _store_rows(SCR, offs_m, m_ok, tl.full((BLOCK_M, DN_P), 0.0, dtype=CDT), DN, DN_P)  # this program's dnq
         tl.debug_barrier()
-        q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
-        do = _rows(DOUT + s64 * LQ * DV, offs_m, m_ok, DV, DV_P)
+        q = _rows(Q, offs_m, m_ok, DE, DE_P)
+        do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
         dq = tl.full((BLOCK_M, DE_P), 0.0, dtype=CDT)
         ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
         cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
@@ -337,20 +330,16 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        MASK, QMASK, alpha, beta, gate, scale, seed = _slice(s, H, MASK, QMASK, SCAL, SEED, smb, smh, sqb, sqh)
-        K += s64 * LK * DE
-        V += s64 * LK * DV
-        NQ += s64 * LQ * DN
-        NK += s64 * LK * DN
-        CENT += s64 * LQ * 4
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+            s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
-        q = _rows(Q + s64 * LQ * DE, offs_m, m_ok, DE, DE_P)
+        q = _rows(Q, offs_m, m_ok, DE, DE_P)
         do = 0.0
         ce = 0.0
         cd = 0.0
         if GRAD:  # the backward's first pass sees the centred tiles (the forward's pass has no DOUT)
-            do = _rows(DOUT + s64 * LQ * DV, offs_m, m_ok, DV, DV_P)
+            do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
             ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
             cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
         sums = tl.full((BLOCK_M, 4), 0.0, dtype=CDT)
