@@ -34,7 +34,7 @@ from coda_exp.attention.kernels import flash_triton
 from coda_exp.results import benchmark_environment
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_gpu_coda import timer  # a sibling script: one CUDA-event timer for both benchmarks
+from bench_gpu_coda import autotuned, timer  # a sibling script: one CUDA-event timer, one autotune record
 
 _MEASURE = timer("cuda")
 
@@ -48,21 +48,6 @@ def kernel_ms(fn) -> dict[str, float]:
         torch.cuda.synchronize()
     return {e.key: round(e.self_device_time_total / 1000, 3) for e in prof.key_averages()
             if e.self_device_time_total > 0 and "kernel" in e.key}
-
-
-def autotuned(module) -> dict[str, dict]:
-    """Per autotuned kernel of ``module`` (``flash_triton._TUNED``): the config its last call ran and, where
-    autotune timed (or read from its disk cache) every config for that call's key, each config's time in ms."""
-    chosen = {}
-    for name, tuner in getattr(module, "_TUNED", {}).items():
-        best = getattr(tuner, "best_config", None)
-        if best is None:
-            continue
-        timings = getattr(tuner, "configs_timings", None) or {}
-        chosen[name] = {"best": str(best), "timings_ms": {
-            str(config): [round(float(t), 4) for t in (times if isinstance(times, (list, tuple)) else [times])]
-            for config, times in timings.items()}}
-    return chosen
 
 
 def time_version(module, args: tuple, dout, reps: int) -> tuple[float, float, dict[str, float]]:

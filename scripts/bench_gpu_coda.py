@@ -103,6 +103,21 @@ def check(device: str, dtype: torch.dtype, impl: str = "flash") -> dict:
     return {"impl": impl, "dtype": str(dtype), "max_rel_err": worst, "ok": worst < TOL[dtype]}
 
 
+def autotuned(module) -> dict[str, dict]:
+    """Per autotuned kernel of ``module`` (``flash_triton._TUNED``): the config its last call ran and, where
+    autotune timed (or read from its disk cache) every config for that call's key, each config's time in ms."""
+    chosen = {}
+    for name, tuner in getattr(module, "_TUNED", {}).items():
+        best = getattr(tuner, "best_config", None)
+        if best is None:
+            continue
+        timings = getattr(tuner, "configs_timings", None) or {}
+        chosen[name] = {"best": str(best), "timings_ms": {
+            str(config): [round(float(t), 4) for t in (times if isinstance(times, (list, tuple)) else [times])]
+            for config, times in timings.items()}}
+    return chosen
+
+
 def timer(device: str):
     def measure(fn, reps: int, warmup: int = 3) -> float:
         for _ in range(warmup):
@@ -326,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
                         row["peak_mib"] = peak_mib(device, fwd_bwd)
                     except Exception as err:  # noqa: BLE001 - a failure is a result too
                         row["error"] = f"{type(err).__name__}: {err}"[:2000 if impl in PEERS else 300]
+                    if impl == "flash" and device == "cuda":  # the configs autotune chose and timed
+                        from coda_exp.attention.kernels import flash_triton
+
+                        row["autotune"] = autotuned(flash_triton)
                     if impl == "sdpa":
                         base = row.get("fwd_bwd_ms")
                     if impl != "sdpa" and "fwd_ms" in row:

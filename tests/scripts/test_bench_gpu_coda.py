@@ -4,6 +4,7 @@ error), ratios and floor fractions are filled, the JSON is complete. Times are p
 from __future__ import annotations
 
 import json
+import types
 
 import numba
 import torch
@@ -91,3 +92,17 @@ def test_a_peer_row_is_timed_within_its_budget(load_script, tmp_path, monkeypatc
     assert code == 0 and data["peers"]["keops"]["check"][0]["ok"]
     assert row["first_call_s"] >= 0 and row["fwd_ms"] > 0 and row["fwd_bwd_ms"] > 0 and row["reps"] == 1
     assert row["fwd_bwd_over_sdpa"] > 0
+
+
+def test_each_row_names_what_autotune_chose_and_timed(load_script):
+    """``autotuned``: per kernel the config its last call ran and every config's time (lists or single numbers, as
+    Triton versions keep them); kernels not yet run are left out."""
+
+    class Tuner:
+        def __init__(self, best, timings):
+            self.best_config, self.configs_timings = best, timings
+
+    module = types.SimpleNamespace(_TUNED={"fwd": Tuner("BLOCK_M: 128, PF: 1", {"PF 0": [4.5, 4.4, 4.6], "PF 1": 3.25}),
+                                           "dq": Tuner(None, {})})
+    assert load_script("bench_gpu_coda").autotuned(module) == {
+        "fwd": {"best": "BLOCK_M: 128, PF: 1", "timings_ms": {"PF 0": [4.5, 4.4, 4.6], "PF 1": [3.25]}}}
