@@ -79,7 +79,10 @@ def run_case(case: tuple, dtype_name: str, device: str, backwards: tuple[str, ..
     grads = dict(zip(names, torch.autograd.grad(want, [leaves[n] for n in names], dout.to(device))))
     inputs = {n: t.to(dtype).contiguous() for n, t in to.items()}
     names = ("fwd", "dkdv", "dq", "stats", "bwd")
-    configs = list(zip(*(ft.CONFIGS[k] for k in names))) if device == "cuda" else [None]
+    # the i-th config of every kernel together (a kernel with fewer configs takes its first ones again)
+    most = max(len(ft.CONFIGS[k]) for k in names)
+    configs = [tuple(ft.CONFIGS[k][i % len(ft.CONFIGS[k])] for k in names) for i in range(most)] \
+        if device == "cuda" else [None]
     result = {"case": name, "dtype": dtype_name, "configs": []}
     for cfg in configs:
         ft.FIXED_CONFIGS.clear()

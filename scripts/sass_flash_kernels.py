@@ -80,7 +80,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
 
     from coda_exp.attention.kernels import flash_triton as ft
 
-    bm, bn, dc, pf, warps, stages = config
+    bm, bn, dc, pf, warps, stages, *reg = config  # a 7th entry: maxnreg
     fn = ft._kernel(ft.triton_jit, kernel)
     acc = "fp32"
     constants = {"DE": D, "DN": D, "DV": D, "DE_P": D, "DN_P": D, "DV_P": D, "E_FN": 0, "N_FN": 0,
@@ -93,7 +93,8 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
     signature = {n: "constexpr" if n in constants else "i32" if n in INTS or not n.isupper()
                  else POINTERS.get(n, f"*{acc}" if n in floats else f"*{dtype}") for n in fn.arg_names}
     compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": warps, "num_stages": stages, "enable_fp_fusion": True})
+                              options={"num_warps": warps, "num_stages": stages, "enable_fp_fusion": True,
+                                       **({"maxnreg": reg[0]} if reg else {})})
     bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp, "k.ptx"), Path(tmp, "k.cubin")

@@ -268,14 +268,14 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
     return cent
 
 
-# (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) per kernel, from sm_90 builds (registers, spills, SASS
-# instructions per pair and feature: ~2.9 forward, ~9.2 per backward kernel); autotune times them. With 8 warps
-# BLOCK_M = 128: at 64 two warpgroups' wgmma tiles would duplicate the element-wise work. On an H200 the PF 0 rows
-# ran (results/bench/flash_kernels_h200.json); PF 1 (each feature chunk loaded one ahead, its global-memory latency
-# hidden behind the previous chunk's sum) is untimed: autotune decides. With the H200's Triton 3.6 (not 3.9), PF 0
-# converts 16-bit chunks to float32 once per pair: bf16 forward 4.3 vs 3.0 SASS instructions per pair and feature,
-# dkdv / dq 10.2 vs 7.4 (results/bench/sass_sm90_triton36.json).
-CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2)],
+# (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages[, maxnreg]) per kernel, from sm_90 builds (registers, spills,
+# SASS per pair and feature); autotune times them. 8 warps take BLOCK_M 128 (at 64 two warpgroups' wgmma tiles
+# would duplicate the element-wise work). The H200 ran the PF 0 rows (results/bench/flash_kernels_h200.json); PF 1
+# (each feature chunk loaded one ahead) is untimed. With the H200's Triton 3.6, PF 0 converts 16-bit chunks once
+# per pair: bf16 forward 4.3 vs 3.0 instructions per pair and feature, dkdv / dq 10.2 vs 7.4 (sass_sm90_triton36).
+# The forward at maxnreg 128 (222 registers without) spills nothing at 3.04: two programs of 8 warps per SM.
+CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2),
+                   (128, 64, 2, 1, 8, 2, 128)],
            "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
@@ -288,9 +288,9 @@ CONFIGS["bwd"] = [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (128, 64, 4, 0, 8,
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
-# Per kernel name, a (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages) replacing autotuning on GPUs (empty: autotune).
-# For checks that compile many flag combinations (each autotuned one compiles every config) and for timing configs.
-FIXED_CONFIGS: dict[str, tuple[int, int, int, int, int, int]] = {}
+# Per kernel name, a CONFIGS tuple replacing autotuning on GPUs (empty: autotune). For checks that compile many flag
+# combinations (each autotuned one compiles every config) and for timing configs.
+FIXED_CONFIGS: dict[str, tuple[int, ...]] = {}
 
 
 def _lanes(name: str, bm: int, bn: int, num_warps: int | None) -> dict[str, int]:
@@ -311,7 +311,7 @@ def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, ar
     if kern._INTERPRETED or fixed is not None:
         bm, bn, dc, pf, *launch = (*INTERPRET_BLOCK, None, None) if kern._INTERPRETED else fixed
         block = bm if block_axis == "BLOCK_M" else bn
-        options = {} if kern._INTERPRETED else {"num_warps": launch[0], "num_stages": launch[1]}
+        options = {} if kern._INTERPRETED else dict(zip(("num_warps", "num_stages", "maxnreg"), launch))
         # interpreted (numpy): the fused backward's sign step overflows d 2^127 to inf on purpose (it saturates to 1)
         with numpy.errstate(over="ignore") if kern._INTERPRETED else contextlib.nullcontext():
             _kernel(kern, name)[(b * h, triton.cdiv(grid_rows, block))](
@@ -327,8 +327,8 @@ def _tuned(kern, name: str):
     a sweep's later processes take the first one's choice instead of timing again (and compute the same sums)."""
     if name not in _TUNED:
         configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf, **_lanes(name, bm, bn, w)},
-                                 num_warps=w, num_stages=st)
-                   for bm, bn, dc, pf, w, st in CONFIGS[name]]
+                                 num_warps=w, num_stages=st, maxnreg=(reg or [None])[0])
+                   for bm, bn, dc, pf, w, st, *reg in CONFIGS[name]]
         key = _KEY + {"dkdv": ["SHARED"], "dq": ["SHARED"], "bwd": ["SHARED"], "stats": ["GRAD"]}.get(name, [])
         reset = ["DQ", "DNQ"] if name == "bwd" else None
         _TUNED[name] = triton.autotune(configs, key=key, reset_to_zero=reset, cache_results=True)(

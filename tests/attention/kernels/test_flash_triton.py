@@ -400,3 +400,6 @@ def test_autotune_timings_are_cached_on_disk(monkeypatch):
     for name in ft.CONFIGS:
         tuner = ft._tuned(ft.triton_jit, name)
         assert tuner.cache_results and len(tuner.configs) == len(ft.CONFIGS[name])
+        # a 7th entry caps the registers (ptx .maxnreg): the forward's two-programs-per-SM config
+        assert [c.maxnreg for c in tuner.configs] == [(cfg[6:] or [None])[0] for cfg in ft.CONFIGS[name]]
+    assert 128 in [c.maxnreg for c in ft._TUNED["fwd"].configs]
