@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from coda_exp.attention import coda_attention
+from coda_exp.attention.kernels import flash_triton
 from coda_exp.results import benchmark_environment
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -342,8 +343,6 @@ def main(argv: list[str] | None = None) -> int:
                     except Exception as err:  # noqa: BLE001 - a failure is a result too
                         row["error"] = f"{type(err).__name__}: {err}"[:2000 if impl in PEERS else 300]
                     if impl == "flash" and device == "cuda":  # the configs autotune chose and timed
-                        from coda_exp.attention.kernels import flash_triton
-
                         row["autotune"] = autotuned(flash_triton)
                     if impl == "sdpa":
                         base = row.get("fwd_bwd_ms")

@@ -135,10 +135,9 @@ def pytest_sessionstart(session):
     workers' first CoDA tests (a fresh clone's ``make test``: 4 min 54 s with this, 5 min 15 s without)."""
     if hasattr(session.config, "workerinput"):
         return
-    from coda_exp.tools import warm_kernels as warm
+    from coda_exp.tools import warm_kernels
 
-    if warm.cold():
-        warm.main(["--jobs", "2"])
+    warm_kernels.main(["--jobs", "2", "--if-cold"])
 
 
 def pytest_collection_modifyitems(config, items):

@@ -62,10 +62,7 @@ def _run(kernel: str, spec: dict) -> None:
     from coda_exp.attention.attend import run_coda_cross_attention
 
     dtype = getattr(torch, spec["dtype"])
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 2, 5, 8, generator=gen, dtype=dtype, requires_grad=True) for _ in range(3))
     options = CoDAOptions(kernel=kernel)
-    mask = (torch.arange(5) < 4).view(1, 1, 1, 5).expand(2, 1, 5, 5) if spec["masked"] else None
     if spec.get("cross"):
         a, b = torch.randn(2, 5, 8, dtype=dtype), torch.randn(2, 4, 8, dtype=dtype)
         e_a, e_b, n_a, n_b = (x.clone().requires_grad_() for x in (a, b, a, b))
@@ -73,6 +70,9 @@ def _run(kernel: str, spec: dict) -> None:
         out = run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options, keep_a, keep_b)[:2]
         sum(o.sum() for o in out).backward()
         return
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 5, 8, generator=gen, dtype=dtype, requires_grad=True) for _ in range(3))
+    mask = (torch.arange(5) < 4).view(1, 1, 1, 5).expand(2, 1, 5, 5) if spec["masked"] else None
     out = coda_attention(q, k, v, options=options, mask=mask, causal=spec["causal"], dropout_p=spec["dropout"])
     out.square().sum().backward()
     n_q, n_k = (torch.randn(2, 2, 5, 3, generator=gen, dtype=dtype, requires_grad=True) for _ in range(2))

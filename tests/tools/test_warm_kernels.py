@@ -10,12 +10,16 @@ from coda_exp.attention.kernels import numba_cpu
 from coda_exp.tools import warm_kernels as warm
 
 
-def test_the_parts_split_by_dtype_and_cover_every_call():
+@pytest.mark.skipif(not numba_cpu.HAVE_NUMBA, reason="numba is not installed")
+def test_the_parts_split_by_dtype_and_cover_every_call(monkeypatch):
     paths = warm._paths()
     assert {kernel for kernel, _ in paths} == {"fused", "numba", "flash"}
     assert {spec["dtype"] for _, spec in paths} == {"float32", "float64"}
-    halves = [sorted(warm._paths(), key=lambda p: p[1]["dtype"])[i * 8:(i + 1) * 8] for i in range(2)]
-    assert [{spec["dtype"] for _, spec in half} for half in halves] == [{"float32"}, {"float64"}]
+    ran = []
+    monkeypatch.setattr(warm, "_run", lambda kernel, spec: ran.append((kernel, spec["dtype"])))
+    assert [warm.warm(part, 2) for part in range(2)] == [8, 8]
+    assert [{dtype for _, dtype in ran[:8]}, {dtype for _, dtype in ran[8:]}] == [{"float32"}, {"float64"}]
+    assert sorted(ran) == sorted((kernel, spec["dtype"]) for kernel, spec in paths)
 
 
 def _fake_kernels(tmp_path, monkeypatch):
