@@ -12,7 +12,7 @@ only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot
 rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
 
 Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
-of Lq and Lk, the padded head dims, dn, causal, shared_n) among four configs per kernel, chosen from the register
+of Lq and Lk, the padded head dims, dn, causal, shared_n) among four configs per kernel (five for the forward), chosen from the register
 and spill reports of sm_90 builds (not from timings: written without a GPU at hand); feature dims are padded to a power of two >= 16 with masked
 loads, so any de, dn, dv >= 1 work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
 ``TRITON_INTERPRET=1``) one small fixed config is used. ``triton.jit`` decides at decoration time whether it builds
