@@ -33,6 +33,7 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     check_extras,
     check_kernels,
     check_same_run,
+    check_trainer,
     fast_options,
     unknown_model_keys,
 )
@@ -224,6 +225,7 @@ def run(cfg: DictConfig) -> float | None:
     check_kernels(cfg)
     check_compatible(cfg)
     check_extras(cfg)
+    check_trainer(cfg)
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours

@@ -1,6 +1,6 @@
 """The checks of a composed config before a run builds anything: the model fits the task and takes its keys, the CoDA
-kernel names, the fast path's options, the optional packages its loggers need, and a checkpoint to resume from is of
-this run (its task, model and weights).
+kernel names, the fast path's options, the optional packages its loggers need, the trainer's accelerator, devices,
+strategy and precision, and a checkpoint to resume from is of this run (its task, model and weights).
 
 Each raises a :class:`~coda_exp.errors.UserError` (``ConfigError``, ``CheckpointError``) naming the key or file;
 ``coda_exp.pipeline`` calls them in order, before any data loads (the weights' check once the model is built).
@@ -8,11 +8,19 @@ Each raises a :class:`~coda_exp.errors.UserError` (``ConfigError``, ``Checkpoint
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
+import os
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytorch_lightning as pl
-from hydra.utils import get_object
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
+from lightning_fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import extras
@@ -96,6 +104,57 @@ def check_kernels(cfg: DictConfig) -> None:
             raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' centres "
                               "(center_e / center_n) on CUDA only, and this run is on the CPU "
                               "(trainer.accelerator=cpu): use 'auto' or a materialising kernel")
+
+
+# what Lightning raises for settings it cannot run: an unknown precision or accelerator, more devices than the machine
+# has, a strategy's missing package, a key the Trainer does not take (+trainer.foo=1)
+_TRAINER_ERRORS = (MisconfigurationException, ValueError, TypeError, ImportError)
+
+
+def check_trainer(cfg: DictConfig) -> None:
+    """The ``trainer`` settings a run's Trainer is built from, checked by Lightning itself before any data loads: a
+    throwaway Trainer of the same settings (no logger, callbacks or checkpoints), its error as a ConfigError."""
+    if "_target_" not in cfg.get("trainer", {}):
+        return
+    with quiet_lightning():
+        checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
+                                            enable_progress_bar=False, enable_model_summary=False), cfg.trainer)
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """No log lines or warnings while a throwaway Trainer is built (the real one says them once, in its run's log)."""
+    before = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(before)
+
+
+def checked_trainer(build: Callable[[], pl.Trainer], settings: DictConfig) -> pl.Trainer:
+    """``build()``, with what Lightning refuses in ``settings`` (``cfg.trainer``) as one ConfigError naming the
+    settings, and a GPU accelerator on a machine where torch finds no CUDA device said as such."""
+    accelerator = str(settings.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        build_ = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise ConfigError(f"trainer.accelerator={accelerator}: torch finds no CUDA GPU on this machine (torch "
+                          f"{torch.__version__}, {build_}"
+                          f"{'' if visible is None else f', CUDA_VISIBLE_DEVICES={visible!r}'}): run it on a GPU "
+                          "machine, or on the CPU with trainer=cpu")
+    try:
+        return build()
+    except (InstantiationException, *_TRAINER_ERRORS) as err:
+        cause = err.__cause__ if isinstance(err, InstantiationException) else err
+        if not isinstance(cause, _TRAINER_ERRORS):
+            raise
+        keys = ", ".join(f"{k}={settings.get(k)}" for k in ("accelerator", "devices", "strategy", "num_nodes",
+                                                              "precision") if settings.get(k) is not None)
+        message = " ".join(str(cause).split())
+        raise ConfigError(f"trainer ({keys}): Lightning refuses these settings: {message}") from None
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:

@@ -32,7 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
-from coda_exp.run_checks import META_KEYS
+from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 
@@ -196,11 +196,15 @@ class Prepared:
 
 
 def prepare(inv: Invocation) -> Prepared:
-    """Read the checkpoint (one line naming a corrupt or foreign file) and build the evaluation's config."""
+    """Read the checkpoint (one line naming a corrupt or foreign file), build the evaluation's config and check its
+    trainer settings (a ConfigError before any data loads)."""
     path = inv.ckpt_path
     ckpt = load_checkpoint(path, need=("state_dict",))
     trained = checkpoint_config(path, ckpt)
-    return Prepared(inv, path, ckpt, trained, build_config(inv, trained))
+    cfg = build_config(inv, trained)
+    with quiet_lightning():
+        trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
+    return Prepared(inv, path, ckpt, trained, cfg)
 
 
 def data_module(prep: Prepared):
@@ -240,13 +244,13 @@ def build(prep: Prepared, datamodule, build_splits: bool) -> pl.LightningModule:
 
 def trainer_for(cfg: DictConfig, folder: Path | None, loggers: list | None = None) -> pl.Trainer:
     """A one-device trainer of the evaluation's ``trainer`` settings (accelerator, precision): no training, no
-    checkpoints, no sanity steps."""
+    checkpoints, no sanity steps (what Lightning refuses in them: a ConfigError, ``run_checks.checked_trainer``)."""
     t = cfg.trainer
-    return pl.Trainer(accelerator=t.get("accelerator", "auto"), devices=1, num_nodes=1,
-                      precision=t.get("precision", "32-true"), logger=loggers or False, enable_checkpointing=False,
-                      default_root_dir=str(folder) if folder else None, deterministic=t.get("deterministic", False),
-                      limit_val_batches=t.get("limit_val_batches"), limit_test_batches=t.get("limit_test_batches"),
-                      enable_model_summary=False, inference_mode=True)
+    return checked_trainer(lambda: pl.Trainer(
+        accelerator=t.get("accelerator", "auto"), devices=1, num_nodes=1, precision=t.get("precision", "32-true"),
+        logger=loggers or False, enable_checkpointing=False, default_root_dir=str(folder) if folder else None,
+        deterministic=t.get("deterministic", False), limit_val_batches=t.get("limit_val_batches"),
+        limit_test_batches=t.get("limit_test_batches"), enable_model_summary=False, inference_mode=True), t)
 
 
 def same_folder(a: str | os.PathLike | None, b: str | os.PathLike | None) -> bool:

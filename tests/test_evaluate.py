@@ -110,6 +110,7 @@ def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_p
     (["data.no_such_key=1"], "has no key 'data.no_such_key'"),
     (["logger=nope"], "logger"),
     (["data.dir=/nonexistent/snli"], "/nonexistent/snli"),
+    (["trainer.precision=bf17-mixed"], "Lightning refuses these settings: Precision 'bf17-mixed' is invalid"),
 ])
 def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, message):
     _, _, ckpt = snli

@@ -65,6 +65,27 @@ def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_
         assert message in str(err.value)
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["trainer.precision=bf17-mixed"], ("trainer (accelerator=cpu, devices=1, precision=bf17-mixed): Lightning "
+                                        "refuses these settings: Precision 'bf17-mixed' is invalid. Allowed")),
+    (["+trainer.no_such_argument=1"], "unexpected keyword argument 'no_such_argument'"),
+    (["trainer=gpu_fast", "trainer.accelerator=cpu", "trainer.devices=[3]"], "devices"),
+])
+def test_trainer_settings_lightning_refuses_are_one_message_before_any_data(make_cfg, no_data, overrides, message):
+    """They used to fail in Trainer(...) once the data had loaded, with a traceback and exit 1."""
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=snli", "scale=fixture", *overrides))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("trainer", ["gpu", "gpu_fast", "ddp"])
+def test_a_gpu_trainer_without_a_gpu_says_so_before_any_data(make_cfg, no_data, monkeypatch, trainer):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"trainer.accelerator=gpu: torch finds no CUDA GPU on this machine \(torch "
+                                          r".*\): run it on a GPU machine, or on the CPU with trainer=cpu"):
+        run(make_cfg("task=snli", "scale=fixture", f"trainer={trainer}"))
+
+
 def test_a_bogus_coda_kernel_in_the_environment_stops_the_run_at_start(make_cfg, no_data, monkeypatch):
     monkeypatch.setenv("CODA_KERNEL", "bogus")
     with pytest.raises(ConfigError, match="environment variable CODA_KERNEL must be one of"):
