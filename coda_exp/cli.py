@@ -20,6 +20,7 @@ from coda_exp.environment import config_dir, set_environment
 
 HELP_FLAGS = ("-h", "--help")
 VERBOSE_FLAGS = ("-v", "--verbose")
+MAX_COMPOSED = 64  # a sweep's compositions checked before it starts (one per swept value, ~0.1 s each)
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
@@ -52,6 +53,46 @@ def training_arguments(argv: list[str]) -> list[str]:
     return args
 
 
+def check_composition(argv: list[str]) -> None:
+    """Hydra's composition of the run's config, before Hydra starts: an unknown group option (``task=snlii``), a key
+    the config lacks (``task.max_stepz=5``) or an override Hydra cannot parse is one message and exit status 2 (a
+    user's mistake, ``coda_exp.errors``), not Hydra's report and status 1, and a sweep stops before its first job,
+    not at the job that meets it. A sweep composes each swept value with the other overrides' first values (every
+    composition checked is one of its jobs); runs with Hydra's own config flags (``--config-name``...) are left to
+    Hydra."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ValueType
+    from hydra.errors import ConfigCompositionException, OverrideParseException
+
+    from coda_exp.errors import USER_ERROR_EXIT
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    if (args.help or args.hydra_help or args.shell_completion or args.info or args.config_path or args.config_name
+            or args.config_dir or args.experimental_rerun or GlobalHydra.instance().is_initialized()):
+        return
+    try:
+        parsed = OverridesParser.create().parse_overrides(args.overrides)
+        variants = [args.overrides]
+        if args.multirun and any(o.is_sweep_override() for o in parsed):
+            if any(o.value_type == ValueType.GLOB_CHOICE_SWEEP for o in parsed):
+                return  # glob(...) needs Hydra's loader to expand: Hydra's own report
+            values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                      else [o.input_line] for o in parsed]
+            variants = [[value if k == j else row[0] for k, row in enumerate(values)]
+                        for j, column in enumerate(values) for value in column]
+            variants = list(dict.fromkeys(tuple(v) for v in variants))[:MAX_COMPOSED]
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            for overrides in variants:
+                compose("train", overrides=list(overrides), return_hydra_config=True)
+    except (ConfigCompositionException, OverrideParseException) as err:
+        message = str(err).split("\nConfig search path:")[0].strip()  # Hydra's search path: no help to a user
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps); ``coda-exp <command>
     [args]``: another command; ``coda-exp --help``: what a user can run."""
@@ -69,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         print(help_text(), end="")
         raise SystemExit(0)
     sys.argv[1:] = training_arguments(argv)  # Hydra parses sys.argv
+    check_composition(sys.argv[1:])
     _train()
 
 

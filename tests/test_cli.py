@@ -38,3 +38,30 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     job = subprocess.run([sys.executable, "-m", "coda_exp", "-v", "--cfg", "job", "task=wikiqa"], cwd=ROOT,
                          capture_output=True, text=True, check=False, timeout=120)
     assert job.returncode == 0 and "\nverbose: true\n" in job.stdout, job.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv,messages", [
+    (["task=snlii"], ["error: In 'train': Could not find 'task/snlii'", "Available options in 'task':\n\talgolisp"]),
+    (["task=wikiqa", "task.max_stepz=5"], ["error: Could not override 'task.max_stepz'", "use +task.max_stepz=5"]),
+    (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
+    (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
+    # a sweep stops before its first job, whichever job meets the mistake
+    (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
+    (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+])
+def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages, capsys, monkeypatch, tmp_path):
+    """It used to be Hydra's report (its config search path, the HYDRA_FULL_ERROR hint) with exit status 1."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/sweep"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and all(m in err for m in messages), err
+    assert "Config search path" not in err and "HYDRA_FULL_ERROR" not in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # no job started
+
+
+@pytest.mark.parametrize("argv", [["-m", "task=wikiqa,snli", "seed=1,2", "scale=fixture"], ["task=wikiqa", "-v"],
+                                  ["--cfg", "job", "task=wikiqa", "hydra.run.dir=/x"],
+                                  ["-m", "model=glob(decompatt*)", "task=snlii"]])  # glob sweeps: Hydra's report
+def test_a_config_hydra_can_compose_passes_the_check(argv):
+    cli.check_composition(cli.training_arguments(argv))
