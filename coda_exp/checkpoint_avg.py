@@ -57,7 +57,7 @@ def global_step(path: str | os.PathLike) -> int:
     """The ``global_step`` stored in a checkpoint (memory-mapped: the tensors are not read)."""
     ckpt = load_checkpoint(Path(path), mmap=True)
     if "global_step" not in ckpt:
-        raise ValueError(f"{path} has no 'global_step'; pass the checkpoints explicitly with --ckpts")
+        raise CheckpointError(f"{path} has no 'global_step'; pass the checkpoints explicitly with --ckpts")
     return int(ckpt["global_step"])
 
 
@@ -67,7 +67,9 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
     Files with the same global_step (e.g. Lightning's ``last.ckpt`` beside ``epoch=..-step=...ckpt``) count once.
     """
     if last < 1:
-        raise ValueError(f"--last must be >= 1, got {last}")
+        raise CheckpointError(f"--last must be >= 1, got {last}")
+    if not Path(directory).is_dir():
+        raise CheckpointError(f"--dir {directory}: no such folder of checkpoints")
     skip = {Path(p).resolve() for p in exclude}
     by_step: dict[int, Path] = {}
     for path in sorted(Path(directory).glob("*.ckpt")):
@@ -80,7 +82,7 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
             path = keep
         by_step[step] = path
     if len(by_step) < last:
-        raise ValueError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer than "
+        raise CheckpointError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer than "
                          f"--last {last}")
     return [by_step[s] for s in sorted(by_step)[-last:]]
 
@@ -91,7 +93,7 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
     Checkpoints are read one at a time (memory: the newest one plus one float64 accumulator).
     """
     if not paths:
-        raise ValueError("no checkpoints to average")
+        raise CheckpointError("no checkpoints to average")
     paths = sorted((Path(p) for p in paths), key=lambda p: int(load_checkpoint(p, mmap=True).get("global_step", 0)))
     base_path, base = paths[-1], load_checkpoint(paths[-1])
     keys = set(base["state_dict"])
@@ -100,12 +102,12 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
         state = base["state_dict"] if path == base_path else load_checkpoint(path)["state_dict"]
         if set(state) != keys:
             diff = sorted(set(state) ^ keys)
-            raise ValueError(f"{path} and {base_path} have different parameters: {diff[:5]}")
+            raise CheckpointError(f"{path} and {base_path} have different parameters: {diff[:5]}")
         for key, value in state.items():
             if not torch.is_floating_point(value):
                 continue
             if value.shape != base["state_dict"][key].shape:
-                raise ValueError(f"{key}: shape {tuple(value.shape)} in {path} but "
+                raise CheckpointError(f"{key}: shape {tuple(value.shape)} in {path} but "
                                  f"{tuple(base['state_dict'][key].shape)} in {base_path}")
             acc = value.detach().to(torch.float64)
             sums[key] = acc if key not in sums else sums[key] + acc

@@ -67,6 +67,7 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
+    from coda_exp.config_checks import composition_error
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
@@ -88,8 +89,7 @@ def check_composition(argv: list[str]) -> None:
             for overrides in variants:
                 compose("train", overrides=list(overrides), return_hydra_config=True)
     except (ConfigCompositionException, OverrideParseException) as err:
-        message = str(err).split("\nConfig search path:")[0].strip()  # Hydra's search path: no help to a user
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        print(f"error: {composition_error(err)}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
 
 

@@ -156,3 +156,10 @@ def check_config(cfg: DictConfig) -> None:
         bad[schedule[0]] = schedule[1]
     if bad:
         raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))
+
+
+def composition_error(err: Exception) -> ConfigError:
+    """Hydra's refusal to compose a config (an unknown option, a key the config lacks, an override it cannot parse)
+    as a ConfigError: its message without the config search path Hydra appends, which is no help to a user."""
+    return ConfigError(str(err).split("\nConfig search path:")[0].strip())
+

@@ -324,31 +324,43 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         finish(loggers, record)
 
 
-def build_offline(overrides: list[str], prefix: str = "coda-exp-") -> tuple[DictConfig, object, pl.LightningModule]:
+def build_offline(overrides: list[str], prefix: str = "coda-exp-",
+                  trainer: bool = False) -> tuple[DictConfig, object, pl.LightningModule]:
     """(cfg, data module set up for fit, task module) of ``train.py <overrides>``, seeded, without training: outputs
     and results go to a fresh temporary folder and no logger is built. For scripts that time or inspect a configured
     run (``scripts/estimate_runtime.py``, ``scripts/studies/mlu/gate_at_init.py``); raises what a run would raise on a bad
-    config (``check_compatible``) before any data is read."""
+    config (a config Hydra cannot compose, and the checks of :func:`run`; the trainer settings' with ``trainer``, for
+    a caller that builds the config's Trainer) before any data is read."""
     import tempfile
 
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import ConfigCompositionException, OverrideParseException
     from omegaconf import open_dict
 
+    from coda_exp.config_checks import composition_error
     from coda_exp.environment import config_dir, set_environment
 
     set_environment()
     tmp = tempfile.mkdtemp(prefix=prefix)
     GlobalHydra.instance().clear()
-    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
-        cfg = compose("train", return_hydra_config=True, overrides=[
-            f"paths.output_dir={tmp}/run", f"paths.log_dir={tmp}/outputs", f"paths.results_dir={tmp}/results",
-            "logger=none", *overrides])
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+            cfg = compose("train", return_hydra_config=True, overrides=[
+                f"paths.output_dir={tmp}/run", f"paths.log_dir={tmp}/outputs", f"paths.results_dir={tmp}/results",
+                "logger=none", *overrides])
+    except (ConfigCompositionException, OverrideParseException) as err:
+        raise composition_error(err) from None
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg["hydra"]
+    check_config(cfg)
+    fast_options(cfg)
+    check_kernels(cfg)
     check_compatible(cfg)
+    if trainer:
+        check_trainer(cfg)
     pin_threads(cfg.get("threads"))
     pl.seed_everything(cfg.seed, workers=True)
     datamodule = build_data(cfg)

@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(json.dumps(jobs, indent=1))
         return 0
+    (args.results / "runs").mkdir(parents=True, exist_ok=True)  # the tables read it even when no run finished
     if jobs:
         args.outputs.mkdir(parents=True, exist_ok=True)
         job_file = args.outputs / "jobs.json"

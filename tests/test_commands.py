@@ -89,8 +89,28 @@ def test_a_command_that_returns_what_it_wrote_succeeded(monkeypatch, tmp_path):
 
 
 def test_tables_runs_from_the_entry_point(tmp_path, capsys):
-    """coda-exp tables writes every table from a folder of records (none here: `no run` cells)."""
+    """coda-exp tables writes every table from a folder of records (none here: `no run` cells); a folder that does
+    not exist is an error, and nothing is written."""
+    assert _coda_exp("tables", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "tables")) == 2
+    assert "--runs " + str(tmp_path / "runs") + ": no such folder" in capsys.readouterr().err
+    assert not (tmp_path / "tables").exists()
+    (tmp_path / "runs").mkdir()
     assert _coda_exp("tables", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "tables"),
                      "--tables", "table_2") == 0
     written = {Path(line) for line in capsys.readouterr().out.splitlines()}
     assert written == {tmp_path / "tables" / f"table_2.{ext}" for ext in ("md", "tex", "csv")}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["make-mlu", "--out-dir", "{tmp}/mlu", "--num-train", "-5"], "argument --num-train: expected a number of examples"),
+    (["make-mlu", "--out-dir", "{tmp}/file/mlu", "--num-train", "5"], "error: --out-dir {tmp}/file/mlu: "),
+    (["yelp-split", "--review-json", "{tmp}/r.json", "--out-dir", "{tmp}/y", "--valid", "x"],
+     "argument --valid: expected a number of examples (an int >= 0), got 'x'"),
+])
+def test_data_file_commands_refuse_bad_arguments_in_one_message(argv, message, tmp_path, capsys):
+    """A negative size used to be a ValueError's traceback; a folder that cannot be made, an OSError's."""
+    (tmp_path / "file").write_text("a file, not a folder")
+    assert _coda_exp(*[a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in err and "Traceback" not in err, err
+    assert not (tmp_path / "mlu").exists()

@@ -134,6 +134,23 @@ def test_cli(tmp_path):
         select_last(tmp_path, 5, exclude=[tmp_path / "avg.ckpt", tmp_path / "one.ckpt"])
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--dir", "{tmp}/missing"], "--dir {tmp}/missing: no such folder of checkpoints"),
+    (["--dir", "{tmp}", "--last", "3"], "{tmp} holds 1 checkpoints with distinct global steps, fewer than --last 3"),
+    (["--dir", "{tmp}", "--last", "0"], "--last must be >= 1, got 0"),
+])
+def test_the_command_s_mistakes_are_one_message_and_exit_2(tmp_path, capsys, argv, message):
+    """They used to be a ValueError's traceback."""
+    from coda_exp import commands
+
+    fake_ckpt(tmp_path / "epoch=0-step=10.ckpt", 10, 1.0)
+    given = [a.format(tmp=tmp_path) for a in argv]
+    assert commands.run_command("average-checkpoints", [*given, "--out", str(tmp_path / "avg.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message.format(tmp=tmp_path)}\n"
+    assert not (tmp_path / "avg.ckpt").exists()
+
+
 class Tiny(pl.LightningModule):
     def __init__(self):
         super().__init__()

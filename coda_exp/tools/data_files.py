@@ -9,6 +9,7 @@ import sys
 import time
 
 from coda_exp.data.common.errors import DataError
+from coda_exp.errors import USER_ERROR_EXIT
 
 MLU_DOC = """Write the MLU dataset (CoDA Table 6) as T2T-style text files: train.txt, dev.txt, test.txt
 (``input:target``). Defaults are the paper's size: 12M pairs with 1/11 held out (10,909,091 train; 545,454 dev;
@@ -34,6 +35,17 @@ file and seed always give the same files. Each file is written atomically.
 """
 
 
+def count(text: str) -> int:
+    """An argparse type: a number of examples (an int >= 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of examples (an int >= 0), got {text!r}")
+    return value
+
+
 def mlu_main(argv: list[str] | None = None) -> int:
     from coda_exp.data.seq2seq.mlu import (
         MLU_DEFAULT_SEED,
@@ -45,13 +57,18 @@ def mlu_main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=MLU_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", required=True, help="directory to write train.txt, dev.txt, test.txt into")
-    parser.add_argument("--num-train", type=int, default=MLU_PAPER_TRAIN)
-    parser.add_argument("--num-dev", type=int, default=MLU_PAPER_VALIDATION)
-    parser.add_argument("--num-test", type=int, default=MLU_PAPER_TEST)
+    parser.add_argument("--num-train", type=count, default=MLU_PAPER_TRAIN)
+    parser.add_argument("--num-dev", type=count, default=MLU_PAPER_VALIDATION)
+    parser.add_argument("--num-test", type=count, default=MLU_PAPER_TEST)
     parser.add_argument("--seed", type=int, default=MLU_DEFAULT_SEED, help="data seed (which examples, in which order)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    paths = write_mlu_files(args.out_dir, args.num_train, args.num_test, args.seed, num_dev=args.num_dev)
+    try:
+        paths = write_mlu_files(args.out_dir, args.num_train, args.num_test, args.seed, num_dev=args.num_dev)
+    except OSError as err:  # a folder that cannot be made or written: the message names it
+        print(f"error: --out-dir {args.out_dir}: {err.strerror or err} ({err.filename or args.out_dir})",
+              file=sys.stderr)
+        return USER_ERROR_EXIT
     for split, path in paths.items():
         print(f"{split:>10}: {path}")
     print(f"done in {time.perf_counter() - start:.1f} s")
@@ -72,9 +89,9 @@ def yelp_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--review-json", required=True, help="the Yelp Dataset Challenge's review.json (JSON lines)")
     ap.add_argument("--out-dir", required=True, help="folder to write the three split files into")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the random split (default 1234)")
-    ap.add_argument("--train", type=int, default=500_000)
-    ap.add_argument("--valid", type=int, default=2000)
-    ap.add_argument("--test", type=int, default=2000)
+    ap.add_argument("--train", type=count, default=500_000)
+    ap.add_argument("--valid", type=count, default=2000)
+    ap.add_argument("--test", type=count, default=2000)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     try:
@@ -82,7 +99,7 @@ def yelp_main(argv: list[str] | None = None) -> int:
                             None if args.no_progress else progress)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return USER_ERROR_EXIT
     for p in paths:
         print(p)
     return 0

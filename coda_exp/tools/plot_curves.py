@@ -30,6 +30,7 @@ from pathlib import Path
 from coda_exp import extras
 from coda_exp.curves import GROUP_BY, Curve, group_label, load_run_records, validation_curve
 from coda_exp.environment import config_dir
+from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.io import atomic_write
 
 X_LABELS = {"steps": "training step", "interval": "training step (from the validation interval where not recorded)",
@@ -166,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"no run to plot among {len(records)} record(s) in {', '.join(map(str, args.runs))}"
                              + (f" ({'; '.join(skipped[:5])})" if skipped else ""))
         groups = group_curves(kept, args.group)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError) as err:  # a missing folder, a record to skip: the user's input
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return USER_ERROR_EXIT
     tasks = sorted({r["task"] for r in kept})
     title = args.title or (f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
                            f"{axis_label(args.metric)} during training")

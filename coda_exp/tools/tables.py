@@ -7,7 +7,8 @@
 (``python scripts/make_tables.py ...`` in a checkout: the same.) The default folders are under the project root
 (``paths.root_dir``: ``$CODA_EXP_ROOT``, else the checkout whatever the current folder, else the current folder);
 the table specs are the configs' ``tables/``. Corrupt run records are skipped with a warning
-(``--strict`` makes them an error).
+(``--strict`` makes them an error); a runs folder that does not exist is an error (a mistyped ``--runs`` would
+otherwise rewrite every table with ``no run`` cells), an empty one gives ``no run`` cells.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from coda_exp.environment import config_dir, root_dir
+from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.results import load_records
 from coda_exp.table_render import write_tables
 from coda_exp.tables import find_specs
@@ -44,21 +46,25 @@ def main(argv: list[str] | None = None) -> int:
     spec_paths = find_specs(args.specs)
     if not spec_paths:
         print(f"error: no table specs (*.yaml) in {args.specs}", file=sys.stderr)
-        return 2
+        return USER_ERROR_EXIT
     if args.tables:
         by_id = {p.stem: p for p in spec_paths}
         unknown = [t for t in args.tables if t not in by_id]
         if unknown:
             print(f"error: unknown table id(s) {unknown}; known: {sorted(by_id)}", file=sys.stderr)
-            return 2
+            return USER_ERROR_EXIT
         spec_paths = [by_id[t] for t in dict.fromkeys(args.tables)]
+    if not args.runs.is_dir():
+        print(f"error: --runs {args.runs}: no such folder of run records (training runs write theirs to "
+              "results/runs; nothing was written)", file=sys.stderr)
+        return USER_ERROR_EXIT
     try:
         records = load_records(args.runs, strict=args.strict)
         predictions = args.predictions or args.runs.parent / "predictions"
         written = write_tables(spec_paths, records, args.out, predictions_dir=predictions)
-    except ValueError as err:
+    except ValueError as err:  # a corrupt record under --strict, a bad spec: the user's input
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return USER_ERROR_EXIT
     for path in written:
         print(path)
     if args.print:

@@ -298,6 +298,22 @@ def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys):
     assert "total:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["task=snlii"], "Could not find 'task/snlii'"),
+    (["task=wikiqa", "task.max_stepz=5"], "use +task.max_stepz=5"),
+    (["task=wikiqa", "optimizer.lr=-1"], "optimizer.lr = -1: expected a number > 0"),
+    (["task=wikiqa", "trainer.precision=bf17-mixed"], "Precision 'bf17-mixed' is invalid"),
+])
+def test_estimate_refuses_a_bad_config_in_one_message_before_any_data(overrides, message, capsys, monkeypatch):
+    """Hydra's report with exit 1 (composition) or a traceback after the data loaded (trainer), before."""
+    from coda_exp import commands
+
+    monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
+    assert commands.run_command("estimate", ["scale=fixture", *overrides]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Config search path" not in err, err
+
+
 @pytest.mark.slow
 def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     out = tmp_path / "bench.json"

@@ -124,6 +124,7 @@ def test_cli_writes_tables(tmp_path, capsys, cli):
 
 
 def test_cli_all_tables_and_unknown_id(tmp_path, capsys, cli):
+    (tmp_path / "none").mkdir()  # no records: `no run` cells
     assert cli.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "all")]) == 0
     assert len(list((tmp_path / "all").glob("*.md"))) == len(EXPECTED_IDS)
     assert cli.main(["--out", str(tmp_path / "x"), "--tables", "table_42"]) == 2

@@ -32,6 +32,7 @@ def test_each_wrapper_runs_its_command(script, command, load_script, capsys, mon
 
 def test_a_wrapper_runs_as_a_plain_script_from_any_folder(tmp_path):
     runs, out = tmp_path / "runs", tmp_path / "tables"
+    runs.mkdir()
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tables.py"), "--runs", str(runs), "--out",
                            str(out), "--tables", "table_6"], cwd=tmp_path, capture_output=True, text=True,
                           check=False, timeout=120, env={"PATH": "/usr/bin:/bin"})

@@ -80,16 +80,16 @@ def test_table_6_keeps_only_the_runs_its_cells_pool(plot, tmp_path, capsys):
 
 def test_bad_input_is_one_line_naming_it(plot, tmp_path, capsys):
     out = tmp_path / "x.png"
-    assert plot.main(["--runs", str(tmp_path / "missing"), "--out", str(out)]) == 1
+    assert plot.main(["--runs", str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert "no such folder of run records" in capsys.readouterr().err
     folder = saved(tmp_path / "runs", mlu_rec(val_curve=[]))
-    assert plot.main(["--runs", str(folder), "--out", str(out)]) == 1
+    assert plot.main(["--runs", str(folder), "--out", str(out)]) == 2
     assert "no run to plot among 1 record(s)" in capsys.readouterr().err and not out.exists()
-    assert plot.main(["--runs", str(folder), "--table", "table_99", "--out", str(out)]) == 1
+    assert plot.main(["--runs", str(folder), "--table", "table_99", "--out", str(out)]) == 2
     assert "--table table_99: no table spec" in capsys.readouterr().err
     broken = mlu_rec(val_curve_steps=[1])
     saved(tmp_path / "runs2", broken)
-    assert plot.main(["--runs", str(tmp_path / "runs2"), "--out", str(out)]) == 1
+    assert plot.main(["--runs", str(tmp_path / "runs2"), "--out", str(out)]) == 2
     assert f"run record {broken['run_id']}.json: key 'val_curve_steps'" in capsys.readouterr().err
 
 

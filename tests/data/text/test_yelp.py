@@ -148,8 +148,8 @@ def test_the_command_writes_nothing_on_a_bad_review(tmp_path, capsys):
     bad.write_text((YELP / "review.json").read_text(encoding="utf-8") + '{"stars": 9, "text": "x"}\n',
                    encoding="utf-8")
     fresh = tmp_path / "fresh"
-    assert yelp_main(["--review-json", str(bad), "--out-dir", str(fresh), "--no-progress"]) == 1
+    assert yelp_main(["--review-json", str(bad), "--out-dir", str(fresh), "--no-progress"]) == 2
     assert "review.json:111: unknown star rating 9" in capsys.readouterr().err
     assert not fresh.exists() or not any(fresh.iterdir())
-    assert yelp_main(["--review-json", str(YELP / "review.json"), "--out-dir", str(fresh), "--no-progress"]) == 1
+    assert yelp_main(["--review-json", str(YELP / "review.json"), "--out-dir", str(fresh), "--no-progress"]) == 2
     assert "fewer than the 504000 the split needs (500000 + 2000 + 2000)" in capsys.readouterr().err
