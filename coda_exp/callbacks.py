@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -72,6 +75,69 @@ class RandomState(pl.Callback):
         torch.set_rng_state(state["torch"])
         if "cuda" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
+
+
+INTERRUPTED_CHECKPOINT = "interrupted.ckpt"  # beside last.ckpt: the step a Ctrl-C or SIGTERM stopped at
+EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as a shell reports a run it stopped
+
+
+class RunInterrupted(Exception):
+    """Training stopped by a signal at the end of step ``step``, after ``checkpoint`` (resumable) was saved."""
+
+    def __init__(self, signal_name: str, step: int, checkpoint: Path):
+        super().__init__(f"{signal_name} at step {step}")
+        self.signal_name, self.step, self.checkpoint = signal_name, int(step), Path(checkpoint)
+
+
+class GracefulStop(pl.Callback):
+    """A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption) during training stops the run at
+    the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
+    :class:`RunInterrupted` (the pipeline records the run as interrupted and exits 130 or 143), so the steps since
+    the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
+    Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
+    after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all)."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
+        at its teardown), so the snapshot holds the handler from before the run."""
+        self.requested = None
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.requested = "SIGINT"
+        self._restore()  # a second Ctrl-C: KeyboardInterrupt, at once
+        print("\nCtrl-C: stopping after this step and saving a checkpoint to resume from (Ctrl-C again: stop at "
+              "once, nothing saved)", file=sys.stderr, flush=True)
+
+    def _restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        name = self.requested or ("SIGTERM" if trainer.received_sigterm else None)
+        if trainer.world_size > 1 and not trainer.strategy.reduce_boolean_decision(name is not None, all=False):
+            return
+        if name is None and trainer.world_size == 1:
+            return
+        self._restore()
+        last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+        folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+        path = folder / INTERRUPTED_CHECKPOINT
+        trainer.save_checkpoint(path)
+        raise RunInterrupted(name or "a signal on another rank", trainer.global_step, path)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore()
 
 
 class ValidationHistory(pl.Callback):

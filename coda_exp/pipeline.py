@@ -18,7 +18,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers: registered)
 from coda_exp.attention import kernels_used
-from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
+from coda_exp.callbacks import (
+    EXIT_STATUS,
+    GateStats,
+    GracefulStop,
+    RandomState,
+    RunInterrupted,
+    ValidationHistory,
+)
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError
@@ -265,7 +272,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
     loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState()]
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), GracefulStop()]
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
@@ -278,7 +285,10 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     try:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-        trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        try:
+            trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        except RunInterrupted as stop:  # Ctrl-C or SIGTERM: its checkpoint is saved; no test, no record
+            stopped(stop, overrides)
         # before validate/test restore the callbacks' states from `best`
         val_curve, val_curve_steps = list(history.values), list(history.steps)
         gate_stats = next((c.state_dict()["series"] for c in callbacks if isinstance(c, GateStats)), None)
@@ -296,7 +306,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             kernels["test"] = kernels_used(model)
-        status = "diverged" if diverged else "finished" if not trainer.interrupted else "interrupted"
+        status = "diverged" if diverged else "finished"
         record = new_record(cfg, identity, metrics=metrics, kernels=kernels, trainer=trainer, model=model,
                             datamodule=datamodule, steps=trainer.global_step, epochs=trainer.current_epoch,
                             start=start, commit=commit, overrides=overrides, status=status)
@@ -322,6 +332,15 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         return metrics.get(cfg.task.monitor)
     finally:
         finish(loggers, record)
+
+
+def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
+    """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
+    record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
+    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
+    log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: python "
+                "train.py %s", stop.signal_name, stop.step, again)
+    raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
 
 def build_offline(overrides: list[str], prefix: str = "coda-exp-",

@@ -10,7 +10,7 @@
 # on a warm machine between calls). The device tool brings back 8 files of at most 16 MiB, 2 folders down, so $OUT
 # gets: bench_fast_path.json (device, versions, commit), bench_gpu_coda.json, table6.log, session.tgz (gpu.csv, bench.log, the Table 6
 # records and predictions under table_6_gpu/, each run's log, CSV metrics, resolved config, status.json) and, for
-# runs that could not finish, their last.ckpt as <model>-s<seed>.ckpt (at most 4, the most wanted runs first).
+# runs that could not finish, their latest checkpoint as <model>-s<seed>.ckpt (at most 4, the most wanted first).
 # To resume those in a later call: put each at outputs/gpu_session/table6_outputs/<model>-s<seed>/checkpoints/
 # last.ckpt here and carry outputs/gpu_session (the working tree that travels is 64 MiB at most: ~11 MB a run).
 set -uo pipefail
@@ -73,9 +73,9 @@ outputs, out = Path(sys.argv[1]), Path(sys.argv[2])
 status = json.loads((outputs / "status.json").read_text()) if (outputs / "status.json").is_file() else {}
 kept = 0
 for name in [f"{m}-s{s}" for s in (1, 2, 3) for m in ("transformer", "coda_transformer")]:
-    last = outputs / name / "checkpoints" / "last.ckpt"
-    if last.is_file() and status.get(name, {}).get("state") != "finished" and kept < 4:
-        shutil.copy(last, out / f"{name}.ckpt")
+    resume = status.get(name, {}).get("resume")  # a partial run's latest checkpoint (last or interrupted)
+    if resume and Path(resume).is_file() and kept < 4:
+        shutil.copy(resume, out / f"{name}.ckpt")
         kept += 1
 PYEOF
 ls -l "$OUT"; echo "total: $(( $(date +%s) - start )) s"

@@ -13,8 +13,9 @@ slices), within ``--budget-s`` seconds: when the projected end of a run passes t
 starts, so the budget finishes whole runs rather than six partial ones.
 
 Calling it again goes on where it stopped: a run with a record (same scale, the grid's configuration) is done and
-skipped; a run with a ``last.ckpt`` resumes from it (the fast path resumes at the checkpoint's global step, data
-order included). At the end it prints, and writes to ``<outputs>/status.json``, which runs are finished, which
+skipped; a partial run resumes from its latest checkpoint: ``last.ckpt`` (its last validation) or
+``interrupted.ckpt`` (where side_by_side's SIGTERM stopped it, ``coda_exp.callbacks.GracefulStop``), whichever is
+at the later step (the fast path resumes at the checkpoint's global step, data order included). At the end it prints, and writes to ``<outputs>/status.json``, which runs are finished, which
 are partial (and at which step) and which never started.
 """
 
@@ -37,6 +38,7 @@ from coda_exp.fingerprint import fingerprint, scale_label
 from coda_exp.results import load_records
 
 MODELS = ("transformer", "coda_transformer")
+RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run's checkpoints to resume from: the one at the later step
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
 
 
@@ -58,6 +60,23 @@ def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str
     return out
 
 
+def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    """A partial run's checkpoint to resume from and its global step: of ``RESUME_FROM`` under
+    ``<folder>/checkpoints``, the one at the later step (None: the run never saved one)."""
+    import torch
+
+    found = []
+    for name in RESUME_FROM:
+        path = folder / "checkpoints" / name
+        if path.is_file():
+            found.append((int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"]),
+                          path))
+    if not found:
+        return None
+    step, path = max(found, key=lambda f: f[0])
+    return path, step
+
+
 def plan(args) -> tuple[list[dict], dict[str, dict]]:
     """The side_by_side jobs still to run, in priority order, and every run's state before this call."""
     done = finished_runs(args.results, args.scale, args.extra)
@@ -69,14 +88,14 @@ def plan(args) -> tuple[list[dict], dict[str, dict]]:
             if (model, seed) in done:
                 status[name] = {"state": "finished", "record": done[(model, seed)]["run_id"]}
                 continue
-            last = folder / "checkpoints" / "last.ckpt"
+            resume = resume_checkpoint(folder)
             argv = [args.python, str(ROOT / "train.py"), "experiment=table_6", f"model={model}", f"seed={seed}",
                     f"scale={args.scale}", f"trainer={args.trainer}", "callbacks=gate_stats",
                     f"callbacks.gate_stats.every_n_steps={args.gate_every}", f"paths.results_dir={args.results}",
                     *QUIET, *args.extra]
-            if last.is_file():  # a partial run: resume in its own folder (Hydra's folder for this call beside it)
-                argv += [f"ckpt_path={last}", f"hydra.run.dir={folder}.resume-{time.strftime('%Y%m%d-%H%M%S')}"]
-                status[name] = {"state": "resuming", "from": str(last)}
+            if resume is not None:  # a partial run: resume in its own folder (Hydra's folder for this call beside it)
+                argv += [f"ckpt_path={resume[0]}", f"hydra.run.dir={folder}.resume-{time.strftime('%Y%m%d-%H%M%S')}"]
+                status[name] = {"state": "resuming", "from": str(resume[0]), "step": resume[1]}
             else:
                 if folder.exists():  # started but never checkpointed: nothing to keep
                     shutil.rmtree(folder)
@@ -126,16 +145,13 @@ def report(args, before: dict[str, dict]) -> dict[str, dict]:
     for seed in args.seeds:
         for model in args.models:
             name = f"{model}-s{seed}"
-            last = args.outputs / name / "checkpoints" / "last.ckpt"
+            resume = resume_checkpoint(args.outputs / name)
             if (model, seed) in done:
                 rec = done[(model, seed)]
                 status[name] = {"state": "finished", "record": rec["run_id"],
                                 "test/acc_seq": rec["metrics"].get("test/acc_seq")}
-            elif last.is_file():
-                import torch
-
-                step = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
-                status[name] = {"state": "partial", "step": step, "resume": str(last)}
+            elif resume is not None:
+                status[name] = {"state": "partial", "step": resume[1], "resume": str(resume[0])}
             else:
                 status[name] = {"state": "not started"}
             status[name]["before"] = before.get(name, {}).get("state")
@@ -146,7 +162,7 @@ def report(args, before: dict[str, dict]) -> dict[str, dict]:
         print(f"  {name:24s} {s['state']}" + (f" at step {s['step']} of {args.steps}" if "step" in s else ""))
     if missing:
         print(f"missing {len(missing)} of {len(status)} runs: call again (`make reproduce-table-6-gpu`) to go on; "
-              f"partial runs resume from their last.ckpt")
+              f"partial runs resume from their latest checkpoint")
     return status
 
 

@@ -32,3 +32,16 @@ class Boom(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         raise RuntimeError("boom: a bug, not a bad input")
+
+
+class SignalAtStep(pl.Callback):
+    """Send this process signal ``signum`` at the end of optimizer step ``step``, as a Ctrl-C (2) or a cluster's
+    SIGTERM (15) would arrive during training."""
+
+    def __init__(self, step: int, signum: int):
+        self.step, self.signum = int(step), int(signum)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            signal.raise_signal(self.signum)

@@ -70,6 +70,36 @@ def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path, num_tra
     assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
 
 
+@pytest.mark.parametrize("path,signum,status", [("plain", 2, 130), ("fast", 15, 143)])
+def test_a_signal_stops_at_the_step_s_end_with_a_checkpoint_the_resumed_run_equals_the_whole_run(
+        compose, tmp_path, path, signum, status):
+    """Ctrl-C (SIGINT) or SIGTERM at step 4, mid-epoch and between validations: the run saves interrupted.ckpt
+    there, writes no record and exits 130 / 143 (Lightning's own Ctrl-C exits 1 with nothing saved); resumed from
+    it, the run is the uninterrupted one, bit for bit."""
+    import signal
+
+    base = [*GENERATED, "model=coda_transformer", "seed=4", *(FAST if path == "fast" else ["logger=none"]),
+            "save_predictions=false", "task.monitor=val/loss", "task.monitor_mode=min"]
+    run(compose(base, tmp_path / "whole"))
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=4",
+            f"+callbacks.sig.signum={signum}"]
+    with pytest.raises(SystemExit) as stopped:
+        run(compose([*base, *hook], tmp_path / "part"))
+    assert stopped.value.code == status
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+    saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
+    assert not (tmp_path / "part" / "results" / "runs").exists() or not list((tmp_path / "part" / "results" /
+                                                                              "runs").iterdir())
+    import torch
+
+    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == 4
+    run(compose([*base, f"ckpt_path={saved}"], tmp_path / "resumed"))
+    whole, resumed = record(tmp_path / "whole"), record(tmp_path / "resumed")
+    assert resumed["steps"] == whole["steps"] == 12 and resumed["resumed_from"] == str(saved)
+    assert resumed["val_curve_steps"] == whole["val_curve_steps"] == [6, 12]
+    assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
+
+
 def test_compile_that_fails_falls_back_to_eager_and_says_so(compose, tmp_path, monkeypatch):
     import torch
 

@@ -36,6 +36,11 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     partial = out / "coda_transformer-s1" / "checkpoints"
     partial.mkdir(parents=True)
     torch.save({"global_step": 45000, "state_dict": {}}, partial / "last.ckpt")
+    torch.save({"global_step": 44000, "state_dict": {}}, partial / "interrupted.ckpt")  # an older stop: not taken
+    later = out / "transformer-s3" / "checkpoints"  # stopped by SIGTERM after its last validation: taken
+    later.mkdir(parents=True)
+    torch.save({"global_step": 1000, "state_dict": {}}, later / "last.ckpt")
+    torch.save({"global_step": 1400, "state_dict": {}}, later / "interrupted.ckpt")
     (out / "transformer-s2").mkdir()  # started, never checkpointed: started again from scratch
     runs = tmp_path / "results" / "runs"
     runs.mkdir(parents=True)
@@ -50,8 +55,10 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     jobs, status = script.plan(args)
     assert [j["name"] for j in jobs] == ["coda_transformer-s1", "transformer-s2", "coda_transformer-s2"]
     assert status == {"transformer-s1": {"state": "finished", "record": "r1"},
-                      "coda_transformer-s1": {"state": "resuming", "from": str(partial / "last.ckpt")},
+                      "coda_transformer-s1": {"state": "resuming", "from": str(partial / "last.ckpt"), "step": 45000},
                       "transformer-s2": {"state": "queued"}, "coda_transformer-s2": {"state": "queued"}}
+    assert script.resume_checkpoint(out / "transformer-s3") == (later / "interrupted.ckpt", 1400)
+    assert script.resume_checkpoint(out / "transformer-s2") is None
     resume = jobs[0]["argv"]
     assert f"ckpt_path={partial / 'last.ckpt'}" in resume and "trainer=gpu_fast" in resume
     assert any(a.startswith(f"hydra.run.dir={out / 'coda_transformer-s1'}.resume-") for a in resume)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 from abc import ABC, abstractmethod
@@ -162,10 +163,29 @@ class DataModule(pl.LightningDataModule, ABC):
         if self.max_tokens is not None and lengths is not None:
             sampler = TokenBatchSampler(lengths, self.max_tokens, shuffle=train, seed=self.seed,
                                         bucket_width=self.bucket_width)
+            if train:
+                sampler.skip = self.trained_batches(len(sampler))
             return DataLoader(ds, batch_sampler=sampler, **common)
         # training order: a permutation per (seed, epoch), so a resumed run sees the epochs of the uninterrupted one
-        return DataLoader(ds, batch_size=size, sampler=EpochShuffleSampler(len(ds), self.seed) if train else None,
-                          generator=torch.Generator().manual_seed(self.seed), drop_last=drop_last, **common)
+        shuffle = EpochShuffleSampler(len(ds), self.seed) if train else None
+        if train:
+            shuffle.skip = size * self.trained_batches(len(ds) // size if drop_last else math.ceil(len(ds) / size))
+        return DataLoader(ds, batch_size=size, sampler=shuffle, generator=torch.Generator().manual_seed(self.seed),
+                          drop_last=drop_last, **common)
+
+    def trained_batches(self, per_epoch: int) -> int:
+        """The batches of the current epoch a run resumed mid-epoch has trained on (0 for a new run, at an epoch's
+        start, or where it cannot be known): Lightning restores the epoch and step, not a loader's place in its
+        epoch, so the training loader leaves them out and the resumed run trains on what the uninterrupted one
+        would have, bit for bit. One optimizer step per batch, every batch of every epoch (no
+        ``limit_train_batches``), one process (under DDP Lightning's own sampler shards the epoch)."""
+        trainer = self.trainer
+        limit = getattr(trainer, "limit_train_batches", None)
+        if (trainer is None or not trainer.global_step or per_epoch <= 0 or trainer.world_size != 1
+                or getattr(trainer, "accumulate_grad_batches", 1) != 1
+                or not (limit is None or (isinstance(limit, float) and limit == 1.0))):
+            return 0
+        return int(trainer.global_step) % per_epoch
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""

@@ -42,13 +42,15 @@ class EpochShuffleSampler(RandomSampler):
     def __init__(self, num_examples: int, seed: int = 0):
         super().__init__(range(num_examples))
         self.seed, self.epoch = int(seed), 0
+        self.skip = 0  # examples the next pass leaves out from its start (a run resumed mid-epoch), then 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
-        yield from torch.randperm(len(self.data_source), generator=gen).tolist()
+        skip, self.skip = self.skip, 0
+        yield from torch.randperm(len(self.data_source), generator=gen).tolist()[skip:]
 
 
 class TokenBatchSampler(BatchSampler):
@@ -82,6 +84,7 @@ class TokenBatchSampler(BatchSampler):
         self.buckets: list[np.ndarray] = [np.flatnonzero(keys == k) for k in np.unique(keys)]
         self.bucket_sizes = [max(1, self.max_tokens // int(self.lengths[b].max())) for b in self.buckets]
         self._cache: tuple[int, list[list[int]]] | None = None
+        self.skip = 0  # batches the next pass leaves out from its start (a run resumed mid-epoch), then 0
 
     @property
     def epoch(self) -> int:
@@ -131,7 +134,8 @@ class TokenBatchSampler(BatchSampler):
         return self._cache[1]
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self._local()
+        skip, self.skip = self.skip, 0
+        yield from self._local()[skip:]
 
     def __len__(self) -> int:
         return len(self._local())
