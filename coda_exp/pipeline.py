@@ -15,6 +15,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from coda_exp import console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers: registered)
 from coda_exp.attention import kernels_used
@@ -245,6 +246,10 @@ def run(cfg: DictConfig) -> float | None:
             log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
         try:
             return _train_and_record(cfg, start)
+        except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
+            log.warning("run stopped by SIGTERM outside a training step, with no checkpoint saved then: resume from "
+                        "its last checkpoint, %s", Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
+            raise SystemExit(EXIT_STATUS["SIGTERM"]) from None
         except Exception as err:
             if isinstance(err, UserError):  # the message says it all (file, line or key): no traceback
                 log.error("run failed: %s", err)

@@ -45,3 +45,14 @@ class SignalAtStep(pl.Callback):
                            batch_idx: int) -> None:
         if trainer.global_step == self.step:
             signal.raise_signal(self.signum)
+
+
+class SigtermInValidation(pl.Callback):
+    """A SIGTERM to this process as the validation after optimizer step ``step`` starts."""
+
+    def __init__(self, step: int):
+        self.step = int(step)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == "fit" and trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGTERM)

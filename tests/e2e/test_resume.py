@@ -64,6 +64,16 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_p
     assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
 
 
+def test_a_sigterm_outside_a_training_step_exits_143_not_0(make_cfg, caplog):
+    """Lightning stops a validation that meets a SIGTERM with an exception that exits with status 0, as a finished
+    run would (a cluster's scheduler would count the preempted job done)."""
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SigtermInValidation", "+callbacks.sig.step=5"]
+    with pytest.raises(SystemExit) as stopped:
+        run(make_cfg("task=snli", "scale=fixture", "logger=none", "task.epochs=3", *hook))
+    assert stopped.value.code == 143
+    assert "run stopped by SIGTERM outside a training step" in caplog.text and "last.ckpt" in caplog.text
+
+
 @pytest.mark.parametrize("content,expected", [
     (None, "the file is empty"),
     (b"not a checkpoint at all\n", "cannot be read"),
