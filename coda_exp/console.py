@@ -7,7 +7,8 @@ and the final summary, and silences what a user cannot act on:
   ``Restoring states from the checkpoint``...): they still go to the run's ``train.log``;
 - the Hugging Face ``datasets`` progress bars (``Generating train split``, ``Map``, ``Filter``, ``tokenising``; a
   verbose run leaves them to ``HF_DATASETS_DISABLE_PROGRESS_BARS``);
-- torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it).
+- torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it), and
+  Lightning's warning that an ``IterableDataset`` with ``__len__`` may repeat examples across workers (ours do not).
 
 The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
 with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
@@ -22,8 +23,11 @@ import warnings
 
 #: the loggers whose INFO lines a quiet run keeps off the console (their warnings and errors still show)
 LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning")
-#: warnings a quiet run hides: (message regex, category)
-HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),)
+#: warnings a quiet run hides: (message regex, category). Lightning's IterableDataset one warns of duplicates across
+#: DataLoader workers; the only iterable datasets here (generated MLU) shard themselves per worker
+#: (``coda_exp.data.seq2seq.mlu``, ``get_worker_info``), and it printed on every MLU run with no worker at all.
+HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
+                   (r"Your `IterableDataset` has `__len__` defined", UserWarning))
 
 
 class LibraryInfoFilter(logging.Filter):

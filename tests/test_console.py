@@ -103,3 +103,17 @@ def test_the_environment_variable_keeps_the_bars_off_even_when_verbose(terminal,
         warnings.simplefilter("error")  # datasets warns when asked to enable bars the variable disables
         console.configure(verbose=True)
     assert not datasets.is_progress_bar_enabled()
+
+
+def test_quiet_hides_lightnings_iterable_dataset_warning_verbose_shows_it(terminal):
+    """Printed on every MLU run (no worker at all): the generated MLU stream shards itself per DataLoader worker."""
+    from pytorch_lightning.utilities.rank_zero import rank_zero_warn
+
+    message = "Your `IterableDataset` has `__len__` defined. In combination with multi-process data loading"
+    for verbose, shown in ((False, False), (True, True)):
+        console.configure(verbose=verbose)
+        with warnings.catch_warnings(record=True) as caught:
+            rank_zero_warn(message)
+        assert any("IterableDataset" in str(w.message) for w in caught) is shown
+    console.configure(verbose=False)
+
