@@ -92,8 +92,8 @@ class RunInterrupted(Exception):
 class GracefulStop(pl.Callback):
     """A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption) during training stops the run at
     the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
-    :class:`RunInterrupted` (the pipeline records the run as interrupted and exits 130 or 143), so the steps since
-    the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
+    :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
+    steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
     Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
     after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all)."""
 
