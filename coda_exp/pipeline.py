@@ -342,9 +342,14 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
     record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
+    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: python "
-                "train.py %s", stop.signal_name, stop.step, again)
+                "train.py %s%s", stop.signal_name, stop.step, again,
+                "; the sweep stops here, its later jobs not run" if sweep else "")
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
 

@@ -64,6 +64,22 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_p
     assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
 
 
+def test_ctrl_c_in_a_sweep_stops_the_sweep_with_a_checkpoint_and_says_so(tmp_path):
+    """A real SIGINT to a sweep's process: its running job saves interrupted.ckpt, the later job never starts, the
+    exit status is 130 and the message gives the job's own overrides to resume it."""
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=3",
+            "+callbacks.sig.signum=2"]
+    proc = train(["-m", "task=snli", "scale=fixture", "task.epochs=2", "seed=1,2", *hook,
+                  f"hydra.sweep.dir={tmp_path}/sweep"], tmp_path)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    saved = tmp_path / "sweep" / "0-snli-decompatt-s1" / "checkpoints" / "interrupted.ckpt"
+    assert saved.is_file() and not (tmp_path / "sweep" / "1-snli-decompatt-s2").exists()
+    out = proc.stdout + proc.stderr  # the log's console lines go to stdout, the Ctrl-C notice to stderr
+    assert "seed=1 +callbacks.sig._target_" in out and f"ckpt_path={saved}" in out
+    assert "the sweep stops here, its later jobs not run" in out and "Ctrl-C: stopping after this step" in out
+    assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())
+
+
 def test_a_sigterm_outside_a_training_step_exits_143_not_0(make_cfg, caplog):
     """Lightning stops a validation that meets a SIGTERM with an exception that exits with status 0, as a finished
     run would (a cluster's scheduler would count the preempted job done)."""
