@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -347,8 +348,10 @@ def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
 
     again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-    log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: python "
-                "train.py %s%s", stop.signal_name, stop.step, again,
+    program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
+                                                                             "python train.py")
+    log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
+                stop.signal_name, stop.step, program, again,
                 "; the sweep stops here, its later jobs not run" if sweep else "")
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
