@@ -64,6 +64,7 @@ def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_p
     assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
 
 
+@pytest.mark.slow  # ~9 s: a training process; make test's in-process signal tests cover the stop itself
 def test_ctrl_c_in_a_sweep_stops_the_sweep_with_a_checkpoint_and_says_so(tmp_path):
     """A real SIGINT to a sweep's process: its running job saves interrupted.ckpt, the later job never starts, the
     exit status is 130 and the message gives the job's own overrides to resume it."""
