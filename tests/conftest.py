@@ -28,6 +28,8 @@ def compose_cfg(overrides: list[str], tmp: Path):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    from coda_exp import resolvers  # noqa: F401 (the configs' ${fixture_dir:...}: registered as a run registers it)
+
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "configs")):
         cfg = compose("train", overrides=[
             f"paths.results_dir={tmp}/results", f"paths.cache_dir={tmp}/cache", f"paths.log_dir={tmp}/outputs",

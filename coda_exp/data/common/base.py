@@ -40,6 +40,21 @@ def _reader_examples(reader: Reader, directory: str | None, split: str):  # for 
     yield from reader.read(split, directory)
 
 
+def _arrow_error(err: BaseException) -> BaseException | None:
+    """The pyarrow error behind ``err`` (a cache file of ``datasets`` that cannot be read), if there is one."""
+    try:
+        from pyarrow.lib import ArrowException
+    except ImportError:
+        return None
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, ArrowException):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,
                  version: str):
     """The examples of ``split`` as a :class:`datasets.Dataset` cached under ``cache_dir/datasets`` (keyed by the
@@ -127,7 +142,20 @@ class DataModule(pl.LightningDataModule, ABC):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        self.build()
+        try:
+            self.build()
+        except Exception as err:
+            unreadable = _arrow_error(err)
+            if unreadable is None:
+                raise
+            where = str(self.cache_dir)
+            if self.dir is None:  # a hub dataset: the datasets library's own cache may be the one
+                import datasets
+
+                where += f" (or, for a dataset from the hub, {datasets.config.HF_DATASETS_CACHE})"
+            raise DataError(f"the data cache under {where} cannot be read ({type(unreadable).__name__}: "
+                            f"{unreadable}; a run stopped while writing it, or a full disk?): delete that folder and "
+                            "run again, it is rebuilt from the data files") from None
         for name, ds in self.splits.items():
             if not isinstance(ds, IterableDataset):
                 self.stats[f"{name}_examples"] = len(ds)

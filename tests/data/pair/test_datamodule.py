@@ -60,6 +60,23 @@ def test_vocab_is_built_on_train_and_cached(tmp_path, dm):
     assert set(m.vocab.itos[4:]) == train_tokens
 
 
+def test_a_data_cache_that_cannot_be_read_is_one_message_naming_it(tmp_path, dm):
+    """A truncated arrow file in the datasets cache (a run stopped while writing it, a full disk) was pyarrow's
+    traceback; it is a DataError naming the cache folder, which the next run rebuilds once deleted."""
+    import shutil
+
+    dm(tmp_path)
+    arrows = sorted((tmp_path / "cache").rglob("*.arrow"))
+    assert arrows
+    for path in arrows:
+        path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(DataError, match=rf"the data cache under {tmp_path / 'cache'} cannot be read \(Arrow.*delete "
+                                        "that folder and run again"):
+        dm(tmp_path)
+    shutil.rmtree(tmp_path / "cache")
+    assert len(dm(tmp_path).splits["train"]) > 0
+
+
 def test_cached_vocabulary_of_the_old_special_ids_is_refused(tmp_path):
     # a v1 cache (pad 0, unk 1) must not be read as today's vocabulary (pad 0, bos 1, eos 2, unk 3)
     path = tmp_path / "old.json"
