@@ -115,8 +115,12 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocab:
-        with open(path, encoding="utf-8") as f:
-            itos = json.load(f)
-        if itos[: len(SPECIAL_TOKENS)] != list(SPECIAL_TOKENS):
+        try:
+            with open(path, encoding="utf-8") as f:
+                itos = json.load(f)
+        except (ValueError, UnicodeDecodeError) as e:  # a cache file cut short (a full disk), or not one of ours
+            raise DataError(f"{path}: not a readable vocabulary file ({e}); delete it and run again, it is rebuilt "
+                            "from the training data") from None
+        if not isinstance(itos, list) or itos[: len(SPECIAL_TOKENS)] != list(SPECIAL_TOKENS):
             raise DataError(f"{path}: not a coda-exp vocabulary (must start with {list(SPECIAL_TOKENS)})")
         return cls(itos[len(SPECIAL_TOKENS):])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -107,10 +108,14 @@ class TfidfRanker:
     def load(cls, path: Path) -> TfidfRanker:
         import scipy.sparse as sp
 
-        with np.load(path) as z:
-            matrix = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-            return cls(matrix, z["cols"], z["idf"], json.loads(str(z["ids"])),
-                       RetrievalOptions(**json.loads(str(z["options"]))))
+        try:
+            with np.load(path) as z:
+                matrix = sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+                return cls(matrix, z["cols"], z["idf"], json.loads(str(z["ids"])),
+                           RetrievalOptions(**json.loads(str(z["options"]))))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # cut short (a full disk), foreign
+            raise DataError(f"{path}: not a readable page index ({type(e).__name__}: {e}); delete it and run again "
+                            "(or coda-exp fever-index): it is rebuilt from the Wikipedia pages") from None
 
     def closest(self, queries: Sequence[str], k: int) -> list[list[str]]:
         """The ids of the ``k`` best pages for each query (pages sharing no weighted n-gram are left out)."""

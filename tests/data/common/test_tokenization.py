@@ -121,3 +121,13 @@ def test_word_vocab_bom_duplicates_and_errors(tmp_path):
         Vocab.from_file(p)
     with pytest.raises(DataError, match="does not exist"):
         Vocab.from_file(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("content", ['["<pad>", "<b', "\xff\xfe", '{"a": 1}'])
+def test_a_cached_vocabulary_that_cannot_be_read_names_its_file(tmp_path, content):
+    """A vocabulary cache cut short (a full disk) or not a list was a JSONDecodeError's traceback."""
+    path = tmp_path / "vocab-x.json"
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(DataError, match=rf"{path}: not a"):
+        Vocab.load(path)
+

@@ -145,6 +145,19 @@ def test_retrieval_finds_the_cited_page_and_sentence(tmp_path):
     assert select_sentences("dog ran", cands, 2, OPTS.vectorizer())[0] == ["P", 1]
 
 
+def test_a_page_index_cut_short_is_one_message_naming_it(tmp_path):
+    """The TF-IDF index cached beside the dump (hours to build on the full Wikipedia), truncated by a full disk, was
+    a zipfile traceback; it is a DataError naming the file to delete."""
+    from coda_exp.data.evidence.retrieval import open_ranker
+
+    store = open_store(SRC, tmp_path)
+    open_ranker(store, OPTS, progress=False)
+    (index,) = store.path.parent.glob("tfidf-*.npz")
+    index.write_bytes(index.read_bytes()[:200])
+    with pytest.raises(DataError, match=rf"{index}: not a readable page index .*delete it and run again"):
+        open_ranker(store, OPTS, progress=False)
+
+
 def test_data_module_batches_retrieved_and_gold_evidence(tmp_path):
     dm = module(SRC, tmp_path)
     dm.setup()
