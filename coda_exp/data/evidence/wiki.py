@@ -108,6 +108,12 @@ class WikiStore:
             raise DataError(f"fever: no Wikipedia store at {str(self.path)!r}; build it with "
                             "coda-exp fever-index (scripts/fever_index.py)")
         self.con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        try:  # a store cut short (a full disk) fails here, not at the first claim's evidence deep in training
+            self.con.execute("SELECT id, lines FROM pages LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            self.con.close()
+            raise DataError(f"{self.path}: not a readable Wikipedia store ({e}); delete it and run again (or "
+                            "coda-exp fever-index): it is rebuilt from the dump") from None
         self._lines: dict[str, list[str] | None] = {}
 
     def __len__(self) -> int:

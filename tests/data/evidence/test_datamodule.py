@@ -145,6 +145,16 @@ def test_retrieval_finds_the_cited_page_and_sentence(tmp_path):
     assert select_sentences("dog ran", cands, 2, OPTS.vectorizer())[0] == ["P", 1]
 
 
+@pytest.mark.parametrize("keep", [0, 100, 3000])
+def test_a_wikipedia_store_cut_short_is_one_message_naming_it(tmp_path, keep):
+    store = open_store(SRC, tmp_path)
+    path = store.path
+    store.con.close()
+    path.write_bytes(path.read_bytes()[:keep])
+    with pytest.raises(DataError, match=rf"{path}: not a readable Wikipedia store .*delete it and run again"):
+        open_store(SRC, tmp_path)
+
+
 def test_a_page_index_cut_short_is_one_message_naming_it(tmp_path):
     """The TF-IDF index cached beside the dump (hours to build on the full Wikipedia), truncated by a full disk, was
     a zipfile traceback; it is a DataError naming the file to delete."""
