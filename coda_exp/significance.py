@@ -200,7 +200,11 @@ def _predictions(record: dict, predictions_dir: Path | None) -> list[dict] | Non
         candidates.append(Path(predictions_dir) / f"{record['run_id']}.jsonl.gz")
     for path in candidates:
         if path.is_file():
-            return read_predictions(path)
+            try:
+                return read_predictions(path)
+            except (OSError, EOFError, ValueError) as e:  # cut short (a full disk), not gzip, not JSON lines
+                warnings.warn(f"{path}: test predictions that cannot be read ({type(e).__name__}: {e}); the paired "
+                              "test leaves this seed out", stacklevel=2)
     return None
 
 
