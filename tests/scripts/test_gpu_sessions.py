@@ -76,7 +76,7 @@ def _scripts(calls) -> dict[str, int]:
 @pytest.mark.parametrize("phases,expected", [
     ("check kernels attn gputests", {"scripts/check_flash_triton.py", "scripts/bench_flash_kernels.py",
                                      "scripts/bench_gpu_coda.py"}),
-    ("keops", {"scripts/keops_cuda_env.py", "scripts/bench_gpu_coda.py"})])
+    pytest.param("keops", {"scripts/keops_cuda_env.py", "scripts/bench_gpu_coda.py"}, marks=pytest.mark.slow)])
 def test_the_coda_session_s_command_lines_parse(tmp_path, phases, expected):
     calls = _session(tmp_path, "gpu_session_coda.sh", PHASES=phases)
     assert _scripts(calls) == dict.fromkeys(expected, 0), calls
@@ -84,6 +84,7 @@ def test_the_coda_session_s_command_lines_parse(tmp_path, phases, expected):
         assert [rc for rc, args in calls if args[:2] == ["-m", "pytest"]] == [0]
 
 
+@pytest.mark.slow  # ~5 s: three scripts import torch to parse their command lines; make test keeps the coda session's
 def test_the_fast_path_session_s_command_lines_parse(tmp_path):
     calls = _session(tmp_path, "gpu_session_fast_path.sh")
     assert _scripts(calls) == dict.fromkeys(["scripts/bench_gpu_coda.py", "scripts/bench_fast_path.py",
