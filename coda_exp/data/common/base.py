@@ -40,19 +40,24 @@ def _reader_examples(reader: Reader, directory: str | None, split: str):  # for 
     yield from reader.read(split, directory)
 
 
+def _cause(err: BaseException, kind: type[BaseException] | tuple) -> BaseException | None:
+    """The first exception of type ``kind`` in ``err``'s chain (itself, then its causes and contexts), or None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def _arrow_error(err: BaseException) -> BaseException | None:
     """The pyarrow error behind ``err`` (a cache file of ``datasets`` that cannot be read), if there is one."""
     try:
         from pyarrow.lib import ArrowException
     except ImportError:
         return None
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, ArrowException):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
+    return _cause(err, ArrowException)
 
 
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,
@@ -70,10 +75,8 @@ def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None
     except DataError:
         raise
     except Exception as e:  # datasets wraps generator errors: surface ours
-        cause = e
-        while cause is not None and not isinstance(cause, DataError):
-            cause = cause.__cause__ or cause.__context__
-        if isinstance(cause, DataError):
+        cause = _cause(e, DataError)
+        if cause is not None:
             raise cause from None
         raise
 
