@@ -122,9 +122,10 @@ class GracefulStop(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         name = self.requested or ("SIGTERM" if trainer.received_sigterm else None)
-        if trainer.world_size > 1 and not trainer.strategy.reduce_boolean_decision(name is not None, all=False):
-            return
-        if name is None and trainer.world_size == 1:
+        stop = name is not None
+        if trainer.world_size > 1:  # every rank takes part, every step: any rank's signal stops them all
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if not stop:
             return
         self._restore()
         last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)

@@ -82,8 +82,8 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
             path = keep
         by_step[step] = path
     if len(by_step) < last:
-        raise CheckpointError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer than "
-                         f"--last {last}")
+        raise CheckpointError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer "
+                              f"than --last {last}")
     return [by_step[s] for s in sorted(by_step)[-last:]]
 
 
@@ -108,7 +108,7 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
                 continue
             if value.shape != base["state_dict"][key].shape:
                 raise CheckpointError(f"{key}: shape {tuple(value.shape)} in {path} but "
-                                 f"{tuple(base['state_dict'][key].shape)} in {base_path}")
+                                      f"{tuple(base['state_dict'][key].shape)} in {base_path}")
             acc = value.detach().to(torch.float64)
             sums[key] = acc if key not in sums else sums[key] + acc
     out = dict(base)
