@@ -350,9 +350,10 @@ def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
                                                                              "python train.py")
-    log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
-                stop.signal_name, stop.step, program, again,
-                "; the sweep stops here, its later jobs not run" if sweep else "")
+    if pl.utilities.rank_zero_only.rank == 0:  # once, not once per DDP process
+        log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
+                    stop.signal_name, stop.step, program, again,
+                    "; the sweep stops here, its later jobs not run" if sweep else "")
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
 

@@ -186,3 +186,36 @@ def test_random_state_round_trip_restores_python_numpy_and_torch():
     assert (random.random(), float(np.random.rand()), torch.rand(3).tolist()) == drawn
     restorer.on_train_start(None, None)  # restored once: a second train start draws on
     assert torch.rand(3).tolist() != drawn[2]
+
+
+def test_ddp_sigterm_sets_lightnings_flag_forwards_once_and_makes_no_collective(monkeypatch):
+    """Under DDP GracefulStop replaces Lightning's SIGTERM notifier, which broadcasts inside the signal handler: a
+    rank signalled twice (by the cluster and by rank 0's forwarding) made one collective more than rank 0 and the
+    run hung (a real two-process run: tests/e2e/test_resume.py, -m slow). Ours sets the flag, forwards once, calls
+    the other handlers Lightning composed, and gives Lightning's handler back at the end of training."""
+    import signal
+
+    import torch.distributed as dist
+    from pytorch_lightning.trainer.connectors.signal_connector import _HandlersCompose, _SignalConnector
+
+    from coda_exp.callbacks import GracefulStop
+
+    kills, others = [], []
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(launcher=SimpleNamespace(kill=kills.append),
+                                                                     root_device=torch.device("cpu")))
+    connector = _SignalConnector(trainer)
+    trainer._signal_connector = connector
+    lightning = _HandlersCompose([connector._sigterm_notifier_fn, lambda signum, frame: others.append(signum)])
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a process group, as under DDP
+    monkeypatch.setattr(dist, "broadcast", lambda *a, **k: pytest.fail("a collective in the signal handler"))
+    before = signal.signal(signal.SIGTERM, lightning)
+    try:
+        stop = GracefulStop()
+        stop.on_train_start(trainer, None)
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)  # the forwarded copy
+        assert connector.received_sigterm and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
+        stop.on_train_end(trainer, None)
+        assert signal.getsignal(signal.SIGTERM) is lightning
+    finally:
+        signal.signal(signal.SIGTERM, before)

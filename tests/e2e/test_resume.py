@@ -117,3 +117,31 @@ def test_a_corrupt_checkpoint_is_one_line_naming_it_before_any_data(make_cfg, tm
     message = str(err.value)
     assert "\n" not in message and message.startswith(str(bad)) and expected in message
     assert "expected a Lightning checkpoint" in message
+
+
+@pytest.mark.slow  # ~55 s: three two-process runs each; the sampler's sharding and skip are tested in tests/data
+@pytest.mark.parametrize("task,model,step,extra", [
+    ("snli", "decompatt", 4, ["task.epochs=3"]),  # 36 examples a rank, 3 batches: step 4 is batch 1 of epoch 1
+    ("sst", "transformer_classifier", 3, ["task.max_steps=8", "data.max_tokens=128"]),  # 2 token batches a rank
+])
+def test_a_ddp_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path, task, model, step, extra):
+    """trainer=ddp, two CPU processes: a SIGTERM mid-epoch (interrupted.ckpt) and the resumed run equal the
+    uninterrupted run. Each rank leaves out its batches of the epoch already trained on; before, Lightning's own
+    DistributedSampler replaced ours and the resumed run trained on the epoch's first batches again."""
+    base = [f"task={task}", f"model={model}", "scale=fixture", "seed=3", "save_predictions=false", "trainer=ddp",
+            "trainer.accelerator=cpu", "trainer.devices=2", "task.monitor=val/loss", "task.monitor_mode=min", *extra]
+    cache = tmp_path / "cache"
+    whole = train([*base, f"hydra.run.dir={tmp_path}/whole"], tmp_path / "a", cache)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={step}",
+            "+callbacks.sig.signum=15"]
+    part = train([*base, *hook, f"hydra.run.dir={tmp_path}/part"], tmp_path / "b", cache)
+    assert part.returncode == 143, part.stderr[-3000:]
+    saved = tmp_path / "part" / "checkpoints" / "interrupted.ckpt"
+    resumed = train([*base, f"ckpt_path={saved}", f"hydra.run.dir={tmp_path}/resumed"], tmp_path / "b", cache)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (a,) = results.load_records(tmp_path / "a" / "results" / "runs", strict=True)
+    (b,) = results.load_records(tmp_path / "b" / "results" / "runs", strict=True)
+    assert b["resumed_from"] == str(saved) and b["steps"] == a["steps"]
+    assert b["val_curve_steps"] == a["val_curve_steps"] and b["val_curve"] == a["val_curve"]
+    assert b["metrics"] == a["metrics"]

@@ -192,27 +192,38 @@ class DataModule(pl.LightningDataModule, ABC):
         if isinstance(ds, IterableDataset):
             return DataLoader(ds, batch_size=size, **common)
         if self.max_tokens is not None and lengths is not None:
-            sampler = TokenBatchSampler(lengths, self.max_tokens, shuffle=train, seed=self.seed,
-                                        bucket_width=self.bucket_width)
-            if train:
-                sampler.skip = self.trained_batches(len(sampler))
+            kwargs = {"shuffle": train, "seed": self.seed, "bucket_width": self.bucket_width,
+                      **(self.shard() if train else {})}  # evaluation: Lightning shards it under DDP
+            sampler = TokenBatchSampler(lengths, self.max_tokens, **kwargs)
+            skip = self.trained_batches(len(sampler)) if train else 0
+            if skip:  # re-made with it: an argument, which Lightning's re-creation under DDP keeps
+                sampler = TokenBatchSampler(lengths, self.max_tokens, skip=skip, **kwargs)
             return DataLoader(ds, batch_sampler=sampler, **common)
         # training order: a permutation per (seed, epoch), so a resumed run sees the epochs of the uninterrupted one
-        shuffle = EpochShuffleSampler(len(ds), self.seed) if train else None
+        shuffle = EpochShuffleSampler(len(ds), self.seed, **self.shard()) if train else None
         if train:
-            shuffle.skip = size * self.trained_batches(len(ds) // size if drop_last else math.ceil(len(ds) / size))
+            shuffle.skip = size * self.trained_batches(len(shuffle) // size if drop_last else
+                                                       math.ceil(len(shuffle) / size))
         return DataLoader(ds, batch_size=size, sampler=shuffle, generator=torch.Generator().manual_seed(self.seed),
                           drop_last=drop_last, **common)
 
+    def shard(self) -> dict[str, int]:
+        """This process's share of the training data under DDP (``num_replicas``, ``rank``: the trainer's world
+        size and global rank; one process when there is no trainer)."""
+        trainer = self.trainer
+        if trainer is None or getattr(trainer, "world_size", 1) == 1:
+            return {"num_replicas": 1, "rank": 0}
+        return {"num_replicas": int(trainer.world_size), "rank": int(trainer.global_rank)}
+
     def trained_batches(self, per_epoch: int) -> int:
-        """The batches of the current epoch a run resumed mid-epoch has trained on (0 for a new run, at an epoch's
-        start, or where it cannot be known): Lightning restores the epoch and step, not a loader's place in its
-        epoch, so the training loader leaves them out and the resumed run trains on what the uninterrupted one
-        would have, bit for bit. One optimizer step per batch, every batch of every epoch (no
-        ``limit_train_batches``), one process (under DDP Lightning's own sampler shards the epoch)."""
+        """The batches of the current epoch a run resumed mid-epoch has trained on in this process (0 for a new run,
+        at an epoch's start, or where it cannot be known): Lightning restores the epoch and step, not a loader's
+        place in its epoch, so the training loader leaves them out and the resumed run trains on what the
+        uninterrupted one would have, bit for bit. ``per_epoch``: this process's batches an epoch (its shard under
+        DDP). One optimizer step per batch, every batch of every epoch (no ``limit_train_batches``)."""
         trainer = self.trainer
         limit = getattr(trainer, "limit_train_batches", None)
-        if (trainer is None or not trainer.global_step or per_epoch <= 0 or trainer.world_size != 1
+        if (trainer is None or not trainer.global_step or per_epoch <= 0
                 or getattr(trainer, "accumulate_grad_batches", 1) != 1
                 or not (limit is None or (isinstance(limit, float) and limit == 1.0))):
             return 0

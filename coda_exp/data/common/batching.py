@@ -13,6 +13,11 @@ halved until the count divides ``num_replicas`` (only when there are fewer examp
 repeated); with ``drop_last`` the surplus batches are dropped instead. Under Lightning nothing needs setting:
 Lightning re-creates this sampler with a ``DistributedSampler`` as ``sampler`` and the replica count, rank and
 epoch are read from it.
+
+Resuming mid-epoch: both samplers take ``skip``, what the next pass leaves out from its start (this rank's
+examples or batches already trained on), and then 0. :class:`TokenBatchSampler` takes it as a constructor argument
+so that it survives Lightning's re-creation under DDP; :class:`EpochShuffleSampler` is itself a
+``DistributedSampler``, which Lightning keeps as it is.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, Sampler
+from torch.utils.data import BatchSampler, DistributedSampler, Sampler
 
 
 class _EpochCounter:
@@ -34,23 +39,26 @@ class _EpochCounter:
         self.epoch = int(epoch)
 
 
-class EpochShuffleSampler(RandomSampler):
+class EpochShuffleSampler(DistributedSampler):
     """A permutation of ``range(num_examples)`` drawn from ``(seed, epoch)``: epoch ``e`` has the same order in a run
     resumed from a checkpoint as in the uninterrupted run (Lightning calls ``set_epoch`` before each epoch; the
-    order is drawn lazily, at the first batch). A ``RandomSampler``, so DDP replaces it as it replaces any."""
+    order is drawn lazily, at the first batch). Under DDP rank ``r`` of ``num_replicas`` takes every
+    ``num_replicas``-th example of that one permutation from ``r`` on, the permutation padded from its start to a
+    multiple of ``num_replicas`` (as torch's ``DistributedSampler`` pads); one process takes all of it. A
+    ``DistributedSampler``, so Lightning does not replace it with its own, whose order a resumed run could not
+    skip into."""
 
-    def __init__(self, num_examples: int, seed: int = 0):
-        super().__init__(range(num_examples))
-        self.seed, self.epoch = int(seed), 0
-        self.skip = 0  # examples the next pass leaves out from its start (a run resumed mid-epoch), then 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+    def __init__(self, num_examples: int, seed: int = 0, num_replicas: int = 1, rank: int = 0):
+        super().__init__(range(num_examples), num_replicas=num_replicas, rank=rank, shuffle=True, seed=int(seed))
+        self.skip = 0  # this rank's examples the next pass leaves out from its start (a run resumed mid-epoch), then 0
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(int(np.random.SeedSequence([self.seed, self.epoch]).generate_state(1)[0]))
+        order = torch.randperm(len(self.dataset), generator=gen).tolist()
+        while len(order) < self.total_size:  # padded from its start, so every rank has num_samples examples
+            order += order[: self.total_size - len(order)]
         skip, self.skip = self.skip, 0
-        yield from torch.randperm(len(self.data_source), generator=gen).tolist()[skip:]
+        yield from order[self.rank: self.total_size: self.num_replicas][skip:]
 
 
 class TokenBatchSampler(BatchSampler):
@@ -58,7 +66,7 @@ class TokenBatchSampler(BatchSampler):
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
                  bucket_width: int = 8, drop_last: bool = False, num_replicas: int | None = None,
-                 rank: int | None = None, sampler: Sampler | None = None):
+                 rank: int | None = None, sampler: Sampler | None = None, skip: int = 0):
         if max_tokens < 1 or bucket_width < 1:
             raise ValueError(f"max_tokens ({max_tokens}) and bucket_width ({bucket_width}) must be positive")
         self.lengths = np.maximum(np.asarray(lengths, dtype=np.int64).reshape(-1), 1)  # empty rows still pad to 1
@@ -84,7 +92,8 @@ class TokenBatchSampler(BatchSampler):
         self.buckets: list[np.ndarray] = [np.flatnonzero(keys == k) for k in np.unique(keys)]
         self.bucket_sizes = [max(1, self.max_tokens // int(self.lengths[b].max())) for b in self.buckets]
         self._cache: tuple[int, list[list[int]]] | None = None
-        self.skip = 0  # batches the next pass leaves out from its start (a run resumed mid-epoch), then 0
+        self.skip = int(skip)  # this rank's batches the next pass leaves out from its start (a run resumed
+        # mid-epoch), then 0; an argument, so that Lightning's re-creation of this sampler under DDP keeps it
 
     @property
     def epoch(self) -> int:

@@ -125,3 +125,80 @@ def test_dataloader_and_lightning_ddp_injection():
         assert bs.epoch == 1
         shards.append(torch.cat(list(new)).tolist())
     assert sorted(shards[0] + shards[1]) == data
+
+
+def test_epoch_shuffle_one_process_is_the_seed_epoch_permutation_and_ranks_share_it():
+    """One process: the permutation drawn from (seed, epoch), as before it was a DistributedSampler (the data order
+    of committed runs). Under DDP each rank takes every num_replicas-th example of that permutation, padded from
+    its start, and is a DistributedSampler, so Lightning keeps it instead of injecting its own."""
+    import numpy as np
+
+    from coda_exp.data.common.batching import EpochShuffleSampler
+
+    one = EpochShuffleSampler(11, seed=4)
+    one.set_epoch(2)
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([4, 2]).generate_state(1)[0]))
+    order = torch.randperm(11, generator=gen).tolist()
+    assert list(one) == order and len(one) == 11
+    shards = [EpochShuffleSampler(11, seed=4, num_replicas=3, rank=r) for r in range(3)]
+    for s in shards:
+        s.set_epoch(2)
+        assert isinstance(s, DistributedSampler) and len(s) == 4
+    padded = order + order[:1]
+    assert [list(s) for s in shards] == [padded[r::3] for r in range(3)]
+    shards[1].skip = 2  # a resumed run: this rank's examples already trained on, left out of the next pass only
+    assert list(shards[1]) == padded[1::3][2:]
+    assert list(shards[1]) == padded[1::3]
+
+
+def test_token_batches_skip_survives_lightnings_ddp_re_creation():
+    """``skip`` is a constructor argument: Lightning re-creates a batch sampler under DDP from the arguments it was
+    made with, so a skip set afterwards would be lost and the resumed rank would train on its first batches again."""
+    from lightning_fabric.utilities.data import _replace_dunder_methods
+    from pytorch_lightning.utilities.data import _update_dataloader
+    from torch.utils.data import BatchSampler
+
+    lens, data = lengths(50), list(range(50))
+    for rank in range(2):
+        whole = TokenBatchSampler(lens, 200, seed=4, num_replicas=2, rank=rank)
+        with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+            loader = DataLoader(data, batch_sampler=TokenBatchSampler(lens, 200, seed=4, num_replicas=2, rank=rank,
+                                                                      skip=2))
+        new = _update_dataloader(loader, DistributedSampler(data, num_replicas=2, rank=rank, shuffle=True))
+        assert [b.tolist() for b in new] == [torch.tensor(b).tolist() for b in list(whole)[2:]]
+
+
+class _Rows:
+    """The loader of a data module whose trainer is (world_size, rank, global_step): no data family needed."""
+
+    def __init__(self, world, rank, step, max_tokens=None):
+        from types import SimpleNamespace
+
+        from coda_exp.data.common.base import DataModule
+
+        class Module(DataModule):
+            build = model_kwargs = task_kwargs = None
+
+        self.dm = Module(batch_size=4, max_tokens=max_tokens, seed=7)
+        self.dm.collate = lambda rows: rows
+        trainer = SimpleNamespace(world_size=world, global_rank=rank, global_step=step, limit_train_batches=1.0,
+                                  accumulate_grad_batches=1)
+        type(self.dm).trainer = property(lambda _: trainer)
+
+    def batches(self, lens=None):
+        data = list(range(30))
+        return [list(b) for b in self.dm.loader(data, train=True, lengths=lens)]
+
+
+@pytest.mark.parametrize("max_tokens", [None, 120])  # shuffled examples, token batches
+def test_a_resumed_rank_leaves_out_its_batches_of_the_epoch_already_trained_on(max_tokens):
+    """Under DDP each rank's training loader is its own shard (no Lightning sampler needed) and a run resumed at
+    global step k starts at batch k mod (the rank's batches an epoch), as the uninterrupted rank went on."""
+    lens = lengths(30, hi=30) if max_tokens else None
+    for rank in range(2):
+        whole = _Rows(2, rank, 0, max_tokens).batches(lens)
+        assert 2 < len(whole) < 8
+        resumed = _Rows(2, rank, len(whole) + 2, max_tokens).batches(lens)  # 2 batches into the next epoch
+        assert resumed == whole[2:]
+    shards = [_Rows(2, r, 0, max_tokens).batches(lens) for r in range(2)]
+    assert sorted(i for s in shards for b in s for i in b) == list(range(30))  # every example once
