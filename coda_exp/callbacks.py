@@ -153,10 +153,14 @@ class GracefulStop(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         name = self.requested or ("SIGTERM" if trainer.received_sigterm else None)
-        stop = name is not None
-        if trainer.world_size > 1:  # every rank takes part, every step: any rank's signal stops them all
-            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if not stop:
+        if trainer.world_size > 1:  # every rank takes part, every step: any rank's signal stops them all, each
+            # exiting with that signal's status (SIGTERM's where ranks got both)
+            import torch
+
+            codes = {None: 0, **{n: getattr(signal, n).value for n in EXIT_STATUS}}
+            code = trainer.strategy.reduce(torch.tensor(codes[name], device=pl_module.device), reduce_op="max")
+            name = {v: k for k, v in codes.items()}[int(code)]
+        if name is None:
             return
         self._restore()
         self._restore_sigterm()
@@ -164,7 +168,7 @@ class GracefulStop(pl.Callback):
         folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
         path = folder / INTERRUPTED_CHECKPOINT
         trainer.save_checkpoint(path)
-        raise RunInterrupted(name or "a signal on another rank", trainer.global_step, path)
+        raise RunInterrupted(name, trainer.global_step, path)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._restore()

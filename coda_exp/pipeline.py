@@ -248,8 +248,8 @@ def run(cfg: DictConfig) -> float | None:
         try:
             return _train_and_record(cfg, start)
         except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
-            log.warning("run stopped by SIGTERM outside a training step, with no checkpoint saved then: resume from "
-                        "its last checkpoint, %s", Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
+            warn_once("run stopped by SIGTERM outside a training step, with no checkpoint saved then: resume from "
+                      "its last checkpoint, %s", Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
             raise SystemExit(EXIT_STATUS["SIGTERM"]) from None
         except Exception as err:
             if isinstance(err, UserError):  # the message says it all (file, line or key): no traceback
@@ -340,6 +340,12 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         finish(loggers, record)
 
 
+def warn_once(message: str, *args) -> None:
+    """A warning from rank 0 only: every DDP process runs the pipeline, and a stop's message is the same on each."""
+    if pl.utilities.rank_zero_only.rank == 0:
+        log.warning(message, *args)
+
+
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
     record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
@@ -350,10 +356,9 @@ def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
                                                                              "python train.py")
-    if pl.utilities.rank_zero_only.rank == 0:  # once, not once per DDP process
-        log.warning("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
-                    stop.signal_name, stop.step, program, again,
-                    "; the sweep stops here, its later jobs not run" if sweep else "")
+    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
+              stop.signal_name, stop.step, program, again, "; the sweep stops here, its later jobs not run" if sweep
+              else "")
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
 

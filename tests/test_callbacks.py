@@ -219,3 +219,26 @@ def test_ddp_sigterm_sets_lightnings_flag_forwards_once_and_makes_no_collective(
         assert signal.getsignal(signal.SIGTERM) is lightning
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("mine,others,expected", [(None, 15, "SIGTERM"), ("SIGINT", 15, "SIGTERM"),
+                                                  ("SIGINT", 2, "SIGINT"), (None, 0, None)])
+def test_the_ranks_vote_stops_every_rank_with_the_signal_one_of_them_got(tmp_path, mine, others, expected):
+    """Under DDP a rank that got no signal stops too, and reports the signal another rank got (its exit status
+    130 or 143, not 1); SIGTERM where ranks got both."""
+    from coda_exp.callbacks import GracefulStop, RunInterrupted
+
+    saved = []
+    strategy = SimpleNamespace(reduce=lambda t, reduce_op: torch.maximum(t, torch.tensor(others)))
+    trainer = SimpleNamespace(world_size=2, strategy=strategy, received_sigterm=False, callbacks=[],
+                              default_root_dir=str(tmp_path), global_step=7, save_checkpoint=saved.append)
+    stop = GracefulStop()
+    stop.requested = mine
+    if expected is None:
+        stop.on_train_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
+        assert not saved
+        return
+    with pytest.raises(RunInterrupted) as err:
+        stop.on_train_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
+    assert err.value.signal_name == expected and err.value.step == 7
+    assert saved == [tmp_path / "checkpoints" / "interrupted.ckpt"]
