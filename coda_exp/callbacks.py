@@ -95,27 +95,19 @@ class GracefulStop(pl.Callback):
     :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
     steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
     Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
-    after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all), and SIGTERM gets
-    Lightning's handling without its broadcast: Lightning's handler broadcasts from inside the signal handler, so a
-    rank that receives SIGTERM twice (a cluster signals every process, and rank 0 forwards its own to the others)
-    makes one collective more than rank 0 and every rank hangs at the next one."""
+    after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
+    signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives."""
 
     def __init__(self) -> None:
         self.requested: str | None = None
         self._previous = None
-        self._previous_sigterm = None
-        self._trainer: pl.Trainer | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
         at its teardown), so the snapshot holds the handler from before the run."""
         self.requested = None
-        if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread only
-            return
-        self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        if trainer.world_size > 1 and hasattr(trainer, "_signal_connector"):
-            self._trainer = trainer
-            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame) -> None:
         self.requested = "SIGINT"
@@ -123,32 +115,10 @@ class GracefulStop(pl.Callback):
         print("\nCtrl-C: stopping after this step and saving a checkpoint to resume from (Ctrl-C again: stop at "
               "once, nothing saved)", file=sys.stderr, flush=True)
 
-    def _on_sigterm(self, signum, frame) -> None:
-        """Lightning's SIGTERM notifier (forward the signal to the processes it launched, once; set
-        ``trainer.received_sigterm``, which stops a validation) and the other handlers it composed with it, without
-        the notifier's broadcast. The ranks' vote in :meth:`on_train_batch_end` is the one collective the stop needs,
-        at the same place on every rank."""
-        trainer = self._trainer
-        connector = trainer._signal_connector
-        if not connector.received_sigterm:
-            launcher = trainer.strategy.launcher
-            if launcher is not None:
-                launcher.kill(signum)
-        connector.received_sigterm = True
-        notifier = getattr(type(connector), "_sigterm_notifier_fn", None)
-        for handler in getattr(self._previous_sigterm, "signal_handlers", []):  # Lightning's _HandlersCompose
-            if callable(handler) and getattr(handler, "__func__", None) is not notifier:
-                handler(signum, frame)
-
     def _restore(self) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
-
-    def _restore_sigterm(self) -> None:
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm, self._trainer = None, None
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
@@ -163,7 +133,6 @@ class GracefulStop(pl.Callback):
         if name is None:
             return
         self._restore()
-        self._restore_sigterm()
         last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
         folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
         path = folder / INTERRUPTED_CHECKPOINT
@@ -172,11 +141,59 @@ class GracefulStop(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._restore()
-        self._restore_sigterm()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore()
-        self._restore_sigterm()
+
+
+class DistributedSigterm(pl.Callback):
+    """Under DDP, Lightning's SIGTERM handling without its broadcast. Lightning's handler broadcasts from inside the
+    signal handler, at whatever point each rank was: a rank signalled twice (a cluster signals every process, and
+    rank 0 forwards its own to the processes it launched) made one collective more than rank 0 and the run hung
+    for good; a rank signalled during another collective breaks its pairing too. This handler does the rest of
+    Lightning's (forward the signal to the launched processes once; set ``trainer.received_sigterm``, which stops
+    a validation or the test; call the other handlers Lightning composed with its own) and no collective:
+    :class:`GracefulStop`'s vote at each step's end is the one the stop needs, at the same place on every rank.
+    Installed as each stage starts (Lightning registers its handler anew for each ``fit`` and ``test``; its
+    teardown puts back the handler from before the run). One process: nothing to do, Lightning makes no
+    collective then."""
+
+    def __init__(self) -> None:
+        self._trainer: pl.Trainer | None = None
+        self._lightning = None
+
+    def _install(self, trainer: pl.Trainer) -> None:
+        if (trainer.world_size == 1 or not hasattr(trainer, "_signal_connector")
+                or threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGTERM) == self._on_sigterm):
+            return
+        self._trainer = trainer
+        self._lightning = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        trainer = self._trainer
+        connector = trainer._signal_connector
+        if not connector.received_sigterm:
+            launcher = trainer.strategy.launcher
+            if launcher is not None:
+                launcher.kill(signum)
+        connector.received_sigterm = True
+        notifier = getattr(type(connector), "_sigterm_notifier_fn", None)
+        for handler in getattr(self._lightning, "signal_handlers", []):  # Lightning's _HandlersCompose
+            if callable(handler) and getattr(handler, "__func__", None) is not notifier:
+                handler(signum, frame)
 
 
 class ValidationHistory(pl.Callback):

@@ -22,6 +22,7 @@ from coda_exp import console, progress, resolvers, results, run_folder  # noqa: 
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import (
     EXIT_STATUS,
+    DistributedSigterm,
     GateStats,
     GracefulStop,
     RandomState,
@@ -278,7 +279,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
     loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), GracefulStop()]
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), GracefulStop(),
+                 DistributedSigterm()]
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)

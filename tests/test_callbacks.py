@@ -189,34 +189,39 @@ def test_random_state_round_trip_restores_python_numpy_and_torch():
 
 
 def test_ddp_sigterm_sets_lightnings_flag_forwards_once_and_makes_no_collective(monkeypatch):
-    """Under DDP GracefulStop replaces Lightning's SIGTERM notifier, which broadcasts inside the signal handler: a
-    rank signalled twice (by the cluster and by rank 0's forwarding) made one collective more than rank 0 and the
-    run hung (a real two-process run: tests/e2e/test_resume.py, -m slow). Ours sets the flag, forwards once, calls
-    the other handlers Lightning composed, and gives Lightning's handler back at the end of training."""
+    """Under DDP DistributedSigterm replaces Lightning's SIGTERM notifier, which broadcasts inside the signal
+    handler: a rank signalled twice (by the cluster and by rank 0's forwarding) made one collective more than rank 0
+    and the run hung (a real two-process run: tests/e2e/test_resume.py, -m slow). Ours sets the flag, forwards once,
+    calls the other handlers Lightning composed, and takes over again in the test, where Lightning registers anew."""
     import signal
 
     import torch.distributed as dist
     from pytorch_lightning.trainer.connectors.signal_connector import _HandlersCompose, _SignalConnector
 
-    from coda_exp.callbacks import GracefulStop
+    from coda_exp.callbacks import DistributedSigterm
 
     kills, others = [], []
     trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(launcher=SimpleNamespace(kill=kills.append),
                                                                      root_device=torch.device("cpu")))
     connector = _SignalConnector(trainer)
     trainer._signal_connector = connector
-    lightning = _HandlersCompose([connector._sigterm_notifier_fn, lambda signum, frame: others.append(signum)])
     monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a process group, as under DDP
     monkeypatch.setattr(dist, "broadcast", lambda *a, **k: pytest.fail("a collective in the signal handler"))
-    before = signal.signal(signal.SIGTERM, lightning)
+    before = signal.getsignal(signal.SIGTERM)
     try:
-        stop = GracefulStop()
-        stop.on_train_start(trainer, None)
-        signal.raise_signal(signal.SIGTERM)
-        signal.raise_signal(signal.SIGTERM)  # the forwarded copy
-        assert connector.received_sigterm and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
-        stop.on_train_end(trainer, None)
-        assert signal.getsignal(signal.SIGTERM) is lightning
+        sigterm = DistributedSigterm()
+        for stage in ("on_train_start", "on_test_start"):  # each registers Lightning's handler first
+            connector.received_sigterm, kills[:], others[:] = False, [], []
+            signal.signal(signal.SIGTERM, _HandlersCompose([connector._sigterm_notifier_fn,
+                                                            lambda signum, frame: others.append(signum)]))
+            getattr(sigterm, stage)(trainer, None)
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)  # the forwarded copy
+            assert connector.received_sigterm and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
+        one = SimpleNamespace(world_size=1)  # one process: Lightning's handler stays
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        DistributedSigterm().on_train_start(one, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, before)
 

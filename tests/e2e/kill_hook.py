@@ -56,3 +56,12 @@ class SigtermInValidation(pl.Callback):
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == "fit" and trainer.global_step == self.step:
             signal.raise_signal(signal.SIGTERM)
+
+
+class SigtermInTest(pl.Callback):
+    """A SIGTERM to this process as the test's first batch ends (every DDP rank sends its own, as a cluster would)."""
+
+    def on_test_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int,
+                          dataloader_idx: int = 0) -> None:
+        if batch_idx == 0:
+            signal.raise_signal(signal.SIGTERM)
