@@ -117,8 +117,10 @@ def record_summary(record: dict) -> dict:
     return summary
 
 
-def finish(loggers: list, record: dict | None = None) -> None:
-    """End the W&B run, with ``record``'s summary first (module docstring); nothing without a W&B logger."""
+def finish(loggers: list, record: dict | None = None, exit_code: int = 0) -> None:
+    """End the W&B run, with ``record``'s summary first (module docstring); nothing without a W&B logger.
+    ``exit_code``: the run's exit status; not 0 marks the W&B run failed (a crash, or a signal's stop that a
+    resumed run continues in the same W&B run), where 0 would show it finished."""
     wandb_loggers = [lg for lg in loggers if type(lg).__name__ == "WandbLogger"]
     if not wandb_loggers:
         return
@@ -127,5 +129,5 @@ def finish(loggers: list, record: dict | None = None) -> None:
     if record is not None and pl.utilities.rank_zero_only.rank == 0:
         for lg in wandb_loggers:
             lg.experiment.summary.update(record_summary(record))
-    wandb.finish()  # so that the next job of a sweep starts a fresh W&B run
+    wandb.finish(exit_code=exit_code)  # so that the next job of a sweep starts a fresh W&B run
 

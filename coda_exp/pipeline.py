@@ -31,7 +31,7 @@ from coda_exp.callbacks import (
 )
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
-from coda_exp.errors import UserError
+from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.loggers import build_loggers, finish
@@ -338,8 +338,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             log.error("run diverged at step %d: recorded with status 'diverged' (no test; tables list it apart)",
                       task.diverged_at)
         return metrics.get(cfg.task.monitor)
-    finally:
-        finish(loggers, record)
+    finally:  # the W&B run ends failed (exit status) when this one did not end: a crash, a Ctrl-C, a SIGTERM
+        finish(loggers, record, exit_code=exit_status(sys.exc_info()[1]))
 
 
 def warn_once(message: str, *args) -> None:

@@ -74,26 +74,44 @@ def test_finish_writes_the_summary_then_ends_the_run(monkeypatch):
         experiment = type("Run", (), {"summary": Summary()})()
 
     ended = []
-    monkeypatch.setattr(wandb, "finish", lambda: ended.append(True))
+    monkeypatch.setattr(wandb, "finish", lambda exit_code=None: ended.append(exit_code))
     lg = WandbLogger()
     loggers.finish([lg], rec(metrics={"test/acc": 0.5}))
-    assert lg.experiment.summary["test/acc"] == 0.5 and ended == [True]
+    assert lg.experiment.summary["test/acc"] == 0.5 and ended == [0]
     loggers.finish([object()], rec())  # no W&B logger: nothing to end
-    assert ended == [True]
+    assert ended == [0]
+
+
+def test_the_exit_code_w_b_gets_is_the_process_s():
+    """What the pipeline hands to ``finish`` as a run ends: a crash 1 (W&B showed a crashed run finished), a user's
+    mistake 2, a signal's stop its 130 / 143, a finished run 0."""
+    from coda_exp.errors import UserError, exit_status
+
+    assert [exit_status(e) for e in (None, RuntimeError("bug"), UserError("typo"), SystemExit(130),
+                                     SystemExit(None), SystemExit("message"))] == [0, 1, 2, 130, 0, 1]
 
 
 def _offline_ids(folder: Path) -> list[str]:
     return sorted(p.name.rsplit("-", 1)[1] for p in (folder / "wandb").glob("offline-run-*"))
 
 
-def test_offline_run_then_resume_continue_one_wandb_run(compose, tmp_path):
-    """The real thing, offline: a run, then the same run resumed from its last checkpoint (from another Hydra
-    folder, as a new command would be), log into one W&B run id."""
-    base = ["task=snli", "scale=fixture", "logger=wandb", "save_record=false", "save_predictions=false"]
-    run(compose([*base, "task.epochs=1"], tmp_path))
+def test_offline_run_then_resume_continue_one_wandb_run(compose, tmp_path, monkeypatch):
+    """The real thing, offline: a run stopped by Ctrl-C, then resumed from its checkpoint (from another Hydra
+    folder, as a new command would be), log into one W&B run id; the stopped one ends failed (exit code 130: W&B
+    showed it finished before), the resumed one finished."""
+    import wandb
+
+    codes, real = [], wandb.finish
+    monkeypatch.setattr(wandb, "finish", lambda exit_code=None: (codes.append(exit_code), real(exit_code=exit_code)))
+    base = ["task=snli", "scale=fixture", "logger=wandb", "save_record=false", "save_predictions=false",
+            "task.epochs=2"]
+    with pytest.raises(SystemExit):
+        run(compose([*base, "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=2",
+                     "+callbacks.sig.signum=2"], tmp_path))
     first = _offline_ids(tmp_path / "run")
-    assert len(first) == 1
-    run(compose([*base, "task.epochs=2", f"ckpt_path={tmp_path}/run/checkpoints/last.ckpt",
+    assert len(first) == 1 and codes == [130]
+    run(compose([*base, f"ckpt_path={tmp_path}/run/checkpoints/interrupted.ckpt",
                  f"paths.output_dir={tmp_path}/resumed"], tmp_path))
     ids = _offline_ids(tmp_path / "run")
     assert len(ids) == 2 and set(ids) == set(first)  # a second offline run directory, the same id
+    assert codes == [130, 0]
