@@ -204,6 +204,11 @@ def prepare(inv: Invocation) -> Prepared:
     cfg = build_config(inv, trained)
     with quiet_lightning():
         trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
+    t = cfg.trainer
+    if (t.get("devices", 1) not in (1, "1", "auto", None) or t.get("num_nodes", 1) not in (1, None)
+            or "ddp" in str(t.get("strategy", ""))):  # trainer=ddp, trainer.devices=4: said, not silently dropped
+        log.warning("evaluation runs on one device: the trainer's devices=%s, num_nodes=%s and strategy=%s are not "
+                    "used", t.get("devices"), t.get("num_nodes", 1), t.get("strategy", "auto"))
     return Prepared(inv, path, ckpt, trained, cfg)
 
 

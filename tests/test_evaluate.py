@@ -101,6 +101,18 @@ def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_p
     assert "predictions" not in record  # no test split, no test predictions
 
 
+def test_eval_says_it_runs_on_one_device_when_told_more(snli, tmp_path, caplog):
+    """Evaluation is one process on one device: trainer=ddp and trainer.devices=2 are said to be unused, not
+    dropped in silence."""
+    _, trained, ckpt = snli
+    out = tmp_path / "eval"
+    args = [f"ckpt_path={ckpt}", "split=validation", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]
+    assert eval_main([*args, *_paths(out)]) == 0
+    assert "evaluation runs on one device: the trainer's devices=2, num_nodes=1 and strategy=ddp" in caplog.text
+    (record,) = _records(out, "eval")
+    assert record["metrics"]["val/acc"] == pytest.approx(trained["metrics"]["val/acc"])
+
+
 @pytest.mark.parametrize("args,message", [
     (["ckpt_path=/nonexistent/x.ckpt"], "no such checkpoint file"),
     ([], "ckpt_path=... is required"),
