@@ -106,7 +106,10 @@ class GracefulStop(pl.Callback):
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
         at its teardown), so the snapshot holds the handler from before the run."""
         self.requested = None
-        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread only
+        # signal handlers live in the main thread only; an ignored SIGINT (a job a script started in the background)
+        # stays ignored, as Python leaves it
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
 
     def _on_sigint(self, signum, frame) -> None:

@@ -95,10 +95,22 @@ def check_composition(argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps); ``coda-exp <command>
-    [args]``: another command; ``coda-exp --help``: what a user can run."""
+    [args]``: another command; ``coda-exp --help``: what a user can run. Ctrl-C outside a run's training steps
+    (which stop with a checkpoint, :class:`coda_exp.callbacks.GracefulStop`) is one line and exit status 130; with
+    ``-v`` its traceback too."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a run starts (imports, checks) or in a command: a line, not a traceback
+        if any(a in VERBOSE_FLAGS or a == "verbose=true" for a in argv):
+            raise
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+
+
+def _main(argv: list[str]) -> None:
     from coda_exp import commands
 
-    argv = sys.argv[1:] if argv is None else list(argv)
     set_environment()
     if argv and argv[0] == "help":  # coda-exp help [command]
         argv = [argv[1], "--help"] if len(argv) > 1 else ["--help"]

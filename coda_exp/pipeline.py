@@ -249,9 +249,13 @@ def run(cfg: DictConfig) -> float | None:
         try:
             return _train_and_record(cfg, start)
         except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
-            warn_once("run stopped by SIGTERM outside a training step, with no checkpoint saved then: resume from "
-                      "its last checkpoint, %s", Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt")
-            raise SystemExit(EXIT_STATUS["SIGTERM"]) from None
+            stopped_outside_a_step(cfg, "SIGTERM")
+        except KeyboardInterrupt:  # Ctrl-C while the data loads or the model is built
+            stopped_outside_a_step(cfg, "SIGINT")
+        except SystemExit as err:
+            if isinstance(err.__context__, KeyboardInterrupt):  # Lightning's own Ctrl-C stop (its sanity check, the
+                stopped_outside_a_step(cfg, "SIGINT")  # test, a second Ctrl-C) exits 1
+            raise
         except Exception as err:
             if isinstance(err, UserError):  # the message says it all (file, line or key): no traceback
                 log.error("run failed: %s", err)
@@ -346,6 +350,16 @@ def warn_once(message: str, *args) -> None:
     """A warning from rank 0 only: every DDP process runs the pipeline, and a stop's message is the same on each."""
     if pl.utilities.rank_zero_only.rank == 0:
         log.warning(message, *args)
+
+
+def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
+    """A Ctrl-C or SIGTERM outside a training step (data loading, a validation, the test; a second Ctrl-C): no
+    checkpoint saved then; say which one to resume from, then exit 130 or 143 (which stops a sweep too)."""
+    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+    then = f"resume from its last checkpoint, {last}" if last.is_file() else "it has none to resume from"
+    warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
+              "Ctrl-C" if signal_name == "SIGINT" else signal_name, then)
+    raise SystemExit(EXIT_STATUS[signal_name]) from None
 
 
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:

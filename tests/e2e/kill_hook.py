@@ -65,3 +65,10 @@ class SigtermInTest(pl.Callback):
                           dataloader_idx: int = 0) -> None:
         if batch_idx == 0:
             signal.raise_signal(signal.SIGTERM)
+
+
+class CtrlCInSanityCheck(pl.Callback):
+    """A KeyboardInterrupt as the sanity check starts, before GracefulStop is installed: Lightning's own handling."""
+
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        raise KeyboardInterrupt

@@ -159,3 +159,40 @@ def test_a_sigterm_in_a_ddp_test_stops_every_rank_cleanly(tmp_path):
     assert proc.returncode == 143, out[-3000:]
     assert "Traceback" not in out and "Connection closed" not in out, out[-3000:]
     assert out.count("run stopped by SIGTERM outside a training step") == 1
+
+
+def test_ctrl_c_outside_a_training_step_is_one_message_and_exit_130(make_cfg, monkeypatch, caplog):
+    """Ctrl-C while the data loads: a traceback and Hydra's exit 1 before; in Lightning's sanity check: Lightning's
+    own stop, exit 1. Now one message (no checkpoint was saved then) and 130, which stops a sweep too."""
+    from coda_exp import pipeline
+
+    base = ["task=snli", "scale=fixture", "logger=none", "task.epochs=1"]
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "build_data", interrupted)
+        with pytest.raises(SystemExit) as stop:
+            run(make_cfg(*base))
+    assert stop.value.code == 130
+    assert "run stopped by Ctrl-C outside a training step, with no checkpoint saved then: it has none" in caplog.text
+    with pytest.raises(SystemExit) as stop:
+        run(make_cfg(*base, "+callbacks.c._target_=tests.e2e.kill_hook.CtrlCInSanityCheck"))
+    assert stop.value.code == 130 and caplog.text.count("run stopped by Ctrl-C outside a training step") == 2
+
+
+def test_ctrl_c_before_a_run_starts_is_one_line(monkeypatch, capsys):
+    """Ctrl-C while the imports or the checks run (the first seconds of every command): one line and 130, not a
+    70-line traceback; with -v the traceback too."""
+    from coda_exp import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_main", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["task=snli"])
+    assert stop.value.code == 130 and capsys.readouterr().err.strip() == "interrupted (Ctrl-C)"
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["task=snli", "-v"])
