@@ -247,3 +247,18 @@ def test_the_ranks_vote_stops_every_rank_with_the_signal_one_of_them_got(tmp_pat
         stop.on_train_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
     assert err.value.signal_name == expected and err.value.step == 7
     assert saved == [tmp_path / "checkpoints" / "interrupted.ckpt"]
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A job a script started in the background ignores SIGINT (so that Ctrl-C stops the script, not its jobs), as
+    Python leaves it: GracefulStop does not turn it back on."""
+    import signal
+
+    from coda_exp.callbacks import GracefulStop
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        GracefulStop().on_train_start(SimpleNamespace(world_size=1), None)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
