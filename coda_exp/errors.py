@@ -17,10 +17,14 @@ class UserError(Exception):
 
 
 def exit_status(err: BaseException | None) -> int:
-    """The status a process leaving with ``err`` in flight exits with: 0 without one, a SystemExit's own (130 or
-    143 for a signal's stop), :data:`USER_ERROR_EXIT` for a :class:`UserError`, 1 for any other exception."""
+    """The status a process leaving with ``err`` in flight exits with: 0 without one, 130 for a Ctrl-C (a
+    KeyboardInterrupt, or the exit Lightning makes of one), a SystemExit's own (143 for a SIGTERM's stop),
+    :data:`USER_ERROR_EXIT` for a :class:`UserError`, 1 for any other exception."""
     if err is None:
         return 0
+    if isinstance(err, KeyboardInterrupt) or isinstance(err, SystemExit) and isinstance(err.__context__,
+                                                                                          KeyboardInterrupt):
+        return 130
     if isinstance(err, SystemExit):
         return err.code if isinstance(err.code, int) else 0 if err.code is None else 1
     return USER_ERROR_EXIT if isinstance(err, UserError) else 1

@@ -343,7 +343,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
                       task.diverged_at)
         return metrics.get(cfg.task.monitor)
     finally:  # the W&B run ends failed (exit status) when this one did not end: a crash, a Ctrl-C, a SIGTERM
-        finish(loggers, record, exit_code=exit_status(sys.exc_info()[1]))
+        err = sys.exc_info()[1]  # Lightning's SIGTERM stop is a SystemExit without a code
+        finish(loggers, record, exit_code=EXIT_STATUS["SIGTERM"] if isinstance(err, SIGTERMException)
+               else exit_status(err))
 
 
 def warn_once(message: str, *args) -> None:

@@ -87,8 +87,16 @@ def test_the_exit_code_w_b_gets_is_the_process_s():
     mistake 2, a signal's stop its 130 / 143, a finished run 0."""
     from coda_exp.errors import UserError, exit_status
 
-    assert [exit_status(e) for e in (None, RuntimeError("bug"), UserError("typo"), SystemExit(130),
-                                     SystemExit(None), SystemExit("message"))] == [0, 1, 2, 130, 0, 1]
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemExit(1)  # what Lightning makes of a Ctrl-C
+    except SystemExit as err:
+        lightning = err
+    assert [exit_status(e) for e in (None, RuntimeError("bug"), UserError("typo"), SystemExit(143),
+                                     SystemExit(None), SystemExit("message"), KeyboardInterrupt(), lightning)
+            ] == [0, 1, 2, 143, 0, 1, 130, 130]
 
 
 def _offline_ids(folder: Path) -> list[str]:
