@@ -96,7 +96,7 @@ def check_composition(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """``coda-exp [overrides]``: train, validate and test one task x model (``-m`` for sweeps); ``coda-exp <command>
     [args]``: another command; ``coda-exp --help``: what a user can run. Ctrl-C outside a run's training steps
-    (which stop with a checkpoint, :class:`coda_exp.callbacks.GracefulStop`) is one line and exit status 130; with
+    (which stop with a checkpoint, :class:`coda_exp.stops.GracefulStop`) is one line and exit status 130; with
     ``-v`` its traceback too."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:

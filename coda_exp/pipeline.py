@@ -20,15 +20,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from coda_exp import console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers: registered)
 from coda_exp.attention import kernels_used
-from coda_exp.callbacks import (
-    EXIT_STATUS,
-    DistributedSigterm,
-    GateStats,
-    GracefulStop,
-    RandomState,
-    RunInterrupted,
-    ValidationHistory,
-)
+from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
@@ -49,6 +41,14 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
 )
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.run_record import attention_options, device_description, new_record, run_identity, save_outputs
+from coda_exp.stops import (
+    EXIT_STATUS,
+    DistributedSigterm,
+    GracefulStop,
+    RunInterrupted,
+    stopped,
+    stopped_outside_a_step,
+)
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
 
@@ -346,38 +346,6 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         err = sys.exc_info()[1]  # Lightning's SIGTERM stop is a SystemExit without a code
         finish(loggers, record, exit_code=EXIT_STATUS["SIGTERM"] if isinstance(err, SIGTERMException)
                else exit_status(err))
-
-
-def warn_once(message: str, *args) -> None:
-    """A warning from rank 0 only: every DDP process runs the pipeline, and a stop's message is the same on each."""
-    if pl.utilities.rank_zero_only.rank == 0:
-        log.warning(message, *args)
-
-
-def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
-    """A Ctrl-C or SIGTERM outside a training step (data loading, a validation, the test; a second Ctrl-C): no
-    checkpoint saved then; say which one to resume from, then exit 130 or 143 (which stops a sweep too)."""
-    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
-    then = f"resume from its last checkpoint, {last}" if last.is_file() else "it has none to resume from"
-    warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
-              "Ctrl-C" if signal_name == "SIGINT" else signal_name, then)
-    raise SystemExit(EXIT_STATUS[signal_name]) from None
-
-
-def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
-    """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
-    record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
-    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-    program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
-                                                                             "python train.py")
-    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
-              stop.signal_name, stop.step, program, again, "; the sweep stops here, its later jobs not run" if sweep
-              else "")
-    raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))
 
 
 def build_offline(overrides: list[str], prefix: str = "coda-exp-",

@@ -14,7 +14,7 @@ starts, so the budget finishes whole runs rather than six partial ones.
 
 Calling it again goes on where it stopped: a run with a record (same scale, the grid's configuration) is done and
 skipped; a partial run resumes from its latest checkpoint: ``last.ckpt`` (its last validation) or
-``interrupted.ckpt`` (where side_by_side's SIGTERM stopped it, ``coda_exp.callbacks.GracefulStop``), whichever is
+``interrupted.ckpt`` (where side_by_side's SIGTERM stopped it, ``coda_exp.stops.GracefulStop``), whichever is
 at the later step (the fast path resumes at the checkpoint's global step, data order included). At the end it prints, and writes to ``<outputs>/status.json``, which runs are finished, which
 are partial (and at which step) and which never started.
 """

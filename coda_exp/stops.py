@@ -1,0 +1,178 @@
+"""How a run stops on a signal, and what it says then.
+
+A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption, ``scripts/side_by_side.py``) during
+training stops the run at the end of the current step with ``checkpoints/interrupted.ckpt``
+(:class:`GracefulStop`); the pipeline prints the command that resumes from it (:func:`stopped`) and exits 130 or
+143, which stops a sweep too. Outside a training step (data loading, a validation, the test, a second Ctrl-C) the
+run stops there with no checkpoint saved then (:func:`stopped_outside_a_step`). Under DDP every rank stops at the
+same step, and SIGTERM is handled without Lightning's collective inside the signal handler
+(:class:`DistributedSigterm`). ``docs/running.md`` says it for users.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig
+
+from coda_exp.callbacks import LastCheckpoint
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_CHECKPOINT = "interrupted.ckpt"  # beside last.ckpt: the step a Ctrl-C or SIGTERM stopped at
+EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as a shell reports a run it stopped
+
+
+class RunInterrupted(Exception):
+    """Training stopped by a signal at the end of step ``step``, after ``checkpoint`` (resumable) was saved."""
+
+    def __init__(self, signal_name: str, step: int, checkpoint: Path):
+        super().__init__(f"{signal_name} at step {step}")
+        self.signal_name, self.step, self.checkpoint = signal_name, int(step), Path(checkpoint)
+
+
+class GracefulStop(pl.Callback):
+    """A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption) during training stops the run at
+    the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
+    :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
+    steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
+    Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
+    after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
+    signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
+        at its teardown), so the snapshot holds the handler from before the run."""
+        self.requested = None
+        # signal handlers live in the main thread only; an ignored SIGINT (a job a script started in the background)
+        # stays ignored, as Python leaves it
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.requested = "SIGINT"
+        self._restore()  # a second Ctrl-C: KeyboardInterrupt, at once
+        print("\nCtrl-C: stopping after this step and saving a checkpoint to resume from (Ctrl-C again: stop at "
+              "once, nothing saved)", file=sys.stderr, flush=True)
+
+    def _restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        name = self.requested or ("SIGTERM" if trainer.received_sigterm else None)
+        if trainer.world_size > 1:  # every rank takes part, every step: any rank's signal stops them all, each
+            # exiting with that signal's status (SIGTERM's where ranks got both)
+            import torch
+
+            codes = {None: 0, **{n: getattr(signal, n).value for n in EXIT_STATUS}}
+            code = trainer.strategy.reduce(torch.tensor(codes[name], device=pl_module.device), reduce_op="max")
+            name = {v: k for k, v in codes.items()}[int(code)]
+        if name is None:
+            return
+        self._restore()
+        last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+        folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+        path = folder / INTERRUPTED_CHECKPOINT
+        trainer.save_checkpoint(path)
+        raise RunInterrupted(name, trainer.global_step, path)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore()
+
+
+class DistributedSigterm(pl.Callback):
+    """Under DDP, Lightning's SIGTERM handling without its broadcast. Lightning's handler broadcasts from inside the
+    signal handler, at whatever point each rank was: a rank signalled twice (a cluster signals every process, and
+    rank 0 forwards its own to the processes it launched) made one collective more than rank 0 and the run hung
+    for good; a rank signalled during another collective breaks its pairing too. This handler does the rest of
+    Lightning's (forward the signal to the launched processes once; set ``trainer.received_sigterm``, which stops
+    a validation or the test; call the other handlers Lightning composed with its own) and no collective:
+    :class:`GracefulStop`'s vote at each step's end is the one the stop needs, at the same place on every rank.
+    Installed as each stage starts (Lightning registers its handler anew for each ``fit`` and ``test``; its
+    teardown puts back the handler from before the run). One process: nothing to do, Lightning makes no
+    collective then."""
+
+    def __init__(self) -> None:
+        self._trainer: pl.Trainer | None = None
+        self._lightning = None
+
+    def _install(self, trainer: pl.Trainer) -> None:
+        if (trainer.world_size == 1 or not hasattr(trainer, "_signal_connector")
+                or threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGTERM) == self._on_sigterm):
+            return
+        self._trainer = trainer
+        self._lightning = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._install(trainer)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        trainer = self._trainer
+        connector = trainer._signal_connector
+        if not connector.received_sigterm:
+            launcher = trainer.strategy.launcher
+            if launcher is not None:
+                launcher.kill(signum)
+        connector.received_sigterm = True
+        notifier = getattr(type(connector), "_sigterm_notifier_fn", None)
+        for handler in getattr(self._lightning, "signal_handlers", []):  # Lightning's _HandlersCompose
+            if callable(handler) and getattr(handler, "__func__", None) is not notifier:
+                handler(signum, frame)
+
+
+def warn_once(message: str, *args) -> None:
+    """A warning from rank 0 only: every DDP process runs the pipeline, and a stop's message is the same on each."""
+    if pl.utilities.rank_zero_only.rank == 0:
+        log.warning(message, *args)
+
+
+def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
+    """A Ctrl-C or SIGTERM outside a training step (data loading, a validation, the test; a second Ctrl-C): no
+    checkpoint saved then; say which one to resume from, then exit 130 or 143 (which stops a sweep too)."""
+    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+    then = f"resume from its last checkpoint, {last}" if last.is_file() else "it has none to resume from"
+    warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
+              "Ctrl-C" if signal_name == "SIGINT" else signal_name, then)
+    raise SystemExit(EXIT_STATUS[signal_name]) from None
+
+
+def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
+    """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
+    record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
+    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
+                                                                             "python train.py")
+    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
+              stop.signal_name, stop.step, program, again, "; the sweep stops here, its later jobs not run" if sweep
+              else "")
+    raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))

@@ -1,0 +1,85 @@
+"""coda_exp.stops: Ctrl-C and SIGTERM during training (the stop at a step's end, the ranks' vote under DDP, SIGTERM's
+handler without a collective). Whole runs stopped and resumed: tests/e2e/test_resume.py, tests/e2e/test_fast_path.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+
+def test_ddp_sigterm_sets_lightnings_flag_forwards_once_and_makes_no_collective(monkeypatch):
+    """Under DDP DistributedSigterm replaces Lightning's SIGTERM notifier, which broadcasts inside the signal
+    handler: a rank signalled twice (by the cluster and by rank 0's forwarding) made one collective more than rank 0
+    and the run hung (a real two-process run: tests/e2e/test_resume.py, -m slow). Ours sets the flag, forwards once,
+    calls the other handlers Lightning composed, and takes over again in the test, where Lightning registers anew."""
+    import signal
+
+    import torch.distributed as dist
+    from pytorch_lightning.trainer.connectors.signal_connector import _HandlersCompose, _SignalConnector
+
+    from coda_exp.stops import DistributedSigterm
+
+    kills, others = [], []
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(launcher=SimpleNamespace(kill=kills.append),
+                                                                     root_device=torch.device("cpu")))
+    connector = _SignalConnector(trainer)
+    trainer._signal_connector = connector
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a process group, as under DDP
+    monkeypatch.setattr(dist, "broadcast", lambda *a, **k: pytest.fail("a collective in the signal handler"))
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        sigterm = DistributedSigterm()
+        for stage in ("on_train_start", "on_test_start"):  # each registers Lightning's handler first
+            connector.received_sigterm, kills[:], others[:] = False, [], []
+            signal.signal(signal.SIGTERM, _HandlersCompose([connector._sigterm_notifier_fn,
+                                                            lambda signum, frame: others.append(signum)]))
+            getattr(sigterm, stage)(trainer, None)
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)  # the forwarded copy
+            assert connector.received_sigterm and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
+        one = SimpleNamespace(world_size=1)  # one process: Lightning's handler stays
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        DistributedSigterm().on_train_start(one, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize("mine,others,expected", [(None, 15, "SIGTERM"), ("SIGINT", 15, "SIGTERM"),
+                                                  ("SIGINT", 2, "SIGINT"), (None, 0, None)])
+def test_the_ranks_vote_stops_every_rank_with_the_signal_one_of_them_got(tmp_path, mine, others, expected):
+    """Under DDP a rank that got no signal stops too, and reports the signal another rank got (its exit status
+    130 or 143, not 1); SIGTERM where ranks got both."""
+    from coda_exp.stops import GracefulStop, RunInterrupted
+
+    saved = []
+    strategy = SimpleNamespace(reduce=lambda t, reduce_op: torch.maximum(t, torch.tensor(others)))
+    trainer = SimpleNamespace(world_size=2, strategy=strategy, received_sigterm=False, callbacks=[],
+                              default_root_dir=str(tmp_path), global_step=7, save_checkpoint=saved.append)
+    stop = GracefulStop()
+    stop.requested = mine
+    if expected is None:
+        stop.on_train_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
+        assert not saved
+        return
+    with pytest.raises(RunInterrupted) as err:
+        stop.on_train_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
+    assert err.value.signal_name == expected and err.value.step == 7
+    assert saved == [tmp_path / "checkpoints" / "interrupted.ckpt"]
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A job a script started in the background ignores SIGINT (so that Ctrl-C stops the script, not its jobs), as
+    Python leaves it: GracefulStop does not turn it back on."""
+    import signal
+
+    from coda_exp.stops import GracefulStop
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        GracefulStop().on_train_start(SimpleNamespace(world_size=1), None)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
