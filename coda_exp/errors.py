@@ -28,3 +28,15 @@ def exit_status(err: BaseException | None) -> int:
     if isinstance(err, SystemExit):
         return err.code if isinstance(err.code, int) else 0 if err.code is None else 1
     return USER_ERROR_EXIT if isinstance(err, UserError) else 1
+
+
+def cause_of(err: BaseException | None, kind: type[BaseException] | tuple) -> BaseException | None:
+    """The first exception of type ``kind`` in ``err``'s chain (itself, then its causes and contexts), or None: the
+    error behind a library's own (torch reports a full disk as a RuntimeError whose context is the OSError)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None

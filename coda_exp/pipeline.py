@@ -22,6 +22,7 @@ from coda_exp import console, progress, resolvers, results, run_folder  # noqa: 
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
+from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
@@ -257,14 +258,18 @@ def run(cfg: DictConfig) -> float | None:
                 stopped_outside_a_step(cfg, "SIGINT")  # test, a second Ctrl-C) exits 1
             raise
         except Exception as err:
-            if isinstance(err, UserError):  # the message says it all (file, line or key): no traceback
-                log.error("run failed: %s", err)
+            full = disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")  # not a bug: one message, exit 2
+            if isinstance(err, UserError) or full is not None:  # the message says it all: no traceback
+                log.error("run failed: %s", full or err)
             else:
                 log.exception("run failed")
-            try:
-                setattr(err, LOGGED, True)
-            except AttributeError:
-                pass
+            for e in (err, full):
+                try:
+                    setattr(e, LOGGED, True)
+                except AttributeError:
+                    pass
+            if full is not None:
+                raise full from None
             raise
 
 
@@ -292,7 +297,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
-    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
+                                      plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     record = None
     try:
         for lg in loggers:

@@ -196,3 +196,35 @@ def test_ctrl_c_before_a_run_starts_is_one_line(monkeypatch, capsys):
     assert stop.value.code == 130 and capsys.readouterr().err.strip() == "interrupted (Ctrl-C)"
     with pytest.raises(KeyboardInterrupt):
         cli.main(["task=snli", "-v"])
+
+
+def test_a_full_disk_is_one_message_naming_the_checkpoint_to_resume_from(make_cfg, tmp_path, monkeypatch, caplog):
+    """The second checkpoint write finds the disk full: a traceback (exit 1) before, and Lightning's move of its
+    temporary file left that checkpoint cut short; now one message (a user's error, exit 2) naming the file and the
+    whole last.ckpt to resume from, and the run resumes from it."""
+    import errno
+
+    from coda_exp.checkpoint_io import AtomicCheckpointIO
+    from coda_exp.run_folder import OutputDirError
+
+    real, calls = AtomicCheckpointIO.save_checkpoint, []
+
+    def save(self, checkpoint, path, storage_options=None):
+        calls.append(path)
+        if len(calls) == 3:  # epoch 0: best and last written; epoch 1's best finds the disk full
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(self, checkpoint, path, storage_options)
+
+    base = ["task=snli", "scale=fixture", "logger=none", "task.epochs=2"]
+    with monkeypatch.context() as patch:
+        patch.setattr(AtomicCheckpointIO, "save_checkpoint", save)
+        with pytest.raises(OutputDirError) as err:
+            run(make_cfg(*base))
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert str(err.value) == (f"No space left on device writing {calls[2]}: free space on that disk (or write "
+                              f"elsewhere: hydra.run.dir=..., paths.results_dir=...), then resume with "
+                              f"ckpt_path={last}")
+    assert "Traceback" not in caplog.text
+    run(make_cfg(*base, f"ckpt_path={last}"))
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert record["steps"] == 10 and record["resumed_from"] == str(last)

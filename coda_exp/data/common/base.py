@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
+from coda_exp.errors import cause_of
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +41,13 @@ def _reader_examples(reader: Reader, directory: str | None, split: str):  # for 
     yield from reader.read(split, directory)
 
 
-def _cause(err: BaseException, kind: type[BaseException] | tuple) -> BaseException | None:
-    """The first exception of type ``kind`` in ``err``'s chain (itself, then its causes and contexts), or None."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, kind):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
-
-
 def _arrow_error(err: BaseException) -> BaseException | None:
     """The pyarrow error behind ``err`` (a cache file of ``datasets`` that cannot be read), if there is one."""
     try:
         from pyarrow.lib import ArrowException
     except ImportError:
         return None
-    return _cause(err, ArrowException)
+    return cause_of(err, ArrowException)
 
 
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,
@@ -75,7 +65,7 @@ def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None
     except DataError:
         raise
     except Exception as e:  # datasets wraps generator errors: surface ours
-        cause = _cause(e, DataError)
+        cause = cause_of(e, DataError)
         if cause is not None:
             raise cause from None
         raise

@@ -1,0 +1,56 @@
+"""Training checkpoints written atomically beside their target, and a full disk said in one message.
+
+Lightning writes a checkpoint through an fsspec transaction whose temporary file lies in the system's temporary
+folder, then moves it over the target. Where the run folder is on another file system (a cluster's shared disk,
+``/tmp`` on the node), that move is a copy into the target: a run killed during it (a time limit's SIGKILL, the
+OOM killer) or a full disk leaves ``last.ckpt`` cut short, with the previous one already overwritten, and the run
+has nothing left to resume from; a small ``/tmp`` refuses checkpoints the run's own disk has room for.
+:class:`AtomicCheckpointIO` writes each checkpoint through :func:`coda_exp.io.atomic_write` instead (a temporary
+file in the checkpoint's own folder, fsynced, renamed over it), so a checkpoint is the old one or the complete new
+one. Remote paths (``s3://``...) keep Lightning's own writing.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from coda_exp.errors import cause_of
+from coda_exp.io import atomic_write
+from coda_exp.run_folder import OutputDirError
+
+FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or over the user's quota
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's ``TorchCheckpointIO`` whose local checkpoints are written by :func:`coda_exp.io.atomic_write`."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        import torch
+
+        try:
+            with atomic_write(path, "wb") as f:
+                torch.save(checkpoint, f)
+        except RuntimeError as err:  # torch's writer reports a failed write (a full disk) as a RuntimeError
+            failed = cause_of(err, OSError)
+            if failed is None:
+                raise
+            raise OSError(failed.errno, failed.strerror, str(path)) from err
+        return None
+
+
+def disk_full(err: BaseException, checkpoints: Path) -> OutputDirError | None:
+    """A user's error for an OSError of a full disk or quota (one message naming the file, what to do and the
+    checkpoint to resume from), else None."""
+    err = cause_of(err, OSError)
+    if err is None or err.errno not in FULL:
+        return None
+    last = Path(checkpoints) / "last.ckpt"
+    resume = f"then resume with ckpt_path={last}" if last.is_file() else "then run it again (it saved no checkpoint)"
+    return OutputDirError(f"{err.strerror or 'no space left'} writing {err.filename or 'a file'}: free space on that "
+                          f"disk (or write elsewhere: hydra.run.dir=..., paths.results_dir=...), {resume}")

@@ -1,0 +1,61 @@
+"""coda_exp.checkpoint_io: training checkpoints written whole beside their target, and a full disk as one message."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+import torch
+
+from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
+from coda_exp.run_folder import OutputDirError
+
+
+def test_a_checkpoint_is_written_in_its_own_folder_and_loads(tmp_path, monkeypatch):
+    """No temporary file in the system's temporary folder (Lightning's fsspec transaction puts one there and moves
+    it across file systems, a copy that a kill or a full disk cuts short)."""
+    import tempfile
+
+    made = []
+    real = tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(k.get("dir")) or real(*a, **k))
+    io = AtomicCheckpointIO()
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"step": 3, "w": torch.arange(4.0)}, path)
+    assert made == [path.parent] and sorted(os.listdir(path.parent)) == ["last.ckpt"]
+    assert io.load_checkpoint(path)["step"] == 3
+
+
+def test_a_full_disk_leaves_the_previous_checkpoint_whole_and_names_the_file(tmp_path, monkeypatch):
+    """torch reports the failed write as a RuntimeError whose context is the OSError: it comes back as that OSError,
+    naming the checkpoint; the old checkpoint is untouched and no partial file is left."""
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"step": 1}, path)
+    before = path.read_bytes()
+
+    def full(obj, f):
+        f.write(b"partial")
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(OSError) as err:
+        io.save_checkpoint({"step": 2}, path)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["last.ckpt"]
+
+
+def test_disk_full_is_a_users_error_naming_the_file_and_the_checkpoint_to_resume_from(tmp_path):
+    (tmp_path / "last.ckpt").write_bytes(b"x")
+    mine = disk_full(OSError(errno.EDQUOT, "Disk quota exceeded", "/runs/a/epoch3.ckpt"), tmp_path)
+    assert isinstance(mine, OutputDirError)
+    assert str(mine).startswith("Disk quota exceeded writing /runs/a/epoch3.ckpt: free space on that disk")
+    assert str(mine).endswith(f"then resume with ckpt_path={tmp_path / 'last.ckpt'}")
+    none_yet = disk_full(OSError(errno.ENOSPC, "No space left on device", "x"), tmp_path / "empty")
+    assert str(none_yet).endswith("then run it again (it saved no checkpoint)")
+    assert disk_full(OSError(errno.EACCES, "Permission denied", "x"), tmp_path) is None  # not a full disk
+    assert disk_full(RuntimeError("a bug"), tmp_path) is None
