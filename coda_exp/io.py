@@ -15,7 +15,8 @@ from typing import IO
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """``with atomic_write(path) as f: f.write(...)``: a temporary file in the target's folder, flushed and
     fsynced, then renamed over ``path`` (and the folder entry fsynced). On any error the temporary file is removed
-    and ``path`` is left untouched. ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes)."""
+    and ``path`` is left untouched; an OSError that names no file (a write to a full disk) is raised naming
+    ``path``. ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"`` (bytes)."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
@@ -28,11 +29,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and err.filename is None:  # a failed write (a full disk) names no file: this one
+            raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     _fsync_dir(path.parent)
 

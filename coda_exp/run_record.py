@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
 from coda_exp.data.common.embeddings import vectors_identity
+from coda_exp.errors import UserError
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.io import atomic_write
 from coda_exp.threads import thread_counts
@@ -34,8 +35,9 @@ FALLBACK_RECORD = "run_record.json"
 FALLBACK_PREDICTIONS = "predictions.jsonl.gz"
 
 
-class RecordWriteError(OSError):
-    """The run record could not be written to ``results/runs``; the message names the fallback file."""
+class RecordWriteError(UserError, OSError):
+    """The run record could not be written to ``results/runs``; the message names the fallback file. A user's error
+    (one message, exit status 2): a full disk or a folder made unwritable during the run, nothing lost."""
 
 
 def attention_options(cfg: DictConfig) -> dict[str, Any]:

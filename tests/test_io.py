@@ -38,3 +38,15 @@ def test_permissions_follow_the_umask_like_open(tmp_path):
 def test_mode_is_checked(tmp_path):
     with pytest.raises(ValueError, match="mode must be"), atomic_write(tmp_path / "x", "a"):
         pass
+
+
+def test_a_write_to_a_full_disk_names_the_file(tmp_path):
+    """os.write's ENOSPC names no file; the error a user reads (coda_exp.checkpoint_io.disk_full) should."""
+    import errno
+
+    target = tmp_path / "record.json"
+    with pytest.raises(OSError) as err, atomic_write(target) as f:
+        f.write("{")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert not list(tmp_path.iterdir())

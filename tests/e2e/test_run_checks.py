@@ -8,6 +8,7 @@ import pytest
 
 from coda_exp import results, run_folder
 from coda_exp.config_checks import ConfigError
+from coda_exp.errors import UserError
 from coda_exp.pipeline import run
 from coda_exp.run_record import RecordWriteError
 
@@ -119,6 +120,7 @@ def test_a_record_that_cannot_be_written_goes_to_a_named_fallback(make_cfg, tmp_
     record = results.validate_record(json.loads(fallback.read_text()))
     assert "test/map" in capsys.readouterr().out  # the metric summary was printed anyway
     assert os.path.isfile(record["predictions"])  # the record points at its predictions: none orphaned
+    assert isinstance(err.value, UserError)  # one message and exit status 2, not a traceback: nothing was lost
 
 
 def test_a_taken_folder_is_never_shared(tmp_path):
