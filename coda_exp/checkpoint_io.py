@@ -53,4 +53,5 @@ def disk_full(err: BaseException, checkpoints: Path) -> OutputDirError | None:
     last = Path(checkpoints) / "last.ckpt"
     resume = f"then resume with ckpt_path={last}" if last.is_file() else "then run it again (it saved no checkpoint)"
     return OutputDirError(f"{err.strerror or 'no space left'} writing {err.filename or 'a file'}: free space on that "
-                          f"disk (or write elsewhere: hydra.run.dir=..., paths.results_dir=...), {resume}")
+                          "disk (or write elsewhere: hydra.run.dir=..., paths.results_dir=..., paths.cache_dir=...), "
+                          f"{resume}")

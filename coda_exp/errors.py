@@ -31,12 +31,13 @@ def exit_status(err: BaseException | None) -> int:
 
 
 def cause_of(err: BaseException | None, kind: type[BaseException] | tuple) -> BaseException | None:
-    """The first exception of type ``kind`` in ``err``'s chain (itself, then its causes and contexts), or None: the
-    error behind a library's own (torch reports a full disk as a RuntimeError whose context is the OSError)."""
+    """The first exception of type ``kind`` in ``err``'s chain (itself, then its causes and contexts, up to a
+    ``raise ... from None``, which says what came before does not matter), or None: the error behind a library's
+    own (torch reports a full disk as a RuntimeError whose context is the OSError)."""
     seen = set()
     while err is not None and id(err) not in seen:
         if isinstance(err, kind):
             return err
         seen.add(id(err))
-        err = err.__cause__ or err.__context__
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
     return None

@@ -34,7 +34,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(err, OSError) and err.filename is None:  # a failed write (a full disk) names no file: this one
+        if isinstance(err, OSError) and err.errno is not None and err.filename is None:  # a failed write (a full
+            # disk) names no file: this one
             raise OSError(err.errno, err.strerror, str(path)) from err
         raise
     _fsync_dir(path.parent)

@@ -258,7 +258,7 @@ def run(cfg: DictConfig) -> float | None:
                 stopped_outside_a_step(cfg, "SIGINT")  # test, a second Ctrl-C) exits 1
             raise
         except Exception as err:
-            full = disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")  # not a bug: one message, exit 2
+            full = None if isinstance(err, UserError) else disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")
             if isinstance(err, UserError) or full is not None:  # the message says it all: no traceback
                 log.error("run failed: %s", full or err)
             else:

@@ -40,7 +40,7 @@ def test_a_full_disk_leaves_the_previous_checkpoint_whole_and_names_the_file(tmp
         try:
             raise OSError(errno.ENOSPC, "No space left on device")
         except OSError:
-            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598") from None
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")  # as torch: context
 
     monkeypatch.setattr(torch, "save", full)
     with pytest.raises(OSError) as err:

@@ -222,8 +222,8 @@ def test_a_full_disk_is_one_message_naming_the_checkpoint_to_resume_from(make_cf
             run(make_cfg(*base))
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     assert str(err.value) == (f"No space left on device writing {calls[2]}: free space on that disk (or write "
-                              f"elsewhere: hydra.run.dir=..., paths.results_dir=...), then resume with "
-                              f"ckpt_path={last}")
+                              f"elsewhere: hydra.run.dir=..., paths.results_dir=..., paths.cache_dir=...), then "
+                              f"resume with ckpt_path={last}")
     assert "Traceback" not in caplog.text
     run(make_cfg(*base, f"ckpt_path={last}"))
     (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)

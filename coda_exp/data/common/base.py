@@ -10,6 +10,7 @@ cache of reader output are shared here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -138,6 +139,11 @@ class DataModule(pl.LightningDataModule, ABC):
         try:
             self.build()
         except Exception as err:
+            failed = cause_of(err, OSError)
+            if failed is not None and failed.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DataError(f"{failed.strerror} writing the data cache under {self.cache_dir}"
+                                f"{' (' + failed.filename + ')' if failed.filename else ''}: free space on that disk "
+                                "or put the cache elsewhere (paths.cache_dir=...), then run again") from None
             unreadable = _arrow_error(err)
             if unreadable is None:
                 raise

@@ -77,6 +77,24 @@ def test_a_data_cache_that_cannot_be_read_is_one_message_naming_it(tmp_path, dm)
     assert len(dm(tmp_path).splits["train"]) > 0
 
 
+def test_a_full_disk_while_the_cache_is_written_is_one_message_naming_the_cache(tmp_path, dm, monkeypatch):
+    """The datasets library's write to a full disk: an OSError with no file name (a full disk elsewhere says
+    which file; here the cache folder and the key that moves it)."""
+    import errno
+
+    import datasets
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(datasets.Dataset, "from_generator", full)
+    with pytest.raises(DataError) as err:
+        dm(tmp_path)
+    assert str(err.value) == (f"No space left on device writing the data cache under {tmp_path / 'cache'}: "
+                              "free space on that disk or put the cache elsewhere (paths.cache_dir=...), then run "
+                              "again")
+
+
 def test_cached_vocabulary_of_the_old_special_ids_is_refused(tmp_path):
     # a v1 cache (pad 0, unk 1) must not be read as today's vocabulary (pad 0, bos 1, eos 2, unk 3)
     path = tmp_path / "old.json"
