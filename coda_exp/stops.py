@@ -43,11 +43,13 @@ class GracefulStop(pl.Callback):
     steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
     Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
     after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
-    signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives."""
+    signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives. Under gradient
+    accumulation the stop comes at the end of the batch that makes the optimizer step."""
 
     def __init__(self) -> None:
         self.requested: str | None = None
         self._previous = None
+        self._step_before: int | None = None  # the global step as the current batch started
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
@@ -70,6 +72,9 @@ class GracefulStop(pl.Callback):
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
 
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        self._step_before = trainer.global_step
+
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
         name = self.requested or ("SIGTERM" if trainer.received_sigterm else None)
@@ -81,6 +86,14 @@ class GracefulStop(pl.Callback):
             code = trainer.strategy.reduce(torch.tensor(codes[name], device=pl_module.device), reduce_op="max")
             name = {v: k for k, v in codes.items()}[int(code)]
         if name is None:
+            return
+        if self._step_before is not None and trainer.global_step == self._step_before:
+            # a batch of a gradient accumulation that made no optimizer step: a checkpoint here would lose the
+            # gradients accumulated so far, so the stop waits for the step (Lightning's own SIGTERM stop at this
+            # batch's end, with nothing saved, is put off with it)
+            self.requested = name
+            if hasattr(trainer, "_signal_connector"):
+                trainer._signal_connector.received_sigterm = False
             return
         self._restore()
         last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)

@@ -72,3 +72,17 @@ class CtrlCInSanityCheck(pl.Callback):
 
     def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         raise KeyboardInterrupt
+
+
+class SignalAfterBatches(pl.Callback):
+    """Send this process signal ``signum`` at the end of its ``batches``-th training batch (under gradient
+    accumulation, a batch that may make no optimizer step)."""
+
+    def __init__(self, batches: int, signum: int):
+        self.batches, self.signum, self.seen = int(batches), int(signum), 0
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        self.seen += 1
+        if self.seen == self.batches:
+            signal.raise_signal(self.signum)

@@ -36,27 +36,33 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     assert b["metrics"] == a["metrics"] and b["steps"] == a["steps"]
 
 
-@pytest.mark.parametrize("task,model,step", [
-    ("snli", "decompatt", 7),  # 5 batches of 16 an epoch (72 examples): step 7 is batch 2 of epoch 1
-    ("sst", "transformer_classifier", 5),  # token batches (TokenBatchSampler), 3 an epoch: step 5 is batch 2 of 1
+@pytest.mark.parametrize("task,model,stop,extra", [
+    ("snli", "decompatt", "step=7", []),  # 5 batches of 16 an epoch (72 examples): step 7 is batch 2 of epoch 1
+    ("sst", "transformer_classifier", "step=5", []),  # token batches (TokenBatchSampler), 3 an epoch: batch 2 of 1
+    # gradient accumulation over 2 batches: 3 steps an epoch (Lightning steps on the epoch's last batch too). The
+    # signal at the end of batch 8 (epoch 1's third, which makes no step) stops after batch 9, at step 5
+    ("snli", "decompatt", "batches=8", ["+trainer.accumulate_grad_batches=2"]),
 ])
-def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_path, task, model, step):
+def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_path, task, model, stop, extra):
     """Ctrl-C mid-epoch (interrupted.ckpt) and resumed: the training loader leaves out the batches of the epoch
     already trained on (Lightning restores the step, not a loader's place), so the run is the uninterrupted one,
-    bit for bit. Before, a run resumed mid-epoch trained on the epoch's first batches again."""
+    bit for bit. Before, a run resumed mid-epoch trained on the epoch's first batches again; under gradient
+    accumulation it did, and a stop between two batches of one step lost the gradients of the first."""
     import torch
 
     # validation by val/loss, which moves with every step (accuracy on a few examples may not tell the batches apart)
     base = [f"task={task}", f"model={model}", "scale=fixture", "logger=none", "seed=3", "save_predictions=false",
-            "task.monitor=val/loss", "task.monitor_mode=min",
+            "task.monitor=val/loss", "task.monitor_mode=min", *extra,
             *(["task.epochs=3"] if task == "snli" else ["task.max_steps=12", "data.max_tokens=128"])]
     run(compose(base, tmp_path / "whole"))
-    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={step}",
-            "+callbacks.sig.signum=2"]
+    kind, count = stop.split("=")
+    hook = [f"+callbacks.sig._target_=tests.e2e.kill_hook.{'SignalAtStep' if kind == 'step' else 'SignalAfterBatches'}",
+            f"+callbacks.sig.{kind}={count}", "+callbacks.sig.signum=2"]
     with pytest.raises(SystemExit):
         run(compose([*base, *hook], tmp_path / "part"))
     saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
-    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == step
+    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == (
+        int(count) if kind == "step" else 5)
     run(compose([*base, f"ckpt_path={saved}"], tmp_path / "resumed"))
     (whole,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
     (resumed,) = results.load_records(tmp_path / "resumed" / "results" / "runs", strict=True)

@@ -216,14 +216,23 @@ class DataModule(pl.LightningDataModule, ABC):
         at an epoch's start, or where it cannot be known): Lightning restores the epoch and step, not a loader's
         place in its epoch, so the training loader leaves them out and the resumed run trains on what the
         uninterrupted one would have, bit for bit. ``per_epoch``: this process's batches an epoch (its shard under
-        DDP). One optimizer step per batch, every batch of every epoch (no ``limit_train_batches``)."""
+        DDP)."""
+        position = self.resume_position(per_epoch)
+        return 0 if position is None else position[1]
+
+    def resume_position(self, per_epoch: int) -> tuple[int, int] | None:
+        """(epoch, batches of it trained on) of the next training batch of a run resumed from the trainer's
+        restored global step, with ``per_epoch`` batches an epoch; None for a new run, or where it cannot be known
+        (``limit_train_batches``). Under gradient accumulation a step is ``accumulate_grad_batches`` batches, and
+        Lightning also steps on an epoch's last batch (a run stops only after a step: ``stops.GracefulStop``)."""
         trainer = self.trainer
         limit = getattr(trainer, "limit_train_batches", None)
         if (trainer is None or not trainer.global_step or per_epoch <= 0
-                or getattr(trainer, "accumulate_grad_batches", 1) != 1
                 or not (limit is None or (isinstance(limit, float) and limit == 1.0))):
-            return 0
-        return int(trainer.global_step) % per_epoch
+            return None
+        accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
+        epoch, steps = divmod(int(trainer.global_step), math.ceil(per_epoch / accumulate))
+        return epoch, steps * accumulate
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""

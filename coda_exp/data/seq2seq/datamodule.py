@@ -294,13 +294,11 @@ class MLUDataModule(Seq2SeqDataModule):
     def _resume_stream(self, ds: _EncodedStream) -> None:
         """The plain loader of a run resumed from a checkpoint: Lightning restores the epoch and step, not a
         stream's position, so the stream starts at the restored epoch (its order) and skips the batches of that
-        epoch already trained on (one optimizer step per batch), instead of training on them again."""
-        trainer = self.trainer
-        if not trainer.global_step or getattr(trainer, "accumulate_grad_batches", 1) != 1:
-            return
+        epoch already trained on, instead of training on them again."""
         per_epoch = math.ceil(len(ds) / self.batch_size)  # every epoch has this many batches (the last one partial)
-        if per_epoch == 0:
+        position = self.resume_position(per_epoch)  # the next batch: its epoch and place in it
+        if position is None:
             return
-        epoch, done = divmod(int(trainer.global_step), per_epoch)  # the next batch: its epoch and place in it
+        epoch, done = position
         world = ds.stream._rank_world()[1]
         ds.resume(epoch, done * self.batch_size * world)
