@@ -288,8 +288,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
     loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), GracefulStop(),
-                 DistributedSigterm()]
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(),
+                 DistributedSigterm(), GracefulStop()]  # in this order: a SIGTERM noted, then the ranks' vote
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)

@@ -36,9 +36,13 @@ def test_ddp_sigterm_sets_lightnings_flag_forwards_once_and_makes_no_collective(
             signal.signal(signal.SIGTERM, _HandlersCompose([connector._sigterm_notifier_fn,
                                                             lambda signum, frame: others.append(signum)]))
             getattr(sigterm, stage)(trainer, None)
+            sigterm.received = False
             signal.raise_signal(signal.SIGTERM)
             signal.raise_signal(signal.SIGTERM)  # the forwarded copy
-            assert connector.received_sigterm and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
+            assert sigterm.received and kills == [signal.SIGTERM] and others == [signal.SIGTERM] * 2
+            assert not connector.received_sigterm  # noted only: no rank stops alone
+            sigterm.on_train_batch_end(trainer, None, None, None, 0)  # just before GracefulStop's vote
+            assert connector.received_sigterm
         one = SimpleNamespace(world_size=1)  # one process: Lightning's handler stays
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         DistributedSigterm().on_train_start(one, None)
@@ -83,3 +87,21 @@ def test_an_ignored_sigint_stays_ignored():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize("mine,others", [(False, 1), (True, 0), (False, 0)])
+def test_an_evaluation_batch_stops_every_rank_or_none(mine, others):
+    """During a validation or the test the ranks vote on a SIGTERM after each batch: any rank's signal sets
+    Lightning's flag on every rank, so Lightning's own check stops them all after the same batch; setting it in the
+    handler stopped the signalled rank alone, and the others failed at their next collective."""
+    from pytorch_lightning.trainer.connectors.signal_connector import _SignalConnector
+
+    from coda_exp.stops import DistributedSigterm
+
+    strategy = SimpleNamespace(reduce=lambda t, reduce_op: torch.maximum(t, torch.tensor(others)))
+    trainer = SimpleNamespace(world_size=2, strategy=strategy)
+    trainer._signal_connector = _SignalConnector(trainer)
+    sigterm = DistributedSigterm()
+    sigterm._trainer, sigterm.received = trainer, mine
+    sigterm.on_validation_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
+    assert trainer._signal_connector.received_sigterm == (mine or others == 1)
