@@ -1,4 +1,5 @@
-"""Faults of a run: killed and resumed, a corrupt checkpoint, unwritable folders, two runs in one folder."""
+"""Faults of a run: killed, signalled (one process and DDP, gradient accumulation) and resumed bit for bit, Ctrl-C
+outside a training step, a full disk."""
 
 import signal
 
