@@ -1,5 +1,5 @@
 """Faults of a run: killed, signalled (one process and DDP, gradient accumulation) and resumed bit for bit, Ctrl-C
-outside a training step, a full disk."""
+or SIGTERM outside a training step, a corrupt checkpoint, a full disk."""
 
 import signal
 
