@@ -12,17 +12,14 @@ one. Remote paths (``s3://``...) keep Lightning's own writing.
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 from typing import Any
 
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from coda_exp.errors import cause_of
+from coda_exp.errors import cause_of, full_disk
 from coda_exp.io import atomic_write
 from coda_exp.run_folder import OutputDirError
-
-FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or over the user's quota
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -47,8 +44,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def disk_full(err: BaseException, checkpoints: Path) -> OutputDirError | None:
     """A user's error for an OSError of a full disk or quota (one message naming the file, what to do and the
     checkpoint to resume from), else None."""
-    err = cause_of(err, OSError)
-    if err is None or err.errno not in FULL:
+    err = full_disk(err)
+    if err is None:
         return None
     last = Path(checkpoints) / "last.ckpt"
     resume = f"then resume with ckpt_path={last}" if last.is_file() else "then run it again (it saved no checkpoint)"

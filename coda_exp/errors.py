@@ -9,7 +9,10 @@ derives from it besides its builtin base.
 
 from __future__ import annotations
 
+import errno
+
 USER_ERROR_EXIT = 2
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or over the user's quota
 
 
 class UserError(Exception):
@@ -41,3 +44,9 @@ def cause_of(err: BaseException | None, kind: type[BaseException] | tuple) -> Ba
         seen.add(id(err))
         err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
     return None
+
+
+def full_disk(err: BaseException | None) -> OSError | None:
+    """The OSError of a full disk or quota behind ``err`` (:func:`cause_of`), or None."""
+    failed = cause_of(err, OSError)
+    return failed if failed is not None and failed.errno in DISK_FULL else None

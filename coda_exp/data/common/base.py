@@ -10,7 +10,6 @@ cache of reader output are shared here.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -28,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
-from coda_exp.errors import cause_of
+from coda_exp.errors import cause_of, full_disk
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +138,8 @@ class DataModule(pl.LightningDataModule, ABC):
         try:
             self.build()
         except Exception as err:
-            failed = cause_of(err, OSError)
-            if failed is not None and failed.errno in (errno.ENOSPC, errno.EDQUOT):
+            failed = full_disk(err)
+            if failed is not None:
                 raise DataError(f"{failed.strerror} writing the data cache under {self.cache_dir}"
                                 f"{' (' + failed.filename + ')' if failed.filename else ''}: free space on that disk "
                                 "or put the cache elsewhere (paths.cache_dir=...), then run again") from None
