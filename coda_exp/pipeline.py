@@ -259,15 +259,15 @@ def run(cfg: DictConfig) -> float | None:
             raise
         except Exception as err:
             full = None if isinstance(err, UserError) else disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")
-            if isinstance(err, UserError) or full is not None:  # the message says it all: no traceback
-                log.error("run failed: %s", full or err)
+            shown = full or err  # a full disk: a user's error (not a bug), one message
+            if isinstance(shown, UserError):  # the message says it all (file, line or key): no traceback
+                log.error("run failed: %s", shown)
             else:
                 log.exception("run failed")
-            for e in (err, full):
-                try:
-                    setattr(e, LOGGED, True)
-                except AttributeError:
-                    pass
+            try:
+                setattr(shown, LOGGED, True)
+            except AttributeError:
+                pass
             if full is not None:
                 raise full from None
             raise

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED_CHECKPOINT = "interrupted.ckpt"  # beside last.ckpt: the step a Ctrl-C or SIGTERM stopped at
 EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as a shell reports a run it stopped
+SIGNAL_NUMBER = {None: 0, **{name: getattr(signal, name).value for name in EXIT_STATUS}}  # what the ranks' vote sends
 
 
 class RunInterrupted(Exception):
@@ -82,9 +83,9 @@ class GracefulStop(pl.Callback):
             # exiting with that signal's status (SIGTERM's where ranks got both)
             import torch
 
-            codes = {None: 0, **{n: getattr(signal, n).value for n in EXIT_STATUS}}
-            code = trainer.strategy.reduce(torch.tensor(codes[name], device=pl_module.device), reduce_op="max")
-            name = {v: k for k, v in codes.items()}[int(code)]
+            code = trainer.strategy.reduce(torch.tensor(SIGNAL_NUMBER[name], device=pl_module.device),
+                                           reduce_op="max")
+            name = {v: k for k, v in SIGNAL_NUMBER.items()}[int(code)]
         if name is None:
             return
         if self._step_before is not None and trainer.global_step == self._step_before:
