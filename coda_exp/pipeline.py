@@ -288,13 +288,15 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
     loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(),
-                 DistributedSigterm(), GracefulStop()]  # in this order: a SIGTERM noted, then the ranks' vote
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), DistributedSigterm()]
     periodic = periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
+    # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
+    # DistributedSigterm (a SIGTERM noted, then the ranks' vote)
+    callbacks.append(GracefulStop())
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
@@ -311,7 +313,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         val_curve, val_curve_steps = list(history.values), list(history.steps)
         gate_stats = next((c.state_dict()["series"] for c in callbacks if isinstance(c, GateStats)), None)
         kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
-        ckpt = trainer.checkpoint_callback
+        ckpt = next((c for c in trainer.checkpoint_callbacks if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
         averaged = average_last(cfg, trainer)
         if averaged is not None:

@@ -37,7 +37,7 @@ class RunInterrupted(Exception):
         self.signal_name, self.step, self.checkpoint = signal_name, int(step), Path(checkpoint)
 
 
-class GracefulStop(pl.Callback):
+class GracefulStop(pl.callbacks.Checkpoint):
     """A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption) during training stops the run at
     the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
     :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
@@ -45,17 +45,26 @@ class GracefulStop(pl.Callback):
     Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
     after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
     signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives. Under gradient
-    accumulation the stop comes at the end of the batch that makes the optimizer step."""
+    accumulation the stop comes at the end of the batch that makes the optimizer step.
+
+    A step after which the run checkpoints (a validation is due, or the epoch ends where checkpoints are written at
+    epoch ends) stops once its ``last.ckpt`` is written, and names that file: a checkpoint saved before that
+    validation resumed past it (Lightning counts a checkpoint from a batch's end as validated), so the resumed run
+    lacked one point of the curve and could test another best checkpoint. A :class:`~pytorch_lightning.callbacks.
+    Checkpoint`, so Lightning runs its hooks after the run's ModelCheckpoints (theirs come last, in their order):
+    a periodic checkpoint of the step (``task.average_last``) is written before the stop, and ``last.ckpt`` before
+    a stop after a validation or an epoch's end. The pipeline puts it after every other checkpoint callback."""
 
     def __init__(self) -> None:
         self.requested: str | None = None
         self._previous = None
         self._step_before: int | None = None  # the global step as the current batch started
+        self.after_checkpoint: str | None = None  # a stop waiting for this step's last.ckpt (a validation is due)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
         at its teardown), so the snapshot holds the handler from before the run."""
-        self.requested = None
+        self.requested = self.after_checkpoint = None
         # signal handlers live in the main thread only; an ignored SIGINT (a job a script started in the background)
         # stays ignored, as Python leaves it
         if (threading.current_thread() is threading.main_thread()
@@ -74,6 +83,7 @@ class GracefulStop(pl.Callback):
             self._previous = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        self._stop_after_checkpoint(trainer)  # not reached when last.ckpt was written after the step, as it is
         self._step_before = trainer.global_step
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
@@ -93,21 +103,90 @@ class GracefulStop(pl.Callback):
             # gradients accumulated so far, so the stop waits for the step (Lightning's own SIGTERM stop at this
             # batch's end, with nothing saved, is put off with it)
             self.requested = name
-            if hasattr(trainer, "_signal_connector"):
-                trainer._signal_connector.received_sigterm = False
+            _clear_sigterm(trainer)
             return
         self._restore()
-        last = next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
-        folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
-        path = folder / INTERRUPTED_CHECKPOINT
+        if _checkpoint_follows(trainer):  # stop once this step's validation and last.ckpt are done
+            self.requested, self.after_checkpoint = None, name
+            _clear_sigterm(trainer)  # a second SIGTERM during the validation: Lightning's stop there
+            warn_once("a validation or an epoch's end follows step %d: stopping once its checkpoint is written",
+                      trainer.global_step)
+            return
+        path = _checkpoints_folder(trainer) / INTERRUPTED_CHECKPOINT
         trainer.save_checkpoint(path)
         raise RunInterrupted(name, trainer.global_step, path)
 
+    def _stop_after_checkpoint(self, trainer: pl.Trainer) -> None:
+        """The stop a validation or an epoch's end put off, once this step's last.ckpt is written (this callback's
+        hooks come after the ModelCheckpoints'), naming that file. Early stopping at this validation ends the
+        training here: the run goes on to its test as it would have (a resumed run would not know it had stopped)."""
+        name = self.after_checkpoint
+        if name is None:
+            return
+        self.after_checkpoint = None
+        if trainer.should_stop and getattr(trainer.fit_loop, "_can_stop_early", True):
+            warn_once("the training ends at step %d (early stopping): the run goes on to its test",
+                      trainer.global_step)
+            return
+        last = _last_checkpoint(trainer)
+        saved = getattr(last, "_last_global_step_saved", None)
+        if saved != trainer.global_step:  # not expected: the ModelCheckpoints save at every validation
+            warn_once("no last.ckpt was written after step %d; the run's last checkpoint is at step %s",
+                      trainer.global_step, saved)
+        path = Path(last.best_model_path) if last is not None and last.best_model_path else \
+            _checkpoints_folder(trainer) / "last.ckpt"
+        raise RunInterrupted(name, trainer.global_step, path)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and trainer.state.fn == "fit" and self._last_written(trainer):
+            self._stop_after_checkpoint(trainer)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._last_written(trainer):  # checkpoints written at epoch ends (one validation an epoch)
+            self._stop_after_checkpoint(trainer)
+
+    def _last_written(self, trainer: pl.Trainer) -> bool:
+        last = _last_checkpoint(trainer)
+        return self.after_checkpoint is not None and getattr(last, "_last_global_step_saved", None) == \
+            trainer.global_step
+
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._restore()
+        self._stop_after_checkpoint(trainer)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore()
+
+
+def _last_checkpoint(trainer: pl.Trainer) -> LastCheckpoint | None:
+    return next((c for c in trainer.callbacks if isinstance(c, LastCheckpoint)), None)
+
+
+def _checkpoints_folder(trainer: pl.Trainer) -> Path:
+    last = _last_checkpoint(trainer)
+    return Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+
+
+def _clear_sigterm(trainer: pl.Trainer) -> None:
+    """A SIGTERM acted on (its stop put off): Lightning's flag and DistributedSigterm's note cleared, so neither
+    stops the run before the stop comes; a later SIGTERM sets them again."""
+    if hasattr(trainer, "_signal_connector"):
+        trainer._signal_connector.received_sigterm = False
+    for callback in trainer.callbacks:
+        if isinstance(callback, DistributedSigterm):
+            callback.received = False
+
+
+def _checkpoint_follows(trainer: pl.Trainer) -> bool:
+    """Whether last.ckpt is written after the current training batch: a validation is due (Lightning's own test),
+    or the epoch ends where the checkpoints are saved at epoch ends (a run with no validation)."""
+    last = _last_checkpoint(trainer)
+    loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+    if last is None or loop is None:
+        return False
+    if loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        return True
+    return bool(loop.batch_progress.is_last_batch and last._should_save_on_train_epoch_end(trainer))
 
 
 class DistributedSigterm(pl.Callback):

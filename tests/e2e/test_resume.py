@@ -37,38 +37,59 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     assert b["metrics"] == a["metrics"] and b["steps"] == a["steps"]
 
 
-@pytest.mark.parametrize("task,model,stop,extra", [
-    ("snli", "decompatt", "step=7", []),  # 5 batches of 16 an epoch (72 examples): step 7 is batch 2 of epoch 1
-    ("sst", "transformer_classifier", "step=5", []),  # token batches (TokenBatchSampler), 3 an epoch: batch 2 of 1
+@pytest.mark.parametrize("task,model,stop,extra,saved", [
+    ("snli", "decompatt", "step=7", [], ("interrupted", 7)),  # 5 batches of 16 an epoch (72 examples): step 7 is
+    # batch 2 of epoch 1
+    ("sst", "transformer_classifier", "step=5", [], ("interrupted", 5)),  # token batches (TokenBatchSampler), 3 an
+    # epoch: batch 2 of epoch 1
     # gradient accumulation over 2 batches: 3 steps an epoch (Lightning steps on the epoch's last batch too). The
     # signal at the end of batch 8 (epoch 1's third, which makes no step) stops after batch 9, at step 5
-    ("snli", "decompatt", "batches=8", ["+trainer.accumulate_grad_batches=2"]),
+    ("snli", "decompatt", "batches=8", ["+trainer.accumulate_grad_batches=2"], ("interrupted", 5)),
+    # the epoch's last batch: the stop waits for its validation and the epoch's checkpoints, and names last.ckpt.
+    # Stopped before them, the resumed run never validated epoch 0 (Lightning counts a checkpoint from a batch's end
+    # as validated): one point short, and another best checkpoint tested
+    ("snli", "decompatt", "step=5", [], ("last", 5)),
+    # a validation every 3 steps (MLU's generated stream): step 3 validates
+    ("mlu", "coda_transformer", "step=3", ["task.max_steps=7", "task.val_check_interval=3"], ("last", 3)),
+    # and under accumulation, where Lightning's val_check_interval counts batches: the signal after batch 5 (no
+    # step) stops after batch 6, step 3, which validates
+    ("mlu", "coda_transformer", "batches=5", ["task.max_steps=7", "task.val_check_interval=3",
+                                              "+trainer.accumulate_grad_batches=2"], ("last", 3)),
+    # T2T's checkpoint averaging (a periodic checkpoint every validation, 10 steps): stopped before them at step 10,
+    # the resumed run had neither that validation nor that checkpoint, and tested its last weights (no best, nothing
+    # averaged)
+    ("iwslt15_envi", "transformer", "step=10", ["task.average_last=2"], ("last", 10)),
 ])
-def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_path, task, model, stop, extra):
-    """Ctrl-C mid-epoch (interrupted.ckpt) and resumed: the training loader leaves out the batches of the epoch
-    already trained on (Lightning restores the step, not a loader's place), so the run is the uninterrupted one,
-    bit for bit. Before, a run resumed mid-epoch trained on the epoch's first batches again; under gradient
-    accumulation it did, and a stop between two batches of one step lost the gradients of the first."""
+def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(compose, tmp_path, task, model, stop, extra,
+                                                                  saved):
+    """Ctrl-C mid-epoch (interrupted.ckpt, or last.ckpt where the step validates) and resumed: the training loader
+    leaves out the batches of the epoch already trained on (Lightning restores the step, not a loader's place), so
+    the run is the uninterrupted one, bit for bit. Before, a run resumed mid-epoch trained on the epoch's first
+    batches again; under gradient accumulation it did, and a stop between two batches of one step lost the
+    gradients of the first; a stop at a step that validates lost that validation."""
     import torch
 
     # validation by val/loss, which moves with every step (accuracy on a few examples may not tell the batches apart)
     base = [f"task={task}", f"model={model}", "scale=fixture", "logger=none", "seed=3", "save_predictions=false",
             "task.monitor=val/loss", "task.monitor_mode=min", *extra,
-            *(["task.epochs=3"] if task == "snli" else ["task.max_steps=12", "data.max_tokens=128"])]
+            *({"snli": ["task.epochs=3"], "sst": ["task.max_steps=12", "data.max_tokens=128"]}.get(task, []))]
     run(compose(base, tmp_path / "whole"))
     kind, count = stop.split("=")
     hook = [f"+callbacks.sig._target_=tests.e2e.kill_hook.{'SignalAtStep' if kind == 'step' else 'SignalAfterBatches'}",
             f"+callbacks.sig.{kind}={count}", "+callbacks.sig.signum=2"]
     with pytest.raises(SystemExit):
         run(compose([*base, *hook], tmp_path / "part"))
-    saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
-    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == (
-        int(count) if kind == "step" else 5)
-    run(compose([*base, f"ckpt_path={saved}"], tmp_path / "resumed"))
+    checkpoints = tmp_path / "part" / "run" / "checkpoints"
+    name, step = saved
+    assert {"interrupted": name == "interrupted"} == {"interrupted": (checkpoints / "interrupted.ckpt").is_file()}
+    resume_from = checkpoints / f"{name}.ckpt"
+    assert torch.load(resume_from, map_location="cpu", weights_only=False, mmap=True)["global_step"] == step
+    run(compose([*base, f"ckpt_path={resume_from}"], tmp_path / "resumed"))
     (whole,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
     (resumed,) = results.load_records(tmp_path / "resumed" / "results" / "runs", strict=True)
     assert resumed["steps"] == whole["steps"] and resumed["val_curve_steps"] == whole["val_curve_steps"]
     assert resumed["val_curve"] == whole["val_curve"] and resumed["metrics"] == whole["metrics"]
+    assert resumed["best_checkpoint"].rsplit("/", 1)[1] == whole["best_checkpoint"].rsplit("/", 1)[1]
 
 
 @pytest.mark.slow  # ~9 s: a training process; make test's in-process signal tests cover the stop itself
@@ -126,12 +147,16 @@ def test_a_corrupt_checkpoint_is_one_line_naming_it_before_any_data(make_cfg, tm
     assert "expected a Lightning checkpoint" in message
 
 
-@pytest.mark.slow  # ~55 s: three two-process runs each; the sampler's sharding and skip are tested in tests/data
-@pytest.mark.parametrize("task,model,step,extra", [
-    ("snli", "decompatt", 4, ["task.epochs=3"]),  # 36 examples a rank, 3 batches: step 4 is batch 1 of epoch 1
-    ("sst", "transformer_classifier", 3, ["task.max_steps=8", "data.max_tokens=128"]),  # 2 token batches a rank
+@pytest.mark.slow  # ~45 s: three two-process runs each; the sampler's sharding and skip are tested in tests/data
+@pytest.mark.parametrize("task,model,step,extra,saved", [
+    ("snli", "decompatt", 4, ["task.epochs=3"], "interrupted"),  # 36 examples a rank, 3 batches: step 4 is batch 1
+    # of epoch 1
+    ("sst", "transformer_classifier", 3, ["task.max_steps=8", "data.max_tokens=128"], "interrupted"),  # 2 token
+    # batches a rank
+    ("snli", "decompatt", 3, ["task.epochs=3"], "last"),  # epoch 0's last batch: every rank stops after its
+    # validation and checkpoints
 ])
-def test_a_ddp_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path, task, model, step, extra):
+def test_a_ddp_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path, task, model, step, extra, saved):
     """trainer=ddp, two CPU processes: a SIGTERM mid-epoch (interrupted.ckpt) and the resumed run equal the
     uninterrupted run. Each rank leaves out its batches of the epoch already trained on; before, Lightning's own
     DistributedSampler replaced ours and the resumed run trained on the epoch's first batches again."""
@@ -144,7 +169,8 @@ def test_a_ddp_run_stopped_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path, 
             "+callbacks.sig.signum=15"]
     part = train([*base, *hook, f"hydra.run.dir={tmp_path}/part"], tmp_path / "b", cache)
     assert part.returncode == 143, part.stderr[-3000:]
-    saved = tmp_path / "part" / "checkpoints" / "interrupted.ckpt"
+    saved = tmp_path / "part" / "checkpoints" / f"{saved}.ckpt"
+    assert f"ckpt_path={saved}" in part.stdout + part.stderr
     resumed = train([*base, f"ckpt_path={saved}", f"hydra.run.dir={tmp_path}/resumed"], tmp_path / "b", cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     (a,) = results.load_records(tmp_path / "a" / "results" / "runs", strict=True)
