@@ -13,6 +13,8 @@ export OMP_WAIT_POLICY ?= PASSIVE
 ABLATION_DIR ?= results/mlu_gate_ablation
 ABLATION_SCALE ?= cpu
 ABLATION_ARGS ?=
+# overrides added to the training commands of the run targets, e.g. RUN_ARGS=resume=auto (a sweep run again goes on
+# where it stopped: finished jobs skipped, stopped ones resumed) or RUN_ARGS=trainer=gpu
 RUN_ARGS ?=
 # make mlu-studies-gpu: the time budgets in seconds of its two studies (runs that cannot end within it are stopped, least wanted first),
 # whether to start NVIDIA's MPS daemon (1: the side-by-side processes share the GPU instead of time-slicing it), and

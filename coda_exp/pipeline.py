@@ -18,7 +18,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from coda_exp import console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers: registered)
+from coda_exp import auto_resume, console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers)
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
@@ -208,17 +208,18 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
     returns that folder (where this run also logs), else None."""
     hydra_dir = Path(cfg.paths.output_dir)
-    folder = hydra_dir
+    folder, resume = hydra_dir, False
     if cfg.get("ckpt_path"):
         load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs)
-        folder = theirs or hydra_dir
-        if folder == hydra_dir:
+        if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
+        else:  # its own folder, even where that is this job's Hydra folder (hydra.run.dir=<run>, a requeued job)
+            folder, resume = theirs, True
     if pl.utilities.rank_zero_only.rank == 0:
-        folder = run_folder.claim(folder, resume=folder != hydra_dir, quiet=True)  # run() says where, in the log
+        folder = run_folder.claim(folder, resume=resume, quiet=True)  # run() says where, in the log
     if folder != hydra_dir:
         cfg.paths.output_dir = str(folder)
     run_folder.check_outputs(cfg, folder)
@@ -237,6 +238,9 @@ def run(cfg: DictConfig) -> float | None:
     check_compatible(cfg)
     check_extras(cfg)
     check_trainer(cfg)
+    finished = auto_resume.apply(cfg)  # resume=auto: ckpt_path set to where this run stopped, or nothing to run
+    if finished is not None:
+        return (finished.get("metrics") or {}).get(cfg.task.monitor)
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours

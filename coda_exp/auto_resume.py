@@ -1,0 +1,185 @@
+"""``resume=auto``: a run goes on where the same run stopped, without the user finding its checkpoint.
+
+Before any data loads, the run looks for its earlier runs: the run folders (``config_resolved.yaml`` beside
+``checkpoints/``) under ``paths.log_dir``'s ``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own
+Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
+``resume``, ``verbose``, which change no result). Then:
+
+- one of them **finished** (its run record, in ``paths.results_dir/runs/`` or the folder's fallback record, says
+  ``finished`` or ``diverged``): nothing runs; the message names the folder and record;
+- else the one whose checkpoint (``last.ckpt`` or ``interrupted.ckpt``) is at the latest step is **resumed** from
+  it, in its folder, as ``ckpt_path=`` would (:mod:`coda_exp.run_folder`: a folder still held by a live process is
+  refused);
+- else the run starts afresh.
+
+So a sweep or ``make reproduce-table-N RUN_ARGS=resume=auto`` run again after a crash, a Ctrl-C or a cluster's time
+limit runs only what is left, and a SLURM job requeued with the same command resumes. Under DDP rank 0 decides and
+the ranks it launches read its decision from the environment (:data:`DECISION_ENV`), so every rank resumes from
+the same checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from coda_exp.run_folder import RESOLVED_CONFIG
+
+log = logging.getLogger(__name__)
+
+RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to resume from: the later step's
+IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
+DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
+DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
+MODES = (None, "auto")
+
+
+@dataclass
+class Decision:
+    """What ``resume=auto`` found: ``checkpoint`` (and its ``step``) to resume from, or ``finished`` (the folder
+    and its record's path) when the run is done; all None: start afresh."""
+
+    checkpoint: Path | None = None
+    step: int | None = None
+    finished: Path | None = None
+    record: dict | None = None
+
+
+def _normalised(config: dict, folder: str) -> dict:
+    """The config with the run's own folder replaced by a placeholder and the ignored keys left out."""
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and folder in value:
+            return value.replace(folder, "<run>")
+        return value
+
+    return {k: walk(v) for k, v in config.items() if k not in IGNORED}
+
+
+def candidates(cfg: DictConfig, own: Path) -> list[Path]:
+    """Run folders that may hold an earlier run of this configuration (each has a ``config_resolved.yaml``)."""
+    log_dir = Path(cfg.paths.log_dir)
+    patterns = [(log_dir / "runs" / f"{cfg.task.name}-{cfg.model.name}", "*"),
+                (log_dir / "multiruns", f"*/*-{cfg.task.name}-{cfg.model.name}-s{cfg.seed}*"),
+                (own.parent, "*")]
+    found: dict[Path, None] = {}
+    for root, pattern in patterns:
+        if root.is_dir():
+            for folder in sorted(root.glob(pattern)):
+                if (folder / RESOLVED_CONFIG).is_file():
+                    found[folder.resolve()] = None
+    return list(found)
+
+
+def same_run(mine: dict, own: Path, folder: Path) -> bool:
+    """Whether ``folder``'s run had the resolved config ``mine`` of the run in ``own`` (each folder's own path set
+    aside)."""
+    try:
+        theirs = OmegaConf.to_container(OmegaConf.load(folder / RESOLVED_CONFIG), resolve=True)
+    except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
+        log.warning("resume=auto: %s cannot be read (%s); skipped", folder / RESOLVED_CONFIG, err)
+        return False
+    return isinstance(theirs, dict) and _normalised(theirs, str(folder)) == _normalised(mine, str(own))
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """The global step of a checkpoint file, None when it cannot be read (cut short, foreign)."""
+    import torch
+
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+    except Exception:  # noqa: BLE001 - a checkpoint that cannot be read is not one to resume from
+        return None
+
+
+def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
+    found = []
+    for name in RESUME_FROM:
+        path = folder / "checkpoints" / name
+        if path.is_file() and (step := checkpoint_step(path)) is not None:
+            found.append((step, path))
+    if not found:
+        return None
+    step, path = max(found, key=lambda f: f[0])
+    return path, step
+
+
+def finished_records(cfg: DictConfig, folders: list[Path]) -> dict[Path, tuple[Path, dict]]:
+    """folder -> (record file, record) of the runs among ``folders`` whose training record says they ended."""
+    from coda_exp import results
+    from coda_exp.run_record import FALLBACK_RECORD
+
+    wanted = set(folders)
+    out: dict[Path, tuple[Path, dict]] = {}
+    runs = Path(cfg.paths.results_dir) / "runs"
+    files = sorted(runs.glob("*.json")) if runs.is_dir() else []
+    files += [f / FALLBACK_RECORD for f in folders if (f / FALLBACK_RECORD).is_file()]
+    for path in files:
+        if path.name.startswith("."):
+            continue
+        try:
+            record = results.read_record(path)
+        except ValueError:
+            continue
+        folder = Path(record.get("output_dir") or "/nonexistent").resolve()
+        if folder in wanted and record.get("mode", "train") == "train" and record.get("status") in DONE:
+            out[folder] = (path, record)
+    return out
+
+
+def decide(cfg: DictConfig, own: Path) -> Decision:
+    """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
+    import pytorch_lightning as pl
+
+    if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched
+        chosen = os.environ[DECISION_ENV]
+        return Decision(checkpoint=Path(chosen)) if chosen else Decision()
+    own = own.resolve()  # its own folder too: a requeued job (SLURM) may start in its earlier run's folder
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    matches = [f for f in candidates(cfg, own) if same_run(mine, own, f)]
+    done = finished_records(cfg, matches)
+    decision = Decision()
+    if done:
+        folder, (path, record) = max(done.items(), key=lambda item: str(item[1][1].get("created")))
+        decision = Decision(finished=folder, record={"path": str(path), **record})
+    else:
+        points = [point for f in matches if (point := resume_checkpoint(f)) is not None]
+        if points:
+            path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
+            decision = Decision(checkpoint=path, step=step)
+    os.environ[DECISION_ENV] = str(decision.checkpoint or "")
+    return decision
+
+
+def apply(cfg: DictConfig) -> dict | None:
+    """``resume=auto`` before the run folder is chosen: set ``ckpt_path`` to the checkpoint to go on from and say
+    so, or return the record of the run that already finished (the caller runs nothing); None otherwise (no
+    ``resume=auto``, an explicit ``ckpt_path``, or nothing found: a fresh run)."""
+    mode = cfg.get("resume")
+    if mode not in MODES:
+        from coda_exp.config_checks import ConfigError
+
+        raise ConfigError(f"resume = {mode!r}: expected auto or null (null: a fresh run; ckpt_path=... resumes a "
+                          "given checkpoint)")
+    if mode != "auto" or cfg.get("ckpt_path"):
+        return None
+    decision = decide(cfg, Path(cfg.paths.output_dir))
+    if decision.finished is not None:
+        log.warning("resume=auto: this run finished already in %s (record %s): nothing to run", decision.finished,
+                    decision.record["path"])
+        return decision.record
+    if decision.checkpoint is not None:
+        cfg.ckpt_path = str(decision.checkpoint)
+        if decision.step is not None:
+            log.warning("resume=auto: resuming the same run from %s (step %d)", decision.checkpoint, decision.step)
+    else:
+        log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
+    return None

@@ -1,0 +1,106 @@
+"""resume=auto (coda_exp.auto_resume): a run goes on where the same run stopped, skips itself when it finished, and
+starts afresh for any other configuration. A real two-process DDP run and a sweep: tests/e2e/test_auto_resume.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coda_exp import results
+from coda_exp.pipeline import run
+
+BASE = ["task=snli", "scale=fixture", "logger=none", "seed=3", "save_predictions=false", "task.epochs=3",
+        "task.monitor=val/loss", "task.monitor_mode=min",
+        # the same callback in every call (a resumed run restarts past step 7, so it never fires again there)
+        "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=7",
+        "+callbacks.sig.signum=2"]
+
+
+def _records(tmp_path):
+    return results.load_records(tmp_path / "results" / "runs", strict=True)
+
+
+def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(compose, tmp_path, monkeypatch,
+                                                                             caplog):
+    whole_dir = tmp_path / "whole"
+    run(compose([o.replace("step=7", "step=1000") for o in BASE], whole_dir))  # never stopped
+    (whole,) = _records(whole_dir)
+    auto = [*BASE, "resume=auto"]
+    with pytest.raises(SystemExit) as stop:  # Ctrl-C at step 7: interrupted.ckpt, no record
+        run(compose([*auto, f"paths.output_dir={tmp_path}/runs/first"], tmp_path))
+    assert stop.value.code == 130 and not _records(tmp_path)
+    # the same command again, in a new Hydra folder beside the first
+    run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
+    (resumed,) = _records(tmp_path)
+    assert resumed["output_dir"] == str(tmp_path / "runs" / "first")  # went on in the stopped run's folder
+    assert resumed["resumed_from"] == str(tmp_path / "runs" / "first" / "checkpoints" / "interrupted.ckpt")
+    assert "resume=auto: resuming the same run from" in caplog.text
+    for key in ("steps", "val_curve", "val_curve_steps", "metrics"):
+        assert resumed[key] == whole[key], key
+    from coda_exp.fingerprint import fingerprint
+
+    assert fingerprint(["resume=auto"]) == fingerprint([])  # it changes no result: the same table cell
+    # and once more: it finished, so nothing runs (no data loaded, no new record); a sweeper gets its value
+    monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("a finished run ran again"))
+    value = run(compose([*auto, f"paths.output_dir={tmp_path}/runs/third"], tmp_path))
+    assert value == resumed["metrics"]["val/loss"] and len(_records(tmp_path)) == 1
+    assert "resume=auto: this run finished already in" in caplog.text
+
+
+def test_another_configuration_or_no_resume_starts_afresh(compose, tmp_path):
+    with pytest.raises(SystemExit):
+        run(compose([*BASE, "resume=auto", f"paths.output_dir={tmp_path}/runs/first"], tmp_path))
+    # another learning rate: not the stopped run
+    never = [o.replace("step=7", "step=1000") for o in BASE]
+    run(compose([*never, "resume=auto", "optimizer.lr=0.001", "task.epochs=2",
+                 f"paths.output_dir={tmp_path}/runs/other"], tmp_path))
+    (other,) = _records(tmp_path)
+    assert other["output_dir"] == str(tmp_path / "runs" / "other") and other["resumed_from"] is None
+
+
+def test_a_requeued_job_resumes_in_its_own_folder(compose, tmp_path):
+    """A SLURM job requeued with the same command starts in its earlier run's folder (or in a new one): that folder
+    is resumed, not left for <folder>-2 as a folder another run holds."""
+    folder = tmp_path / "runs" / "job"
+    with pytest.raises(SystemExit):
+        run(compose([*BASE, "resume=auto", f"paths.output_dir={folder}"], tmp_path))
+    run(compose([*BASE, "resume=auto", f"paths.output_dir={folder}"], tmp_path))
+    (record,) = _records(tmp_path)
+    assert record["output_dir"] == str(folder) and record["resumed_from"].endswith("interrupted.ckpt")
+    assert not (tmp_path / "runs" / "job-2").exists()
+
+
+def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
+    from coda_exp.config_checks import ConfigError
+
+    monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
+    with pytest.raises(ConfigError, match="resume = 'yes': expected auto or null"):
+        run(make_cfg("task=snli", "scale=fixture", "logger=none", "resume=yes"))
+
+
+def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
+    import torch
+    from omegaconf import OmegaConf
+
+    from coda_exp import auto_resume
+
+    folder = (tmp_path / "runs" / "a").resolve()
+    (folder / "checkpoints").mkdir(parents=True)
+    for name, step in (("last.ckpt", 10), ("interrupted.ckpt", 12)):
+        torch.save({"global_step": step}, folder / "checkpoints" / name)
+    assert auto_resume.resume_checkpoint(folder) == (folder / "checkpoints" / "interrupted.ckpt", 12)
+    (folder / "checkpoints" / "interrupted.ckpt").write_bytes(b"cut short")  # unreadable: not one to resume from
+    assert auto_resume.resume_checkpoint(folder) == (folder / "checkpoints" / "last.ckpt", 10)
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    base = {"schema_version": 1, "task": "snli", "model": "decompatt", "attention": {}, "seed": 1,
+            "scale": "fixture", "metrics": {}, "steps": 1, "epochs": 1, "wall_time_s": 1.0, "device": "cpu",
+            "git_commit": None, "overrides": [], "created": "2026-01-01T00:00:00+00:00",
+            "output_dir": str(folder)}
+    for i, extra in enumerate(({"mode": "eval", "status": "finished"}, {"status": "crashed"})):
+        (runs / f"{i}.json").write_text(json.dumps({**base, "run_id": f"r{i}", **extra}))
+    cfg = OmegaConf.create({"paths": {"results_dir": str(tmp_path / "results")}})
+    assert auto_resume.finished_records(cfg, [folder]) == {}  # an evaluation, a crashed run: not finished
+    (runs / "2.json").write_text(json.dumps({**base, "run_id": "r2", "status": "finished"}))
+    assert list(auto_resume.finished_records(cfg, [folder])) == [folder]
