@@ -6,7 +6,9 @@ training stops the run at the end of the current step with ``checkpoints/interru
 143, which stops a sweep too. Outside a training step (data loading, a validation, the test, a second Ctrl-C) the
 run stops there with no checkpoint saved then (:func:`stopped_outside_a_step`). Under DDP every rank stops at the
 same step, and SIGTERM is handled without Lightning's collective inside the signal handler
-(:class:`DistributedSigterm`). ``docs/running.md`` says it for users.
+(:class:`DistributedSigterm`). In a submitit job (``hydra/launcher=slurm``, ``submitit_local``) submitit's
+preemption signal (USR2: a time limit ahead, a preemption) stops the run the same way before submitit requeues
+it. ``docs/running.md`` says it for users.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from coda_exp.callbacks import LastCheckpoint
 log = logging.getLogger(__name__)
 
 INTERRUPTED_CHECKPOINT = "interrupted.ckpt"  # beside last.ckpt: the step a Ctrl-C or SIGTERM stopped at
-EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as a shell reports a run it stopped
+# 128 + the signal's number, as a shell reports a run it stopped; SIGUSR1/2: submitit's preemption signal
+EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143, "SIGUSR1": 138, "SIGUSR2": 140}
 SIGNAL_NUMBER = {None: 0, **{name: getattr(signal, name).value for name in EXIT_STATUS}}  # what the ranks' vote sends
 
 
@@ -60,6 +63,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
         self._previous = None
         self._step_before: int | None = None  # the global step as the current batch started
         self.after_checkpoint: str | None = None  # a stop waiting for this step's last.ckpt (a validation is due)
+        self._preempt: tuple[signal.Signals, object] | None = None  # submitit's signal and its handler
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
@@ -67,13 +71,40 @@ class GracefulStop(pl.callbacks.Checkpoint):
         self.requested = self.after_checkpoint = None
         # signal handlers live in the main thread only; an ignored SIGINT (a job a script started in the background)
         # stays ignored, as Python leaves it
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        preempt = submitit_signal()
+        if preempt is not None:
+            self._preempt = (preempt, signal.signal(preempt, self._on_preempt))
+
+    def _on_preempt(self, signum, frame) -> None:
+        """submitit's time-limit / preemption signal (a job of hydra/launcher=slurm or submitit_local): its own
+        handler requeues the job and exits at once, losing the steps since the last checkpoint. Ours notes it; the
+        stop saves the checkpoint at the step's end, then calls submitit's handler (:meth:`_stop`)."""
+        self.requested = signal.Signals(signum).name
+        print(f"\n{self.requested} (the job's time limit or a preemption): stopping after this step with a "
+              "checkpoint, then submitit requeues the job", file=sys.stderr, flush=True)
+
+    def _stop(self, trainer: pl.Trainer, name: str, path: Path) -> None:
+        """End the run here, ``path`` (the checkpoint to resume from) saved: :class:`RunInterrupted`, after
+        submitit's handler where its signal stopped the run (it requeues the job and exits on the first rank; the
+        requeued job resumes from ``path`` with ``resume=auto``)."""
+        preempt, handler = self._preempt or (None, None)
+        self._restore()
+        if preempt is not None and name == preempt.name:
+            warn_once("%s at step %d: %s saved; submitit requeues the job, which goes on from it with resume=auto "
+                      "(without it the requeued job starts afresh)", name, trainer.global_step, path)
+            if callable(handler):
+                handler(preempt.value, None)  # submitit: requeue and sys.exit (returns on the other ranks)
+        raise RunInterrupted(name, trainer.global_step, path)
 
     def _on_sigint(self, signum, frame) -> None:
         self.requested = "SIGINT"
-        self._restore()  # a second Ctrl-C: KeyboardInterrupt, at once
+        if self._previous is not None:  # a second Ctrl-C: KeyboardInterrupt, at once
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
         print("\nCtrl-C: stopping after this step and saving a checkpoint to resume from (Ctrl-C again: stop at "
               "once, nothing saved)", file=sys.stderr, flush=True)
 
@@ -81,6 +112,9 @@ class GracefulStop(pl.callbacks.Checkpoint):
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
+        if self._preempt is not None:
+            signal.signal(*self._preempt)
+            self._preempt = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
         self._stop_after_checkpoint(trainer)  # not reached when last.ckpt was written after the step, as it is
@@ -105,7 +139,6 @@ class GracefulStop(pl.callbacks.Checkpoint):
             self.requested = name
             _clear_sigterm(trainer)
             return
-        self._restore()
         if _checkpoint_follows(trainer):  # stop once this step's validation and last.ckpt are done
             self.requested, self.after_checkpoint = None, name
             _clear_sigterm(trainer)  # a second SIGTERM during the validation: Lightning's stop there
@@ -114,7 +147,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
             return
         path = _checkpoints_folder(trainer) / INTERRUPTED_CHECKPOINT
         trainer.save_checkpoint(path)
-        raise RunInterrupted(name, trainer.global_step, path)
+        self._stop(trainer, name, path)
 
     def _stop_after_checkpoint(self, trainer: pl.Trainer) -> None:
         """The stop a validation or an epoch's end put off, once this step's last.ckpt is written (this callback's
@@ -135,7 +168,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
                       trainer.global_step, saved)
         path = Path(last.best_model_path) if last is not None and last.best_model_path else \
             _checkpoints_folder(trainer) / "last.ckpt"
-        raise RunInterrupted(name, trainer.global_step, path)
+        self._stop(trainer, name, path)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking and trainer.state.fn == "fit" and self._last_written(trainer):
@@ -156,6 +189,21 @@ class GracefulStop(pl.callbacks.Checkpoint):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore()
+
+
+def submitit_signal() -> signal.Signals | None:
+    """submitit's preemption signal (``SUBMITIT_PREEMPT_SIGNAL``, USR2 by default) where submitit's own handler is
+    installed for it (this process is a submitit job: ``hydra/launcher=slurm``, ``submitit_local``); else None."""
+    try:
+        from submitit.core.job_environment import JobEnvironment
+    except ImportError:  # the [launchers] extra is not installed: no submitit job
+        return None
+    try:
+        preempt = signal.Signals(JobEnvironment._usr_sig())
+    except (RuntimeError, ValueError):  # an unknown SUBMITIT_PREEMPT_SIGNAL: submitit itself fails on it
+        return None
+    owner = getattr(signal.getsignal(preempt), "__self__", None)
+    return preempt if type(owner).__module__.startswith("submitit") else None
 
 
 def _last_checkpoint(trainer: pl.Trainer) -> LastCheckpoint | None:

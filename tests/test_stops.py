@@ -105,3 +105,40 @@ def test_an_evaluation_batch_stops_every_rank_or_none(mine, others):
     sigterm._trainer, sigterm.received = trainer, mine
     sigterm.on_validation_batch_end(trainer, SimpleNamespace(device=torch.device("cpu")), None, None, 0)
     assert trainer._signal_connector.received_sigterm == (mine or others == 1)
+
+
+def test_submitits_preemption_signal_saves_the_step_then_hands_over_to_submitit(tmp_path, monkeypatch):
+    """A submitit job (hydra/launcher=slurm, submitit_local): its handler of the preemption signal (USR2) requeues the
+    job and exits at once. GracefulStop takes the signal over for the training, saves interrupted.ckpt at the
+    step's end, then calls submitit's handler; the handler is put back after the run. A whole preempted and
+    requeued submitit_local job: tests/e2e/test_auto_resume.py."""
+    import signal
+
+    from coda_exp.stops import GracefulStop, RunInterrupted, submitit_signal
+
+    calls = []
+
+    class SignalHandler:  # submitit's own class name, in a submitit module
+        def checkpoint_and_try_requeue(self, signum, frame):
+            calls.append(signum)
+
+    SignalHandler.__module__ = "submitit.core.job_environment"
+    submitits = SignalHandler().checkpoint_and_try_requeue
+    before = signal.signal(signal.SIGUSR2, submitits)
+    try:
+        assert submitit_signal() is signal.SIGUSR2
+        saved = []
+        trainer = SimpleNamespace(world_size=1, received_sigterm=False, callbacks=[], global_step=7,
+                                  default_root_dir=str(tmp_path), save_checkpoint=saved.append)
+        stop = GracefulStop()
+        stop.on_train_start(trainer, None)
+        signal.raise_signal(signal.SIGUSR2)  # noted only: submitit's handler has not run yet
+        assert stop.requested == "SIGUSR2" and not calls
+        with pytest.raises(RunInterrupted) as err:
+            stop.on_train_batch_end(trainer, None, None, None, 0)
+        assert saved == [tmp_path / "checkpoints" / "interrupted.ckpt"] and calls == [signal.SIGUSR2]
+        assert err.value.signal_name == "SIGUSR2" and signal.getsignal(signal.SIGUSR2) == submitits
+        signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+        assert submitit_signal() is None  # not a submitit job: the signal is left alone
+    finally:
+        signal.signal(signal.SIGUSR2, before)

@@ -41,3 +41,25 @@ def test_a_ddp_run_resumes_by_itself_on_every_rank(tmp_path):
     (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert record["resumed_from"].endswith("interrupted.ckpt") and record["steps"] == 9
     assert "resuming the same run from" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.slow  # ~35 s: a run, and a submitit_local job preempted once
+def test_a_preempted_submitit_job_saves_its_step_is_requeued_and_resumes_bit_for_bit(tmp_path):
+    """hydra/launcher=submitit_local (the SLURM launcher's local twin): submitit's preemption signal (USR2, as SLURM
+    sends it before a time limit) at step 7. submitit's own handler requeued the job at once, losing the steps since
+    the last checkpoint (the job went on from step 5, and its hook stopped it again each time); now the step's
+    checkpoint is saved first, submitit requeues the job, and the requeued job (resume=auto) goes on from step 7
+    to the uninterrupted run's result."""
+    run = ["task=snli", "scale=fixture", "task.epochs=2", "seed=1", "save_predictions=false",
+           "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep"]
+    whole = train([*run, "+callbacks.sig.step=1000", "+callbacks.sig.signum=12"], tmp_path / "whole",
+                  tmp_path / "cache")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    job = train(["-m", "hydra/launcher=submitit_local", "resume=auto", *run, "+callbacks.sig.step=7",
+                 "+callbacks.sig.signum=12"], tmp_path / "job", tmp_path / "cache")
+    assert job.returncode == 0, job.stderr[-3000:]
+    (a,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
+    (b,) = results.load_records(tmp_path / "job" / "results" / "runs", strict=True)
+    assert b["resumed_from"].endswith("interrupted.ckpt")
+    for key in ("steps", "val_curve", "val_curve_steps", "metrics"):
+        assert b[key] == a[key], key
