@@ -34,11 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
 from coda_exp.fingerprint import fingerprint, scale_label
 from coda_exp.results import load_records
 
 MODELS = ("transformer", "coda_transformer")
-RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run's checkpoints to resume from: the one at the later step
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
 
 
@@ -58,23 +58,6 @@ def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str
             if key not in out or rec["created"] > out[key]["created"]:
                 out[key] = rec
     return out
-
-
-def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
-    """A partial run's checkpoint to resume from and its global step: of ``RESUME_FROM`` under
-    ``<folder>/checkpoints``, the one at the later step (None: the run never saved one)."""
-    import torch
-
-    found = []
-    for name in RESUME_FROM:
-        path = folder / "checkpoints" / name
-        if path.is_file():
-            found.append((int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"]),
-                          path))
-    if not found:
-        return None
-    step, path = max(found, key=lambda f: f[0])
-    return path, step
 
 
 def plan(args) -> tuple[list[dict], dict[str, dict]]:
