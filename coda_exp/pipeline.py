@@ -298,9 +298,10 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
-    # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
-    # DistributedSigterm (a SIGTERM noted, then the ranks' vote)
-    callbacks.append(GracefulStop())
+    if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
+        # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
+        # DistributedSigterm (a SIGTERM noted, then the ranks' vote)
+        callbacks.append(GracefulStop())
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,

@@ -116,6 +116,12 @@ def check_trainer(cfg: DictConfig) -> None:
     throwaway Trainer of the same settings (no logger, callbacks or checkpoints), its error as a ConfigError."""
     if "_target_" not in cfg.get("trainer", {}):
         return
+    saving = [f"callbacks.{name}" for name, c in (cfg.get("callbacks") or {}).items()
+              if c is not None and str(c.get("_target_", "")).endswith(("ModelCheckpoint", "LastCheckpoint"))]
+    if cfg.trainer.get("enable_checkpointing", True) is False and saving:
+        raise ConfigError(f"trainer.enable_checkpointing=false, but the run's checkpoint callbacks ({', '.join(saving)}) "
+                          f"save checkpoints: leave them out too ({' '.join(f'{k}=null' for k in saving)}); the run "
+                          "then tests its last weights and cannot be resumed")
     with quiet_lightning():
         checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
                                             enable_progress_bar=False, enable_model_summary=False), cfg.trainer)

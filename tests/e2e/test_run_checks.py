@@ -71,6 +71,9 @@ def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_
                                         "refuses these settings: Precision 'bf17-mixed' is invalid. Allowed")),
     (["+trainer.no_such_argument=1"], "unexpected keyword argument 'no_such_argument'"),
     (["trainer=gpu_fast", "trainer.accelerator=cpu", "trainer.devices=[3]"], "devices"),
+    # Lightning's own refusal came after the data, from Hydra's instantiate, naming ModelCheckpoint only
+    (["+trainer.enable_checkpointing=false"], ("trainer.enable_checkpointing=false, but the run's checkpoint "
+                                               "callbacks (callbacks.model_checkpoint, callbacks.last_checkpoint)")),
 ])
 def test_trainer_settings_lightning_refuses_are_one_message_before_any_data(make_cfg, no_data, overrides, message):
     """They used to fail in Trainer(...) once the data had loaded, with a traceback and exit 1."""
