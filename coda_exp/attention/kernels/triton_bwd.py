@@ -3,7 +3,7 @@
 
 FlashAttention-2's backward shape: grid (B·H, cdiv(Lk, BLOCK_N)); a program owns BLOCK_N keys and loops over the
 query blocks that see them (``causal``: from the first one), recomputing each (BLOCK_M, BLOCK_N) tile once with the
-shared helpers (``_pair_grads``, ``_centred_grads``): dv += P^T dout and dk += dE^T q in registers, dq += dE k added
+shared helpers (``_key_block_tile``, as in ``_dkdv_kernel``): dv += P^T dout and dk += dE^T q in registers, dq += dE k added
 into a float buffer (B, H, Lq, de) in the accumulation dtype with ``tl.atomic_add``. The L1 gradients share one
 sign pattern per pair and feature: dnq_i = Σ_j G_ij sign(nq_i - nk_j) (atomically added, into the dq buffer with
 ``shared_n``), dnk_j = -Σ_i G_ij sign(nq_i - nk_j) (into the program's own scratch rows, no atomics, as in
@@ -38,9 +38,8 @@ if HAVE_TRITON:
     # (flash_triton._interpreted_copy)
     from coda_exp.attention.kernels.triton_jit import (
         _SUM_COMBINE,
-        _centred_grads,
-        _centres,
-        _pair_grads,
+        _first_query,
+        _key_block_tile,
         _rows,
         _slice,
         _store_rows,
@@ -122,24 +121,11 @@ if HAVE_TRITON:
         dk = tl.full((BLOCK_N, DE_P), 0.0, dtype=CDT)
         dv = tl.full((BLOCK_N, DV_P), 0.0, dtype=CDT)
         offs_e = tl.arange(0, DE_P)
-        lo = 0
-        if CAUSAL:  # first query that sees key start_n: i >= j - (LK - LQ)
-            lo = tl.maximum(start_n - (LK - LQ), 0)
-            lo = (lo // BLOCK_M) * BLOCK_M
-        for start_m in range(lo, LQ, BLOCK_M):
-            offs_m = start_m + tl.arange(0, BLOCK_M)
-            m_ok = offs_m < LQ
-            q = _rows(Q, offs_m, m_ok, DE, DE_P)
-            do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
-            ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
-            cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
-            p, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                          smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
-                                          PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
-                                          BLOCK_M, BLOCK_N)
-            de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
-            dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
-            dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
+        for start_m in range(_first_query(start_n, LQ, LK, BLOCK_M, CAUSAL), LQ, BLOCK_M):
+            offs_m, m_ok, de, g, dk, dv = _key_block_tile(
+                Q, DOUT, NQ, NK, MASK, QMASK, CENT, k, v, dk, dv, s, start_m, offs_n, n_ok, LQ, LK, smi, smj, sqi,
+                seed, drop_thr, alpha, beta, gate, scale, DE, DN, DV, DE_P, DV_P, DC, PF, E_FN, N_FN, HAS_MASK,
+                HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, CENTER_E, CENTER_N, BLOCK_M, BLOCK_N)
             dq = tl.dot(de.to(k.dtype), k, out_dtype=CDT, input_precision=DOT_PREC)
             tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
                           mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")

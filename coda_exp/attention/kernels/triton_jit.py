@@ -225,6 +225,43 @@ if HAVE_TRITON:
             g = tl.where(valid, g - _centres(CENT, offs_m, m_ok, 3, CENTER_N), 0.0)
         return de, g
 
+    @triton.jit
+    def _first_query(start_n, LQ, LK, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+        """The first query block a key block from start_n meets: 0, or with ``causal`` the block of the first query
+        that sees key start_n (i >= j - (LK - LQ))."""
+        lo = 0
+        if CAUSAL:
+            lo = tl.maximum(start_n - (LK - LQ), 0)
+            lo = (lo // BLOCK_M) * BLOCK_M
+        return lo
+
+    @triton.jit
+    def _key_block_tile(Q, DOUT, NQ, NK, MASK, QMASK, CENT, k, v, dk, dv, s, start_m, offs_n, n_ok, LQ, LK,
+                        smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale,
+                        DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr, DE_P: tl.constexpr,
+                        DV_P: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr, E_FN: tl.constexpr,
+                        N_FN: tl.constexpr, HAS_MASK: tl.constexpr, HAS_QMASK: tl.constexpr, CAUSAL: tl.constexpr,
+                        DROPOUT: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr, DOT_PREC: tl.constexpr,
+                        CENTER_E: tl.constexpr, CENTER_N: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr):
+        """A key block's tile with the queries start_m ... (``_dkdv_kernel``, ``triton_bwd._bwd_kernel``): the tile's
+        gradients recomputed (``_pair_grads``, centred), dv += P^T dout and dk += dE^T q; returns (offs_m, m_ok, dE,
+        G, dk, dv), dE and G for what the caller adds (dq, the L1 gradients)."""
+        offs_m = start_m + tl.arange(0, BLOCK_M)
+        m_ok = offs_m < LQ
+        q = _rows(Q, offs_m, m_ok, DE, DE_P)
+        do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
+        ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
+        cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
+        p, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
+                                      smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
+                                      PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
+                                      BLOCK_M, BLOCK_N)
+        de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
+        dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
+        dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
+        return offs_m, m_ok, de, g, dk, dv
+
     @triton.jit(do_not_specialize=["drop_thr"])
     def _dkdv_kernel(Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, DK, DV_OUT, SCR,
                      H, LQ, LK, smb, smh, smi, smj, sqb, sqh, sqi, drop_thr, LQ_BUCKET, LK_BUCKET,
@@ -248,24 +285,11 @@ if HAVE_TRITON:
         v = _rows(V, offs_n, n_ok, DV, DV_P)
         dk = tl.full((BLOCK_N, DE_P), 0.0, dtype=CDT)
         dv = tl.full((BLOCK_N, DV_P), 0.0, dtype=CDT)
-        lo = 0
-        if CAUSAL:  # first query that sees key pid_n BLOCK_N: i >= j - (LK - LQ)
-            lo = tl.maximum(pid_n * BLOCK_N - (LK - LQ), 0)
-            lo = (lo // BLOCK_M) * BLOCK_M
-        for start_m in range(lo, LQ, BLOCK_M):
-            offs_m = start_m + tl.arange(0, BLOCK_M)
-            m_ok = offs_m < LQ
-            q = _rows(Q, offs_m, m_ok, DE, DE_P)
-            do = _rows(DOUT, offs_m, m_ok, DV, DV_P)
-            ce = _centres(CENT, offs_m, m_ok, 0, CENTER_E)
-            cd = _centres(CENT, offs_m, m_ok, 1, CENTER_N)
-            p, de, g, valid = _pair_grads(q, k, v, do, NQ, NK, MASK, QMASK, s, offs_m, offs_n, m_ok, n_ok, LQ, LK,
-                                          smi, smj, sqi, seed, drop_thr, alpha, beta, gate, scale, ce, cd, DN, DC,
-                                          PF, E_FN, N_FN, HAS_MASK, HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC,
-                                          BLOCK_M, BLOCK_N)
-            de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
-            dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv, out_dtype=CDT, input_precision=DOT_PREC)
-            dk = tl.dot(tl.trans(de.to(q.dtype)), q, dk, out_dtype=CDT, input_precision=DOT_PREC)
+        for start_m in range(_first_query(pid_n * BLOCK_N, LQ, LK, BLOCK_M, CAUSAL), LQ, BLOCK_M):
+            offs_m, m_ok, _, g, dk, dv = _key_block_tile(
+                Q, DOUT, NQ, NK, MASK, QMASK, CENT, k, v, dk, dv, s, start_m, offs_n, n_ok, LQ, LK, smi, smj, sqi,
+                seed, drop_thr, alpha, beta, gate, scale, DE, DN, DV, DE_P, DV_P, DC, PF, E_FN, N_FN, HAS_MASK,
+                HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, CENTER_E, CENTER_N, BLOCK_M, BLOCK_N)
             _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g, DN, DC, PF, CDT)  # dnk -= Σ_i G sign(nq - nk)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
