@@ -104,10 +104,10 @@ quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the
 
 TEST_WORKERS ?= 2
 test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
-	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 test-full: $(STAMP) ## every test, the slow ones included
-	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json
 	$(PY) scripts/make_tables.py

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import ROOT
 
 NOISE = ("Generating train split", "Map:", "tokenising", "litlogger", "LeafSpec", "Total FLOPs", "v_num",
@@ -35,6 +37,7 @@ def test_a_fixture_run_is_quiet_and_names_its_run_folder(tmp_path):
     assert "litlogger" in (Path(folder) / "train.log").read_text(encoding="utf-8")  # the log file keeps every line
 
 
+@pytest.mark.slow  # ~11 s: a training process; make test keeps the quiet default's run above
 def test_verbose_brings_everything_back(tmp_path):
     out = _run(tmp_path, "task.epochs=1", "verbose=true")
     assert [noise for noise in NOISE if noise not in out] == []
