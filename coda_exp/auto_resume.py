@@ -66,7 +66,7 @@ def _normalised(config: dict, folder: str) -> dict:
 def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     """Run folders that may hold an earlier run of this configuration (each has a ``config_resolved.yaml``)."""
     log_dir = Path(cfg.paths.log_dir)
-    patterns = [(log_dir / "runs" / f"{cfg.task.name}-{cfg.model.name}", "*"),
+    patterns = [(log_dir / "runs" / f"{cfg.task.name}-{cfg.model.name}", f"*-s{cfg.seed}*"),
                 (log_dir / "multiruns", f"*/*-{cfg.task.name}-{cfg.model.name}-s{cfg.seed}*"),
                 (own.parent, "*")]
     found: dict[Path, None] = {}
@@ -119,6 +119,8 @@ def finished_records(cfg: DictConfig, folders: list[Path]) -> dict[Path, tuple[P
 
     wanted = set(folders)
     out: dict[Path, tuple[Path, dict]] = {}
+    if not wanted:  # no earlier run of this configuration: no record to read
+        return out
     runs = Path(cfg.paths.results_dir) / "runs"
     files = sorted(runs.glob("*.json")) if runs.is_dir() else []
     files += [f / FALLBACK_RECORD for f in folders if (f / FALLBACK_RECORD).is_file()]

@@ -337,11 +337,14 @@ def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")), f"ckpt_path={stop.checkpoint}"])
+    # resume=auto finds the checkpoint itself: the same command again
+    auto = "resume=auto" in overrides
+    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")),
+                      *([] if auto else [f"ckpt_path={stop.checkpoint}"])])
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
                                                                              "python train.py")
-    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record); resume with: %s %s%s",
-              stop.signal_name, stop.step, program, again, "; the sweep stops here, its later jobs not run" if sweep
-              else "")
+    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record): %s; resume with: %s %s%s",
+              stop.signal_name, stop.step, stop.checkpoint, program, again,
+              "; the sweep stops here, its later jobs not run" if sweep else "")
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))

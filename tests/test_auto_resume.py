@@ -30,6 +30,8 @@ def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(com
     with pytest.raises(SystemExit) as stop:  # Ctrl-C at step 7: interrupted.ckpt, no record
         run(compose([*auto, f"paths.output_dir={tmp_path}/runs/first"], tmp_path))
     assert stop.value.code == 130 and not _records(tmp_path)
+    (said,) = [r.getMessage() for r in caplog.records if "run interrupted" in r.getMessage()]
+    assert "interrupted.ckpt; resume with:" in said and "ckpt_path=" not in said  # the same command again
     # the same command again, in a new Hydra folder beside the first
     run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
     (resumed,) = _records(tmp_path)
