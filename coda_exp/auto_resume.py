@@ -49,8 +49,11 @@ class Decision:
     record: dict | None = None
 
 
-def _normalised(config: dict, folder: str) -> dict:
-    """The config with the run's own folder replaced by a placeholder and the ignored keys left out."""
+def _normalised(config: dict) -> dict:
+    """The config with the run's own folder (its ``paths.output_dir``, as it was written there: a path through a
+    symbolic link stays one) replaced by a placeholder and the ignored keys left out."""
+    folder = str((config.get("paths") or {}).get("output_dir") or "") or "\0"
+
     def walk(value):
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
@@ -78,15 +81,14 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     return list(found)
 
 
-def same_run(mine: dict, own: Path, folder: Path) -> bool:
-    """Whether ``folder``'s run had the resolved config ``mine`` of the run in ``own`` (each folder's own path set
-    aside)."""
+def same_run(mine: dict, folder: Path) -> bool:
+    """Whether ``folder``'s run had the resolved config ``mine`` (each run's own folder set aside)."""
     try:
         theirs = OmegaConf.to_container(OmegaConf.load(folder / RESOLVED_CONFIG), resolve=True)
     except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
         log.warning("resume=auto: %s cannot be read (%s); skipped", folder / RESOLVED_CONFIG, err)
         return False
-    return isinstance(theirs, dict) and _normalised(theirs, str(folder)) == _normalised(mine, str(own))
+    return isinstance(theirs, dict) and _normalised(theirs) == _normalised(mine)
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -146,7 +148,7 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
         return Decision(checkpoint=Path(chosen)) if chosen else Decision()
     own = own.resolve()  # its own folder too: a requeued job (SLURM) may start in its earlier run's folder
     mine = OmegaConf.to_container(cfg, resolve=True)
-    matches = [f for f in candidates(cfg, own) if same_run(mine, own, f)]
+    matches = [f for f in candidates(cfg, own) if same_run(mine, f)]
     done = finished_records(cfg, matches)
     decision = Decision()
     if done:

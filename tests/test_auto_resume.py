@@ -106,3 +106,25 @@ def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
     assert auto_resume.finished_records(cfg, [folder]) == {}  # an evaluation, a crashed run: not finished
     (runs / "2.json").write_text(json.dumps({**base, "run_id": "r2", "status": "finished"}))
     assert list(auto_resume.finished_records(cfg, [folder])) == [folder]
+
+
+def test_runs_compare_with_each_folder_set_aside_through_a_symbolic_link(tmp_path):
+    """Each run's own folder, as its config wrote it (through a link, as cluster home folders often are), is set
+    aside; any other difference makes another run."""
+    from omegaconf import OmegaConf
+
+    from coda_exp import auto_resume
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+
+    def config(folder, lr=0.1):
+        return {"seed": 1, "resume": None, "ckpt_path": None, "paths": {"output_dir": str(folder)},
+                "trainer": {"default_root_dir": str(folder)}, "optimizer": {"lr": lr}}
+
+    theirs = tmp_path / "link" / "runs" / "a"
+    theirs.mkdir(parents=True)
+    OmegaConf.save(config(theirs), theirs / "config_resolved.yaml")
+    mine = {**config(tmp_path / "link" / "runs" / "b"), "resume": "auto"}
+    assert auto_resume.same_run(mine, theirs.resolve())
+    assert not auto_resume.same_run(config(tmp_path / "link" / "runs" / "b", lr=0.2), theirs.resolve())
