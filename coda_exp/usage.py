@@ -40,7 +40,8 @@ EXAMPLES = (
     ("coda-exp task=wikiqa model=decompatt scale=fixture", "a smoke run in seconds, from any folder"),
     ("coda-exp task=snli model=decompatt_coda trainer=gpu seed=2", "DecompAtt + CoDA on SNLI, on one GPU"),
     ("coda-exp task=mlu model=coda_transformer scale=cpu logger=tensorboard -v", "CPU scale, every library's logs"),
-    ("coda-exp -m experiment=table_2 scale=cpu seed=1,2,3", "a paper table's sweep: every task x model x seed"),
+    ("coda-exp -m experiment=table_2 scale=cpu seed=1,2,3 resume=auto",
+     "a paper table's sweep: every task x model x seed (again: only what is left)"),
     ("coda-exp tables --tables table_2 --print", "then its table, the paper's numbers beside ours"),
 )
 
