@@ -129,6 +129,25 @@ def check_writable(folders: dict[str, str | os.PathLike]) -> None:
                              + "\n  ".join(bad))
 
 
+class LogFile(logging.FileHandler):
+    """The run's ``train.log`` (Hydra's job log file, ``configs/hydra/default.yaml``, and :func:`log_file`'s): where a
+    line cannot be written (a full disk, a quota), one line on the console says so and the file's lines stop there,
+    instead of Python's "--- Logging error ---" traceback for every line dropped; the console goes on."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        import sys
+
+        err = sys.exc_info()[1]
+        reason = getattr(err, "strerror", None) or err or "unknown error"
+        print(f"log file {self.baseFilename}: cannot write ({reason}); its lines stop here, the console goes on",
+              file=sys.stderr, flush=True)
+
+
 @contextmanager
 def log_file(folder: Path | None, name: str = "train.log", leave: Path | None = None):
     """While the block runs, also log to ``<folder>/<name>`` (appending; Hydra's format): the resumed or relocated
@@ -145,7 +164,7 @@ def log_file(folder: Path | None, name: str = "train.log", leave: Path | None = 
             root.removeHandler(h)
     handler = None
     if folder is not None:
-        handler = logging.FileHandler(folder / name, mode="a", encoding="utf-8")
+        handler = LogFile(folder / name, mode="a", encoding="utf-8")
         handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
         root.addHandler(handler)
     try:

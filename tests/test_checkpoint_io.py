@@ -1,4 +1,5 @@
-"""coda_exp.checkpoint_io: training checkpoints written whole beside their target, and a full disk as one message."""
+"""coda_exp.checkpoint_io: training checkpoints written whole beside their target, and a full disk as one message (the
+log file's too: coda_exp.run_folder.LogFile)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,37 @@ def test_disk_full_is_a_users_error_naming_the_file_and_the_checkpoint_to_resume
     assert str(none_yet).endswith("then run it again (it saved no checkpoint)")
     assert disk_full(OSError(errno.EACCES, "Permission denied", "x"), tmp_path) is None  # not a full disk
     assert disk_full(RuntimeError("a bug"), tmp_path) is None
+
+
+def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line(tmp_path, capsys):
+    """train.log (Hydra's job log file and the relocated run's): Python's logging printed "--- Logging error ---" and
+    a traceback for every line it could not write; the run's own handler says it once and the console goes on."""
+    import logging
+
+    from coda_exp.run_folder import LogFile
+
+    handler = LogFile(tmp_path / "train.log", mode="a", encoding="utf-8")
+
+    def full(text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    handler.stream.write = full
+    logger = logging.getLogger("coda_exp.test_full_log")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for i in range(3):
+            logger.warning("line %d", i)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    err = capsys.readouterr().err
+    assert err.strip() == (f"log file {tmp_path / 'train.log'}: cannot write ({os.strerror(errno.ENOSPC)}); its "
+                           "lines stop here, the console goes on")
+
+
+def test_hydras_log_file_is_the_runs_own_handler(make_cfg):
+    from hydra.core.hydra_config import HydraConfig
+
+    make_cfg("task=snli", "scale=fixture")
+    assert HydraConfig.get().job_logging.handlers.file["class"] == "coda_exp.run_folder.LogFile"
