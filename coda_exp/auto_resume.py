@@ -114,8 +114,9 @@ def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
     return path, step
 
 
-def finished_records(cfg: DictConfig, folders: list[Path]) -> dict[Path, tuple[Path, dict]]:
-    """folder -> (record file, record) of the runs among ``folders`` whose training record says they ended."""
+def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path, dict]]:
+    """folder -> (record file, record) of the runs among ``folders`` (resolved paths) whose training record says they
+    ended, read from ``<results_dir>/runs/`` of each of ``results_dirs`` and the folders' fallback records."""
     from coda_exp import results
     from coda_exp.run_record import FALLBACK_RECORD
 
@@ -123,8 +124,7 @@ def finished_records(cfg: DictConfig, folders: list[Path]) -> dict[Path, tuple[P
     out: dict[Path, tuple[Path, dict]] = {}
     if not wanted:  # no earlier run of this configuration: no record to read
         return out
-    runs = Path(cfg.paths.results_dir) / "runs"
-    files = sorted(runs.glob("*.json")) if runs.is_dir() else []
+    files = [p for d in map(Path, results_dirs) if (d / "runs").is_dir() for p in sorted((d / "runs").glob("*.json"))]
     files += [f / FALLBACK_RECORD for f in folders if (f / FALLBACK_RECORD).is_file()]
     for path in files:
         if path.name.startswith("."):
@@ -149,7 +149,7 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
     own = own.resolve()  # its own folder too: a requeued job (SLURM) may start in its earlier run's folder
     mine = OmegaConf.to_container(cfg, resolve=True)
     matches = [f for f in candidates(cfg, own) if same_run(mine, f)]
-    done = finished_records(cfg, matches)
+    done = finished_records([cfg.paths.results_dir], matches)
     decision = Decision()
     if done:
         folder, (path, record) = max(done.items(), key=lambda item: str(item[1][1].get("created")))

@@ -39,6 +39,8 @@ COMMANDS: dict[str, Command] = {
     "plot-coda": Command("coda_exp.tools.plot_coda", "main", "CoDA Figure 2: f_E(E), f_N(N), M of a model"),
     "plot-attconv": Command("coda_exp.tools.plot_attconv", "main", "AttConv Figures 5 and 8 from predictions"),
     "average-checkpoints": Command("coda_exp.checkpoint_avg", "main", "average the last N checkpoints (T2T)"),
+    "runs": Command("coda_exp.tools.runs", "main",
+                    "the run folders under outputs/: finished, running, stopped (resumable) or failed"),
     "estimate": Command("coda_exp.tools.estimate", "main", "time a few steps, extrapolate a run's duration"),
     "warm-kernels": Command("coda_exp.tools.warm_kernels", "main",
                             "compile the numba CPU kernels into their cache, in parallel (once per install)"),

@@ -67,9 +67,8 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
     ``quiet``: say nothing when moving to another folder (the caller says it, once its log is there)."""
     folder = Path(folder)
     if resume:
-        owner = _owner(folder)
-        if owner.get("host") == socket.gethostname() and owner.get("pid") not in (None, os.getpid()) \
-                and _pid_alive(int(owner["pid"])):
+        owner = live_owner(folder)
+        if owner:
             raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
                                  "(still running); wait for it or stop it before resuming")
         (folder / OWNER).unlink(missing_ok=True)
@@ -84,6 +83,16 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
                             _owner(folder) or "unknown owner", candidate)
             return candidate
     raise OutputDirError(f"{folder}: {max_tries} folders of that name are taken; set hydra.run.dir")
+
+
+def live_owner(folder: str | os.PathLike) -> dict:
+    """The owner of ``folder`` (host, pid) where it is another process, alive on this host; {} otherwise (no owner,
+    a process that ended, another host, which this host cannot see)."""
+    owner = _owner(Path(folder))
+    if owner.get("host") == socket.gethostname() and owner.get("pid") not in (None, os.getpid()) \
+            and _pid_alive(int(owner["pid"])):
+        return owner
+    return {}
 
 
 def owner_of(folder: str | os.PathLike) -> dict:

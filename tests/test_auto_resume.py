@@ -83,7 +83,6 @@ def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
 
 def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
     import torch
-    from omegaconf import OmegaConf
 
     from coda_exp import auto_resume
 
@@ -102,10 +101,10 @@ def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
             "output_dir": str(folder)}
     for i, extra in enumerate(({"mode": "eval", "status": "finished"}, {"status": "crashed"})):
         (runs / f"{i}.json").write_text(json.dumps({**base, "run_id": f"r{i}", **extra}))
-    cfg = OmegaConf.create({"paths": {"results_dir": str(tmp_path / "results")}})
-    assert auto_resume.finished_records(cfg, [folder]) == {}  # an evaluation, a crashed run: not finished
+    results_dirs = [tmp_path / "results"]
+    assert auto_resume.finished_records(results_dirs, [folder]) == {}  # an evaluation, a crashed run: not finished
     (runs / "2.json").write_text(json.dumps({**base, "run_id": "r2", "status": "finished"}))
-    assert list(auto_resume.finished_records(cfg, [folder])) == [folder]
+    assert list(auto_resume.finished_records(results_dirs, [folder])) == [folder]
 
 
 def test_runs_compare_with_each_folder_set_aside_through_a_symbolic_link(tmp_path):

@@ -1,0 +1,85 @@
+"""coda-exp runs: every run folder under outputs/ and where it stands."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from coda_exp.errors import UserError
+from coda_exp.tools import runs
+
+
+def _folder(root, name, seed, results):
+    folder = root / name
+    (folder / "checkpoints").mkdir(parents=True)
+    OmegaConf.save({"seed": seed, "scale_name": "fixture", "task": {"name": "snli"}, "model": {"name": "decompatt"},
+                    "paths": {"output_dir": str(folder), "results_dir": str(results)}},
+                   folder / "config_resolved.yaml")
+    time.sleep(0.01)  # newest first, by the config's time
+    return folder
+
+
+def test_each_folder_is_finished_running_stopped_or_failed(tmp_path, capsys):
+    log_dir, results = tmp_path / "outputs", tmp_path / "results"
+    finished = _folder(log_dir / "runs" / "snli-decompatt", "a-s1", 1, results)
+    stopped = _folder(log_dir / "multiruns" / "2026", "0-snli-decompatt-s2", 2, results)
+    failed = _folder(log_dir / "runs" / "snli-decompatt", "c-s3", 3, results)
+    running = _folder(log_dir / "runs" / "snli-decompatt", "d-s4", 4, results)
+    (results / "runs").mkdir(parents=True)
+    record = {"schema_version": 1, "run_id": "r1", "task": "snli", "model": "decompatt", "attention": {}, "seed": 1,
+              "scale": "fixture", "metrics": {}, "steps": 15, "epochs": 3, "wall_time_s": 1.0, "device": "cpu",
+              "git_commit": None, "overrides": [], "created": "2026-01-01T00:00:00+00:00",
+              "status": "finished", "output_dir": str(finished)}
+    (results / "runs" / "r1.json").write_text(json.dumps(record))
+    torch.save({"global_step": 7}, stopped / "checkpoints" / "interrupted.ckpt")
+    torch.save({"global_step": 5}, stopped / "checkpoints" / "last.ckpt")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (running / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": sleeper.pid}))
+        (failed / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": 2 ** 22 + 1}))
+        assert runs.main(["--log-dir", str(log_dir), "--json", str(tmp_path / "runs.json")]) == 0
+    finally:
+        sleeper.kill()
+    rows = {r["seed"]: r for r in json.loads((tmp_path / "runs.json").read_text())}
+    assert [rows[s]["state"] for s in (1, 2, 3, 4)] == ["finished", "stopped", "failed", "running"]
+    assert rows[1]["step"] == 15 and rows[1]["record"] == str(results / "runs" / "r1.json")
+    assert rows[2]["step"] == 7 and rows[2]["checkpoint"] == str(stopped / "checkpoints" / "interrupted.ckpt")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == ["state", "step", "task", "model", "seed", "scale", "folder"]
+    assert [line.split()[0] for line in lines[1:5]] == ["running", "failed", "stopped", "finished"]  # newest first
+    assert "1 finished, 1 running, 1 stopped, 1 failed" in out and "resume=auto" in out
+    assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
+    left = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in left[1:3]] == ["failed", "stopped"] and "finished" not in left[3]
+
+
+def test_no_folder_is_one_message(tmp_path, capsys):
+    with pytest.raises(UserError, match="no such folder"):
+        runs.main(["--log-dir", str(tmp_path / "nowhere")])
+    (tmp_path / "outputs").mkdir()
+    assert runs.main(["--log-dir", str(tmp_path / "outputs"), "--left"]) == 0
+    assert capsys.readouterr().out.strip() == f"no unfinished run folders under {tmp_path / 'outputs'}"
+
+
+def test_a_real_stopped_run_is_listed_with_its_step(compose, tmp_path, capsys):
+    from coda_exp.pipeline import run
+
+    stop = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=3",
+            "+callbacks.sig.signum=2"]
+    with pytest.raises(SystemExit):
+        run(compose(["task=snli", "scale=fixture", "logger=none", "task.epochs=2", *stop,
+                     f"paths.output_dir={tmp_path}/outputs/runs/snli-decompatt/x-s1"], tmp_path))
+    capsys.readouterr()  # the run's own output
+    assert runs.main(["--log-dir", str(tmp_path / "outputs")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[:6] == ["stopped", "3", "snli", "decompatt", "1", "fixture"]
+    assert os.path.isdir(out.splitlines()[1].split()[-1])
