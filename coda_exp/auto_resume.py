@@ -8,8 +8,8 @@ Hydra folder, whose resolved config equals this run's once each folder's own pat
 - one of them **finished** (its run record, in ``paths.results_dir/runs/`` or the folder's fallback record, says
   ``finished`` or ``diverged``): nothing runs; the message names the folder and record;
 - else the one whose checkpoint (``last.ckpt`` or ``interrupted.ckpt``) is at the latest step is **resumed** from
-  it, in its folder, as ``ckpt_path=`` would (:mod:`coda_exp.run_folder`: a folder still held by a live process is
-  refused);
+  it, in its folder, as ``ckpt_path=`` would; one still running (its owner process alive on this host) is one
+  error, not a second copy of the run;
 - else the run starts afresh.
 
 So a sweep or ``make reproduce-table-N RUN_ARGS=resume=auto`` run again after a crash, a Ctrl-C or a cluster's time
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp.run_folder import RESOLVED_CONFIG
+from coda_exp.run_folder import RESOLVED_CONFIG, OutputDirError, live_owner
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +155,10 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
         folder, (path, record) = max(done.items(), key=lambda item: str(item[1][1].get("created")))
         decision = Decision(finished=folder, record={"path": str(path), **record})
     else:
+        for folder in matches:
+            if owner := live_owner(folder):
+                raise OutputDirError(f"resume=auto: the same run is running now in {folder} (process "
+                                     f"{owner['pid']}): wait for it or stop it, then run this again")
         points = [point for f in matches if (point := resume_checkpoint(f)) is not None]
         if points:
             path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))

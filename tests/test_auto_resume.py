@@ -127,3 +127,29 @@ def test_runs_compare_with_each_folder_set_aside_through_a_symbolic_link(tmp_pat
     mine = {**config(tmp_path / "link" / "runs" / "b"), "resume": "auto"}
     assert auto_resume.same_run(mine, theirs.resolve())
     assert not auto_resume.same_run(config(tmp_path / "link" / "runs" / "b", lr=0.2), theirs.resolve())
+
+
+def test_the_same_run_running_now_is_one_error_not_a_second_copy(make_cfg, tmp_path, monkeypatch):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from omegaconf import OmegaConf
+
+    from coda_exp.run_folder import OutputDirError
+
+    monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded"))
+    other = tmp_path / "outputs" / "runs" / "snli-decompatt" / "earlier-s1"
+    other.mkdir(parents=True)
+    run_of = ["task=snli", "scale=fixture", "logger=none", "resume=auto"]
+    OmegaConf.save(OmegaConf.to_container(make_cfg(*run_of, f"paths.output_dir={other}"), resolve=True),
+                   other / "config_resolved.yaml")
+    cfg = make_cfg(*run_of)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (other / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": sleeper.pid}))
+        with pytest.raises(OutputDirError, match=f"the same run is running now in {other}"):
+            run(cfg)
+    finally:
+        sleeper.kill()
