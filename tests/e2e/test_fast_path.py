@@ -49,7 +49,8 @@ def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip, gr
 
 
 @pytest.mark.parametrize("path,num_train", [pytest.param("fast", 2000, marks=pytest.mark.slow), ("plain", 2000),
-                                            ("fast", 80), ("plain", 75), ("plain", 96)])
+                                            ("fast", 80), pytest.param("plain", 75, marks=pytest.mark.slow),
+                                            ("plain", 96)])
 def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path, num_train):
     """Stopped at step 6 (its last.ckpt) and resumed: the uninterrupted run's curve and test, bit for bit: the
     static-batch stream restarts at the restored global step, the plain stream skips the epoch's trained batches;
