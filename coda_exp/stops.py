@@ -64,6 +64,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
         self._step_before: int | None = None  # the global step as the current batch started
         self.after_checkpoint: str | None = None  # a stop waiting for this step's last.ckpt (a validation is due)
         self._preempt: tuple[signal.Signals, object] | None = None  # submitit's signal and its handler
+        self._before_validation: int | None = None  # the step, while its checkpoint before a due validation saves
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
@@ -139,15 +140,34 @@ class GracefulStop(pl.callbacks.Checkpoint):
             self.requested = name
             _clear_sigterm(trainer)
             return
+        path = _checkpoints_folder(trainer) / INTERRUPTED_CHECKPOINT
         if _checkpoint_follows(trainer):  # stop once this step's validation and last.ckpt are done
             self.requested, self.after_checkpoint = None, name
             _clear_sigterm(trainer)  # a second SIGTERM during the validation: Lightning's stop there
-            warn_once("a validation or an epoch's end follows step %d: stopping once its checkpoint is written",
-                      trainer.global_step)
+            # this step saved now too, in case the run is killed during the validation (a cluster's grace period):
+            # the steps since the last validation are kept, the validation is not (said when resumed from it)
+            self._before_validation = trainer.global_step
+            try:
+                trainer.save_checkpoint(path)
+            finally:
+                self._before_validation = None
+            warn_once("a validation or an epoch's end follows step %d: stopping once its checkpoint is written (%s "
+                      "saved now, in case the run is killed before)", trainer.global_step, path)
             return
-        path = _checkpoints_folder(trainer) / INTERRUPTED_CHECKPOINT
         trainer.save_checkpoint(path)
         self._stop(trainer, name, path)
+
+    def state_dict(self) -> dict:
+        """In the checkpoint saved before a due validation only: that step, so a run resumed from it says that the
+        validation is not run (Lightning counts the checkpoint as validated)."""
+        return {} if self._before_validation is None else {"before_validation": self._before_validation}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        step = state_dict.get("before_validation")
+        if step is not None:
+            warn_once("resumed from a checkpoint saved before the validation due after step %d (the run was stopped "
+                      "before it ended): that validation is not run, so its point is missing from the curve and the "
+                      "best checkpoint is chosen without it", step)
 
     def _stop_after_checkpoint(self, trainer: pl.Trainer) -> None:
         """The stop a validation or an epoch's end put off, once this step's last.ckpt is written (this callback's

@@ -142,3 +142,24 @@ def test_submitits_preemption_signal_saves_the_step_then_hands_over_to_submitit(
         assert submitit_signal() is None  # not a submitit job: the signal is left alone
     finally:
         signal.signal(signal.SIGUSR2, before)
+
+
+def test_a_stop_before_a_due_validation_saves_the_step_too_and_a_resume_from_it_says_what_it_lacks(
+        tmp_path, monkeypatch, caplog):
+    """The stop waits for the validation due after the step (tests/e2e/test_resume.py); it saves interrupted.ckpt
+    first, in case the run is killed during that validation (a cluster's grace period), marked so that a run resumed
+    from it says that the validation is not run. No other checkpoint carries the mark."""
+    from coda_exp.stops import GracefulStop
+
+    monkeypatch.setattr("coda_exp.stops._checkpoint_follows", lambda trainer: True)
+    stop = GracefulStop()
+    states = []
+    trainer = SimpleNamespace(world_size=1, received_sigterm=False, callbacks=[], global_step=5,
+                              default_root_dir=str(tmp_path), save_checkpoint=lambda path: states.append(
+                                  (path, stop.state_dict())))
+    stop.requested = "SIGTERM"
+    stop.on_train_batch_end(trainer, None, None, None, 0)  # no stop yet: the validation first
+    assert states == [(tmp_path / "checkpoints" / "interrupted.ckpt", {"before_validation": 5})]
+    assert stop.after_checkpoint == "SIGTERM" and stop.state_dict() == {}
+    GracefulStop().load_state_dict(states[0][1])
+    assert "resumed from a checkpoint saved before the validation due after step 5" in caplog.text
