@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.run_folder import RESOLVED_CONFIG, OutputDirError, live_owner
@@ -141,8 +142,6 @@ def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path
 
 def decide(cfg: DictConfig, own: Path) -> Decision:
     """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
-    import pytorch_lightning as pl
-
     if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched
         chosen = os.environ[DECISION_ENV]
         return Decision(checkpoint=Path(chosen)) if chosen else Decision()
@@ -188,6 +187,6 @@ def apply(cfg: DictConfig) -> dict | None:
         cfg.ckpt_path = str(decision.checkpoint)
         if decision.step is not None:
             log.warning("resume=auto: resuming the same run from %s (step %d)", decision.checkpoint, decision.step)
-    else:
+    elif pl.utilities.rank_zero_only.rank == 0:  # the ranks rank 0 launched took its choice silently
         log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
     return None
