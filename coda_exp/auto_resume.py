@@ -36,7 +36,6 @@ RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
 DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
 DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
-MODES = (None, "auto")
 
 
 @dataclass
@@ -93,12 +92,13 @@ def same_run(mine: dict, folder: Path) -> bool:
 
 
 def checkpoint_step(path: Path) -> int | None:
-    """The global step of a checkpoint file, None when it cannot be read (cut short, foreign)."""
-    import torch
+    """The global step of a checkpoint file (``checkpoint_avg.global_step``), None when it is not a checkpoint (cut
+    short, empty, foreign): not one to resume from."""
+    from coda_exp.checkpoint_avg import CheckpointError, global_step
 
     try:
-        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True)["global_step"])
-    except Exception:  # noqa: BLE001 - a checkpoint that cannot be read is not one to resume from
+        return global_step(path)
+    except CheckpointError:
         return None
 
 
@@ -170,13 +170,7 @@ def apply(cfg: DictConfig) -> dict | None:
     """``resume=auto`` before the run folder is chosen: set ``ckpt_path`` to the checkpoint to go on from and say
     so, or return the record of the run that already finished (the caller runs nothing); None otherwise (no
     ``resume=auto``, an explicit ``ckpt_path``, or nothing found: a fresh run)."""
-    mode = cfg.get("resume")
-    if mode not in MODES:
-        from coda_exp.config_checks import ConfigError
-
-        raise ConfigError(f"resume = {mode!r}: expected auto or null (null: a fresh run; ckpt_path=... resumes a "
-                          "given checkpoint)")
-    if mode != "auto" or cfg.get("ckpt_path"):
+    if cfg.get("resume") != "auto" or cfg.get("ckpt_path"):  # its value: config_checks.check_config
         return None
     decision = decide(cfg, Path(cfg.paths.output_dir))
     if decision.finished is not None:

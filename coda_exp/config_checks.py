@@ -55,6 +55,8 @@ _NON_NEGATIVE_OR_NULL = (lambda v: v is None or (_number(v) and v >= 0), "a numb
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (_int, "an int"),
     "verbose": (lambda v: isinstance(v, bool), "true or false"),
+    "resume": (lambda v: v is None or v == "auto",
+               "auto or null (null: a fresh run; ckpt_path=... resumes a given checkpoint)"),
     "threads": _int_at_least(1, null=True),
     "task.epochs": _int_at_least(1),
     "task.max_steps": _int_at_least(1, null=True, also=(-1,)),

@@ -89,7 +89,7 @@ def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
     folder = (tmp_path / "runs" / "a").resolve()
     (folder / "checkpoints").mkdir(parents=True)
     for name, step in (("last.ckpt", 10), ("interrupted.ckpt", 12)):
-        torch.save({"global_step": step}, folder / "checkpoints" / name)
+        torch.save({"global_step": step, "state_dict": {}}, folder / "checkpoints" / name)
     assert auto_resume.resume_checkpoint(folder) == (folder / "checkpoints" / "interrupted.ckpt", 12)
     (folder / "checkpoints" / "interrupted.ckpt").write_bytes(b"cut short")  # unreadable: not one to resume from
     assert auto_resume.resume_checkpoint(folder) == (folder / "checkpoints" / "last.ckpt", 10)

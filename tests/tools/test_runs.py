@@ -39,8 +39,8 @@ def test_each_folder_is_finished_running_stopped_or_failed(tmp_path, capsys):
               "git_commit": None, "overrides": [], "created": "2026-01-01T00:00:00+00:00",
               "status": "finished", "output_dir": str(finished)}
     (results / "runs" / "r1.json").write_text(json.dumps(record))
-    torch.save({"global_step": 7}, stopped / "checkpoints" / "interrupted.ckpt")
-    torch.save({"global_step": 5}, stopped / "checkpoints" / "last.ckpt")
+    torch.save({"global_step": 7, "state_dict": {}}, stopped / "checkpoints" / "interrupted.ckpt")
+    torch.save({"global_step": 5, "state_dict": {}}, stopped / "checkpoints" / "last.ckpt")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (running / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": sleeper.pid}))
