@@ -83,9 +83,9 @@ class TaskModule(pl.LightningModule):
             checkpoint[CHECKPOINT_CONFIG] = self.run_config
         checkpoint.update(self.checkpoint_extras)
 
+    @abstractmethod
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> list[dict]:
         """One dict per example of ``batch`` (``index`` and the family's prediction): ``coda-exp predict``."""
-        raise NotImplementedError(f"{type(self).__name__} has no predict_step")
 
     def request_eager_step(self) -> None:
         """The next training step must run its real forward (a callback's hooks will read it): the fast path
