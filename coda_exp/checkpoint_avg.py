@@ -5,6 +5,9 @@ name) is averaged element-wise for floating-point tensors (accumulated in float6
 every other key (optimizer state, loops, hyper-parameters...) are taken from the newest checkpoint, so Lightning
 and ``pipeline.load_trained`` load the result as any checkpoint. The output is written atomically.
 
+In a run (``task.average_last = N``): :func:`periodic_checkpoints` keeps the last N, :func:`average_last` averages
+them after training (``checkpoints/averaged.ckpt``, tested instead of the best checkpoint).
+
 Command: ``coda-exp average-checkpoints --dir RUN/checkpoints --last 5 --out RUN/checkpoints/avg.ckpt`` or
 ``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
 checkout).
@@ -19,13 +22,20 @@ import pickle
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from coda_exp.errors import UserError
 from coda_exp.io import atomic_write
 
+if TYPE_CHECKING:
+    import pytorch_lightning as pl
+    from omegaconf import DictConfig
+
 log = logging.getLogger(__name__)
+
+PERIODIC = Path("checkpoints") / "periodic"  # a run's periodic checkpoints (task.average_last), under its folder
 
 
 class CheckpointError(UserError, ValueError):
@@ -123,6 +133,49 @@ def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
     with atomic_write(path, "wb") as f:
         torch.save(ckpt, f)
     return Path(path)
+
+
+def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
+    """With ``task.average_last = N > 0``: keep the last N checkpoints, one every validation interval (a run's
+    ModelCheckpoint into ``<run>/checkpoints/periodic``, which :func:`average_last` averages)."""
+    import pytorch_lightning as pl
+
+    n = int(cfg.task.get("average_last") or 0)
+    if n <= 0:
+        return None
+    every = cfg.task.get("val_check_interval")
+    return pl.callbacks.ModelCheckpoint(
+        dirpath=Path(cfg.paths.output_dir) / PERIODIC, filename="step{step}",
+        auto_insert_metric_name=False, every_n_train_steps=int(every) if isinstance(every, int) else None,
+        save_top_k=n, monitor="step", mode="max")
+
+
+def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None:
+    """T2T's checkpoint averaging: the mean weights of the last ``task.average_last`` checkpoints, saved as
+    ``checkpoints/averaged.ckpt`` (tested instead of the best checkpoint). Returns (path, number averaged), or
+    None when it does not apply.
+
+    Under DDP rank 0 writes the file and broadcasts its answer (``trainer.strategy.broadcast``, which every rank
+    reaches: a synchronisation point after the file is written), so every rank tests the same averaged
+    checkpoint. On one device the broadcast returns rank 0's own answer.
+    """
+    n = int(cfg.task.get("average_last") or 0)
+    if n <= 0:  # the same config on every rank: no rank enters the broadcast
+        return None
+    result = None
+    if trainer.is_global_zero:
+        folder = Path(cfg.paths.output_dir) / PERIODIC
+        available = len(list(folder.glob("*.ckpt"))) if folder.is_dir() else 0
+        if 0 < available < n:
+            log.warning("checkpoint averaging: only %d periodic checkpoints (task.average_last=%d)", available, n)
+        if available:
+            paths = select_last(folder, min(n, available))
+            out = save_atomic(average_checkpoints(paths),
+                                             folder.parent / "averaged.ckpt")
+            log.info("averaged %d checkpoints into %s", len(paths), out)
+            result = (str(out), len(paths))
+    result = trainer.strategy.broadcast(result, src=0)
+    return None if result is None else (str(result[0]), int(result[1]))
 
 
 def main(argv: Sequence[str] | None = None) -> Path:

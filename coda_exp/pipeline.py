@@ -18,7 +18,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-from coda_exp import auto_resume, console, progress, resolvers, results, run_folder  # noqa: F401 (resolvers)
+# resolvers: registered on import
+from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, results, run_folder  # noqa: F401
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
@@ -110,48 +111,6 @@ def build_callbacks(cfg: DictConfig, with_logger: bool = True) -> list[pl.Callba
     if not with_logger:  # logger=none: nothing to send learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, pl.callbacks.LearningRateMonitor)]
     return callbacks
-
-
-def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
-    """With ``task.average_last = N > 0``: keep the last N checkpoints, one every validation interval."""
-    n = int(cfg.task.get("average_last") or 0)
-    if n <= 0:
-        return None
-    every = cfg.task.get("val_check_interval")
-    return pl.callbacks.ModelCheckpoint(
-        dirpath=Path(cfg.paths.output_dir) / "checkpoints" / "periodic", filename="step{step}",
-        auto_insert_metric_name=False, every_n_train_steps=int(every) if isinstance(every, int) else None,
-        save_top_k=n, monitor="step", mode="max")
-
-
-def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None:
-    """T2T's checkpoint averaging: the mean weights of the last ``task.average_last`` checkpoints, saved as
-    ``checkpoints/averaged.ckpt`` (tested instead of the best checkpoint). Returns (path, number averaged), or
-    None when it does not apply.
-
-    Under DDP rank 0 writes the file and broadcasts its answer (``trainer.strategy.broadcast``, which every rank
-    reaches: a synchronisation point after the file is written), so every rank tests the same averaged
-    checkpoint. On one device the broadcast returns rank 0's own answer.
-    """
-    from coda_exp import checkpoint_avg
-
-    n = int(cfg.task.get("average_last") or 0)
-    if n <= 0:  # the same config on every rank: no rank enters the broadcast
-        return None
-    result = None
-    if trainer.is_global_zero:
-        folder = Path(cfg.paths.output_dir) / "checkpoints" / "periodic"
-        available = len(list(folder.glob("*.ckpt"))) if folder.is_dir() else 0
-        if 0 < available < n:
-            log.warning("checkpoint averaging: only %d periodic checkpoints (task.average_last=%d)", available, n)
-        if available:
-            paths = checkpoint_avg.select_last(folder, min(n, available))
-            out = checkpoint_avg.save_atomic(checkpoint_avg.average_checkpoints(paths),
-                                             folder.parent / "averaged.ckpt")
-            log.info("averaged %d checkpoints into %s", len(paths), out)
-            result = (str(out), len(paths))
-    result = trainer.strategy.broadcast(result, src=0)
-    return None if result is None else (str(result[0]), int(result[1]))
 
 
 def _metrics(outputs: list[dict]) -> dict[str, float]:
@@ -293,7 +252,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     loggers = build_loggers(cfg, identity)
     history = ValidationHistory(cfg.task.monitor)
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), DistributedSigterm()]
-    periodic = periodic_checkpoints(cfg)
+    periodic = checkpoint_avg.periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
@@ -320,7 +279,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
         ckpt = next((c for c in trainer.checkpoint_callbacks if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
         best = ckpt.best_model_path if ckpt is not None and ckpt.best_model_path else None
-        averaged = average_last(cfg, trainer)
+        averaged = checkpoint_avg.average_last(cfg, trainer)
         if averaged is not None:
             best = averaged[0]
         metrics: dict[str, float] = {}

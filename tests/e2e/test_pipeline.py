@@ -256,7 +256,7 @@ def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path)
 
     import torch
 
-    from coda_exp import pipeline
+    from coda_exp import checkpoint_avg
 
     cfg = make_cfg("task=iwslt15_envi", "task.average_last=2")
     folder = tmp_path / "run" / "checkpoints" / "periodic"
@@ -271,13 +271,13 @@ def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path)
             return obj if rank_zero else received
         return types.SimpleNamespace(is_global_zero=rank_zero, strategy=types.SimpleNamespace(broadcast=broadcast))
 
-    path, n = pipeline.average_last(cfg, trainer(True))
+    path, n = checkpoint_avg.average_last(cfg, trainer(True))
     assert n == 2 and path.endswith("averaged.ckpt") and sent == [(path, 2)]
     assert torch.load(path, weights_only=False)["state_dict"]["w"].tolist() == [5.0, 5.0]
     Path(path).unlink()
-    assert pipeline.average_last(cfg, trainer(False, received=(path, 2))) == (path, 2)
+    assert checkpoint_avg.average_last(cfg, trainer(False, received=(path, 2))) == (path, 2)
     assert not Path(path).exists() and sent[-1] is None  # only rank 0 writes
-    assert pipeline.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
+    assert checkpoint_avg.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
 
 
 @pytest.mark.parametrize("overrides,steps", [
