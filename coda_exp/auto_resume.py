@@ -36,6 +36,9 @@ RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
 DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
 DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
+# the folder of the run that had finished already when this process's last ``apply`` ran nothing (None: it ran);
+# a sweep's summary counts such jobs apart (hydra_callbacks.JobReport, which resets it when a job starts)
+finished_already: Path | None = None
 
 
 @dataclass
@@ -170,10 +173,13 @@ def apply(cfg: DictConfig) -> dict | None:
     """``resume=auto`` before the run folder is chosen: set ``ckpt_path`` to the checkpoint to go on from and say
     so, or return the record of the run that already finished (the caller runs nothing); None otherwise (no
     ``resume=auto``, an explicit ``ckpt_path``, or nothing found: a fresh run)."""
+    global finished_already
+    finished_already = None
     if cfg.get("resume") != "auto" or cfg.get("ckpt_path"):  # its value: config_checks.check_config
         return None
     decision = decide(cfg, Path(cfg.paths.output_dir))
     if decision.finished is not None:
+        finished_already = decision.finished
         log.warning("resume=auto: this run finished already in %s (record %s): nothing to run", decision.finished,
                     decision.record["path"])
         return decision.record

@@ -7,7 +7,8 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   ``coda_exp.pipeline.run`` logged it already), so each job's ``train.log`` ends with its own error;
 - writes each job's outcome to ``<sweep dir>/.jobs/<num>.json`` (a file, so jobs that a launcher runs in other
   processes are counted too);
-- at the end of a sweep prints every failed job with its overrides, exit status, error and log. When a job failed,
+- at the end of a sweep prints every failed job with its overrides, exit status, error and log, and counts apart
+  the jobs that ran nothing because ``resume=auto`` found their run finished already. When a job failed,
   Hydra raises before its ``on_multirun_end``; the list is then printed when the process exits, after Hydra's
   report of the first failure.
 """
@@ -37,6 +38,7 @@ class SweepUserError(CompactHydraException):
 
 
 JOBS = ".jobs"
+FINISHED_ALREADY = "finished already"  # a job's status when resume=auto found its run finished and ran nothing
 LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
 
 
@@ -45,15 +47,18 @@ def _exit_status(err: BaseException) -> int:
     return code if isinstance(code, int) and code else 1
 
 
-def job_outcome(job_return: JobReturn) -> dict[str, Any]:
-    """What the sweep summary needs of one job: number, overrides, status, exit status, error, output folder."""
+def job_outcome(job_return: JobReturn, finished_in: Path | None = None) -> dict[str, Any]:
+    """What the sweep summary needs of one job: number, overrides, status (``completed``, ``failed``, or
+    ``finished already`` when ``resume=auto`` found the run finished in ``finished_in`` and ran nothing), exit
+    status, error, output folder."""
     runtime = job_return.hydra_cfg.hydra if job_return.hydra_cfg is not None else None
     failed = job_return.status == JobStatus.FAILED
     err = job_return._return_value if failed else None
     return {
         "num": int(runtime.job.num) if runtime is not None and runtime.job.get("num") is not None else 0,
         "overrides": list(job_return.overrides or []),
-        "status": "failed" if failed else "completed",
+        "status": "failed" if failed else FINISHED_ALREADY if finished_in is not None else "completed",
+        "finished_in": None if failed or finished_in is None else str(finished_in),
         "exit_status": _exit_status(err) if failed else 0,
         "error": (str(err) if isinstance(err, SweepUserError) else f"{type(err).__name__}: {err}").splitlines()[0][:500]
         if failed else None,
@@ -62,9 +67,12 @@ def job_outcome(job_return: JobReturn) -> dict[str, Any]:
 
 
 def sweep_summary(outcomes: list[dict]) -> str:
-    """``sweep: N jobs, K failed`` and one block per failed job (overrides, exit status, error, its log)."""
+    """``sweep: N jobs, K failed[, S finished already (resume=auto: nothing ran)]`` and one block per failed job
+    (overrides, exit status, error, its log)."""
     failed = [o for o in outcomes if o["status"] == "failed"]
-    lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed"]
+    skipped = sum(o["status"] == FINISHED_ALREADY for o in outcomes)
+    lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed"
+             + (f", {skipped} finished already (resume=auto: nothing ran)" if skipped else "")]
     for o in sorted(failed, key=lambda o: o["num"]):
         lines.append(f"  job #{o['num']} [{' '.join(o['overrides'])}]: exit status {o['exit_status']}: {o['error']}")
         if o["output_dir"]:
@@ -83,6 +91,11 @@ class JobReport(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         atexit.register(self._report_at_exit)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        auto_resume = sys.modules.get("coda_exp.auto_resume")  # jobs run one after another in a process
+        if auto_resume is not None:
+            auto_resume.finished_already = None
+
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status == JobStatus.FAILED:
             err = job_return._return_value
@@ -90,7 +103,8 @@ class JobReport(Callback):
                 trace = None if isinstance(err, (UserError, SweepUserError)) else (type(err), err, err.__traceback__)
                 log.error("job failed: %s: %s", type(err).__name__, err, exc_info=trace)
         if config.hydra.mode is not None and str(config.hydra.mode.name) == "MULTIRUN":
-            outcome = job_outcome(job_return)
+            auto_resume = sys.modules.get("coda_exp.auto_resume")  # imported by the job when it ran
+            outcome = job_outcome(job_return, getattr(auto_resume, "finished_already", None))
             folder = Path(str(config.hydra.sweep.dir)) / JOBS
             atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
 

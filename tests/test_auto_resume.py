@@ -48,6 +48,9 @@ def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(com
     value = run(compose([*auto, f"paths.output_dir={tmp_path}/runs/third"], tmp_path))
     assert value == resumed["metrics"]["val/loss"] and len(_records(tmp_path)) == 1
     assert "resume=auto: this run finished already in" in caplog.text
+    from coda_exp import auto_resume
+
+    assert auto_resume.finished_already == tmp_path / "runs" / "first"  # a sweep's summary counts it apart
 
 
 def test_another_configuration_or_no_resume_starts_afresh(compose, tmp_path):
@@ -153,3 +156,19 @@ def test_the_same_run_running_now_is_one_error_not_a_second_copy(make_cfg, tmp_p
             run(cfg)
     finally:
         sleeper.kill()
+
+
+def test_a_sweep_summary_counts_the_jobs_that_had_finished_already(tmp_path):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from coda_exp.hydra_callbacks import job_outcome, sweep_summary
+
+    ran = JobReturn(overrides=["seed=1"], status=JobStatus.COMPLETED, _return_value=0.5)
+    skipped = JobReturn(overrides=["seed=2"], status=JobStatus.COMPLETED, _return_value=0.5)
+    failed = JobReturn(overrides=["seed=3"], status=JobStatus.FAILED, _return_value=ValueError("bad"))
+    outcomes = [job_outcome(ran), job_outcome(skipped, tmp_path / "run2"), job_outcome(failed, tmp_path / "x")]
+    assert [o["status"] for o in outcomes] == ["completed", "finished already", "failed"]
+    assert outcomes[1]["finished_in"] == str(tmp_path / "run2") and outcomes[2]["finished_in"] is None
+    assert sweep_summary(outcomes).splitlines()[0] == ("sweep: 3 job(s), 1 failed, 1 finished already "
+                                                      "(resume=auto: nothing ran)")
+    assert sweep_summary(outcomes[:1]) == "sweep: 1 job(s), 0 failed"  # as before when nothing was skipped

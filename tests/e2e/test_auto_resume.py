@@ -24,6 +24,7 @@ def test_a_sweep_run_again_runs_only_what_is_left(tmp_path):
                             for r in results.load_records(tmp_path / "results" / "runs", strict=True)))
         if expected == 0 and len(steps) == 4:
             assert "this run finished already" in proc.stdout + proc.stderr
+            assert "sweep: 2 job(s), 0 failed, 2 finished already (resume=auto: nothing ran)" in proc.stderr
     # call 2 resumed seed 1 and stopped seed 2 (fresh) at step 7; call 3 resumed seed 2; call 4 ran nothing
     assert steps == [[], [(1, 10, True)], [(1, 10, True), (2, 10, True)], [(1, 10, True), (2, 10, True)]]
 
