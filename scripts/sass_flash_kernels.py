@@ -57,8 +57,10 @@ def loops(sass: str) -> list[tuple[int, int, dict[str, int]]]:
     return sorted(found)
 
 
-def per_pair_feature(found, pairs: float, dc: int) -> dict:
-    """The tile loop (the longest) and the chunk loops inside it, per pair and feature."""
+def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1) -> dict:
+    """The tile loop (the longest) and the chunk loops inside it, per pair and feature. The fused backward's sign
+    loop (its last chunk loop) runs ``sign_warps`` groups of warps on their own features over every pair: a thread
+    sees ``sign_warps`` times more pairs there."""
     big = [lp for lp in found if lp[1] - lp[0] > 50]
     outer = max(big, key=lambda lp: lp[1] - lp[0])
     inner = [lp for lp in big if lp is not outer and outer[0] <= lp[0] and lp[1] <= outer[1]]
@@ -66,7 +68,7 @@ def per_pair_feature(found, pairs: float, dc: int) -> dict:
         return lp[1] - lp[0] + 1
 
     tile = (size(outer) - sum(size(lp) for lp in inner)) / (pairs * D)
-    chunks = [size(lp) / (pairs * dc) for lp in inner]
+    chunks = [size(lp) / (pairs * dc * (sign_warps if n == len(inner) - 1 else 1)) for n, lp in enumerate(inner)]
     return {"tile": round(tile, 2), "chunk_loops": [round(c, 2) for c in chunks], "total": round(tile + sum(chunks), 2),
             "chunk_loop_ops": [dict(sorted(lp[2].items(), key=lambda kv: -kv[1])[:8]) for lp in inner]}
 
@@ -87,7 +89,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
                  "HAS_MASK": False, "HAS_QMASK": False, "CAUSAL": False, "DROPOUT": False, "SHARED": shared,
                  "CDT": tl.float32, "FAST": dtype != "fp32", "DOT_PREC": "tf32", "CENTER_E": False,
                  "CENTER_N": False, "GRAD": False, "BLOCK_M": bm, "BLOCK_N": bn, "DC": dc, "PF": pf,
-                 **ft._lanes(kernel, bm, bn, warps)}
+                 **(lanes := ft._lanes(kernel, bm, bn, warps))}
     constants = {n: v for n, v in constants.items() if n in fn.arg_names}
     floats = {"SCAL", "CENT", "SCR", "DNQ"} | ({"DQ"} if kernel == "bwd" else set())
     signature = {n: "constexpr" if n in constants else "i32" if n in INTS or not n.isupper()
@@ -111,7 +113,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
     return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config,
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": [int(spills.group(1)), int(spills.group(2))] if spills else None,
-            **per_pair_feature(loops(sass), pairs, dc)}
+            **per_pair_feature(loops(sass), pairs, dc, lanes.get("W", 1))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -280,11 +280,12 @@ CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
 # the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
-# tiles take TM = 4 num_warps lanes along queries and TN = 8 along keys (_lanes), so BLOCK_M is a multiple of TM.
-# sm_90, bf16, d 64 (scripts/sass_flash_kernels.py): ~12.4 SASS instructions per pair and feature at (64, 64, 4 warps),
-# 13.0 at (128, 64, 8 warps: the fewest spills), against ~7.7 for each split kernel (15.4 together; both take the
-# saturated-FMA sign); untimed
-CONFIGS["bwd"] = [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (128, 64, 4, 0, 8, 2), (64, 32, 4, 1, 4, 2)]
+# tiles take two warps' lanes over the pairs (8 x 8) and num_warps / 2 such pairs of warps over features (_lanes).
+# sm_90, bf16, d 64 (scripts/sass_flash_kernels.py, Triton 3.6): 10.3 SASS instructions per pair and feature at
+# (128, 64, 8 warps), 11.2 at (64, 64, 4 warps), 12.4 at (128, 32: 96 B of spills, the fewest); every warp over
+# the pairs and one feature chunk, the earlier layout, took 12.5-14.1 with 0.2-1.4 KB of spills. The split kernels:
+# ~7.4 each (14.8 together). Untimed
+CONFIGS["bwd"] = [(128, 64, 2, 1, 8, 2), (128, 64, 2, 0, 8, 2), (64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
@@ -294,15 +295,16 @@ FIXED_CONFIGS: dict[str, tuple[int, ...]] = {}
 
 
 def _lanes(name: str, bm: int, bn: int, num_warps: int | None) -> dict[str, int]:
-    """The fused backward's lanes along queries and keys (``triton_bwd``): TM = 4 num_warps, TN = 8 (their product
-    is the program's threads), or 4 × 4 under the interpreter (``num_warps`` None); nothing for other kernels."""
+    """The fused backward's sign tiles (``triton_bwd._sign_pairs``): two warps' lanes over the tile's pairs, TM = 8
+    along queries and TN = 8 along keys, and W = num_warps / 2 such pairs of warps, each on its own features; or
+    4 × 4 lanes and W = 2 under the interpreter (``num_warps`` None); nothing for other kernels."""
     if name != "bwd":
         return {}
-    tm, tn = (4, 4) if num_warps is None else (4 * num_warps, 8)
-    if bm % tm or bn % tn:
-        raise ValueError(f"Flash-CoDA (triton): the fused backward's blocks ({bm}, {bn}) must be multiples of its "
-                         f"lanes ({tm}, {tn}) with {num_warps} warps")
-    return {"TM": tm, "TN": tn}
+    tm, tn, w = (4, 4, 2) if num_warps is None else (8, 8, num_warps // 2)
+    if bm % tm or bn % tn or w < 1 or (num_warps is not None and num_warps % 2):
+        raise ValueError(f"Flash-CoDA (triton): the fused backward takes an even number of warps and blocks "
+                         f"({bm}, {bn}) that are multiples of its lanes ({tm}, {tn}); got {num_warps} warps")
+    return {"TM": tm, "TN": tn, "W": w}
 
 
 def _launch(kern, name: str, grid_rows: int, block_axis: str, b: int, h: int, args, meta):

@@ -13,16 +13,18 @@ and activations and do one side's sums; here both sides come from one pass.
 Both sums from one (DC, pair) register tile need each thread to hold a block of queries *and* of keys (the split
 kernels' (DC, BLOCK_M, BLOCK_N) tiles put one key per thread: fine for a sum over queries, shuffles for every value
 of a sum over keys). So ``_sign_pairs`` indexes the pairs of a tile as (RM, RN, TM, TN) with i = rm TM + tm,
-j = rn TN + tn and TM · TN the program's threads (``flash_triton`` passes TM = 4 num_warps, TN = 8): Triton's
-default layout spreads the threads over the fastest axes, TM and TN, and leaves each thread an RM × RN block, so
-both sums are in-thread adds, then shuffles over 8 lanes (dnq) or 4 lanes and the warps (dnk, through shared
-memory). The sign costs a subtraction and one saturated FMA per pair and feature (``_step``: the sums are
-2 Σ g step - Σ g), where the split kernels spend two compares and two selects per side. Under the interpreter any
-TM, TN dividing the blocks is correct (the layout only matters for speed).
+j = rn TN + tn, TM = TN = 8 (two warps' lanes), and gives each of the W = num_warps / 2 pairs of warps its own DC
+features of every chunk: (DC, RM, RN, W, TM, TN) tiles (``flash_triton._lanes``). Triton's default layout spreads
+the lanes over TM and TN and the warps over W and TM, and leaves each thread an RM × RN block, so both sums are
+in-thread adds, then shuffles over 8 lanes (dnq) or over 4 lanes and the two warps of a pair (dnk, through shared
+memory); a thread holds W times more pairs than with every warp on the pairs (the layout before), so there are
+W times fewer partial sums to shuffle. The sign costs a subtraction and one saturated FMA per pair and feature
+(``_step``: the sums are 2 Σ g step - Σ g). Under the interpreter any TM, TN dividing the blocks and any W are
+correct (the layout only matters for speed).
 
-sm_90, bfloat16, d 64, shared N, 64 × 64 tiles, 4 warps (``scripts/sass_flash_kernels.py``): per pair and feature
-~2.8 SASS instructions for the distance, ~8.4 for both sign sums (~2.7 of them shuffles and shared memory), ~1.3
-for the rest of the tile: ~12.4, against ~9.2 for each split kernel. Not yet timed on a GPU.
+sm_90, bfloat16, d 64, shared N, 128 × 64 tiles, 8 warps (``scripts/sass_flash_kernels.py``, Triton 3.6): per pair
+and feature ~2.8 SASS instructions for the distance, ~6.2 for both sign sums, ~1.4 for the rest of the tile: ~10.3
+(~12.5 with every warp on the pairs), against ~7.4 for each split kernel. Not yet timed on a GPU.
 """
 
 try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
@@ -47,18 +49,23 @@ if HAVE_TRITON:
     from coda_exp.attention.kernels.triton_math import _step
 
     @triton.jit
-    def _grid_cols(P, rows, ok, c0, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr):
-        """Features c0 .. c0 + DC of the (R, T) grid of rows ``rows``: a (DC, R, T) chunk in CDT, zero-padded."""
-        offs_c = c0 + tl.arange(0, DC)[:, None, None]
-        return tl.load(P + offs_c + (rows * DN)[None, :, :], mask=(offs_c < DN) & ok[None, :, :], other=0.0).to(CDT)
+    def _grid_cols(P, rows, ok, c0, DN: tl.constexpr, DC: tl.constexpr, W: tl.constexpr, CDT: tl.constexpr):
+        """Features c0 + w DC + dc (w < W, dc < DC) of the (R, T) grid of rows ``rows``: a (DC, R, W, T) chunk in
+        CDT, zero-padded."""
+        offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[:, None, None, None]
+        return tl.load(P + offs_c + (rows * DN)[None, :, None, :], mask=(offs_c < DN) & ok[None, :, None, :],
+                       other=0.0).to(CDT)
 
     @triton.jit
     def _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN: tl.constexpr, DC: tl.constexpr,
-                    PF: tl.constexpr, CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    TM: tl.constexpr, TN: tl.constexpr):
+                    CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    TM: tl.constexpr, TN: tl.constexpr, W: tl.constexpr):
         """DNQ[i] += Σ_j g_ij sign(nq_i - nk_j) (atomics) and SCR[j] -= Σ_i g_ij sign(nq_i - nk_j) (the program's
-        rows) for the tile's queries start_m + i, keys start_n + j, DC features at a time (PF as in _l1_tile):
-        with s = (1 + sign) / 2 (``_step``), Σ_j g sign = 2 Σ_j s g - Σ_j g (the last per tile, not per feature)."""
+        rows) for the tile's queries start_m + i, keys start_n + j, W DC features at a time (loaded as they are
+        summed: prefetching them, as PF does for the distance, adds spills and instructions on sm_90):
+        with s = (1 + sign) / 2 (``_step``), Σ_j g sign = 2 Σ_j s g - Σ_j g (the last per tile, not per feature).
+        The pairs are indexed (RM, RN, TM, TN), i = rm TM + tm, j = rn TN + tn, and the W groups of warps take
+        W sets of DC features: (DC, RM, RN, W, TM, TN) tiles."""
         RM: tl.constexpr = BLOCK_M // TM
         RN: tl.constexpr = BLOCK_N // TN
         rows = start_m + tl.arange(0, RM)[:, None] * TM + tl.arange(0, TM)[None, :]  # (RM, TM): i = rm TM + tm
@@ -66,29 +73,21 @@ if HAVE_TRITON:
         rows_ok = rows < LQ
         cols_ok = cols < LK
         g4 = tl.permute(tl.reshape(g, (RM, TM, RN, TN)), (0, 2, 1, 3))  # (RM, RN, TM, TN)
-        g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[None, :, :]  # Σ_j g: (1, RM, TM)
-        g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[None, :, :]  # Σ_i g: (1, RN, TN)
-        g5 = g4[None, :, :, :, :]
-        if PF:
-            a = _grid_cols(NQ, rows, rows_ok, 0, DN, DC, CDT)
-            b = _grid_cols(NK, cols, cols_ok, 0, DN, DC, CDT)
-        for c0 in range(0, DN, DC):
-            if PF:
-                a_c, b_c = a, b
-                a = _grid_cols(NQ, rows, rows_ok, c0 + DC, DN, DC, CDT)  # past DN: masked, nothing read
-                b = _grid_cols(NK, cols, cols_ok, c0 + DC, DN, DC, CDT)
-            else:
-                a_c = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, CDT)
-                b_c = _grid_cols(NK, cols, cols_ok, c0, DN, DC, CDT)
-            t = _step(a_c[:, :, None, :, None] - b_c[:, None, :, None, :], CDT) * g5  # (DC, RM, RN, TM, TN)
+        g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[None, :, None, :]  # Σ_j g: (1, RM, 1, TM)
+        g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[None, :, None, :]  # Σ_i g: (1, RN, 1, TN)
+        g6 = g4[None, :, :, None, :, :]  # every group of warps holds the whole tile
+        for c0 in range(0, DN, DC * W):
+            a = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, W, CDT)  # (DC, RM, W, TM)
+            b = _grid_cols(NK, cols, cols_ok, c0, DN, DC, W, CDT)  # (DC, RN, W, TN)
+            t = _step(a[:, :, None, :, :, None] - b[:, None, :, :, None, :], CDT) * g6
             # in-thread axes first (RN, RM), then the lanes (TN, TM)
-            dq = 2.0 * tl.reduce(tl.reduce(t, 2, _SUM_COMBINE), 3, _SUM_COMBINE) - g_q  # (DC, RM, TM)
-            dk = 2.0 * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE), 2, _SUM_COMBINE) - g_k  # (DC, RN, TN)
-            offs_c = c0 + tl.arange(0, DC)[:, None, None]
-            tl.atomic_add(DNQ + offs_c + (rows * DN)[None, :, :], dq, mask=(offs_c < DN) & rows_ok[None, :, :],
-                          sem="relaxed")
-            ptrs = SCR + offs_c + (cols * DN)[None, :, :]
-            ok = (offs_c < DN) & cols_ok[None, :, :]
+            dq = 2.0 * tl.reduce(tl.reduce(t, 2, _SUM_COMBINE), 4, _SUM_COMBINE) - g_q  # (DC, RM, W, TM)
+            dk = 2.0 * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE), 3, _SUM_COMBINE) - g_k  # (DC, RN, W, TN)
+            offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[:, None, None, None]
+            tl.atomic_add(DNQ + offs_c + (rows * DN)[None, :, None, :], dq,
+                          mask=(offs_c < DN) & rows_ok[None, :, None, :], sem="relaxed")
+            ptrs = SCR + offs_c + (cols * DN)[None, :, None, :]
+            ok = (offs_c < DN) & cols_ok[None, :, None, :]
             tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) - dk, mask=ok)
 
     @triton.jit(do_not_specialize=["drop_thr"])
@@ -100,7 +99,7 @@ if HAVE_TRITON:
                     DROPOUT: tl.constexpr, SHARED: tl.constexpr, CDT: tl.constexpr, FAST: tl.constexpr,
                     DOT_PREC: tl.constexpr, CENTER_E: tl.constexpr, CENTER_N: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
-                    TM: tl.constexpr, TN: tl.constexpr):
+                    TM: tl.constexpr, TN: tl.constexpr, W: tl.constexpr):
         """dk, dv (and dnk into SCR) of BLOCK_N keys; dq and dnq added into the zeroed DQ, DNQ (CDT) buffers (with
         ``SHARED`` the host passes DQ as DNQ)."""
         s = tl.program_id(0)
@@ -129,7 +128,7 @@ if HAVE_TRITON:
             dq = tl.dot(de.to(k.dtype), k, out_dtype=CDT, input_precision=DOT_PREC)
             tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
                           mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")
-            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN, DC, PF, CDT, BLOCK_M, BLOCK_N, TM, TN)
+            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN, DC, CDT, BLOCK_M, BLOCK_N, TM, TN, W)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)

@@ -2,8 +2,9 @@
 dq and dnq by atomic adds) under the Triton interpreter: the same gradients as the split kernels (``_dkdv_kernel`` +
 ``_dq_kernel``) and the float64 reference, on the cases ``test_flash_triton`` runs the split ones on (masks, causal,
 dropout, shared / unshared N, centring, every activation, odd sizes, float32); the choice of backward and its
-errors; the autotune setup a GPU would use. Under the interpreter the (8, 8) blocks take 4 × 4 "lanes", so each
-"thread" holds a 2 × 2 block of pairs and every axis of the sign tiles has more than one index."""
+errors; the autotune setup a GPU would use. Under the interpreter the (8, 8) blocks take 4 × 4 "lanes" and two
+groups of "warps" over features, so each "thread" holds a 2 × 2 block of pairs and every axis of the sign tiles has
+more than one index."""
 
 from __future__ import annotations
 
@@ -123,14 +124,16 @@ def test_the_choice_of_backward(monkeypatch):
 
 
 def test_autotune_setup(monkeypatch):
-    """On a GPU the fused kernel is autotuned over CONFIGS["bwd"] with its lanes (TM TN = the program's threads) and
-    its atomics' buffers zeroed before each timed run and the kept one (nothing runs here: no GPU needed)."""
+    """On a GPU the fused kernel is autotuned over CONFIGS["bwd"] with its lanes (TM TN W = the program's threads:
+    W groups of warps on their own features) and its atomics' buffers zeroed before each timed run and the kept one
+    (nothing runs here: no GPU needed)."""
     monkeypatch.setattr(ft, "_TUNED", {})
     tuned = ft._tuned(ft.triton_jit, "bwd")
     assert tuned.reset_to_zero == ["DQ", "DNQ"] and "SHARED" in tuned.keys
     assert len(tuned.configs) == len(ft.CONFIGS["bwd"])
     for cfg in tuned.configs:
-        assert cfg.kwargs["TM"] * cfg.kwargs["TN"] == 32 * cfg.num_warps
+        assert cfg.kwargs["TM"] * cfg.kwargs["TN"] * cfg.kwargs["W"] == 32 * cfg.num_warps
         assert cfg.kwargs["BLOCK_M"] % cfg.kwargs["TM"] == 0 and cfg.kwargs["BLOCK_N"] % cfg.kwargs["TN"] == 0
-    with pytest.raises(ValueError, match="multiples of its lanes"):
-        ft._lanes("bwd", 16, 64, 8)
+    for bm, warps in ((12, 8), (64, 3), (64, 1)):
+        with pytest.raises(ValueError, match="an even number of warps and blocks .* multiples of its lanes"):
+            ft._lanes("bwd", bm, 64, warps)
