@@ -280,11 +280,10 @@ CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
 # the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
-# tiles take two warps' lanes over the pairs (8 x 8) and num_warps / 2 such pairs of warps over features (_lanes).
-# sm_90, bf16, d 64 (scripts/sass_flash_kernels.py, Triton 3.6): 10.3 SASS instructions per pair and feature at
-# (128, 64, 8 warps), 11.2 at (64, 64, 4 warps), 12.4 at (128, 32: 96 B of spills, the fewest); every warp over
-# the pairs and one feature chunk, the earlier layout, took 12.5-14.1 with 0.2-1.4 KB of spills. The split kernels:
-# ~7.4 each (14.8 together). Untimed
+# tiles: 8 x 8 lanes (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). sm_90,
+# bf16, d 64, Triton 3.6 (scripts/sass_flash_kernels.py): 10.3 SASS instructions per pair and feature at (128, 64),
+# 11.2 at (64, 64), 12.4 at (128, 32: 96 B of spills, the fewest); all warps over the pairs (the layout before):
+# 12.5-14.1, spilling 0.2-1.4 KB. The split kernels: ~7.4 each (14.8 together). Untimed
 CONFIGS["bwd"] = [(128, 64, 2, 1, 8, 2), (128, 64, 2, 0, 8, 2), (64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
