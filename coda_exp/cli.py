@@ -10,6 +10,7 @@ exists, the checkout first. Importing this module registers the configs' resolve
 
 from __future__ import annotations
 
+import re
 import sys
 
 import hydra
@@ -67,7 +68,7 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp.config_checks import composition_error
+    from coda_exp.config_checks import appended_key_problems, composition_error
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
@@ -85,12 +86,44 @@ def check_composition(argv: list[str]) -> None:
             variants = [[value if k == j else row[0] for k, row in enumerate(values)]
                         for j, column in enumerate(values) for value in column]
             variants = list(dict.fromkeys(tuple(v) for v in variants))[:MAX_COMPOSED]
+        appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            for overrides in variants:
-                compose("train", overrides=list(overrides), return_hydra_config=True)
+            for number, overrides in enumerate(variants):
+                cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
+                problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
+                if problems:
+                    print("error: " + "\n  ".join(problems), file=sys.stderr, flush=True)
+                    raise SystemExit(USER_ERROR_EXIT)
     except (ConfigCompositionException, OverrideParseException) as err:
-        print(f"error: {composition_error(err)}", file=sys.stderr, flush=True)
+        message = str(composition_error(err))
+        missing = re.match(r"Could not override '([^']+)'", message)
+        if missing and not args.multirun:  # the key elsewhere in the config, before Hydra's advice to add it
+            first, _, rest = message.partition("\n")
+            message = first + _elsewhere(missing.group(1), args.overrides) + (f"\n{rest}" if rest else "")
+        print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _elsewhere(key: str, overrides: list[str]) -> str:
+    """``did you mean data.<name>=...?`` on a line of its own for a key the config lacks (a key of that name in
+    another section, or one spelled almost alike), from the config composed without that override; empty when there
+    is none or the config does not compose."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    from coda_exp.config_checks import same_name_keys
+
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
+    typed = next((o for o in overrides if o.split("=", 1)[0] == key), f"{key}=")
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            others = same_name_keys(compose("train", overrides=rest), key, close=True)
+    except HydraException:
+        return ""
+    if not others:
+        return ""
+    value = typed.split("=", 1)[1]
+    return f"\nDid you mean {' or '.join(f'{o}={value}' for o in others[:3])}?"
 
 
 def main(argv: list[str] | None = None) -> None:

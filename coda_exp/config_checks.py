@@ -9,7 +9,9 @@ key absent from the config is not checked (a family may not use it).
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -165,3 +167,52 @@ def composition_error(err: Exception) -> ConfigError:
     as a ConfigError: its message without the config search path Hydra appends, which is no help to a user."""
     return ConfigError(str(err).split("\nConfig search path:")[0].strip())
 
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Every value's dotted path in a (to_container, unresolved) config, with the value."""
+    out: dict[str, Any] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+    elif prefix:
+        out[prefix[:-1]] = node
+    return out
+
+
+def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
+    """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
+    ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
+    left out: what a user who typed ``key`` may have meant."""
+    name = key.rsplit(".", 1)[-1]
+    paths = [p for p in _leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
+    found = [p for p in paths if p.rsplit(".", 1)[-1] == name]
+    if close:
+        found += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.85) if p not in found]
+    return found
+
+
+# the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
+# instantiation of callbacks and loggers) or to Hydra itself
+_PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
+
+
+def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> list[str]:
+    """Of the ``+key=value`` overrides (``appended``: (key, override as typed)), those that add a key the config
+    already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
+    after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
+    another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
+    ``++key=value`` adds a key without this check."""
+    raw = _leaves(OmegaConf.to_container(cfg, resolve=False))
+    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    problems = []
+    for key, typed in appended:
+        if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+            continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
+        others = same_name_keys(cfg, key)
+        if others:
+            value = typed.split("=", 1)[1] if "=" in typed else ""
+            meant = " or ".join(f"{o}={value}" for o in others[:3])
+            problems.append(f"{typed} adds a new key {key} that no config value refers to, while the config has "
+                            f"{', '.join(others[:3])}: did you mean {meant}? (to add the key anyway: +{typed})")
+    return problems

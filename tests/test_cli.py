@@ -43,6 +43,15 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
 @pytest.mark.parametrize("argv,messages", [
     (["task=snlii"], ["error: In 'train': Could not find 'task/snlii'", "Available options in 'task':\n\talgolisp"]),
     (["task=wikiqa", "task.max_stepz=5"], ["error: Could not override 'task.max_stepz'", "use +task.max_stepz=5"]),
+    # a key the config has elsewhere, or spelled almost alike: named before Hydra's advice to add the key
+    (["task=wikiqa", "task.batch_size=7"], [("error: Could not override 'task.batch_size'.\nDid you mean "
+                                           "data.batch_size=7?\nTo append to your config use +task.batch_size=7")]),
+    (["task=snli", "optimizer.lrr=0.1"], ["Could not override 'optimizer.lrr'.\nDid you mean optimizer.lr=0.1?"]),
+    # ... and Hydra's advice taken: a new key that nothing refers to while the config has data.batch_size
+    (["task=wikiqa", "+task.batch_size=7"], [("error: +task.batch_size=7 adds a new key task.batch_size that no "
+                                            "config value refers to, while the config has data.batch_size: did you "
+                                            "mean data.batch_size=7? (to add the key anyway: ++task.batch_size=7)")]),
+    (["-m", "task=wikiqa", "+task.batch_size=7,8"], ["did you mean data.batch_size=7,8?"]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake
@@ -62,6 +71,11 @@ def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages,
 
 @pytest.mark.parametrize("argv", [["-m", "task=wikiqa,snli", "seed=1,2", "scale=fixture"], ["task=wikiqa", "-v"],
                                   ["--cfg", "job", "task=wikiqa", "hydra.run.dir=/x"],
+                                  # keys added that the code reads: selected by another key (trainer's
+                                  # gradient_clip_val), a Trainer's argument, a callback's, a new name, or forced
+                                  ["task=snli", "+task.gradient_clip_val=1", "+trainer.accumulate_grad_batches=2",
+                                   "+callbacks.gate_stats.max_examples=3", "+data.num_test=50",
+                                   "++task.batch_size=7"],
                                   ["-m", "model=glob(decompatt*)", "task=snlii"]])  # glob sweeps: Hydra's report
 def test_a_config_hydra_can_compose_passes_the_check(argv):
     cli.check_composition(cli.training_arguments(argv))
