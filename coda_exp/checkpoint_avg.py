@@ -51,11 +51,14 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[
         raise CheckpointError(f"{path}: no such checkpoint file; {expected}")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty; {expected}")
+    archive = zipfile.is_zipfile(path)  # torch.save's format; torch < 1.6 wrote a bare pickle, which cannot be mmapped
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap and archive)
     except (RuntimeError, OSError, EOFError, ValueError, ImportError, AttributeError, pickle.UnpicklingError,
             zipfile.BadZipFile) as err:  # what torch.load raises for a truncated, foreign or pickled-other file
         reason = " ".join(str(err).split())[:200] or type(err).__name__
+        if not archive:  # torch's own words (an invalid load key...) say nothing of that
+            reason = f"not the zip archive torch.save writes: truncated, or another kind of file; {reason}"
         raise CheckpointError(f"{path}: cannot be read ({reason}); {expected}") from None
     missing = [key for key in need if not isinstance(ckpt, dict) or key not in ckpt]
     if missing:

@@ -115,6 +115,16 @@ def test_average_is_exact(tmp_path):
     assert avg["global_step"] == 300 and avg["optimizer_states"] == [{"marker": 300}]  # other keys: newest
 
 
+def test_a_checkpoint_of_the_older_torch_save_format_is_read_too(tmp_path):
+    """torch < 1.6 wrote a bare pickle, which torch.load cannot memory-map: such a file is read without mmap (the
+    step of a resume=auto candidate, an average's inputs) instead of refused with torch's advice to re-save it."""
+    from coda_exp.checkpoint_avg import global_step, load_checkpoint
+
+    old = tmp_path / "old.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(2)}, "global_step": 7}, old, _use_new_zipfile_serialization=False)
+    assert global_step(old) == 7 and torch.equal(load_checkpoint(old, mmap=True)["state_dict"]["w"], torch.ones(2))
+
+
 def test_cli(tmp_path):
     for name, step, value in [("epoch=0-step=10.ckpt", 10, 1.0), ("epoch=1-step=20.ckpt", 20, 3.0)]:
         fake_ckpt(tmp_path / name, step, value)
