@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +21,11 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 os.environ["CODA_EXP_ROOT"] = str(ROOT)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch + numba OpenMP pools: see docs/attention.md
+# Tests stop runs with SIGINT (Ctrl-C). A test process started with SIGINT ignored (a background job of a
+# non-interactive shell: `pytest ... &` in a script) keeps it ignored, as Python does, and so do the runs it starts
+# (coda_exp.stops: on purpose) and their child processes: give the tests Python's own handler.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def compose_cfg(overrides: list[str], tmp: Path):
