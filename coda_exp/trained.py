@@ -110,8 +110,10 @@ def checkpoint_config(path: Path, ckpt: dict) -> DictConfig:
     return OmegaConf.load(folder_config)
 
 
-def compose_environment(inv: Invocation) -> DictConfig:
-    """This machine's ``paths``, ``logger``, ``trainer``... composed from ``configs/`` with the command's overrides."""
+def compose_environment(inv: Invocation, scale: str | None = None) -> DictConfig:
+    """This machine's ``paths``, ``logger``, ``trainer``... composed from ``configs/`` with the command's overrides,
+    at the trained run's ``scale`` when it is an option of the scale group (``scale=fixture`` keeps its records out
+    of the tracked ``results/``, as the training run did)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -119,9 +121,10 @@ def compose_environment(inv: Invocation) -> DictConfig:
     from coda_exp.environment import config_dir
 
     GlobalHydra.instance().clear()
+    group = [f"scale={scale}"] if scale and (config_dir() / "scale" / f"{scale}.yaml").is_file() else []
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
-            return compose("train", overrides=list(inv.environment))
+            return compose("train", overrides=[*group, *inv.environment])
     except HydraException as err:
         message = " ".join(str(err).split()).split(" Config search path")[0]
         raise ConfigError(f"coda-exp {inv.mode}: {message}") from None
@@ -143,7 +146,7 @@ def _relocated(data_dir: str | None, trained_root: str | None, root: str) -> str
 
 def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
     """The evaluation's config: the trained one, this machine's settings, the command's changes applied."""
-    env = compose_environment(inv)
+    env = compose_environment(inv, trained.get("scale_name"))
     cfg = trained.copy()
     with open_dict(cfg):
         trained_paths = cfg.get("paths") or {}

@@ -73,6 +73,15 @@ def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once
     assert [c.run_ids for row in alone.cells for c in row if c.status == "ok"] == [[record["run_id"]]] * len(cells)
 
 
+def test_eval_of_a_fixture_checkpoint_keeps_its_record_out_of_the_tracked_results(snli, tmp_path):
+    """Like its training run (scale=fixture): the record goes to outputs/fixture_results/, not results/."""
+    _, _, ckpt = snli
+    assert eval_main([f"ckpt_path={ckpt}", f"paths.root_dir={tmp_path}", "logger=none"]) == 0
+    assert not (tmp_path / "results").exists()
+    (record,) = results.load_records(tmp_path / "outputs" / "fixture_results" / "runs", strict=True)
+    assert record["mode"] == "eval" and record["scale"].startswith("fixture")
+
+
 def test_eval_of_one_split_on_another_folder_is_listed_apart(snli, tmp_path):
     _, trained, ckpt = snli
     copy = tmp_path / "snli_copy"
