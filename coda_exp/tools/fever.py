@@ -12,6 +12,7 @@ from coda_exp import extras
 from coda_exp.data.evidence.readers import LABELS, get_claim_reader
 from coda_exp.data.evidence.retrieval import RetrievalOptions, index_path, open_ranker, retrieved_evidence
 from coda_exp.data.evidence.wiki import open_store
+from coda_exp.environment import root_dir
 from coda_exp.metrics.fever import evidence_precision, evidence_recall
 
 INDEX_DOC = """Index the Wikipedia dump, the sqlite page store and the TF-IDF page index, in the cache.
@@ -37,7 +38,8 @@ reports 44.22 / 10.44 / 16.89 on paper_dev for the baseline's retrieval).
 def index_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=INDEX_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="folder holding wiki-pages/")
-    ap.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (paths.cache_dir)")
+    ap.add_argument("--cache", type=Path, default=root_dir() / "cache",
+                    help="cache folder (paths.cache_dir; default: cache/ where task=fever looks)")
     ap.add_argument("--hash-bits", type=int, default=RetrievalOptions.hash_bits)
     ap.add_argument("--ngram", type=int, default=RetrievalOptions.ngram)
     args = ap.parse_args(argv)
@@ -67,7 +69,8 @@ def retrieve_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=RETRIEVE_DOC,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="folder of the claim files and wiki-pages/")
-    ap.add_argument("--cache", type=Path, default=Path("cache"), help="cache folder (paths.cache_dir)")
+    ap.add_argument("--cache", type=Path, default=root_dir() / "cache",
+                    help="cache folder (paths.cache_dir; default: cache/ where task=fever looks)")
     ap.add_argument("--splits", nargs="+", default=["train", "validation", "test"])
     defaults = RetrievalOptions()
     for name in ("pages", "sentences", "ngram", "hash_bits"):

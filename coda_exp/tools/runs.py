@@ -24,6 +24,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from coda_exp.environment import root_dir
 from coda_exp.errors import UserError
 
 
@@ -92,13 +93,15 @@ def _table(rows: list[RunState]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The run folders under outputs/ and where each one stands: "
                                      "finished, running, stopped (resumable) or failed.")
-    parser.add_argument("--log-dir", type=Path, default=Path("outputs"),
-                        help="the runs' paths.log_dir (default: outputs)")
+    parser.add_argument("--log-dir", type=Path, default=root_dir() / "outputs",
+                        help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's, or the "
+                             "current folder's with an installed package)")
     parser.add_argument("--left", action="store_true", help="only the runs not finished (stopped or failed)")
     parser.add_argument("--json", type=Path, help="also write the list as JSON to this file")
     args = parser.parse_args(argv)
     if not args.log_dir.is_dir():
-        raise UserError(f"--log-dir {args.log_dir}: no such folder (the runs' paths.log_dir, default outputs/)")
+        raise UserError(f"--log-dir {args.log_dir}: no such folder (the runs' paths.log_dir; default: outputs/ where "
+                        "runs go)")
     rows = states(args.log_dir)
     if args.left:
         rows = [r for r in rows if r.state in ("stopped", "failed")]

@@ -70,6 +70,16 @@ def test_no_folder_is_one_message(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"no unfinished run folders under {tmp_path / 'outputs'}"
 
 
+def test_the_default_folder_is_where_runs_go_from_any_folder(tmp_path, monkeypatch, capsys):
+    """outputs/ under paths.root_dir (the checkout, or $CODA_EXP_ROOT), not under the shell's folder."""
+    (tmp_path / "root" / "outputs").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path / "root"))
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert runs.main(["--left"]) == 0
+    assert capsys.readouterr().out.strip() == f"no unfinished run folders under {tmp_path / 'root' / 'outputs'}"
+
+
 def test_a_real_stopped_run_is_listed_with_its_step(compose, tmp_path, capsys):
     from coda_exp.pipeline import run
 
