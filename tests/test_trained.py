@@ -45,7 +45,8 @@ def test_the_config_is_the_checkpoints_with_this_machines_paths(make_cfg, tmp_pa
     (tmp_path / "tests" / "fixtures" / "snli").mkdir(parents=True)
     cfg = build_config(parse("eval", ["ckpt_path=x", "data.eval_batch_size=7", "logger=none"]), resolved)
     assert cfg.data.dir == str(tmp_path / "tests" / "fixtures" / "snli")  # the same place under this checkout
-    assert cfg.data.cache_dir == str(tmp_path / "cache") and cfg.paths.results_dir == str(tmp_path / "results")
+    assert cfg.data.cache_dir == str(tmp_path / "cache")
+    assert cfg.paths.results_dir == str(tmp_path / "outputs" / "fixture_results")  # as the trained scale=fixture's
     assert cfg.data.eval_batch_size == 7 and cfg.task.name == "snli" and cfg.trainer.precision == "bf16-mixed"
     assert not cfg.logger and cfg.ckpt_path is None
     cfg = build_config(parse("eval", ["ckpt_path=x", "trainer.precision=32-true", "data.dir=/mine"]), resolved)
