@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.vocab import Vocab
+from coda_exp.data.common.vocab import SPECIAL_TOKENS, Vocab
 from coda_exp.fingerprint import vectors_name
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,9 @@ def vectors_identity(path: str | os.PathLike | None) -> dict | None:
     digest.update(str(size).encode())
     return {"name": vectors_name(path), "file": path.name, "dim": int(first[1]) if header else len(first) - 1,
             "count": int(first[0]) if header else None, "bytes": size, "sha256_head": digest.hexdigest()[:16]}
+
+
+LOW_COVERAGE = 0.5  # below this share of the vocabulary found in a vectors file, a warning (GloVe covers ~90 %+)
 
 
 def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = True, seed: int = 0,
@@ -120,6 +123,12 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
     for idx, vec in found.items():
         matrix[idx] = vec
     matrix[vocab.pad_id] = 0.0
+    words = len(vocab) - len(SPECIAL_TOKENS)  # <pad>, <bos>, <eos>, <unk> have no vector in any file
+    share = len(found) / max(1, words)
     log.info("embeddings %s: %d of %d vocabulary words found (%.1f%%), dim %d", path, len(found), len(vocab),
-             100.0 * len(found) / max(1, len(vocab)), dim)
+             100.0 * share, dim)
+    if share < LOW_COVERAGE:  # quiet runs show warnings only: a wrong file would otherwise train on random vectors
+        log.warning("embeddings %s have a vector for only %d of the %d vocabulary words (%.1f%%); the others are "
+                    "random. Is it the right file (its language, its casing: data.lowercase=%s)?", path, len(found),
+                    words, 100.0 * share, lowercase)
     return matrix, len(found)

@@ -184,6 +184,22 @@ def test_pretrained_embeddings_glove_and_word2vec(tmp_path):
         load_pretrained(tmp_path / "none.txt", vocab)
 
 
+def test_a_vectors_file_that_covers_little_of_the_vocabulary_is_a_warning(tmp_path, caplog):
+    """A wrong file (another language, another casing) would train on random vectors with one INFO line, which a
+    quiet run does not show."""
+    vocab = Vocab(["the", "cat", "sat", "mat"])  # and the special tokens, which no file has
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("the 0.1 0.2\ncat 1 2\n")
+    load_pretrained(vectors, vocab)  # 2 of 4: half
+    assert "have a vector for only" not in caplog.text
+    vectors.write_text("the 0.1 0.2\nCat 1 2\n")
+    load_pretrained(vectors, vocab, lowercase=False)
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.getMessage() == (f"embeddings {vectors} have a vector for only 1 of the 4 vocabulary words "
+                                    "(25.0%); the others are random. Is it the right file (its language, its casing: "
+                                    "data.lowercase=False)?")
+
+
 def test_datamodule_loads_embeddings_and_records_missing_ones(tmp_path, dm):
     m = dm(tmp_path)
     assert m.embedding_matrix is None and any("random" in w for w in m.warnings)
