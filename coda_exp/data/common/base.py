@@ -159,8 +159,10 @@ class DataModule(pl.LightningDataModule, ABC):
                 self.stats[f"{name}_examples"] = len(ds)
 
     def warn(self, message: str) -> None:
-        """A protocol deviation worth keeping with the run: logged and recorded in ``warnings``."""
-        log.warning(message)
+        """A protocol deviation worth keeping with the run: logged (once, by rank 0 under DDP, where every rank
+        reads the same data) and recorded in ``warnings``."""
+        if pl.utilities.rank_zero_only.rank == 0:
+            log.warning(message)
         self.warnings.append(message)
 
     def limit(self, split: str) -> int | None:

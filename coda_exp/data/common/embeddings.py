@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import torch
+from pytorch_lightning.utilities import rank_zero_only
 
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.vocab import SPECIAL_TOKENS, Vocab
@@ -127,7 +128,8 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
     share = len(found) / max(1, words)
     log.info("embeddings %s: %d of %d vocabulary words found (%.1f%%), dim %d", path, len(found), len(vocab),
              100.0 * share, dim)
-    if share < LOW_COVERAGE:  # quiet runs show warnings only: a wrong file would otherwise train on random vectors
+    if share < LOW_COVERAGE and rank_zero_only.rank == 0:  # quiet runs show warnings only: a wrong file would
+        # otherwise train on random vectors unnoticed (once under DDP: every rank reads the same file)
         log.warning("embeddings %s have a vector for only %d of the %d vocabulary words (%.1f%%); the others are "
                     "random. Is it the right file (its language, its casing: data.lowercase=%s)?", path, len(found),
                     words, 100.0 * share, lowercase)
