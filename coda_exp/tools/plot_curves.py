@@ -123,18 +123,20 @@ def figure(groups: dict[str, list[tuple[dict, Curve]]], metric: str, title: str)
     names = display_labels(list(groups))
     kinds, several_anywhere = set(), False
     for (label, runs), style in zip(groups.items(), series_styles(len(groups))):
-        several = len(runs) > 1
+        steps, means = mean_curve([c for _, c in runs]) if len(runs) > 1 else ([], [])
+        several = bool(steps)  # a mean to draw: the runs share validation steps
         several_anywhere |= several
-        for record, curve in runs:
+        for n, (record, curve) in enumerate(runs):
             kinds.add(curve.kind)
             ax.plot(curve.steps, [scale * v for v in curve.values], **style, markersize=3,
                     linewidth=0.9 if several else 2.0, alpha=0.4 if several else 1.0,
-                    label=None if several else f"{names[label]} (seed {record['seed']})")
+                    label=None if several or n else f"{names[label]} (seed{'s' if len(runs) > 1 else ''} "
+                    f"{', '.join(str(r['seed']) for r, _ in runs)})")
         if several:
-            steps, means = mean_curve([c for _, c in runs])
-            if steps:
-                ax.plot(steps, [scale * v for v in means], color=style["color"], linestyle=style["linestyle"],
-                        linewidth=2.6, label=f"{names[label]}: mean of {len(runs)} seeds")
+            seeds = [r["seed"] for r, _ in runs]
+            of = f"{len(runs)} seeds" if len(set(seeds)) == len(seeds) else f"{len(runs)} runs (seeds {seeds})"
+            ax.plot(steps, [scale * v for v in means], color=style["color"], linestyle=style["linestyle"],
+                    linewidth=2.6, label=f"{names[label]}: mean of {of}")
     kind = "index" if "index" in kinds else "interval" if "interval" in kinds else "steps"
     ax.set_xlabel(X_LABELS[kind])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -164,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         run_ids = table_run_ids(args.table, records) if args.table else None
         kept, skipped = select(records, args.metric, args.task, run_ids)
         if not kept:
+            others = sorted({r["val_curve_metric"] for r in records if r.get("val_curve_metric") not in (None,
+                                                                                                  args.metric)})
             raise ValueError(f"no run to plot among {len(records)} record(s) in {', '.join(map(str, args.runs))}"
-                             + (f" ({'; '.join(skipped[:5])})" if skipped else ""))
+                             + (f" ({'; '.join(skipped[:5])})" if skipped else "")
+                             + (f"; their curves: --metric {' or --metric '.join(others)}" if others else ""))
         groups = group_curves(kept, args.group)
     except (OSError, ValueError) as err:  # a missing folder, a record to skip: the user's input
         print(f"error: {err}", file=sys.stderr)

@@ -134,3 +134,16 @@ def test_many_groups_get_distinct_styles_rounded_labels_and_a_legend_below_the_a
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_a_mean_of_one_seed_run_twice_says_runs_and_runs_with_no_common_step_keep_their_legend_entry(plot):
+    """Two runs of seed 1 (a DDP run beside a one-process one) are two runs, not two seeds; runs that validated at
+    no common step have no mean, and their group stays in the legend, with every seed."""
+    twice = [mlu_rec("transformer", seed=1), mlu_rec("transformer", seed=1, run_id="again")]
+    apart = [mlu_rec(seed=1, steps=(10, 20, 30)), mlu_rec(seed=2, steps=(15, 25, 35))]
+    fig = plot.figure(plot.group_curves(twice + apart, "attention-variant"), "val/acc_seq", "mlu")
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sorted(texts) == ["coda_transformer (seeds 1, 2)", "transformer: mean of 2 runs (seeds [1, 1])"]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
