@@ -352,6 +352,7 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-",
     with open_dict(cfg):
         del cfg["hydra"]
     check_config(cfg)
+    console.configure(verbose=cfg.get("verbose", False))  # as a run: no datasets progress bars unless verbose=true
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
