@@ -153,3 +153,6 @@ def test_the_command_writes_nothing_on_a_bad_review(tmp_path, capsys):
     assert not fresh.exists() or not any(fresh.iterdir())
     assert yelp_main(["--review-json", str(YELP / "review.json"), "--out-dir", str(fresh), "--no-progress"]) == 2
     assert "fewer than the 504000 the split needs (500000 + 2000 + 2000)" in capsys.readouterr().err
+    assert yelp_main(["--review-json", str(tmp_path / "none.json"), "--out-dir", str(fresh)]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'none.json'}: no such file (the Yelp Dataset Challenge's " \
+                                      "review.json)\n"  # one line: no progress bar counting nothing first
