@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
 from coda_exp.errors import USER_ERROR_EXIT
@@ -95,9 +94,6 @@ def yelp_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test", type=count, default=2000)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
-    if not Path(args.review_json).is_file():  # before the progress bar starts counting
-        print(f"error: {args.review_json}: no such file (the Yelp Dataset Challenge's review.json)", file=sys.stderr)
-        return USER_ERROR_EXIT
     try:
         paths = write_split(args.review_json, args.out_dir, (args.train, args.valid, args.test), args.seed,
                             None if args.no_progress else progress)

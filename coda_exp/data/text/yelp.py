@@ -97,6 +97,8 @@ def write_split(review_json: str | Path, out_dir: str | Path, sizes: tuple[int, 
     atomically. The same file, sizes and seed give the same files. ``progress(iterator, total)`` may wrap the
     passes (a progress bar). Returns the written paths."""
     review_json, out_dir = Path(review_json), Path(out_dir)
+    if not review_json.is_file():  # here, not when the first pass reads it: after its progress bar has started
+        raise DataError(f"{review_json}: no such file (the Yelp Dataset Challenge's review.json)")
     wrap = progress or (lambda it, total: it)
     count = sum(1 for _ in wrap(read_reviews(review_json), None))
     where = choose(count, sizes, seed, str(review_json))
