@@ -36,8 +36,8 @@ RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
 DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
 DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
-# the folder of the run that had finished already when this process's last ``apply`` ran nothing (None: it ran);
-# a sweep's summary counts such jobs apart (hydra_callbacks.JobReport, which resets it when a job starts)
+# the folder of the run that had finished already when this process's last ``apply`` ran nothing (None: it ran;
+# each call resets it); a sweep's summary counts such jobs apart (hydra_callbacks.JobReport)
 finished_already: Path | None = None
 
 

@@ -91,11 +91,6 @@ class JobReport(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         atexit.register(self._report_at_exit)
 
-    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        auto_resume = sys.modules.get("coda_exp.auto_resume")  # jobs run one after another in a process
-        if auto_resume is not None:
-            auto_resume.finished_already = None
-
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status == JobStatus.FAILED:
             err = job_return._return_value
@@ -103,7 +98,8 @@ class JobReport(Callback):
                 trace = None if isinstance(err, (UserError, SweepUserError)) else (type(err), err, err.__traceback__)
                 log.error("job failed: %s: %s", type(err).__name__, err, exc_info=trace)
         if config.hydra.mode is not None and str(config.hydra.mode.name) == "MULTIRUN":
-            auto_resume = sys.modules.get("coda_exp.auto_resume")  # imported by the job when it ran
+            # set by this job's own resume=auto (apply resets it first; a job failing before it is "failed")
+            auto_resume = sys.modules.get("coda_exp.auto_resume")
             outcome = job_outcome(job_return, getattr(auto_resume, "finished_already", None))
             folder = Path(str(config.hydra.sweep.dir)) / JOBS
             atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
