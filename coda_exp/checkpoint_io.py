@@ -17,7 +17,7 @@ from typing import Any
 
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from coda_exp.errors import cause_of, full_disk
+from coda_exp.errors import cause_of, full_disk, what_to_free
 from coda_exp.io import atomic_write
 from coda_exp.run_folder import OutputDirError
 
@@ -49,6 +49,6 @@ def disk_full(err: BaseException, checkpoints: Path) -> OutputDirError | None:
         return None
     last = Path(checkpoints) / "last.ckpt"
     resume = f"then resume with ckpt_path={last}" if last.is_file() else "then run it again (it saved no checkpoint)"
-    return OutputDirError(f"{err.strerror or 'no space left'} writing {err.filename or 'a file'}: free space on that "
-                          "disk (or write elsewhere: hydra.run.dir=..., paths.results_dir=..., paths.cache_dir=...), "
+    return OutputDirError(f"{err.strerror or 'no space left'} writing {err.filename or 'a file'}: {what_to_free(err)} "
+                          "(or write elsewhere: hydra.run.dir=..., paths.results_dir=..., paths.cache_dir=...), "
                           f"{resume}")

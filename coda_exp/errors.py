@@ -12,7 +12,8 @@ from __future__ import annotations
 import errno
 
 USER_ERROR_EXIT = 2
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # no space left on the device, or over the user's quota
+# no space left on the device, over the user's quota, or over a file-size limit (ulimit -f, the filesystem's largest)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class UserError(Exception):
@@ -47,6 +48,13 @@ def cause_of(err: BaseException | None, kind: type[BaseException] | tuple) -> Ba
 
 
 def full_disk(err: BaseException | None) -> OSError | None:
-    """The OSError of a full disk or quota behind ``err`` (:func:`cause_of`), or None."""
+    """The OSError of a full disk, quota or file-size limit behind ``err`` (:func:`cause_of`), or None."""
     failed = cause_of(err, OSError)
     return failed if failed is not None and failed.errno in DISK_FULL else None
+
+
+def what_to_free(err: OSError) -> str:
+    """What a user does about ``err`` (a :func:`full_disk` error): free space, or lift a file-size limit."""
+    if err.errno == errno.EFBIG:
+        return "raise the file-size limit (ulimit -f) or write to a filesystem that takes larger files"
+    return "free space on that disk"

@@ -34,6 +34,7 @@ import torch
 
 from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
+from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.loggers import build_loggers, finish
@@ -138,11 +139,15 @@ def evaluate(inv: Invocation) -> dict:
 
 def predict(inv: Invocation) -> Path:
     """Run ``coda-exp predict``; return the predictions file (module docstring)."""
+    output = Path(inv.command["output"]) if inv.command["output"] else default_output(Path(inv.command["input"]))
+    if output.expanduser().resolve() == Path(inv.command["input"]).expanduser().resolve():
+        raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
+                          f"predictions there would overwrite the inputs; name another output= (the default is "
+                          f"{default_output(Path(inv.command['input']))})")
     prep = prepare(inv)
     datamodule = data_module(prep)
     family = str(prep.cfg.task.get("family", type(datamodule).__name__))
     rows, wheres = read_inputs(inv.command["input"], datamodule.INPUT_FIELDS, family)
-    output = Path(inv.command["output"]) if inv.command["output"] else default_output(Path(inv.command["input"]))
     run_folder.check_writable({"output": output.parent})
     pin_threads(prep.cfg.get("threads"))
     pl.seed_everything(prep.cfg.seed, workers=True)
@@ -165,9 +170,33 @@ def _configure_logging() -> None:
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
 
 
+USAGE = {
+    "eval": """usage: coda-exp eval ckpt_path=FILE [split=all|test|validation] [key=value ...]
+
+Evaluate a training run's checkpoint and write a run record (mode "eval") and its test predictions.
+  ckpt_path=FILE      a .ckpt written by a training run (best.ckpt, last.ckpt, an averaged one)
+  split=...           all (default: validation, then test), test or validation
+  data.dir=DIR        read another folder of the same format (the record says it is other data)
+  data.*, task.*, model.* keys: change the trained configuration (e.g. task.decoding.beam_size=8); training-only
+                      keys (optimizer.*, task.epochs, ...) are refused
+  paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
+docs/running.md has the details.""",
+    "predict": """usage: coda-exp predict ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE] [key=value ...]
+
+Run a trained model on new inputs (JSON lines, or a TSV file with a header, of the task's input fields) and write
+one prediction per input, in input order (default output: <input>.predictions.jsonl beside it).
+  ckpt_path=FILE      a .ckpt written by a training run
+  paths.*, logger=, trainer= (trainer=gpu), threads=: this machine's settings
+docs/running.md has the formats.""",
+}
+
+
 def _run(mode: str, action, overrides: list[str]) -> int:
     from coda_exp.environment import set_environment
 
+    if any(arg in ("-h", "--help") for arg in overrides):
+        print(USAGE[mode])
+        return 0
     set_environment()
     _configure_logging()
     try:

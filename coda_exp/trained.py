@@ -43,6 +43,9 @@ ENVIRONMENT = ("paths", "logger", "trainer", "threads", "save_record", "save_pre
 COMMAND_KEYS = {"eval": {"ckpt_path": None, "split": "all"}, "predict": {"ckpt_path": None, "input": None,
                                                                          "output": None}}
 SPLITS = ("all", "test", "validation")
+#: keys that only steer training: an evaluation would carry them into its fingerprint, naming a run never trained
+TRAINING_ONLY = ("optimizer", "scheduler", "task.epochs", "task.max_steps", "task.patience", "task.val_check_interval",
+                 "task.check_val_every_n_epoch", "task.gradient_clip_val")
 
 
 @dataclass
@@ -85,6 +88,10 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
                               f"a key of its configuration instead (data.dir=..., task.decoding.beam_size=...), or "
                               f"give {', '.join(f'{k}=' for k in inv.command)} or this machine's "
                               f"{', '.join(ENVIRONMENT)}")
+        elif any(key == k or key.startswith(f"{k}.") for k in TRAINING_ONLY):
+            raise ConfigError(f"coda-exp {mode}: {o.input_line}: {mode} trains nothing, and this key only steers "
+                              f"training (the checkpoint's value is what it was trained with); to train with it, "
+                              f"run training: coda-exp task=... {o.input_line}")
         else:
             inv.config.append(o)
     if not inv.command["ckpt_path"]:

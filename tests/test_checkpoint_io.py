@@ -58,6 +58,8 @@ def test_disk_full_is_a_users_error_naming_the_file_and_the_checkpoint_to_resume
     assert str(mine).endswith(f"then resume with ckpt_path={tmp_path / 'last.ckpt'}")
     none_yet = disk_full(OSError(errno.ENOSPC, "No space left on device", "x"), tmp_path / "empty")
     assert str(none_yet).endswith("then run it again (it saved no checkpoint)")
+    too_big = disk_full(OSError(errno.EFBIG, "File too large", "/runs/a/last.ckpt"), tmp_path)  # ulimit -f
+    assert str(too_big).startswith("File too large writing /runs/a/last.ckpt: raise the file-size limit (ulimit -f)")
     assert disk_full(OSError(errno.EACCES, "Permission denied", "x"), tmp_path) is None  # not a full disk
     assert disk_full(RuntimeError("a bug"), tmp_path) is None
 

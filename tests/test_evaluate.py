@@ -132,6 +132,8 @@ def test_eval_says_it_runs_on_one_device_when_told_more(snli, tmp_path, caplog):
     (["logger=nope"], "logger"),
     (["data.dir=/nonexistent/snli"], "/nonexistent/snli"),
     (["trainer.precision=bf17-mixed"], "Lightning refuses these settings: Precision 'bf17-mixed' is invalid"),
+    (["optimizer.lr=0.1"], "optimizer.lr=0.1: eval trains nothing, and this key only steers training"),
+    (["task.epochs=3"], "task.epochs=3: eval trains nothing"),
 ])
 def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, message):
     _, _, ckpt = snli
@@ -142,6 +144,18 @@ def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, 
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err, err
     assert not list(tmp_path.rglob("*.json"))  # no record
+
+
+def test_eval_and_predict_print_their_usage_for_help(capsys):
+    assert main(["eval", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: coda-exp eval ckpt_path=FILE")
+    assert main(["predict", "-h"]) == 0 and "input=FILE.jsonl|.tsv" in capsys.readouterr().out
+
+
+def test_predict_refuses_to_write_over_its_input(tmp_path, capsys):
+    inputs = _write(tmp_path / "in.jsonl", [{"premise": "a", "hypothesis": "b"}])
+    before = inputs.read_bytes()
+    assert predict_main([f"ckpt_path={tmp_path / 'none.ckpt'}", f"input={inputs}", f"output={inputs}"]) == 2
+    assert "is the input file" in capsys.readouterr().err and inputs.read_bytes() == before
 
 
 def test_a_corrupt_checkpoint_is_named(tmp_path, capsys):

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
-from coda_exp.errors import cause_of, full_disk
+from coda_exp.errors import cause_of, full_disk, what_to_free
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class DataModule(pl.LightningDataModule, ABC):
             failed = full_disk(err)
             if failed is not None:
                 raise DataError(f"{failed.strerror} writing the data cache under {self.cache_dir}"
-                                f"{' (' + failed.filename + ')' if failed.filename else ''}: free space on that disk "
+                                f"{' (' + failed.filename + ')' if failed.filename else ''}: {what_to_free(failed)} "
                                 "or put the cache elsewhere (paths.cache_dir=...), then run again") from None
             unreadable = _arrow_error(err)
             if unreadable is None:
