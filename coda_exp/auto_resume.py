@@ -52,7 +52,7 @@ class Decision:
     record: dict | None = None
 
 
-def _normalised(config: dict) -> dict:
+def normalised(config: dict) -> dict:
     """The config with the run's own folder (its ``paths.output_dir``, as it was written there: a path through a
     symbolic link stays one) replaced by a placeholder and the ignored keys left out."""
     folder = str((config.get("paths") or {}).get("output_dir") or "") or "\0"
@@ -91,7 +91,7 @@ def same_run(mine: dict, folder: Path) -> bool:
     except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
         log.warning("resume=auto: %s cannot be read (%s); skipped", folder / RESOLVED_CONFIG, err)
         return False
-    return isinstance(theirs, dict) and _normalised(theirs) == _normalised(mine)
+    return isinstance(theirs, dict) and normalised(theirs) == normalised(mine)
 
 
 def checkpoint_step(path: Path) -> int | None:

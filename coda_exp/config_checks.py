@@ -57,8 +57,9 @@ _NON_NEGATIVE_OR_NULL = (lambda v: v is None or (_number(v) and v >= 0), "a numb
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (_int, "an int"),
     "verbose": (lambda v: isinstance(v, bool), "true or false"),
-    "resume": (lambda v: v is None or v == "auto",
-               "auto or null (null: a fresh run; ckpt_path=... resumes a given checkpoint)"),
+    "resume": (lambda v: v in (None, "auto", "force"),
+               ("auto, force or null (null: a fresh run; ckpt_path=... resumes a given checkpoint; force: resumes it "
+                "even under another configuration)")),
     "threads": _int_at_least(1, null=True),
     "task.epochs": _int_at_least(1),
     "task.max_steps": _int_at_least(1, null=True, also=(-1,)),
@@ -169,12 +170,12 @@ def composition_error(err: Exception) -> ConfigError:
 
 
 
-def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+def leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     """Every value's dotted path in a (to_container, unresolved) config, with the value."""
     out: dict[str, Any] = {}
     if isinstance(node, dict):
         for key, value in node.items():
-            out.update(_leaves(value, f"{prefix}{key}."))
+            out.update(leaves(value, f"{prefix}{key}."))
     elif prefix:
         out[prefix[:-1]] = node
     return out
@@ -185,7 +186,7 @@ def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
     left out: what a user who typed ``key`` may have meant."""
     name = key.rsplit(".", 1)[-1]
-    paths = [p for p in _leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
+    paths = [p for p in leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
     found = [p for p in paths if p.rsplit(".", 1)[-1] == name]
     if close:
         found += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.85) if p not in found]
@@ -203,7 +204,7 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
     after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
     another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
     ``++key=value`` adds a key without this check."""
-    raw = _leaves(OmegaConf.to_container(cfg, resolve=False))
+    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
     referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
     problems = []
     for key, typed in appended:

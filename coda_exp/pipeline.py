@@ -36,6 +36,7 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     check_compatible,
     check_extras,
     check_kernels,
+    check_same_configuration,
     check_same_run,
     check_trainer,
     fast_options,
@@ -169,9 +170,10 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     hydra_dir = Path(cfg.paths.output_dir)
     folder, resume = hydra_dir, False
     if cfg.get("ckpt_path"):
-        load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
+        ckpt = load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs)
+        check_same_configuration(cfg, ckpt)
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
@@ -270,7 +272,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         try:
-            trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+            trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
         except RunInterrupted as stop:  # Ctrl-C or SIGTERM: its checkpoint is saved; no test, no record
             stopped(stop, overrides)
         # before validate/test restore the callbacks' states from `best`

@@ -21,13 +21,16 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from lightning_fabric.utilities.exceptions import MisconfigurationException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
 from coda_exp.fast_step import FastOptions
 from coda_exp.run_folder import RESOLVED_CONFIG
+from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+log = logging.getLogger(__name__)
 
 META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
 
@@ -186,6 +189,59 @@ def check_same_run(cfg: DictConfig, folder: Path | None) -> None:
         raise CheckpointError(f"{cfg.ckpt_path}: a checkpoint of task={other['task']} model={other['model']} "
                               f"(its run's {folder / RESOLVED_CONFIG}); this run is task={mine['task']} "
                               f"model={mine['model']}: resume a checkpoint of the same task and model")
+
+
+def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
+    """The keys whose values differ between the resolved config ``trained`` (a checkpoint's) and ``cfg``'s, with
+    ``cfg``'s budget keys (``fingerprint.BUDGET_KEYS``: a resumed run may train longer) set to the checkpoint's
+    before resolving, so what derives from them (``task.patience``, a schedule's total steps) follows; where a run
+    is stored, logged or placed (``fingerprint.OUTPUT_KEYS``), each run's own folder and a callback only one of
+    them has (``+callbacks.x=...``, ``callbacks=gate_stats``) do not count."""
+    from coda_exp.auto_resume import IGNORED, normalised
+    from coda_exp.config_checks import leaves
+    from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
+
+    mine = cfg.copy()
+    with open_dict(mine):
+        for key in BUDGET_KEYS:
+            theirs = OmegaConf.select(OmegaConf.create(trained), key, default=None)
+            if "." in key and theirs is not None and OmegaConf.select(mine, key, default=None) is not None:
+                OmegaConf.update(mine, key, theirs, merge=False)
+    a = leaves(normalised(OmegaConf.to_container(mine, resolve=True)))
+    b = leaves(normalised(trained))
+    skipped = (*OUTPUT_KEYS, *BUDGET_KEYS, *IGNORED)
+
+    def added_callback(key: str) -> bool:  # a callback on one side only measures or stops; one on both counts
+        parts = key.split(".")
+        return parts[0] == "callbacks" and len(parts) > 2 and not all(
+            any(k.startswith(f"callbacks.{parts[1]}.") for k in side) for side in (a, b))
+
+    return sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")
+                  and not any(k == s or k.startswith(f"{s}.") for s in skipped) and not added_callback(k))
+
+
+def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
+    """A checkpoint resumed with ``ckpt_path=`` was trained with this run's configuration (:func:`configuration_changes`
+    of the config it carries; a longer budget is allowed): else a CheckpointError naming the keys that differ, so a
+    run never goes on under another configuration than its record would state. ``resume=force`` resumes it anyway
+    (said in the log); a checkpoint without its config (written before they carried it) is not compared."""
+    trained = ckpt.get(CHECKPOINT_CONFIG)
+    if not isinstance(trained, dict):
+        return
+    changed = configuration_changes(cfg, trained)
+    if not changed:
+        return
+    shown = "; ".join(f"{k}: {OmegaConf.select(OmegaConf.create(trained), k, default='(absent)')} there, "
+                      f"{OmegaConf.select(cfg, k, default='(absent)')} here" for k in changed[:4])
+    more = f" (and {len(changed) - 4} more)" if len(changed) > 4 else ""
+    if cfg.get("resume") == "force":
+        log.warning("ckpt_path=%s was trained with another configuration (%s%s); resume=force: resuming it under "
+                    "this run's", cfg.ckpt_path, shown, more)
+        return
+    raise CheckpointError(f"{cfg.ckpt_path}: trained with another configuration than this run's ({shown}{more}): "
+                          "resume it with the overrides it was trained with (a longer budget, task.epochs or "
+                          "task.max_steps, may differ), start a new run without ckpt_path, or add resume=force to "
+                          "go on under this configuration")
 
 
 def check_checkpoint_fits(ckpt_path: str, task: pl.LightningModule) -> None:

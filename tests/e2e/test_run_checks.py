@@ -212,8 +212,29 @@ def test_a_foreign_checkpoint_is_refused_before_its_folder_is_touched(make_cfg, 
     # outside a run folder there is no config to compare: the weights are, before training
     alone = tmp_path / "alone.ckpt"
     shutil.copy(last, alone)
-    with pytest.raises(CheckpointError, match="its weights do not fit this run's model"):
+    with pytest.raises(CheckpointError, match="another configuration than this run's .*model.hidden_size: 200 there, "
+                                              "7 here"):
         run(make_cfg("task=wikiqa", "model=decompatt", "scale=fixture", "model.hidden_size=7", f"ckpt_path={alone}"))
+    with pytest.raises(CheckpointError, match="its weights do not fit this run's model"):  # resume=force: the weights
+        run(make_cfg("task=wikiqa", "model=decompatt", "scale=fixture", "model.hidden_size=7", f"ckpt_path={alone}",
+                     "resume=force"))
+
+
+def test_a_checkpoint_of_another_configuration_is_refused_naming_the_keys(make_cfg, compose, tmp_path):
+    """A run resumed with another optimizer.lr went on silently under the checkpoint's optimizer state, and its
+    record stated the new configuration; a longer budget (task.epochs, and task.patience that follows it) is fine."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    run(compose(["task=wikiqa", "scale=fixture", "task.epochs=1", "optimizer.lr=0.01", "logger=none"],
+                tmp_path / "theirs"))
+    last = tmp_path / "theirs" / "run" / "checkpoints" / "last.ckpt"
+    with pytest.raises(CheckpointError, match=r"another configuration than this run's \(optimizer.lr: 0.01 there, "
+                                              r"0.0003 here\): resume it with the overrides it was trained with"):
+        run(make_cfg("task=wikiqa", "scale=fixture", "task.epochs=2", f"ckpt_path={last}"))
+    run(make_cfg("task=wikiqa", "scale=fixture", "task.epochs=2", "optimizer.lr=0.01", "logger=none",
+                 f"ckpt_path={last}"))
+    records = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert [r["steps"] > 0 for r in records] == [True] * len(records) and records
 
 
 def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):
