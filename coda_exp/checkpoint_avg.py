@@ -107,7 +107,14 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
-    paths = sorted((Path(p) for p in paths), key=lambda p: int(load_checkpoint(p, mmap=True).get("global_step", 0)))
+    given = [Path(p) for p in paths]
+    twice = sorted({str(p) for p in given if sum(q.resolve() == p.resolve() for q in given) > 1})
+    if twice:
+        raise CheckpointError(f"{', '.join(twice)}: given more than once; give each checkpoint once (a mean over "
+                              "repeated checkpoints weights them more)")
+    steps = {p: int(load_checkpoint(p, mmap=True).get("global_step", 0)) for p in given}
+    paths = sorted(given, key=steps.__getitem__)
+    same_run(paths)
     base_path, base = paths[-1], load_checkpoint(paths[-1])
     keys = set(base["state_dict"])
     sums: dict[str, torch.Tensor] = {}
@@ -129,6 +136,26 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
                          for key, value in base["state_dict"].items()}
     out["averaged_checkpoints"] = [str(p) for p in paths]
     return out
+
+
+def same_run(paths: Sequence[Path]) -> None:
+    """The checkpoints are of one training run: the same configuration (the config each carries, a longer budget
+    aside: ``run_checks.configuration_changes``) and seed; else a CheckpointError naming the first that differs and
+    the keys (averaging two runs' weights is not T2T's averaging, and the result would pass as the newest one's)."""
+    from omegaconf import OmegaConf
+
+    from coda_exp.run_checks import configuration_changes
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    configs = [(p, load_checkpoint(p, mmap=True).get(CHECKPOINT_CONFIG)) for p in paths]
+    base_path, base = configs[-1]
+    for path, config in configs[:-1]:
+        if not isinstance(config, dict) or not isinstance(base, dict):
+            continue  # written before checkpoints carried their config: nothing to compare
+        changed = configuration_changes(OmegaConf.create(base), config)
+        if changed:
+            raise CheckpointError(f"{path} is of another run than {base_path} (they differ in {', '.join(changed[:5])}"
+                                  f"{' ...' if len(changed) > 5 else ''}): average the checkpoints of one run")
 
 
 def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
@@ -191,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")
     args = parser.parse_args(argv)
     paths = select_last(args.dir, args.last, exclude=[args.out]) if args.dir else [Path(p) for p in args.ckpts]
+    if any(Path(args.out).resolve() == p.resolve() for p in paths):
+        raise CheckpointError(f"--out {args.out} is one of the checkpoints averaged: writing there would replace it; "
+                              "name another file")
     out = save_atomic(average_checkpoints(paths), args.out)
     print(f"averaged {len(paths)} checkpoints -> {out}")
     for p in paths:

@@ -6,7 +6,8 @@ sequence tasks decoding as their test decodes) and writes a run record, test pre
 (``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run. The record
 is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained run's
 overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing), with
-``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it), ``eval_split``,
+``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
+``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages), ``eval_split``,
 ``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data folder) and
 ``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation stands in for
 its run only when that run's own record is absent and it read the same data; otherwise it is listed under the
@@ -88,6 +89,26 @@ def _eval_folder(prep: Prepared) -> Path:
     return folder
 
 
+def trained_run_state(prep: Prepared) -> str | None:
+    """Where the training run that wrote the checkpoint stands, when the checkpoint lies in its run folder:
+    ``finished`` or ``diverged`` (its record, in the trained run's or this machine's results folder), ``running``
+    or ``not finished`` (stopped, or its record lost); None for a checkpoint outside a run folder (unknown)."""
+    from coda_exp.auto_resume import finished_records
+
+    folder = run_folder.resume_folder(prep.path)
+    if folder is None:
+        return None
+    trained_results = (prep.trained_config.get("paths") or {}).get("results_dir")
+    dirs = [d for d in (trained_results, prep.cfg.paths.results_dir) if d]
+    done = finished_records(dirs, [folder.resolve()])
+    if done:
+        return str(done[folder.resolve()][1]["status"])
+    state = "running" if run_folder.live_owner(folder) else "not finished"
+    log.warning("%s: its training run (%s) has %s: this evaluation is of a partly trained model, and tables list "
+                "it apart", prep.path, folder, "not finished yet" if state == "running" else "no finished record")
+    return state
+
+
 def evaluate(inv: Invocation) -> dict:
     """Run ``coda-exp eval``; return its record (module docstring)."""
     start = time.time()
@@ -126,6 +147,8 @@ def evaluate(inv: Invocation) -> dict:
                 "best_checkpoint": str(prep.path.resolve()),
                 "trained_run_id": (prep.identity or {}).get("run_id"),
                 "trained_overrides": list((prep.identity or {}).get("overrides") or []),
+                "trained_run_state": trained_run_state(prep),
+                "checkpoints_averaged": len(prep.checkpoint.get("averaged_checkpoints") or []),
                 "eval_split": split,
                 "eval_data": {"dir": cfg.data.get("dir"), "trained_dir": trained_dir,
                               "same_data": not any(o.key_or_group == "data.dir" for o in inv.config)

@@ -49,9 +49,10 @@ no record says ``no run``: ours is never filled from the paper.
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
 as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
 sample per trained model: an evaluation is pooled only as a stand-in for its trained run (``trained_run_id``) when
-that run's own record is absent and it read the trained run's data (``eval_data.same_data``); otherwise it is
+that run's own record is absent, it read the trained run's data (``eval_data.same_data``) and that run is not known
+to be unfinished (``trained_run_state``: a run folder without a finished record); otherwise it is
 listed apart, never pooled: a re-evaluation of a run whose record counts, an evaluation on other data (another
-``data.dir``) or of a checkpoint whose run is unknown (:func:`evaluation_apart`).
+``data.dir``), of a partly trained model or of a checkpoint whose run is unknown (:func:`evaluation_apart`).
 
 Comparisons. Each ``compare`` pair adds, per column, the difference treatment − baseline of the two cells' means
 with Welch's p across seeds and, where both runs of a seed kept their test predictions, McNemar's paired p
@@ -108,6 +109,10 @@ def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
         return "an evaluation of a checkpoint of an unknown run"
     if source in trained_runs:
         return f"a re-evaluation of {source} (its training record counts)"
+    state = record.get("trained_run_state")
+    if state not in (None, "finished"):
+        how = {"running": "was still running", "not finished": "had not finished"}.get(state, f"ended {state}")
+        return f"an evaluation of {source} at step {record.get('steps')}, whose training {how}"
     data = record.get("eval_data") or {}
     if not data.get("same_data", False):
         return f"an evaluation of {source} on other data (data.dir={data.get('dir')})"

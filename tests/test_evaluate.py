@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,7 @@ def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once
         assert record[key] == trained[key], key
     assert record["trained_run_id"] == trained["run_id"] and record["checkpoint"].endswith(".ckpt")
     assert record["eval_data"]["same_data"] and record["steps"] == trained["steps"] > 0
+    assert record["trained_run_state"] == "finished" and record["checkpoints_averaged"] == 0
     assert (out / "outputs" / "evals").is_dir() and list((out / "outputs" / "evals").rglob("eval.log"))
     with gzip.open(record["predictions"], "rt") as f:
         predictions = [json.loads(line) for line in f]
@@ -97,6 +99,24 @@ def test_eval_of_one_split_on_another_folder_is_listed_apart(snli, tmp_path):
     table = tables.build_table(spec, [record])
     assert not [c for row in table.cells for c in row if c.status == "ok"]
     assert "on other data" in table_render.render_markdown(table)
+
+
+def test_eval_of_a_run_that_has_not_finished_is_listed_apart(snli, tmp_path, caplog):
+    """A stopped run's checkpoint (its run folder holds no finished record) used to fill a table cell as a run
+    trained to its end."""
+    folder, _, ckpt = snli
+    run_dir = folder / "run"
+    copy = tmp_path / "stopped"
+    shutil.copytree(run_dir, copy)  # the same folder, without its record: a run stopped before its end
+    out = tmp_path / "eval"
+    ckpt_copy = copy / Path(ckpt).relative_to(run_dir)
+    assert eval_main([f"ckpt_path={ckpt_copy}", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert record["trained_run_state"] == "not finished" and "no finished record" in caplog.text
+    spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_3.yaml")
+    table = tables.build_table(spec, [record])
+    assert not [c for row in table.cells for c in row if c.status == "ok"]
+    assert "whose training had not finished" in table_render.render_markdown(table)
 
 
 def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_path):

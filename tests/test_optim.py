@@ -161,6 +161,37 @@ def test_the_command_s_mistakes_are_one_message_and_exit_2(tmp_path, capsys, arg
     assert not (tmp_path / "avg.ckpt").exists()
 
 
+def test_averaging_refuses_repeats_another_run_and_writing_over_an_input(tmp_path, capsys):
+    """Two runs' checkpoints of one shape were averaged silently, the result passing as the newest run's; a file
+    given twice weighed double; --out naming an input replaced it."""
+    from coda_exp import commands
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    def with_config(path, step, lr, seed=1):
+        fake_ckpt(path, step, step)
+        ckpt = torch.load(path, weights_only=False)
+        ckpt[CHECKPOINT_CONFIG] = {"seed": seed, "optimizer": {"lr": lr}, "task": {"max_steps": step},
+                                   "paths": {"output_dir": str(path.parent)}}
+        torch.save(ckpt, path)
+
+    a, b, c, d = (tmp_path / f"{n}.ckpt" for n in "abcd")
+    with_config(a, 10, 0.1)
+    with_config(b, 20, 0.1)  # the same run, trained further: its budget may differ
+    with_config(c, 30, 0.5)
+    with_config(d, 40, 0.1, seed=2)
+    out = tmp_path / "avg.ckpt"
+    assert commands.run_command("average-checkpoints", ["--ckpts", str(a), str(b), "--out", str(out)]) == 0
+    for argv, message in [([a, c], f"{a} is of another run than {c} (they differ in optimizer.lr)"),
+                          ([a, d], f"{a} is of another run than {d} (they differ in seed)"),
+                          ([a, a], f"{a}: given more than once"),
+                          ([a, b, "--out", b], f"--out {b} is one of the checkpoints averaged")]:
+        given = [str(x) for x in argv] + ([] if "--out" in argv else ["--out", str(tmp_path / "x.ckpt")])
+        capsys.readouterr()
+        assert commands.run_command("average-checkpoints", ["--ckpts", *given]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {message}")
+    assert not (tmp_path / "x.ckpt").exists() and torch.load(b, weights_only=False)["global_step"] == 20
+
+
 class Tiny(pl.LightningModule):
     def __init__(self):
         super().__init__()
