@@ -47,6 +47,9 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[
     expected (a truncated, empty or foreign file, or one without the keys ``need``)."""
     path = Path(path)
     expected = f"expected a Lightning checkpoint (torch.save'd dict with {', '.join(map(repr, need))})"
+    if path.is_dir():
+        raise CheckpointError(f"{path}: a folder, not a checkpoint file (a run's checkpoints lie in "
+                              f"<run>/checkpoints/: last.ckpt, the best one); {expected}")
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file; {expected}")
     if path.stat().st_size == 0:

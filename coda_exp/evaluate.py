@@ -167,6 +167,9 @@ def predict(inv: Invocation) -> Path:
         raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
                           f"predictions there would overwrite the inputs; name another output= (the default is "
                           f"{default_output(Path(inv.command['input']))})")
+    if output.is_dir():
+        raise ConfigError(f"coda-exp predict: output={output} is a folder: name the predictions file (e.g. "
+                          f"output={output / default_output(Path(inv.command['input'])).name})")
     prep = prepare(inv)
     datamodule = data_module(prep)
     family = str(prep.cfg.task.get("family", type(datamodule).__name__))

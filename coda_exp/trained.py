@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError
+from coda_exp.config_checks import ConfigError, check_config
 from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
@@ -83,6 +83,9 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
             inv.command[key] = None if value is None else str(value)
         elif top in ENVIRONMENT:
             inv.environment.append(o.input_line)
+        elif other := next((m for m, keys in COMMAND_KEYS.items() if m != mode and key in keys), None):
+            raise ConfigError(f"coda-exp {mode}: {o.input_line}: {key}= is a key of coda-exp {other}, not of "
+                              f"{mode} (which takes {', '.join(f'{k}=' for k in inv.command)})")
         elif o.is_delete() or "/" in key or "." not in key or top in ("hydra", "callbacks"):
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's {top} is the trained run's; change "
                               f"a key of its configuration instead (data.dir=..., task.decoding.beam_size=...), or "
@@ -212,6 +215,8 @@ def prepare(inv: Invocation) -> Prepared:
     ckpt = load_checkpoint(path, need=("state_dict",))
     trained = checkpoint_config(path, ckpt)
     cfg = build_config(inv, trained)
+    if inv.config:  # the command's changes get the training run's value checks (data.eval_batch_size=0 ...)
+        check_config(cfg)
     with quiet_lightning():
         trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
     t = cfg.trainer

@@ -153,6 +153,8 @@ def test_eval_says_it_runs_on_one_device_when_told_more(snli, tmp_path, caplog):
     (["data.dir=/nonexistent/snli"], "/nonexistent/snli"),
     (["trainer.precision=bf17-mixed"], "Lightning refuses these settings: Precision 'bf17-mixed' is invalid"),
     (["optimizer.lr=0.1"], "optimizer.lr=0.1: eval trains nothing, and this key only steers training"),
+    (["data.eval_batch_size=0"], "data.eval_batch_size = 0: expected an int >= 1"),
+    (["ckpt_path=/"], "/: a folder, not a checkpoint file"),
     (["task.epochs=3"], "task.epochs=3: eval trains nothing"),
 ])
 def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, message):
@@ -176,6 +178,8 @@ def test_predict_refuses_to_write_over_its_input(tmp_path, capsys):
     before = inputs.read_bytes()
     assert predict_main([f"ckpt_path={tmp_path / 'none.ckpt'}", f"input={inputs}", f"output={inputs}"]) == 2
     assert "is the input file" in capsys.readouterr().err and inputs.read_bytes() == before
+    assert predict_main([f"ckpt_path={tmp_path / 'none.ckpt'}", f"input={inputs}", f"output={tmp_path}"]) == 2
+    assert f"output={tmp_path} is a folder: name the predictions file" in capsys.readouterr().err
 
 
 def test_a_corrupt_checkpoint_is_named(tmp_path, capsys):

@@ -26,7 +26,8 @@ def test_the_command_line_is_sorted():
     ("eval", ["ckpt_path=x", "~data.dir"], "the checkpoint's data is the trained run's"),
     ("eval", ["ckpt_path=x", "hydra.run.dir=/x"], "the checkpoint's hydra"),
     ("eval", ["ckpt_path=x", "split=train"], "split=train: expected one of all, test, validation"),
-    ("eval", ["ckpt_path=x", "input=y"], "input=y: the checkpoint's input"),
+    ("eval", ["ckpt_path=x", "input=y"], "input=y: input= is a key of coda-exp predict, not of eval"),
+    ("predict", ["ckpt_path=x", "input=y", "split=test"], "split=test: split= is a key of coda-exp eval"),
     ("predict", ["ckpt_path=x"], "input=FILE is required"),
     ("eval", ["ckpt_path=x", "data.dir=[unclosed"], "coda-exp eval"),
 ])
