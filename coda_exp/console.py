@@ -7,8 +7,10 @@ and the final summary, and silences what a user cannot act on:
   ``Restoring states from the checkpoint``...): they still go to the run's ``train.log``;
 - the Hugging Face ``datasets`` progress bars (``Generating train split``, ``Map``, ``Filter``, ``tokenising``; a
   verbose run leaves them to ``HF_DATASETS_DISABLE_PROGRESS_BARS``);
-- torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it), and
-  Lightning's warning that an ``IterableDataset`` with ``__len__`` may repeat examples across workers (ours do not).
+- torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it),
+  Lightning's warning that an ``IterableDataset`` with ``__len__`` may repeat examples across workers (ours do not),
+  and its two warnings on a resume (a mid-epoch checkpoint with a loader it thinks is not resumable; a checkpoint
+  folder that is not empty): a resumed run's loaders do resume, in its own folder (:data:`HIDDEN_WARNINGS`).
 
 The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
 with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
@@ -26,8 +28,13 @@ LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning")
 #: warnings a quiet run hides: (message regex, category). Lightning's IterableDataset one warns of duplicates across
 #: DataLoader workers; the only iterable datasets here (generated MLU) shard themselves per worker
 #: (``coda_exp.data.seq2seq.mlu``, ``get_worker_info``), and it printed on every MLU run with no worker at all.
+#: A resumed run continues in its own folder, whose checkpoints/ is not empty by design, and every loader here leaves
+#: out the batches of the epoch already trained on (docs/running.md), which Lightning cannot see: its two warnings
+#: on a resume said the opposite of what happens.
 HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
-                   (r"Your `IterableDataset` has `__len__` defined", UserWarning))
+                   (r"Your `IterableDataset` has `__len__` defined", UserWarning),
+                   (r"You're resuming from a checkpoint that ended before the epoch ended", UserWarning),
+                   (r"Checkpoint directory .* exists and is not empty", UserWarning))
 
 
 class LibraryInfoFilter(logging.Filter):

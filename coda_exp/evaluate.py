@@ -206,6 +206,7 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
   data.*, task.*, model.* keys: change the trained configuration (e.g. task.decoding.beam_size=8); training-only
                       keys (optimizer.*, task.epochs, ...) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
+  -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the details.""",
     "predict": """usage: coda-exp predict ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE] [key=value ...]
 
@@ -213,20 +214,24 @@ Run a trained model on new inputs (JSON lines, or a TSV file with a header, of t
 one prediction per input, in input order (default output: <input>.predictions.jsonl beside it).
   ckpt_path=FILE      a .ckpt written by a training run
   paths.*, logger=, trainer= (trainer=gpu), threads=: this machine's settings
+  -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the formats.""",
 }
 
 
 def _run(mode: str, action, overrides: list[str]) -> int:
+    from coda_exp import console
     from coda_exp.environment import set_environment
 
     if any(arg in ("-h", "--help") for arg in overrides):
         print(USAGE[mode])
         return 0
+    verbose = any(arg in ("-v", "--verbose") for arg in overrides)
     set_environment()
     _configure_logging()
+    console.configure(verbose=verbose)  # quiet as a training run: Lightning's INFO lines stay in eval.log
     try:
-        action(parse(mode, list(overrides)))
+        action(parse(mode, [arg for arg in overrides if arg not in ("-v", "--verbose")]))
     except UserError as err:  # one message naming the key, file or line; no traceback (as coda_exp.cli)
         print(f"error: {err}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT

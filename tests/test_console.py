@@ -105,15 +105,21 @@ def test_the_environment_variable_keeps_the_bars_off_even_when_verbose(terminal,
     assert not datasets.is_progress_bar_enabled()
 
 
-def test_quiet_hides_lightnings_iterable_dataset_warning_verbose_shows_it(terminal):
-    """Printed on every MLU run (no worker at all): the generated MLU stream shards itself per DataLoader worker."""
+@pytest.mark.parametrize("message", [
+    # printed on every MLU run (no worker at all): the generated MLU stream shards itself per DataLoader worker
+    "Your `IterableDataset` has `__len__` defined. In combination with multi-process data loading",
+    # printed on every mid-epoch resume, whose loaders do leave out the batches already trained on
+    "You're resuming from a checkpoint that ended before the epoch ended and your dataloader is not resumable.",
+    # printed on every resume: a resumed run goes on in its own folder
+    "Checkpoint directory /runs/x/checkpoints exists and is not empty.",
+])
+def test_quiet_hides_lightnings_warnings_that_do_not_apply_verbose_shows_them(terminal, message):
     from pytorch_lightning.utilities.rank_zero import rank_zero_warn
 
-    message = "Your `IterableDataset` has `__len__` defined. In combination with multi-process data loading"
     for verbose, shown in ((False, False), (True, True)):
         console.configure(verbose=verbose)
         with warnings.catch_warnings(record=True) as caught:
             rank_zero_warn(message)
-        assert any("IterableDataset" in str(w.message) for w in caught) is shown
+        assert any(message in str(w.message) for w in caught) is shown
     console.configure(verbose=False)
 
