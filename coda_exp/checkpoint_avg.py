@@ -59,7 +59,7 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[
         ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap and archive)
     except (RuntimeError, OSError, EOFError, ValueError, ImportError, AttributeError, pickle.UnpicklingError,
             zipfile.BadZipFile) as err:  # what torch.load raises for a truncated, foreign or pickled-other file
-        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        reason = _first_sentence(str(err)) or type(err).__name__
         if not archive:  # torch's own words (an invalid load key...) say nothing of that
             reason = f"not the zip archive torch.save writes: truncated, or another kind of file; {reason}"
         raise CheckpointError(f"{path}: cannot be read ({reason}); {expected}") from None
@@ -67,6 +67,16 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[
     if missing:
         raise CheckpointError(f"{path}: no {', '.join(map(repr, missing))} in it; {expected}")
     return ckpt
+
+
+def _first_sentence(text: str, limit: int = 200) -> str:
+    """A library's error message, whitespace folded, cut after its first sentence, or at a word within ``limit``
+    characters with an ellipsis: never mid-word."""
+    text = " ".join(text.split())
+    end = text.find(". ")
+    if 0 <= end < limit:
+        return text[:end + 1]
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def global_step(path: str | os.PathLike) -> int:

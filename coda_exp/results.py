@@ -10,7 +10,8 @@ returns them; BLEU stays on its 0-100 scale. The table specs say which columns a
 
 Records are written atomically (temporary file in the same directory, flush + fsync, ``os.replace``) so a
 crashed or killed sweep never leaves a half-written record, and every record is validated before it is
-written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, ``warnings``, ``hparams``,
+written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, one of :data:`STATUSES` when present;
+``warnings``, ``hparams``,
 ``paths`` ...) are allowed and preserved; runs also record ``fingerprint`` and ``fingerprint_overrides`` (the
 configuration beyond the grid axes, :mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each
 validation), ``val_curve_steps`` (the global step of each of those validations, same length; null where unknown: a
@@ -155,6 +156,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+#: a record's ``status``: trained (or evaluated) to its end, or stopped at a non-finite loss (no test metrics)
+STATUSES = ("finished", "diverged")
+
+
 def _check_value(key: str, value: Any) -> str | None:
     """Return why ``value`` is not acceptable for required ``key``, or None if it is."""
     if key == "schema_version":
@@ -215,6 +220,9 @@ def validate_record(record: Any, source: str | os.PathLike = "<memory>") -> dict
         problem = _check_value(key, record[key])
         if problem is not None:
             raise RecordError(f"{source}: key {key!r}: {problem}")
+    if record.get("status", "finished") not in STATUSES:  # absent: a record written before runs recorded it
+        raise RecordError(f"{source}: key 'status': expected one of {', '.join(STATUSES)}, got "
+                          f"{record['status']!r}")
     return record
 
 

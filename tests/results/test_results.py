@@ -99,6 +99,14 @@ def test_wrong_type_raises_naming_source_and_key(key, bad):
         validate_record(make_record(**{key: bad}), source="rec.json")
 
 
+@pytest.mark.parametrize("status", ["finishd", "stopped", None])
+def test_an_unknown_status_is_refused_naming_source_and_key(status):
+    """A hand-edited status ("finishd") was pooled as a finished run."""
+    with pytest.raises(ValueError, match=r"rec\.json: key 'status': expected one of finished, diverged"):
+        validate_record(make_record(status=status), source="rec.json")
+    assert validate_record(make_record(status="diverged"))["status"] == "diverged"
+
+
 def test_non_dict_record_is_refused():
     with pytest.raises(ValueError, match="JSON object"):
         validate_record([1, 2], source="f.json")
