@@ -24,7 +24,8 @@ import logging
 import warnings
 
 #: the loggers whose INFO lines a quiet run keeps off the console (their warnings and errors still show)
-LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning")
+#: (torch: its FakeTensor cache statistics, logged at exit, followed a Ctrl-C's one line)
+LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning", "torch")
 #: warnings a quiet run hides: (message regex, category). Lightning's IterableDataset one warns of duplicates across
 #: DataLoader workers; the only iterable datasets here (generated MLU) shard themselves per worker
 #: (``coda_exp.data.seq2seq.mlu``, ``get_worker_info``), and it printed on every MLU run with no worker at all.
