@@ -86,10 +86,14 @@ def _choice(group: str) -> str | None:
 
 
 def check_kernels(cfg: DictConfig) -> None:
-    """The CoDA kernel names, at start-up: ``CODA_KERNEL`` (when set) and every ``kernel`` option under ``model``
-    (``model.scoring.kernel``, ``model.attention.kernel``), and whether the kernel can run that node's options
+    """The CoDA kernel names, at start-up: ``CODA_KERNEL`` and ``CODA_FLASH_BACKWARD`` (when set) and every ``kernel``
+    option under ``model`` (``model.scoring.kernel``, ``model.attention.kernel``), and whether the kernel can run that node's options
     (``fused`` does not centre, ``flash`` only on CUDA); a ConfigError naming the key, the source and the choices."""
     from coda_exp.attention.dispatch import configuration_error, requested_kernel
+    from coda_exp.attention.flash_spec import backward_env_problem
+
+    if problem := backward_env_problem():  # else a GPU run would refuse it at its first CoDA forward
+        raise ConfigError(problem)
 
     nodes = {f"model.{k}": v for k, v in cfg.model.items() if isinstance(v, DictConfig)} if "model" in cfg else {}
     configured = {f"{path}.kernel": node for path, node in nodes.items() if "kernel" in node}

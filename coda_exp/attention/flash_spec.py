@@ -22,11 +22,25 @@ flattened slice s = b·H + h is kept iff ``uniform(seed, s, i, j) >= dropout_p``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
+
+#: the Triton backend's backward kernels (``flash_triton.BACKWARD``, else the environment variable
+#: :data:`BACKWARD_ENV`): "split" (over key blocks, then query blocks) or "fused" (each tile once)
+BACKWARDS = ("split", "fused")
+BACKWARD_ENV = "CODA_FLASH_BACKWARD"
+
+
+def backward_env_problem() -> str | None:
+    """What is wrong with :data:`BACKWARD_ENV` (not set or empty: nothing), checked at start-up without Triton."""
+    value = os.environ.get(BACKWARD_ENV, "")
+    if value and value not in BACKWARDS:
+        return f"environment variable {BACKWARD_ENV} must be one of {list(BACKWARDS)} (or unset: split), got {value!r}"
+    return None
 
 MASK32 = 0xFFFFFFFF
 MIX_A, MIX_B = 0x7FEB352D, 0x846CA68B  # lowbias32 (C. Wellons) multipliers

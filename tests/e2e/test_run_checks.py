@@ -90,9 +90,11 @@ def test_a_gpu_trainer_without_a_gpu_says_so_before_any_data(make_cfg, no_data, 
         run(make_cfg("task=snli", "scale=fixture", f"trainer={trainer}"))
 
 
-def test_a_bogus_coda_kernel_in_the_environment_stops_the_run_at_start(make_cfg, no_data, monkeypatch):
-    monkeypatch.setenv("CODA_KERNEL", "bogus")
-    with pytest.raises(ConfigError, match="environment variable CODA_KERNEL must be one of"):
+@pytest.mark.parametrize("variable", ["CODA_KERNEL", "CODA_FLASH_BACKWARD"])
+def test_a_bogus_coda_kernel_in_the_environment_stops_the_run_at_start(make_cfg, no_data, monkeypatch, variable):
+    """CODA_FLASH_BACKWARD=bogus used to pass a CPU run by unnoticed, and stop a GPU run at its first forward."""
+    monkeypatch.setenv(variable, "bogus")
+    with pytest.raises(ConfigError, match=f"environment variable {variable} must be one of"):
         run(make_cfg("task=mlu", "model=coda_transformer", "scale=fixture"))
 
 

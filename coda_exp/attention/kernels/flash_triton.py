@@ -33,7 +33,7 @@ import numpy
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
-from coda_exp.attention.flash_spec import FlashParams, seed_tensor
+from coda_exp.attention.flash_spec import BACKWARD_ENV, BACKWARDS, FlashParams, seed_tensor
 from coda_exp.attention.kernels import triton_bwd, triton_jit, triton_math
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
@@ -337,7 +337,6 @@ def _tuned(kern, name: str):
     return _TUNED[name]
 
 
-BACKWARDS = ("split", "fused")
 # Which kernels compute the backward: "split" (triton_jit's _dkdv_kernel over key blocks, then _dq_kernel over
 # query blocks: each recomputes every tile) or "fused" (triton_bwd's _bwd_kernel: each tile once, dq and dnq by
 # atomic adds). None: the environment variable CODA_FLASH_BACKWARD, else "split", the default until "fused" has
@@ -347,9 +346,9 @@ BACKWARD: str | None = None
 
 def backward_kind() -> str:
     """``BACKWARD``, or ``CODA_FLASH_BACKWARD``, or "split"; a ValueError naming the choices for any other value."""
-    kind = BACKWARD if BACKWARD is not None else os.environ.get("CODA_FLASH_BACKWARD", "split")
+    kind = BACKWARD if BACKWARD is not None else os.environ.get(BACKWARD_ENV) or "split"
     if kind not in BACKWARDS:
-        source = "flash_triton.BACKWARD" if BACKWARD is not None else "CODA_FLASH_BACKWARD"
+        source = "flash_triton.BACKWARD" if BACKWARD is not None else BACKWARD_ENV
         raise ValueError(f"Flash-CoDA (triton): {source} must be one of {list(BACKWARDS)}, got {kind!r}")
     return kind
 
