@@ -130,8 +130,13 @@ def check_trainer(cfg: DictConfig) -> None:
                           f"save checkpoints: leave them out too ({' '.join(f'{k}=null' for k in saving)}); the run "
                           "then tests its last weights and cannot be resumed")
     with quiet_lightning():
-        checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
-                                            enable_progress_bar=False, enable_model_summary=False), cfg.trainer)
+        trainer = checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
+                                                      enable_progress_bar=False, enable_model_summary=False), cfg.trainer)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if trainer.accelerator.__class__.__name__ == "CPUAccelerator" and trainer.num_devices > cores:
+        log.warning("trainer.devices=%d on the CPU: %d DDP processes on a machine with %d cores share them (each "
+                    "slower than one run); Lightning takes any number of CPU processes", trainer.num_devices,
+                    trainer.num_devices, cores)
 
 
 @contextlib.contextmanager

@@ -257,3 +257,15 @@ def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tm
     assert (tmp_path / "same" / "train.log").read_text() == log_before
     moved = (tmp_path / "same-2" / "train.log").read_text()
     assert "run folder:" in moved and "run record:" in moved
+
+
+def test_more_cpu_processes_than_cores_is_said_before_any_data(make_cfg, caplog, monkeypatch):
+    """trainer.devices=4 on a 2-core machine started 4 DDP processes without a word."""
+    from coda_exp.run_checks import check_trainer
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    check_trainer(make_cfg("task=snli", "scale=fixture", "trainer.devices=4"))
+    assert "trainer.devices=4 on the CPU: 4 DDP processes on a machine with 2 cores" in caplog.text
+    caplog.clear()
+    check_trainer(make_cfg("task=snli", "scale=fixture", "trainer.devices=2"))
+    assert "DDP processes" not in caplog.text
