@@ -85,6 +85,25 @@ def test_iwslt_vocabularies():
         IWSLT15_ENVI.vocabularies(None)
 
 
+def test_iwslt_swapped_vocabularies_are_a_warning_with_the_unknown_share(tmp_path):
+    """vocab.en and vocab.vi exchanged made 83 % of the source tokens <unk>, and the run went on without a word."""
+    from coda_exp.data.seq2seq.sources import IWSLTDataModule
+
+    def built(folder):
+        dm = IWSLTDataModule(dir=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=4)
+        dm.setup("fit")
+        return dm
+
+    own = built(IWSLT)
+    assert own.stats["train_unk_src"] < 0.05 and not own.warnings
+    swapped = copy(tmp_path, "iwslt15_envi")
+    (swapped / "vocab.en").write_bytes((IWSLT / "vocab.vi").read_bytes())
+    (swapped / "vocab.vi").write_bytes((IWSLT / "vocab.en").read_bytes())
+    dm = built(swapped)
+    assert dm.stats["train_unk_src"] > 0.5 and len(dm.warnings) == 2
+    assert f"of the training src tokens (en) are unknown to {swapped / 'vocab.en'}" in dm.warnings[0]
+
+
 def test_iwslt_hub_documented_and_offline_error():
     assert (IWSLT15_ENVI.hub_id, IWSLT15_ENVI.hub_config) == ("mt_eng_vietnamese", "iwslt2015-en-vi")
     with pytest.raises(DataError, match=r"mt_eng_vietnamese.*data.dir=DIR"):
