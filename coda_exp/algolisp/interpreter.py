@@ -154,3 +154,29 @@ def passes_tests(tree, tests: Sequence[dict], max_steps: int = DEFAULT_MAX_STEPS
         return all(_same(run_program(tree, t["input"], max_steps), t["output"]) for t in tests)
     except AlgoLispError:
         return False
+
+
+#: the forms the interpreter reads besides built-ins and constants
+SPECIAL_SYMBOLS = ("if", "lambda1", "lambda2", "arg1", "arg2", "self")
+
+
+def unknown_symbols(tree, args: Sequence[str]) -> list[str]:
+    """The leaves of a program tree the interpreter cannot evaluate (not an argument of ``args``, a built-in, a
+    constant, a special form, an integer or a string literal), in order, each once: a program using one fails
+    every test."""
+    seen: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, list):
+            for child in node:
+                walk(child)
+            return
+        token = str(node)
+        known = (token in args or token in BUILTINS or token in CONSTANTS or token in SPECIAL_SYMBOLS
+                 or _INT_RE.match(token) or (len(token) >= 2 and token[0] == token[-1] == '"'))
+        if not known and token not in seen:
+            seen.append(token)
+
+    walk(tree)
+    return seen
+

@@ -46,6 +46,11 @@ class AlgoLispDataModule(Seq2SeqDataModule):
             self.tgt_tokenizer = vocabulary_of((r["tgt"] for r in train), self.min_freq)
         for split, rows in self.examples.items():
             self.splits[split] = self.encode_split(split, rows)
+            unknown = [r for r in rows if r["unknown"]]
+            if unknown:  # their programs fail every test: execution accuracy cannot reach 100 %
+                self.warn(f"algolisp {split}: {len(unknown)} of {len(rows)} gold programs use symbols the "
+                          f"interpreter does not know (first: {unknown[0]['where']}: {unknown[0]['unknown'][:3]}): "
+                          "their tests fail whatever the model decodes")
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size)
 
 
