@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -79,13 +80,33 @@ def _program_name(prog: str):
         sys.argv[:] = saved
 
 
+@contextmanager
+def _plain_warnings():
+    """Our own warnings (categories defined in ``coda_exp``: a skipped record, an unknown fingerprint) as one
+    ``warning: ...`` line each, not Python's ``file:line: Category: message`` and the source line that warned;
+    a library's warnings keep Python's format."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if category.__module__.startswith("coda_exp"):
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
     """Run command ``name`` with ``argv``; its exit status. A function that returns what it wrote (a path, a dict)
     rather than a status succeeded: 0. A :class:`UserError` prints one line and gives 2."""
     set_environment()
     try:
         command = find(name)
-        with _program_name(prog or f"coda-exp {name}"):
+        with _program_name(prog or f"coda-exp {name}"), _plain_warnings():
             try:
                 module = importlib.import_module(command.module)
             except ModuleNotFoundError as err:

@@ -101,6 +101,17 @@ def test_tables_runs_from_the_entry_point(tmp_path, capsys):
     assert written == {tmp_path / "tables" / f"table_2.{ext}" for ext in ("md", "tex", "csv")}
 
 
+def test_a_skipped_record_is_one_warning_line_without_pythons_source_line(tmp_path, capsys):
+    """The tables' warning about a corrupt record printed Python's file:line, its category and the source line."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "bad.json").write_text("{not json", encoding="utf-8")
+    assert _coda_exp("tables", "--runs", str(runs), "--out", str(tmp_path / "tables"), "--tables", "table_2") == 0
+    err = capsys.readouterr().err
+    assert f"warning: skipping run record: {runs / 'bad.json'}: cannot read run record" in err
+    assert "RecordWarning" not in err and "warnings.warn" not in err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["make-mlu", "--out-dir", "{tmp}/mlu", "--num-train", "-5"], "argument --num-train: expected a number of examples"),
     (["make-mlu", "--out-dir", "{tmp}/file/mlu", "--num-train", "5"], "error: --out-dir {tmp}/file/mlu: "),
