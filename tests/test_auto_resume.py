@@ -80,7 +80,7 @@ def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
     from coda_exp.config_checks import ConfigError
 
     monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
-    with pytest.raises(ConfigError, match="resume = 'yes': expected auto or null"):
+    with pytest.raises(ConfigError, match="resume = 'yes': expected auto, force or null"):
         run(make_cfg("task=snli", "scale=fixture", "logger=none", "resume=yes"))
 
 
