@@ -51,12 +51,14 @@ def _interval(lo: int) -> tuple[Callable[[Any], bool], str]:
 
 _POSITIVE = (lambda v: _number(v) and v > 0, "a number > 0")
 _PROBABILITY = (lambda v: _number(v) and 0 <= v < 1, "a probability in [0, 1)")
+_BOOL = (lambda v: isinstance(v, bool), "true or false")
 _NON_NEGATIVE_OR_NULL = (lambda v: v is None or (_number(v) and v >= 0), "a number >= 0 or null")
 
 #: key -> (predicate, what was expected)
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "seed": (_int, "an int"),
-    "verbose": (lambda v: isinstance(v, bool), "true or false"),
+    "seed": (lambda v: _int(v) and 0 <= v <= 2**32 - 1, "an int in [0, 4294967295] (2**32 - 1)"),
+    # "no" or "maybe" is a string, which Python takes for true: a record written or a test run all the same
+    **{key: _BOOL for key in ("verbose", "save_record", "save_predictions", "test_after_fit")},
     "resume": (lambda v: v in (None, "auto", "force"),
                ("auto, force or null (null: a fresh run; ckpt_path=... resumes a given checkpoint; force: resumes it "
                 "even under another configuration)")),
@@ -68,6 +70,10 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.check_val_every_n_epoch": _int_at_least(1, null=True),
     "task.average_last": _int_at_least(0, null=True),
     "task.gradient_clip_val": _NON_NEGATIVE_OR_NULL,
+    "task.monitor_mode": (lambda v: v in ("min", "max"), "min or max"),
+    "task.module.label_smoothing": _PROBABILITY,
+    **{f"task.module.{node}.strategy": (lambda v: v in ("greedy", "beam"), "greedy or beam")
+       for node in ("decoding", "val_decoding")},
     "trainer.max_epochs": _int_at_least(1, null=True, also=(-1,)),
     "trainer.max_steps": _int_at_least(1, also=(-1,)),
     "trainer.val_check_interval": _interval(1),
@@ -144,6 +150,31 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
     return f"{source}.warmup_steps", message
 
 
+def _monitor_problem(cfg: DictConfig) -> str | None:
+    """What is wrong with ``task.monitor`` (early stopping and the best checkpoint watch it): not a ``val/`` metric,
+    or one the task's family (``task.module._target_``: its ``validation_metrics``) never logs; Lightning would
+    only refuse it once the first validation is over."""
+    monitor, _ = _value(cfg, "task.monitor")
+    if monitor is _ABSENT:
+        return None
+    names = None
+    try:
+        from hydra.utils import get_object
+
+        family = get_object(str(OmegaConf.select(cfg, "task.module._target_")))
+        known = family.validation_metrics(OmegaConf.to_container(cfg.task.module, resolve=True))
+        names = sorted(f"val/{name}" for name in known) if known else None
+    except (ImportError, ValueError, AttributeError, TypeError, OmegaConfBaseException):
+        pass  # no family, or one that does not say: the prefix alone is checked
+    if isinstance(monitor, str) and monitor.startswith("val/") and (names is None or monitor in names):
+        return None
+    expected = (f"a metric the task logs in validation: {', '.join(names)}" if names
+                else "a metric the task logs in validation (val/<name>)")
+    close = difflib.get_close_matches(str(monitor), names or [], n=1, cutoff=0.6)
+    hint = f"; did you mean task.monitor={close[0]}?" if close else ""
+    return f"task.monitor = {monitor!r}: expected {expected}{hint}"
+
+
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
@@ -156,6 +187,9 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
+    monitor = _monitor_problem(cfg)
+    if monitor is not None:
+        bad["task.monitor"] = monitor
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]
