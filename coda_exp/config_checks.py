@@ -175,6 +175,18 @@ def _monitor_problem(cfg: DictConfig) -> str | None:
     return f"task.monitor = {monitor!r}: expected {expected}{hint}"
 
 
+def _heads_problem(cfg: DictConfig) -> str | None:
+    """A Transformer's width that its heads cannot share (``model.d_model=130 model.num_heads=3``): torch would refuse
+    it once the data had loaded and the model was built."""
+    (width, _), (heads, _) = _value(cfg, "model.d_model"), _value(cfg, "model.num_heads")
+    if not (_int(width) and _int(heads) and width >= 1 and heads >= 1) or width % heads == 0:
+        return None
+    divisors = [h for h in range(1, width + 1) if width % h == 0]
+    nearest = min(divisors, key=lambda h: (abs(h - heads), h))
+    return (f"model.d_model = {width} is not divisible by model.num_heads = {heads}: each head takes d_model / "
+            f"num_heads dimensions; e.g. model.num_heads={nearest} or model.d_model={-(-width // heads) * heads}")
+
+
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
@@ -187,9 +199,9 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
-    monitor = _monitor_problem(cfg)
-    if monitor is not None:
-        bad["task.monitor"] = monitor
+    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg))):
+        if problem is not None:
+            bad[key] = problem
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]

@@ -37,6 +37,12 @@ def test_every_task_default_passes(make_cfg, task):
     (["task=snli", "save_record=no"], "save_record = 'no': expected true or false"),
     (["task=snli", "test_after_fit=maybe"], "test_after_fit = 'maybe': expected true or false"),
     (["task=snli", "save_predictions=1"], "save_predictions = 1: expected true or false"),
+    # torch used to refuse the model once the data had loaded
+    (["task=mlu", "model=transformer", "model.num_heads=3"],
+     ("model.d_model = 128 is not divisible by model.num_heads = 3: each head takes d_model / num_heads dimensions; "
+      "e.g. model.num_heads=2 or model.d_model=129")),
+    (["task=mlu", "model=coda_transformer", "model.d_model=130"], "e.g. model.num_heads=5 or model.d_model=132"),
+    (["task=imdb", "model=transformer_classifier", "model.num_heads=5"], "model.num_heads=4 or"),
 ])
 def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides, message):
     with pytest.raises(ConfigError) as err:
