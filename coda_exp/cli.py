@@ -97,7 +97,10 @@ def check_composition(argv: list[str]) -> None:
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         missing = re.match(r"Could not override '([^']+)'", message)
-        if missing and not args.multirun:  # the key elsewhere in the config, before Hydra's advice to add it
+        group = _other_group(missing.group(1), args.overrides) if missing and "/" in missing.group(1) else ""
+        if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
+            message = message.partition("\n")[0] + group
+        elif missing and not args.multirun:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
             message = first + _elsewhere(missing.group(1), args.overrides) + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
@@ -124,6 +127,32 @@ def _elsewhere(key: str, overrides: list[str]) -> str:
         return ""
     value = typed.split("=", 1)[1]
     return f"\nDid you mean {' or '.join(f'{o}={value}' for o in others[:3])}?"
+
+
+def _other_group(group: str, overrides: list[str]) -> str:
+    """For ``model/attention=coda`` where the model has no such group (a Transformer chooses ``model/scoring``):
+    which groups of ``model/`` it has, with the override that chooses one, from the config composed without it;
+    empty for a group of another section, or when the config does not compose."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    section, _, _ = group.rpartition("/")
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
+    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("~+") == group and "=" in o), "")
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = compose("train", overrides=rest, return_hydra_config=True)
+    except HydraException:
+        return ""
+    if section != "model":
+        return ""
+    own = sorted(g for g, choice in cfg.hydra.runtime.choices.items() if g.startswith("model/"))
+    name = cfg.model.get("name")
+    if not own:
+        return f"\nmodel={name} has no {group}: it takes no option of that group"
+    ways = " or ".join(f"{g}={value}" for g in own)
+    return (f"\nmodel={name} has no {group}; its own group{'s are' if len(own) > 1 else ' is'} {', '.join(own)}: "
+            f"did you mean {ways}?")
 
 
 def main(argv: list[str] | None = None) -> None:

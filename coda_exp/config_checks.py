@@ -187,6 +187,25 @@ def _heads_problem(cfg: DictConfig) -> str | None:
             f"num_heads dimensions; e.g. model.num_heads={nearest} or model.d_model={-(-width // heads) * heads}")
 
 
+def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
+    """A value where a model's config group puts a node: ``model.attention=coda`` (a dot for the group's slash)
+    replaces the attention's node with the string "coda", which the model would try to call once the data had
+    loaded."""
+    from coda_exp.environment import config_dir
+
+    problems = {}
+    folder = config_dir() / "model"
+    for group in sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        value, _ = _value(cfg, f"model.{group}")
+        if value is _ABSENT or value is None or isinstance(value, DictConfig):
+            continue
+        options = sorted(p.stem for p in (folder / group).glob("*.yaml"))
+        choice = str(value) if str(value) in options else f"<{' or '.join(options)}>"
+        problems[f"model.{group}"] = (f"model.{group} = {value!r}: expected a config node, an option of the group "
+                                      f"model/{group}: choose it with a slash, model/{group}={choice}")
+    return problems
+
+
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
@@ -202,6 +221,7 @@ def check_config(cfg: DictConfig) -> None:
     for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg))):
         if problem is not None:
             bad[key] = problem
+    bad.update(_group_node_problems(cfg))
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]

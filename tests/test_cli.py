@@ -52,6 +52,11 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
                                             "config value refers to, while the config has data.batch_size: did you "
                                             "mean data.batch_size=7? (to add the key anyway: ++task.batch_size=7)")]),
     (["-m", "task=wikiqa", "+task.batch_size=7,8"], ["did you mean data.batch_size=7,8?"]),
+    # a group the model does not have: its own named, not Hydra's advice to append the group (a key it refuses)
+    (["task=mlu", "model=transformer", "model/attention=coda"], [("error: Could not override 'model/attention'. No "
+                                                                "match in the defaults list.\nmodel=transformer has no "
+                                                                "model/attention; its own group is model/scoring: did "
+                                                                "you mean model/scoring=coda?\n")]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.run_checks import check_compatible
 from tests import ROOT
 
 TASKS = sorted(p.stem for p in (ROOT / "configs" / "task").glob("*.yaml"))
@@ -48,6 +49,27 @@ def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides
     with pytest.raises(ConfigError) as err:
         check_config(make_cfg(*overrides))
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    # a dot for the group's slash: the string "coda" was called as the attention, once the data had loaded
+    (["task=snli", "model.attention=coda"], ("model.attention = 'coda': expected a config node, an option of the "
+                                             "group model/attention: choose it with a slash, model/attention=coda")),
+    (["task=snli", "model.attention=cod"], "model/attention=<coda or softmax>"),
+])
+def test_a_value_where_a_group_puts_a_node_says_to_choose_the_option(make_cfg, overrides, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg(*overrides))
+    assert message in str(err.value)
+
+
+def test_another_models_group_names_this_models_own(make_cfg):
+    """+model/attention=coda on a Transformer (Hydra's advice after model/attention=coda) used to say "add
+    preset=none", which changes nothing."""
+    with pytest.raises(ConfigError) as err:
+        check_compatible(make_cfg("task=mlu", "model=transformer", "+model/attention=coda"))
+    assert str(err.value).endswith("(model=transformer has no model/attention group; did you mean model/scoring=coda?)")
+    assert "preset" not in str(err.value)
 
 
 @pytest.mark.parametrize("overrides", [["task=udc", "task.monitor=val/r2@1", "task.monitor_mode=min"],
