@@ -68,7 +68,7 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp.config_checks import appended_key_problems, composition_error
+    from coda_exp.config_checks import REQUIRED, appended_key_problems, composition_error
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
@@ -86,6 +86,17 @@ def check_composition(argv: list[str]) -> None:
             variants = [[value if k == j else row[0] for k, row in enumerate(values)]
                         for j, column in enumerate(values) for value in column]
             variants = list(dict.fromkeys(tuple(v) for v in variants))[:MAX_COMPOSED]
+        removed = next((o.key_or_group for o in parsed if o.is_delete() and o.key_or_group in REQUIRED), None)
+        if removed is not None:
+            print(f"error: ~{removed} removes {removed}, which every run reads: give it another value instead "
+                  f"({removed}=...)", file=sys.stderr, flush=True)
+            raise SystemExit(USER_ERROR_EXIT)
+        null_group = next((o for o in parsed if not o.is_delete() and (config_dir() / o.key_or_group).is_dir()
+                           and "null" in ([str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                                          else [o.get_value_element_as_str()])), None)
+        if null_group is not None:  # Hydra's ValueError("Config group override must be a string"), a traceback
+            print(f"error: {_null_group(null_group.key_or_group, args.overrides)}", file=sys.stderr, flush=True)
+            raise SystemExit(USER_ERROR_EXIT)
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
@@ -127,6 +138,25 @@ def _elsewhere(key: str, overrides: list[str]) -> str:
         return ""
     value = typed.split("=", 1)[1]
     return f"\nDid you mean {' or '.join(f'{o}={value}' for o in others[:3])}?"
+
+
+def _null_group(group: str, overrides: list[str]) -> str:
+    """The message for ``debug=null``: a config group takes one of its options' names; its options, and how to
+    choose none where the group has no option by default (leave the override out) or a ``none`` option."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    options = sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+    message = f"{group}=null: the config group {group} takes one of its options ({', '.join(options)}), not null"
+    if "none" in options:
+        return f"{message}; to choose none: {group}=none"
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            default = compose("train", overrides=rest, return_hydra_config=True).hydra.runtime.choices.get(group)
+    except HydraException:
+        return message
+    return message + (f"; it has none by default: leave {group}=null out" if default is None else "")
 
 
 def _other_group(group: str, overrides: list[str]) -> str:

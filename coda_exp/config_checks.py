@@ -4,7 +4,8 @@ One :class:`ConfigError` lists every bad key with its value and what was expecte
 an int >= 1``), instead of a bare assertion inside Lightning after the data has loaded, a negative batch size
 caught by torch without the key, or ``task.epochs=-1`` training nothing and recording a "finished" run. A key that
 is an interpolation of a key already reported (``trainer.max_epochs: ${task.epochs}``) is not reported twice. A
-key absent from the config is not checked (a family may not use it).
+key absent from the config is not checked (a family may not use it), unless every run reads it (:data:`REQUIRED`:
+``~seed`` is one message, not a traceback where the run first reads it).
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+#: keys a run reads whatever its task and model (a section first, then its keys): ``~seed`` must not remove them
+REQUIRED = ("seed", "scale_name", "paths", "paths.output_dir", "paths.results_dir", "paths.log_dir", "task",
+            "task.name", "task.family", "task.monitor", "task.monitor_mode", "task.module", "model", "model.name",
+            "model._target_", "data", "data._target_", "optimizer", "trainer")
+
+
 def _value(cfg: DictConfig, key: str) -> tuple[Any, str | None]:
     """(resolved value or _ABSENT, the raw interpolation string if the node is one)."""
     parent_key, _, leaf = key.rpartition(".")
@@ -210,6 +217,9 @@ def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
     bad: dict[str, str] = {}
+    for key in REQUIRED:
+        if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
+            bad[key] = f"{key} is required and absent (~{key} removes it): give it a value instead"
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
         if value is _ABSENT or ok(value):

@@ -57,6 +57,15 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
                                                                 "match in the defaults list.\nmodel=transformer has no "
                                                                 "model/attention; its own group is model/scoring: did "
                                                                 "you mean model/scoring=coda?\n")]),
+    # null for a group used to be Hydra's ValueError("Config group override must be a string"), a traceback
+    (["debug=null"], [("error: debug=null: the config group debug takes one of its options (fdr, limit, overfit), "
+                       "not null; it has none by default: leave debug=null out")]),
+    # ~seed used to be Hydra's traceback (hydra.run.dir interpolates ${seed}), ~task.monitor Lightning's
+    (["task=snli", "~seed"], ["error: ~seed removes seed, which every run reads: give it another value instead"]),
+    (["-m", "task=snli", "~task.monitor"], ["error: ~task.monitor removes task.monitor, which every run reads"]),
+    (["preset=null"], ["not null; to choose none: preset=none"]),
+    (["task=null"], ["error: task=null: the config group task takes one of its options (algolisp, dnli,"]),
+    (["-m", "model/attention=coda,null"], ["error: model/attention=null: the config group model/attention takes"]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake

@@ -63,6 +63,17 @@ def test_a_value_where_a_group_puts_a_node_says_to_choose_the_option(make_cfg, o
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("overrides,message", [
+    (["task=snli", "~seed"], "seed is required and absent (~seed removes it): give it a value instead"),
+    (["task=snli", "~task.monitor"], "task.monitor is required and absent (~task.monitor removes it)"),
+])
+def test_a_required_key_removed_is_one_message(make_cfg, overrides, message):
+    """They used to be tracebacks where the run first read them (seed_everything, the callbacks)."""
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg(*overrides))
+    assert message in str(err.value) and str(err.value).count("\n") == 1
+
+
 def test_another_models_group_names_this_models_own(make_cfg):
     """+model/attention=coda on a Transformer (Hydra's advice after model/attention=coda) used to say "add
     preset=none", which changes nothing."""
