@@ -269,6 +269,17 @@ def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     return found
 
 
+def _top_level_like(cfg: DictConfig, key: str) -> str | None:
+    """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
+    from coda_exp.environment import config_dir
+
+    folder = config_dir()
+    groups = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    names = {str(k) for k in cfg if str(k) not in (key, "hydra")} | set(groups)
+    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 # the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
 # instantiation of callbacks and loggers) or to Hydra itself
 _PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
@@ -279,7 +290,8 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
     already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
     after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
     another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
-    ``++key=value`` adds a key without this check."""
+    nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
+    ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
     raw = leaves(OmegaConf.to_container(cfg, resolve=False))
     referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
     problems = []
@@ -287,6 +299,13 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
         if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
             continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
         others = same_name_keys(cfg, key)
+        if not others and "." not in key and "/" not in key:
+            close = _top_level_like(cfg, key)
+            if close is not None:
+                value = typed.split("=", 1)[1] if "=" in typed else ""
+                problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
+                                f"did you mean {close}={value}? (to add the key anyway: +{typed})")
+                continue
         if others:
             value = typed.split("=", 1)[1] if "=" in typed else ""
             meant = " or ".join(f"{o}={value}" for o in others[:3])

@@ -66,6 +66,10 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     (["preset=null"], ["not null; to choose none: preset=none"]),
     (["task=null"], ["error: task=null: the config group task takes one of its options (algolisp, dnli,"]),
     (["-m", "model/attention=coda,null"], ["error: model/attention=null: the config group model/attention takes"]),
+    # a misspelled top-level key appended: nothing reads it, the run went on with the default seed
+    (["task=snli", "+seeds=2"], [("error: +seeds=2 adds a new top-level key seeds that nothing reads, spelled like "
+                                  "seed: did you mean seed=2? (to add the key anyway: ++seeds=2)")]),
+    (["task=snli", "+threds=1"], ["did you mean threads=1?"]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake
@@ -89,7 +93,7 @@ def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages,
                                   # gradient_clip_val), a Trainer's argument, a callback's, a new name, or forced
                                   ["task=snli", "+task.gradient_clip_val=1", "+trainer.accumulate_grad_batches=2",
                                    "+callbacks.gate_stats.max_examples=3", "+data.num_test=50",
-                                   "++task.batch_size=7"],
+                                   "++task.batch_size=7", "++seeds=2", "+my_note=hello"],
                                   ["-m", "model=glob(decompatt*)", "task=snlii"]])  # glob sweeps: Hydra's report
 def test_a_config_hydra_can_compose_passes_the_check(argv):
     cli.check_composition(cli.training_arguments(argv))
