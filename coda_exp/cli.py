@@ -75,6 +75,7 @@ def check_composition(argv: list[str]) -> None:
     if (args.help or args.hydra_help or args.shell_completion or args.info or args.config_path or args.config_name
             or args.config_dir or args.experimental_rerun or GlobalHydra.instance().is_initialized()):
         return
+    composed = list(args.overrides)  # the overrides of the composition that failed (one value each in a sweep)
     try:
         parsed = OverridesParser.create().parse_overrides(args.overrides)
         variants = [args.overrides]
@@ -100,6 +101,7 @@ def check_composition(argv: list[str]) -> None:
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
+                composed = list(overrides)
                 cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
                 if problems:
@@ -108,27 +110,29 @@ def check_composition(argv: list[str]) -> None:
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         missing = re.match(r"Could not override '([^']+)'", message)
-        group = _other_group(missing.group(1), args.overrides) if missing and "/" in missing.group(1) else ""
+        group = _other_group(missing.group(1), composed) if missing and "/" in missing.group(1) else ""
         if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
             message = message.partition("\n")[0] + group
-        elif missing and not args.multirun:  # the key elsewhere in the config, before Hydra's advice to add it
+        elif missing:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
-            message = first + _elsewhere(missing.group(1), args.overrides) + (f"\n{rest}" if rest else "")
+            hint = _elsewhere(missing.group(1), composed, typed_in=args.overrides)
+            message = first + hint + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
 
 
-def _elsewhere(key: str, overrides: list[str]) -> str:
+def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None) -> str:
     """``did you mean data.<name>=...?`` on a line of its own for a key the config lacks (a key of that name in
     another section, or one spelled almost alike), from the config composed without that override; empty when there
-    is none or the config does not compose."""
+    is none or the config does not compose. ``overrides``: one value each (a sweep's job); ``typed_in``: the
+    overrides as typed (``optimizer.lrr=1,2``), whose value the hint repeats."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     from coda_exp.config_checks import same_name_keys
 
     rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
-    typed = next((o for o in overrides if o.split("=", 1)[0] == key), f"{key}=")
+    typed = next((o for o in typed_in or overrides if o.split("=", 1)[0] == key), f"{key}=")
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             others = same_name_keys(compose("train", overrides=rest), key, close=True)

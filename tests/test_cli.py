@@ -70,6 +70,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     (["task=snli", "+seeds=2"], [("error: +seeds=2 adds a new top-level key seeds that nothing reads, spelled like "
                                   "seed: did you mean seed=2? (to add the key anyway: ++seeds=2)")]),
     (["task=snli", "+threds=1"], ["did you mean threads=1?"]),
+    # a sweep used to lose the hint a single run gives
+    (["-m", "task=snli", "seed=1,2", "optimizer.lrr=1,2"], [("Could not override 'optimizer.lrr'.\nDid you mean "
+                                                             "optimizer.lr=1,2?")]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake
