@@ -54,6 +54,31 @@ def training_arguments(argv: list[str]) -> list[str]:
     return args
 
 
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (with their values) before the overrides, each list in its own order: argparse takes Hydra's
+    overrides as one run of positional arguments, so ``task=snli -m seed=1,2`` or ``--cfg job model=x`` (overrides
+    on both sides of a flag) would be "unrecognized arguments". A word that is not one of Hydra's flags stays where
+    it is (argparse names it)."""
+    from hydra._internal.utils import get_args_parser
+
+    actions = {o: a for a in get_args_parser()._actions for o in a.option_strings}
+    flags, rest, i = [], [], 0
+    while i < len(argv):
+        word = argv[i]
+        action = actions.get(word)
+        if action is None:
+            rest.append(word)
+        else:
+            flags.append(word)
+            takes = action.nargs is None or (action.nargs == "?" and i + 1 < len(argv)
+                                             and argv[i + 1] in (action.choices or ()))
+            if takes and i + 1 < len(argv):
+                i += 1
+                flags.append(argv[i])
+        i += 1
+    return flags + rest
+
+
 def check_composition(argv: list[str]) -> None:
     """Hydra's composition of the run's config, before Hydra starts: an unknown group option (``task=snlii``), a key
     the config lacks (``task.max_stepz=5``) or an override Hydra cannot parse is one message and exit status 2 (a
@@ -217,7 +242,7 @@ def _main(argv: list[str]) -> None:
 
         print(help_text(), end="")
         raise SystemExit(0)
-    sys.argv[1:] = training_arguments(argv)  # Hydra parses sys.argv
+    sys.argv[1:] = flags_first(training_arguments(argv))  # Hydra parses sys.argv
     check_composition(sys.argv[1:])
     _train()
 

@@ -22,6 +22,18 @@ def test_verbose_flag_is_the_verbose_override(argv, expected):
     assert cli.training_arguments(argv) == expected
 
 
+@pytest.mark.parametrize("argv,expected", [
+    # overrides on both sides of a flag used to be argparse's "unrecognized arguments"
+    (["task=snli", "-m", "seed=1,2"], ["-m", "task=snli", "seed=1,2"]),
+    (["task=snli", "--cfg", "job", "model=x"], ["--cfg", "job", "task=snli", "model=x"]),
+    (["a=1", "--info", "b=2"], ["--info", "a=1", "b=2"]),  # --info's value is optional: b=2 is not one
+    (["a=1", "--info", "defaults", "-cn", "train", "b=2"], ["--info", "defaults", "-cn", "train", "a=1", "b=2"]),
+    (["a=1", "--bogus", "b=2"], ["a=1", "--bogus", "b=2"]),  # not Hydra's: argparse names it
+])
+def test_hydras_flags_go_before_the_overrides(argv, expected):
+    assert cli.flags_first(argv) == expected
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_is_ours(flag, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -35,9 +47,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     help_ = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
                            check=False, timeout=120)
     assert help_.returncode == 0 and "coda-exp task=wikiqa model=decompatt scale=fixture" in help_.stdout
-    job = subprocess.run([sys.executable, "-m", "coda_exp", "-v", "--cfg", "job", "task=wikiqa"], cwd=ROOT,
+    job = subprocess.run([sys.executable, "-m", "coda_exp", "task=wikiqa", "-v", "--cfg", "job", "seed=5"], cwd=ROOT,
                          capture_output=True, text=True, check=False, timeout=120)
-    assert job.returncode == 0 and "\nverbose: true\n" in job.stdout, job.stderr[-2000:]
+    assert job.returncode == 0 and "\nverbose: true\n" in job.stdout and "\nseed: 5\n" in f"\n{job.stdout}", job.stderr[-2000:]
 
 
 @pytest.mark.parametrize("argv,messages", [
