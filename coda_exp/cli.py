@@ -66,7 +66,9 @@ def flags_first(argv: list[str]) -> list[str]:
     while i < len(argv):
         word = argv[i]
         action = actions.get(word)
-        if action is None:
+        if action is None and word.startswith("--") and word.split("=", 1)[0] in actions:
+            flags.append(word)  # --cfg=job: the flag and its value in one word
+        elif action is None:
             rest.append(word)
         else:
             flags.append(word)

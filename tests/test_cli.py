@@ -28,6 +28,7 @@ def test_verbose_flag_is_the_verbose_override(argv, expected):
     (["task=snli", "--cfg", "job", "model=x"], ["--cfg", "job", "task=snli", "model=x"]),
     (["a=1", "--info", "b=2"], ["--info", "a=1", "b=2"]),  # --info's value is optional: b=2 is not one
     (["a=1", "--info", "defaults", "-cn", "train", "b=2"], ["--info", "defaults", "-cn", "train", "a=1", "b=2"]),
+    (["a=1", "--cfg=job", "b=2"], ["--cfg=job", "a=1", "b=2"]),
     (["a=1", "--bogus", "b=2"], ["a=1", "--bogus", "b=2"]),  # not Hydra's: argparse names it
 ])
 def test_hydras_flags_go_before_the_overrides(argv, expected):
