@@ -54,6 +54,33 @@ def training_arguments(argv: list[str]) -> list[str]:
     return args
 
 
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (with their values) before the overrides, each list in its own order: argparse takes Hydra's
+    overrides as one run of positional arguments, so ``task=snli -m seed=1,2`` or ``--cfg job model=x`` (overrides
+    on both sides of a flag) would be "unrecognized arguments". A word that is not one of Hydra's flags stays where
+    it is (argparse names it)."""
+    from hydra._internal.utils import get_args_parser
+
+    actions = {o: a for a in get_args_parser()._actions for o in a.option_strings}
+    flags, rest, i = [], [], 0
+    while i < len(argv):
+        word = argv[i]
+        action = actions.get(word)
+        if action is None and word.startswith("--") and word.split("=", 1)[0] in actions:
+            flags.append(word)  # --cfg=job: the flag and its value in one word
+        elif action is None:
+            rest.append(word)
+        else:
+            flags.append(word)
+            takes = action.nargs is None or (action.nargs == "?" and i + 1 < len(argv)
+                                             and argv[i + 1] in (action.choices or ()))
+            if takes and i + 1 < len(argv):
+                i += 1
+                flags.append(argv[i])
+        i += 1
+    return flags + rest
+
+
 def check_composition(argv: list[str]) -> None:
     """Hydra's composition of the run's config, before Hydra starts: an unknown group option (``task=snlii``), a key
     the config lacks (``task.max_stepz=5``) or an override Hydra cannot parse is one message and exit status 2 (a
@@ -68,13 +95,14 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp.config_checks import appended_key_problems, composition_error
+    from coda_exp.config_checks import REQUIRED, appended_key_problems, composition_error
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
     if (args.help or args.hydra_help or args.shell_completion or args.info or args.config_path or args.config_name
             or args.config_dir or args.experimental_rerun or GlobalHydra.instance().is_initialized()):
         return
+    composed = list(args.overrides)  # the overrides of the composition that failed (one value each in a sweep)
     try:
         parsed = OverridesParser.create().parse_overrides(args.overrides)
         variants = [args.overrides]
@@ -86,9 +114,21 @@ def check_composition(argv: list[str]) -> None:
             variants = [[value if k == j else row[0] for k, row in enumerate(values)]
                         for j, column in enumerate(values) for value in column]
             variants = list(dict.fromkeys(tuple(v) for v in variants))[:MAX_COMPOSED]
+        removed = next((o.key_or_group for o in parsed if o.is_delete() and o.key_or_group in REQUIRED), None)
+        if removed is not None:
+            print(f"error: ~{removed} removes {removed}, which every run reads: give it another value instead "
+                  f"({removed}=...)", file=sys.stderr, flush=True)
+            raise SystemExit(USER_ERROR_EXIT)
+        null_group = next((o for o in parsed if not o.is_delete() and (config_dir() / o.key_or_group).is_dir()
+                           and "null" in ([str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                                          else [o.get_value_element_as_str()])), None)
+        if null_group is not None:  # Hydra's ValueError("Config group override must be a string"), a traceback
+            print(f"error: {_null_group(null_group.key_or_group, args.overrides)}", file=sys.stderr, flush=True)
+            raise SystemExit(USER_ERROR_EXIT)
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
+                composed = list(overrides)
                 cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
                 if problems:
@@ -97,24 +137,29 @@ def check_composition(argv: list[str]) -> None:
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         missing = re.match(r"Could not override '([^']+)'", message)
-        if missing and not args.multirun:  # the key elsewhere in the config, before Hydra's advice to add it
+        group = _other_group(missing.group(1), composed) if missing and "/" in missing.group(1) else ""
+        if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
+            message = message.partition("\n")[0] + group
+        elif missing:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
-            message = first + _elsewhere(missing.group(1), args.overrides) + (f"\n{rest}" if rest else "")
+            hint = _elsewhere(missing.group(1), composed, typed_in=args.overrides)
+            message = first + hint + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
 
 
-def _elsewhere(key: str, overrides: list[str]) -> str:
+def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None) -> str:
     """``did you mean data.<name>=...?`` on a line of its own for a key the config lacks (a key of that name in
     another section, or one spelled almost alike), from the config composed without that override; empty when there
-    is none or the config does not compose."""
+    is none or the config does not compose. ``overrides``: one value each (a sweep's job); ``typed_in``: the
+    overrides as typed (``optimizer.lrr=1,2``), whose value the hint repeats."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     from coda_exp.config_checks import same_name_keys
 
     rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
-    typed = next((o for o in overrides if o.split("=", 1)[0] == key), f"{key}=")
+    typed = next((o for o in typed_in or overrides if o.split("=", 1)[0] == key), f"{key}=")
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             others = same_name_keys(compose("train", overrides=rest), key, close=True)
@@ -124,6 +169,51 @@ def _elsewhere(key: str, overrides: list[str]) -> str:
         return ""
     value = typed.split("=", 1)[1]
     return f"\nDid you mean {' or '.join(f'{o}={value}' for o in others[:3])}?"
+
+
+def _null_group(group: str, overrides: list[str]) -> str:
+    """The message for ``debug=null``: a config group takes one of its options' names; its options, and how to
+    choose none where the group has no option by default (leave the override out) or a ``none`` option."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    options = sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+    message = f"{group}=null: the config group {group} takes one of its options ({', '.join(options)}), not null"
+    if "none" in options:
+        return f"{message}; to choose none: {group}=none"
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            default = compose("train", overrides=rest, return_hydra_config=True).hydra.runtime.choices.get(group)
+    except HydraException:
+        return message
+    return message + (f"; it has none by default: leave {group}=null out" if default is None else "")
+
+
+def _other_group(group: str, overrides: list[str]) -> str:
+    """For ``model/attention=coda`` where the model has no such group (a Transformer chooses ``model/scoring``):
+    which groups of ``model/`` it has, with the override that chooses one, from the config composed without it;
+    empty for a group of another section, or when the config does not compose."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    section, _, _ = group.rpartition("/")
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
+    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("~+") == group and "=" in o), "")
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = compose("train", overrides=rest, return_hydra_config=True)
+    except HydraException:
+        return ""
+    if section != "model":
+        return ""
+    own = sorted(g for g, choice in cfg.hydra.runtime.choices.items() if g.startswith("model/"))
+    name = cfg.model.get("name")
+    if not own:
+        return f"\nmodel={name} has no {group}: it takes no option of that group"
+    ways = " or ".join(f"{g}={value}" for g in own)
+    return (f"\nmodel={name} has no {group}; its own group{'s are' if len(own) > 1 else ' is'} {', '.join(own)}: "
+            f"did you mean {ways}?")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,7 +244,7 @@ def _main(argv: list[str]) -> None:
 
         print(help_text(), end="")
         raise SystemExit(0)
-    sys.argv[1:] = training_arguments(argv)  # Hydra parses sys.argv
+    sys.argv[1:] = flags_first(training_arguments(argv))  # Hydra parses sys.argv
     check_composition(sys.argv[1:])
     _train()
 

@@ -4,7 +4,8 @@ One :class:`ConfigError` lists every bad key with its value and what was expecte
 an int >= 1``), instead of a bare assertion inside Lightning after the data has loaded, a negative batch size
 caught by torch without the key, or ``task.epochs=-1`` training nothing and recording a "finished" run. A key that
 is an interpolation of a key already reported (``trainer.max_epochs: ${task.epochs}``) is not reported twice. A
-key absent from the config is not checked (a family may not use it).
+key absent from the config is not checked (a family may not use it), unless every run reads it (:data:`REQUIRED`:
+``~seed`` is one message, not a traceback where the run first reads it).
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ def _interval(lo: int) -> tuple[Callable[[Any], bool], str]:
 
 _POSITIVE = (lambda v: _number(v) and v > 0, "a number > 0")
 _PROBABILITY = (lambda v: _number(v) and 0 <= v < 1, "a probability in [0, 1)")
+_BOOL = (lambda v: isinstance(v, bool), "true or false")
 _NON_NEGATIVE_OR_NULL = (lambda v: v is None or (_number(v) and v >= 0), "a number >= 0 or null")
 
 #: key -> (predicate, what was expected)
 CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "seed": (_int, "an int"),
-    "verbose": (lambda v: isinstance(v, bool), "true or false"),
+    "seed": (lambda v: _int(v) and 0 <= v <= 2**32 - 1, "an int in [0, 4294967295] (2**32 - 1)"),
+    # "no" or "maybe" is a string, which Python takes for true: a record written or a test run all the same
+    **{key: _BOOL for key in ("verbose", "save_record", "save_predictions", "test_after_fit")},
     "resume": (lambda v: v in (None, "auto", "force"),
                ("auto, force or null (null: a fresh run; ckpt_path=... resumes a given checkpoint; force: resumes it "
                 "even under another configuration)")),
@@ -68,6 +71,10 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.check_val_every_n_epoch": _int_at_least(1, null=True),
     "task.average_last": _int_at_least(0, null=True),
     "task.gradient_clip_val": _NON_NEGATIVE_OR_NULL,
+    "task.monitor_mode": (lambda v: v in ("min", "max"), "min or max"),
+    "task.module.label_smoothing": _PROBABILITY,
+    **{f"task.module.{node}.strategy": (lambda v: v in ("greedy", "beam"), "greedy or beam")
+       for node in ("decoding", "val_decoding")},
     "trainer.max_epochs": _int_at_least(1, null=True, also=(-1,)),
     "trainer.max_steps": _int_at_least(1, also=(-1,)),
     "trainer.val_check_interval": _interval(1),
@@ -102,6 +109,12 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{f"model.{key}": _PROBABILITY for key in ("dropout", "attention_dropout", "relu_dropout")},
     "optimizer.lr": _POSITIVE,
 }
+
+
+#: keys a run reads whatever its task and model (a section first, then its keys): ``~seed`` must not remove them
+REQUIRED = ("seed", "scale_name", "paths", "paths.output_dir", "paths.results_dir", "paths.log_dir", "task",
+            "task.name", "task.family", "task.monitor", "task.monitor_mode", "task.module", "model", "model.name",
+            "model._target_", "data", "data._target_", "optimizer", "trainer")
 
 
 def _value(cfg: DictConfig, key: str) -> tuple[Any, str | None]:
@@ -144,10 +157,69 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
     return f"{source}.warmup_steps", message
 
 
+def _monitor_problem(cfg: DictConfig) -> str | None:
+    """What is wrong with ``task.monitor`` (early stopping and the best checkpoint watch it): not a ``val/`` metric,
+    or one the task's family (``task.module._target_``: its ``validation_metrics``) never logs; Lightning would
+    only refuse it once the first validation is over."""
+    monitor, _ = _value(cfg, "task.monitor")
+    if monitor is _ABSENT:
+        return None
+    names = None
+    try:
+        from hydra.utils import get_object
+
+        family = get_object(str(OmegaConf.select(cfg, "task.module._target_")))
+        known = family.validation_metrics(OmegaConf.to_container(cfg.task.module, resolve=True))
+        names = sorted(f"val/{name}" for name in known) if known else None
+    except (ImportError, ValueError, AttributeError, TypeError, OmegaConfBaseException):
+        pass  # no family, or one that does not say: the prefix alone is checked
+    if isinstance(monitor, str) and monitor.startswith("val/") and (names is None or monitor in names):
+        return None
+    expected = (f"a metric the task logs in validation: {', '.join(names)}" if names
+                else "a metric the task logs in validation (val/<name>)")
+    close = difflib.get_close_matches(str(monitor), names or [], n=1, cutoff=0.6)
+    hint = f"; did you mean task.monitor={close[0]}?" if close else ""
+    return f"task.monitor = {monitor!r}: expected {expected}{hint}"
+
+
+def _heads_problem(cfg: DictConfig) -> str | None:
+    """A Transformer's width that its heads cannot share (``model.d_model=130 model.num_heads=3``): torch would refuse
+    it once the data had loaded and the model was built."""
+    (width, _), (heads, _) = _value(cfg, "model.d_model"), _value(cfg, "model.num_heads")
+    if not (_int(width) and _int(heads) and width >= 1 and heads >= 1) or width % heads == 0:
+        return None
+    divisors = [h for h in range(1, width + 1) if width % h == 0]
+    nearest = min(divisors, key=lambda h: (abs(h - heads), h))
+    return (f"model.d_model = {width} is not divisible by model.num_heads = {heads}: each head takes d_model / "
+            f"num_heads dimensions; e.g. model.num_heads={nearest} or model.d_model={-(-width // heads) * heads}")
+
+
+def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
+    """A value where a model's config group puts a node: ``model.attention=coda`` (a dot for the group's slash)
+    replaces the attention's node with the string "coda", which the model would try to call once the data had
+    loaded."""
+    from coda_exp.environment import config_dir
+
+    problems = {}
+    folder = config_dir() / "model"
+    for group in sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        value, _ = _value(cfg, f"model.{group}")
+        if value is _ABSENT or value is None or isinstance(value, DictConfig):
+            continue
+        options = sorted(p.stem for p in (folder / group).glob("*.yaml"))
+        choice = str(value) if str(value) in options else f"<{' or '.join(options)}>"
+        problems[f"model.{group}"] = (f"model.{group} = {value!r}: expected a config node, an option of the group "
+                                      f"model/{group}: choose it with a slash, model/{group}={choice}")
+    return problems
+
+
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
     bad: dict[str, str] = {}
+    for key in REQUIRED:
+        if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
+            bad[key] = f"{key} is required and absent (~{key} removes it): give it a value instead"
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
         if value is _ABSENT or ok(value):
@@ -156,6 +228,10 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
+    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg))):
+        if problem is not None:
+            bad[key] = problem
+    bad.update(_group_node_problems(cfg))
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]
@@ -193,6 +269,17 @@ def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     return found
 
 
+def _top_level_like(cfg: DictConfig, key: str) -> str | None:
+    """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
+    from coda_exp.environment import config_dir
+
+    folder = config_dir()
+    groups = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    names = {str(k) for k in cfg if str(k) not in (key, "hydra")} | set(groups)
+    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 # the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
 # instantiation of callbacks and loggers) or to Hydra itself
 _PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
@@ -203,7 +290,8 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
     already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
     after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
     another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
-    ``++key=value`` adds a key without this check."""
+    nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
+    ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
     raw = leaves(OmegaConf.to_container(cfg, resolve=False))
     referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
     problems = []
@@ -211,6 +299,13 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
         if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
             continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
         others = same_name_keys(cfg, key)
+        if not others and "." not in key and "/" not in key:
+            close = _top_level_like(cfg, key)
+            if close is not None:
+                value = typed.split("=", 1)[1] if "=" in typed else ""
+                problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
+                                f"did you mean {close}={value}? (to add the key anyway: +{typed})")
+                continue
         if others:
             value = typed.split("=", 1)[1] if "=" in typed else ""
             meant = " or ".join(f"{o}={value}" for o in others[:3])

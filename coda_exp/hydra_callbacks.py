@@ -47,6 +47,13 @@ def _exit_status(err: BaseException) -> int:
     return code if isinstance(code, int) and code else 1
 
 
+def _message(err: BaseException, limit: int = 2000) -> str:
+    """A failed job's error, whole (a ConfigError lists its keys on the lines after its first), at most ``limit``
+    characters."""
+    text = (str(err) if isinstance(err, SweepUserError) else f"{type(err).__name__}: {err}").strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def job_outcome(job_return: JobReturn, finished_in: Path | None = None) -> dict[str, Any]:
     """What the sweep summary needs of one job: number, overrides, status (``completed``, ``failed``, or
     ``finished already`` when ``resume=auto`` found the run finished in ``finished_in`` and ran nothing), exit
@@ -60,21 +67,22 @@ def job_outcome(job_return: JobReturn, finished_in: Path | None = None) -> dict[
         "status": "failed" if failed else FINISHED_ALREADY if finished_in is not None else "completed",
         "finished_in": None if failed or finished_in is None else str(finished_in),
         "exit_status": _exit_status(err) if failed else 0,
-        "error": (str(err) if isinstance(err, SweepUserError) else f"{type(err).__name__}: {err}").splitlines()[0][:500]
-        if failed else None,
+        "error": _message(err) if failed else None,
         "output_dir": str(runtime.runtime.output_dir) if runtime is not None else None,
     }
 
 
 def sweep_summary(outcomes: list[dict]) -> str:
     """``sweep: N jobs, K failed[, S finished already (resume=auto: nothing ran)]`` and one block per failed job
-    (overrides, exit status, error, its log)."""
+    (overrides, exit status, error with each of its further lines indented, its log)."""
     failed = [o for o in outcomes if o["status"] == "failed"]
     skipped = sum(o["status"] == FINISHED_ALREADY for o in outcomes)
     lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed"
              + (f", {skipped} finished already (resume=auto: nothing ran)" if skipped else "")]
     for o in sorted(failed, key=lambda o: o["num"]):
-        lines.append(f"  job #{o['num']} [{' '.join(o['overrides'])}]: exit status {o['exit_status']}: {o['error']}")
+        first, *rest = str(o["error"]).splitlines() or [""]
+        lines.append(f"  job #{o['num']} [{' '.join(o['overrides'])}]: exit status {o['exit_status']}: {first}")
+        lines += [f"      {line.strip()}" for line in rest if line.strip()]  # the keys of a ConfigError
         if o["output_dir"]:
             lines.append(f"    log: {Path(o['output_dir']) / 'train.log'}")
     return "\n".join(lines)

@@ -44,8 +44,7 @@ def check_compatible(cfg: DictConfig) -> None:
                          f"{cfg.task.family}, the model serves {list(families)}")
     unknown = unknown_model_keys(cfg)
     if unknown:
-        preset = _choice("preset")
-        hint = f" (preset={preset} sets Transformer sizes: add preset=none)" if preset not in (None, "none") else ""
+        hint = _unknown_keys_hint(cfg, unknown)
         raise ConfigError(f"model={cfg.model.get('name')}: {', '.join(f'model.{k}' for k in unknown)} "
                          f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of "
                          f"{cfg.model._target_}{hint}")
@@ -77,6 +76,29 @@ def unknown_model_keys(cfg: DictConfig) -> list[str]:
     if accepted is None:
         return []
     return sorted(k for k in cfg.model if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
+
+
+def _unknown_keys_hint(cfg: DictConfig, unknown: list[str]) -> str:
+    """Where the keys a model does not take came from: a group of another model's (``+model/attention=coda`` on a
+    Transformer, whose attention is ``model/scoring``), or the preset's Transformer sizes (``preset=none``)."""
+    from coda_exp.environment import config_dir
+
+    groups = {p.name for p in (config_dir() / "model").iterdir() if p.is_dir()}
+    foreign = [k for k in unknown if k in groups]
+    if foreign:
+        own = sorted(g for g in groups if g in cfg.model and g not in unknown)
+        choice = _choice(f"model/{foreign[0]}") or "..."
+        instead = (f"; did you mean {' or '.join(f'model/{g}={choice}' for g in own)}?" if own
+                   else "; leave it out")
+        return f" (model={cfg.model.get('name')} has no model/{foreign[0]} group{instead})"
+    preset = _choice("preset")
+    if preset in (None, "none"):
+        return ""
+    path = config_dir() / "preset" / f"{preset}.yaml"
+    sized = set(OmegaConf.load(path).get("model") or {}) if path.is_file() else set()
+    if sized and not sized & set(unknown):
+        return ""
+    return f" (preset={preset} sets Transformer sizes: add preset=none)"
 
 
 def _choice(group: str) -> str | None:

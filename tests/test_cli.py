@@ -22,6 +22,19 @@ def test_verbose_flag_is_the_verbose_override(argv, expected):
     assert cli.training_arguments(argv) == expected
 
 
+@pytest.mark.parametrize("argv,expected", [
+    # overrides on both sides of a flag used to be argparse's "unrecognized arguments"
+    (["task=snli", "-m", "seed=1,2"], ["-m", "task=snli", "seed=1,2"]),
+    (["task=snli", "--cfg", "job", "model=x"], ["--cfg", "job", "task=snli", "model=x"]),
+    (["a=1", "--info", "b=2"], ["--info", "a=1", "b=2"]),  # --info's value is optional: b=2 is not one
+    (["a=1", "--info", "defaults", "-cn", "train", "b=2"], ["--info", "defaults", "-cn", "train", "a=1", "b=2"]),
+    (["a=1", "--cfg=job", "b=2"], ["--cfg=job", "a=1", "b=2"]),
+    (["a=1", "--bogus", "b=2"], ["a=1", "--bogus", "b=2"]),  # not Hydra's: argparse names it
+])
+def test_hydras_flags_go_before_the_overrides(argv, expected):
+    assert cli.flags_first(argv) == expected
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_is_ours(flag, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -35,9 +48,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     help_ = subprocess.run([sys.executable, str(ROOT / "train.py"), "--help"], capture_output=True, text=True,
                            check=False, timeout=120)
     assert help_.returncode == 0 and "coda-exp task=wikiqa model=decompatt scale=fixture" in help_.stdout
-    job = subprocess.run([sys.executable, "-m", "coda_exp", "-v", "--cfg", "job", "task=wikiqa"], cwd=ROOT,
+    job = subprocess.run([sys.executable, "-m", "coda_exp", "task=wikiqa", "-v", "--cfg", "job", "seed=5"], cwd=ROOT,
                          capture_output=True, text=True, check=False, timeout=120)
-    assert job.returncode == 0 and "\nverbose: true\n" in job.stdout, job.stderr[-2000:]
+    assert job.returncode == 0 and "\nverbose: true\n" in job.stdout and "\nseed: 5\n" in f"\n{job.stdout}", job.stderr[-2000:]
 
 
 @pytest.mark.parametrize("argv,messages", [
@@ -52,6 +65,27 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
                                             "config value refers to, while the config has data.batch_size: did you "
                                             "mean data.batch_size=7? (to add the key anyway: ++task.batch_size=7)")]),
     (["-m", "task=wikiqa", "+task.batch_size=7,8"], ["did you mean data.batch_size=7,8?"]),
+    # a group the model does not have: its own named, not Hydra's advice to append the group (a key it refuses)
+    (["task=mlu", "model=transformer", "model/attention=coda"], [("error: Could not override 'model/attention'. No "
+                                                                "match in the defaults list.\nmodel=transformer has no "
+                                                                "model/attention; its own group is model/scoring: did "
+                                                                "you mean model/scoring=coda?\n")]),
+    # null for a group used to be Hydra's ValueError("Config group override must be a string"), a traceback
+    (["debug=null"], [("error: debug=null: the config group debug takes one of its options (fdr, limit, overfit), "
+                       "not null; it has none by default: leave debug=null out")]),
+    # ~seed used to be Hydra's traceback (hydra.run.dir interpolates ${seed}), ~task.monitor Lightning's
+    (["task=snli", "~seed"], ["error: ~seed removes seed, which every run reads: give it another value instead"]),
+    (["-m", "task=snli", "~task.monitor"], ["error: ~task.monitor removes task.monitor, which every run reads"]),
+    (["preset=null"], ["not null; to choose none: preset=none"]),
+    (["task=null"], ["error: task=null: the config group task takes one of its options (algolisp, dnli,"]),
+    (["-m", "model/attention=coda,null"], ["error: model/attention=null: the config group model/attention takes"]),
+    # a misspelled top-level key appended: nothing reads it, the run went on with the default seed
+    (["task=snli", "+seeds=2"], [("error: +seeds=2 adds a new top-level key seeds that nothing reads, spelled like "
+                                  "seed: did you mean seed=2? (to add the key anyway: ++seeds=2)")]),
+    (["task=snli", "+threds=1"], ["did you mean threads=1?"]),
+    # a sweep used to lose the hint a single run gives
+    (["-m", "task=snli", "seed=1,2", "optimizer.lrr=1,2"], [("Could not override 'optimizer.lrr'.\nDid you mean "
+                                                             "optimizer.lr=1,2?")]),
     (["task=wikiqa", "data.batch_size=[1"], ["error: no viable alternative at input '[1'"]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake
@@ -75,7 +109,7 @@ def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages,
                                   # gradient_clip_val), a Trainer's argument, a callback's, a new name, or forced
                                   ["task=snli", "+task.gradient_clip_val=1", "+trainer.accumulate_grad_batches=2",
                                    "+callbacks.gate_stats.max_examples=3", "+data.num_test=50",
-                                   "++task.batch_size=7"],
+                                   "++task.batch_size=7", "++seeds=2", "+my_note=hello"],
                                   ["-m", "model=glob(decompatt*)", "task=snlii"]])  # glob sweeps: Hydra's report
 def test_a_config_hydra_can_compose_passes_the_check(argv):
     cli.check_composition(cli.training_arguments(argv))

@@ -46,6 +46,13 @@ class TaskModule(pl.LightningModule):
         self.fast_step = FastStep(self, options) if options is not None else None
         self.automatic_optimization = self.fast_step is None
 
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str] | None:
+        """The names this family may log under ``val/`` (``val/<name>``: what ``task.monitor`` can watch) with the
+        constructor options ``options`` (the config's ``task.module``), those the data decides included; None when a
+        family does not say (its monitor is then only checked to be a ``val/`` metric)."""
+        return None
+
     @abstractmethod
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The network's output for a batch of this family (which keys it reads is the family's business)."""

@@ -35,6 +35,10 @@ class PairClassificationTask(PairTask):
     carries its ``test_set`` name.
     """
 
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str]:
+        return {"loss", "acc"}
+
     def __init__(self, model, optimizer, num_classes: int, test_sets: Sequence[str] | None = None, **kwargs):
         super().__init__(model, optimizer, **kwargs)
         self.num_classes = num_classes

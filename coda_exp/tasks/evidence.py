@@ -35,6 +35,10 @@ class EvidenceClassificationTask(TaskModule):
     ``num_gold_evidence`` (sentences in the smallest gold set, null for NEI: Figure 8) and ``evidence_mode``.
     """
 
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str]:
+        return {"loss", "acc", "fever_score"}  # fever_score with retrieved evidence (the data's evidence_mode)
+
     def __init__(self, model, optimizer, num_classes: int, label_names: Sequence[str], evidence_mode: str,
                  claims: Callable[[str], list[dict]] | None, **kwargs):
         super().__init__(model, optimizer, **kwargs)

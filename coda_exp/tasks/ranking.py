@@ -22,6 +22,10 @@ class RankingTask(PairTask):
     evaluation already). ``test_sets`` as in :class:`~coda_exp.tasks.PairClassificationTask`.
     """
 
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str]:
+        return {"loss", *options.get("metrics", ("map", "mrr"))}
+
     def __init__(self, model, optimizer, num_classes: int = 2, metrics: Sequence[str] = ("map", "mrr"),
                  test_sets: Sequence[str] | None = None, **kwargs):
         if num_classes != 2:

@@ -9,7 +9,7 @@ import torch
 from coda_exp.models.decoding import beam_search, greedy_decode
 from coda_exp.optim import label_smoothed_nll
 from coda_exp.tasks.base import TaskModule
-from coda_exp.tasks.seq2seq_eval import get_evaluation
+from coda_exp.tasks.seq2seq_eval import EVALUATION_METRICS, get_evaluation
 from coda_exp.tokens import strip_special
 
 
@@ -38,6 +38,11 @@ class Seq2SeqTask(TaskModule):
     be recomputed; else (None) the reference ids are decoded. ``run_info``: a dict where evaluations record their
     settings (the data module's ``stats``, which go into the run record).
     """
+
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str]:
+        evaluated = {name for names in EVALUATION_METRICS.values() for name in names}  # the data's evaluations
+        return {"loss", "nll", "acc_tok_tf", "acc_seq_tf", "acc_seq", *evaluated}
 
     def __init__(self, model, optimizer, pad_id: int, bos_id: int, eos_id: int, unk_id: int | None,
                  decode_text: Callable[[list[int]], str], targets: Callable[[str], Sequence[dict]] | None = None,

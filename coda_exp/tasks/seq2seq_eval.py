@@ -36,6 +36,9 @@ EVALUATIONS: dict[str, Callable[[Sequence[str], Sequence[dict], dict], dict]] = 
     "execution": execution_evaluation,
 }
 
+#: the metrics (floats) each evaluation returns, logged as ``{val,test}/<name>``
+EVALUATION_METRICS: dict[str, tuple[str, ...]] = {"bleu": ("bleu", "bleu_tok"), "execution": ("acc_exec",)}
+
 
 def get_evaluation(name: str) -> Callable[[Sequence[str], Sequence[dict], dict], dict]:
     if name not in EVALUATIONS:

@@ -51,6 +51,10 @@ class SpanExtractionTask(TaskModule):
     Test prediction rows: ``index``, ``start``, ``end``, ``prediction`` (text), ``answers``, ``em``, ``f1``.
     """
 
+    @classmethod
+    def validation_metrics(cls, options: dict) -> set[str]:
+        return {"loss", "em", "f1", "em_unigram", "f1_ngram"}  # the last two where the data has ngram_metrics
+
     def __init__(self, model, optimizer, answers: Callable[[str], list[list[str]]],
                  tokens: Callable[[str], list[list[str]]], ngram_metrics: bool, max_span: int = 15, **kwargs):
         super().__init__(model, optimizer, **kwargs)

@@ -1,0 +1,92 @@
+"""coda_exp.config_checks on composed configs: what used to fail after training started (a monitor the task never
+logs, a decoding strategy, a seed out of Lightning's range) or to be taken silently ("no" for a boolean) is one
+ConfigError naming the key, and no default config is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.run_checks import check_compatible
+from tests import ROOT
+
+TASKS = sorted(p.stem for p in (ROOT / "configs" / "task").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_task_default_passes(make_cfg, task):
+    check_config(make_cfg(f"task={task}"))
+
+
+@pytest.mark.parametrize("overrides,message", [
+    # Lightning's early stopping used to raise after the first epoch; the close name is suggested
+    (["task=snli", "task.monitor=val/accc"],
+     ("task.monitor = 'val/accc': expected a metric the task logs in validation: val/acc, val/loss; did you mean "
+      "task.monitor=val/acc?")),
+    (["task=udc", "task.monitor=val/r10@3"], "val/r10@1, val/r10@2, val/r10@5, val/r2@1"),  # the task's metrics
+    (["task=snli", "task.monitor=train/loss"], "task.monitor = 'train/loss': expected a metric the task logs in"),
+    (["task=snli", "task.monitor_mode=maximum"], "task.monitor_mode = 'maximum': expected min or max"),
+    # the next two used to fail at the first validation, after the data had loaded
+    (["task=mlu", "model=transformer", "task.module.decoding.strategy=beem"],
+     "task.module.decoding.strategy = 'beem': expected greedy or beam"),
+    (["task=mlu", "model=transformer", "task.module.label_smoothing=2"],
+     "task.module.label_smoothing = 2: expected a probability in [0, 1)"),
+    # Lightning's seed_everything used to raise its own traceback
+    (["task=snli", "seed=-1"], "seed = -1: expected an int in [0, 4294967295] (2**32 - 1)"),
+    (["task=snli", "seed=4294967296"], "seed = 4294967296: expected an int in [0, 4294967295]"),
+    # "no" is a string, which Python takes for true: the record used to be written all the same
+    (["task=snli", "save_record=no"], "save_record = 'no': expected true or false"),
+    (["task=snli", "test_after_fit=maybe"], "test_after_fit = 'maybe': expected true or false"),
+    (["task=snli", "save_predictions=1"], "save_predictions = 1: expected true or false"),
+    # torch used to refuse the model once the data had loaded
+    (["task=mlu", "model=transformer", "model.num_heads=3"],
+     ("model.d_model = 128 is not divisible by model.num_heads = 3: each head takes d_model / num_heads dimensions; "
+      "e.g. model.num_heads=2 or model.d_model=129")),
+    (["task=mlu", "model=coda_transformer", "model.d_model=130"], "e.g. model.num_heads=5 or model.d_model=132"),
+    (["task=imdb", "model=transformer_classifier", "model.num_heads=5"], "model.num_heads=4 or"),
+])
+def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg(*overrides))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    # a dot for the group's slash: the string "coda" was called as the attention, once the data had loaded
+    (["task=snli", "model.attention=coda"], ("model.attention = 'coda': expected a config node, an option of the "
+                                             "group model/attention: choose it with a slash, model/attention=coda")),
+    (["task=snli", "model.attention=cod"], "model/attention=<coda or softmax>"),
+])
+def test_a_value_where_a_group_puts_a_node_says_to_choose_the_option(make_cfg, overrides, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg(*overrides))
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["task=snli", "~seed"], "seed is required and absent (~seed removes it): give it a value instead"),
+    (["task=snli", "~task.monitor"], "task.monitor is required and absent (~task.monitor removes it)"),
+])
+def test_a_required_key_removed_is_one_message(make_cfg, overrides, message):
+    """They used to be tracebacks where the run first read them (seed_everything, the callbacks)."""
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg(*overrides))
+    assert message in str(err.value) and str(err.value).count("\n") == 1
+
+
+def test_another_models_group_names_this_models_own(make_cfg):
+    """+model/attention=coda on a Transformer (Hydra's advice after model/attention=coda) used to say "add
+    preset=none", which changes nothing."""
+    with pytest.raises(ConfigError) as err:
+        check_compatible(make_cfg("task=mlu", "model=transformer", "+model/attention=coda"))
+    assert str(err.value).endswith("(model=transformer has no model/attention group; did you mean model/scoring=coda?)")
+    assert "preset" not in str(err.value)
+
+
+@pytest.mark.parametrize("overrides", [["task=udc", "task.monitor=val/r2@1", "task.monitor_mode=min"],
+                                       ["task=iwslt15_envi", "task.monitor=val/bleu"],
+                                       ["task=searchqa", "task.monitor=val/f1_ngram"],
+                                       ["task=mlu", "task.module.decoding.strategy=beam", "seed=4294967295"],
+                                       ["task=snli", "save_record=false", "test_after_fit=false", "seed=0"]])
+def test_valid_values_pass(make_cfg, overrides):
+    check_config(make_cfg(*overrides))
