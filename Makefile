@@ -123,8 +123,10 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
 # scale=fixture writes its records there (configs/scale/fixture.yaml): smoke runs stay out of results/
 RESULTS_OF_SCALE = $(if $(filter fixture,$(SCALE)),outputs/fixture_results,results)
+SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
-	@table=$(subst -,_,$*); \
+	@case " $(SCALES) " in *" $(SCALE) "*) ;; *) echo "error: SCALE=$(SCALE): expected one of: $(SCALES)" >&2; exit 2;; esac; \
+	table=$(subst -,_,$*); \
 	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
 	if [ -z "$$experiments" ]; then echo "no configs/experiment/$$table.yaml: no such table to reproduce" >&2; exit 2; fi; \
 	for experiment in $$experiments; do \
