@@ -11,6 +11,7 @@ exists, the checkout first. Importing this module registers the configs' resolve
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 
 import hydra
@@ -87,7 +88,8 @@ def check_composition(argv: list[str]) -> None:
     user's mistake, ``coda_exp.errors``), not Hydra's report and status 1, and a sweep stops before its first job,
     not at the job that meets it. A sweep composes each swept value with the other overrides' first values (every
     composition checked is one of its jobs); runs with Hydra's own config flags (``--config-name``...) are left to
-    Hydra."""
+    Hydra. An experiment that is a sweep (``hydra.sweeper.params``) chosen without ``-m`` is refused unless the run
+    is one of its jobs that the user picked (:func:`_sweep_without_multirun`)."""
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
@@ -131,6 +133,8 @@ def check_composition(argv: list[str]) -> None:
                 composed = list(overrides)
                 cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
+                if number == 0 and not (args.multirun or args.cfg):
+                    problems += [p for p in [_sweep_without_multirun(cfg, parsed, args.overrides)] if p]
                 if problems:
                     print("error: " + "\n  ".join(problems), file=sys.stderr, flush=True)
                     raise SystemExit(USER_ERROR_EXIT)
@@ -146,6 +150,46 @@ def check_composition(argv: list[str]) -> None:
             message = first + hint + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str]) -> str | None:
+    """Why a run without ``-m`` of a config whose experiment is a sweep (``hydra.sweeper.params``, which only a
+    sweep applies) is a mistake, or None. It is one when the user named none of the sweep's keys (``experiment=
+    table_6`` alone: one of its runs, silently), or when a key the user did not name is at a value none of the
+    sweep's jobs has (``model=decompatt`` under Table 6's ``model: transformer,coda_transformer``: a run of no
+    job). A run that names its job (``experiment=table_6 model=transformer seed=2``, or ``model=transformer``
+    alone: seed 1, the grid's first) is one job of the sweep: not a mistake."""
+    from pathlib import Path
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    params = cfg.hydra.sweeper.get("params") or {}
+    if not params or "MULTIRUN" in str(cfg.hydra.get("mode")):
+        return None
+    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+    sweep = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
+    named = {o.key_or_group for o in parsed}
+    choices, runs, off, first = cfg.hydra.runtime.choices, 1, [], []
+    for o in sweep:
+        values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
+        runs *= len(values)
+        first.append(f"{o.key_or_group}={values[0]}")
+        if o.key_or_group in named:
+            continue
+        now = choices[o.key_or_group] if o.key_or_group in choices else OmegaConf.select(cfg, o.key_or_group)
+        if not any(now == v or str(now) == str(v) for v in values):
+            off.append(f"{o.key_or_group}={now}")
+    if not off and (runs == 1 or named & {o.key_or_group for o in sweep}):
+        return None
+    experiment = choices.get("experiment") or "this experiment"
+    program = {"train.py": "python train.py", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
+                                                                                       "coda-exp")
+    typed = " ".join(shlex.quote(o) for o in overrides)
+    why = f" (without -m its sweep's values are not applied: {' '.join(off)})" if off else ""
+    return (f"experiment={experiment} is a sweep of {runs} run{'s' * (runs > 1)}: add -m ({program} -m {typed}), "
+            f"or name one of its runs ({' '.join(first)}){why}")
 
 
 def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None) -> str:

@@ -48,6 +48,33 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
+def output_problem(flag: str, path: str | os.PathLike, what: str, *, folder: bool,
+                   example: str | None = None) -> str | None:
+    """Why ``path``, a command's ``flag`` argument, cannot take ``what`` (a folder to write files into with
+    ``folder``, else one file), naming the argument and what it expects; None when it can (the folders to create may
+    not exist yet); ``example``: a file name to suggest inside a folder given for a file. Checked before a command reads its input, instead of a FileExistsError or IsADirectoryError
+    traceback after."""
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        return f"{flag} {path}: a file, not a folder; expected a folder to write {what} into"
+    if not folder and path.is_dir():
+        return (f"{flag} {path}: a folder; expected the file to write {what} to"
+                + (f" (e.g. {flag} {path / example})" if example else ""))
+    above = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"{flag} {path}: {above} is a file, not a folder; expected a path whose folders are folders"
+    return None
+
+
+def write_problem(flag: str, path: str | os.PathLike, what: str, err: OSError) -> str:
+    """The one line for a write of ``what`` to ``flag``'s ``path`` that failed with ``err`` (no permission, a full
+    disk: what to free)."""
+    from coda_exp.errors import full_disk, what_to_free
+
+    fix = f": {what_to_free(err)}" if full_disk(err) else ""
+    return f"{flag} {path}: cannot write {what}: {err.strerror or err}{fix}"
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

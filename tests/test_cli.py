@@ -110,6 +110,36 @@ def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages,
                                   ["task=snli", "+task.gradient_clip_val=1", "+trainer.accumulate_grad_batches=2",
                                    "+callbacks.gate_stats.max_examples=3", "+data.num_test=50",
                                    "++task.batch_size=7", "++seeds=2", "+my_note=hello"],
-                                  ["-m", "model=glob(decompatt*)", "task=snlii"]])  # glob sweeps: Hydra's report
+                                  ["-m", "model=glob(decompatt*)", "task=snlii"],  # glob sweeps: Hydra's report
+                                  # an experiment's sweep: with -m, or one of its runs named (docs/fast_path.md,
+                                  # results/README.md), or hydra.mode=MULTIRUN
+                                  ["-m", "experiment=quickstart"],
+                                  ["experiment=table_6", "model=coda_transformer", "seed=1", "trainer=gpu_fast"],
+                                  ["experiment=table_6", "scale=cpu", "model=coda_transformer",
+                                   "task.cpu_scheduler.peak_lr=4e-3"],
+                                  ["experiment=table_6", "scale=fixture", "hydra.mode=MULTIRUN"]])
 def test_a_config_hydra_can_compose_passes_the_check(argv):
     cli.check_composition(cli.training_arguments(argv))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["experiment=table_6", "scale=fixture"],
+     ("error: experiment=table_6 is a sweep of 6 runs: add -m (python train.py -m experiment=table_6 scale=fixture), "
+      "or name one of its runs (model=transformer seed=1) (without -m its sweep's values are not applied: "
+      "model=decompatt)\n")),
+    (["experiment=quickstart"], ("error: experiment=quickstart is a sweep of 6 runs: add -m (python train.py -m "
+                                 "experiment=quickstart), or name one of its runs (model=decompatt seed=1)\n")),
+    # a seed named, but the experiment's task and model (a sweep's settings) not applied without -m
+    (["experiment=attconv_table_3_coda", "seed=2"], "without -m its sweep's values are not applied: task=wikiqa"),
+])
+def test_an_experiment_sweep_without_m_is_one_message_before_anything_runs(argv, message, capsys, monkeypatch,
+                                                                            tmp_path):
+    """It used to run one of the sweep's jobs silently (quickstart), or fail on the config's defaults: "model=decompatt
+    does not fit task=mlu" for Table 6, a model the user never named."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and (err == message if message.endswith("\n") else message in err), err
+    assert not list(tmp_path.iterdir())  # no run folder

@@ -112,6 +112,28 @@ def test_a_skipped_record_is_one_warning_line_without_pythons_source_line(tmp_pa
     assert "RecordWarning" not in err and "warnings.warn" not in err
 
 
+def test_tables_out_that_is_no_folder_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    """--out /etc/passwd used to be a FileExistsError's traceback; a write that fails (a full disk), an OSError's."""
+    import errno
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "file").write_text("a file, not a folder")
+    runs = ["tables", "--runs", str(tmp_path / "runs"), "--tables", "table_2", "--out"]
+    assert _coda_exp(*runs, str(tmp_path / "file")) == 2
+    assert capsys.readouterr().err == (f"error: --out {tmp_path / 'file'}: a file, not a folder; expected a folder to "
+                                       "write the tables (<id>.md, .tex, .csv) into\n")
+    assert _coda_exp(*runs, str(tmp_path / "file" / "tables")) == 2
+    assert f"{tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "tables" / "table_2.md"))
+
+    monkeypatch.setattr("coda_exp.tools.tables.write_tables", full)
+    assert _coda_exp(*runs, str(tmp_path / "tables")) == 2
+    assert capsys.readouterr().err == (f"error: --out {tmp_path / 'tables'}: cannot write the tables: No space left on "
+                                       "device: free space on that disk\n")
+
+
 @pytest.mark.parametrize("argv,message", [
     (["make-mlu", "--out-dir", "{tmp}/mlu", "--num-train", "-5"], "argument --num-train: expected a number of examples"),
     (["make-mlu", "--out-dir", "{tmp}/file/mlu", "--num-train", "5"], "error: --out-dir {tmp}/file/mlu: "),

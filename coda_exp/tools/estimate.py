@@ -5,7 +5,8 @@ extrapolate to the config (``python scripts/estimate_runtime.py`` in a checkout,
     coda-exp estimate task=mlu model=transformer scale=cpu --steps 100
     coda-exp estimate task=snli model=decompatt_coda data.dir=data/snli
 
-Any training override works. The first ``--warmup`` steps (JIT compilation, allocator warm-up) are run but not
+Any training override works, one value per key (a sweep's ``seed=1,2`` or ``-m`` is refused: estimate each
+configuration on its own), before or after the options. The first ``--warmup`` steps (JIT compilation, allocator warm-up) are run but not
 timed; then ``--steps`` optimizer steps (data loading included) and ``--eval-batches`` validation batches (free
 decoding included for sequence tasks) are timed on the configured trainer's device. The estimate is
   train steps x time per step + (validations x validation batches + test batches) x time per eval batch,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 
 
@@ -54,6 +56,29 @@ class _StepTimer:
         return (self.end - self.start) / self.steps
 
 
+def _refuse_sweeps(overrides: list[str]) -> None:
+    """A swept override (``seed=1,2``, ``-m``'s syntax) is a UserError naming it: the estimate times one
+    configuration, where Hydra would advise ``--multirun``, which estimate does not take. An override Hydra cannot
+    parse is left to the composition's own message."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from coda_exp.errors import UserError
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:
+        return
+    for override in parsed:
+        if override.is_sweep_override():
+            try:
+                example = f" (e.g. {override.get_key_element()}={next(iter(override.sweep_string_iterator()))})"
+            except (HydraException, StopIteration, ValueError):  # glob(...) needs the configs to list its options
+                example = ""
+            raise UserError(f"{override.input_line}: estimate times one configuration, so each key takes one value; "
+                            f"pick one{example} and estimate each configuration on its own")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -61,9 +86,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=50, help="timed training steps (default 50)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     parser.add_argument("--eval-batches", type=int, default=2, help="timed validation batches (default 2)")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    flag = next((a for a in argv if a in ("-m", "--multirun")), None)
+    if flag:
+        from coda_exp.errors import UserError
+
+        raise UserError(f"{flag}: estimate times one configuration and takes no sweep; give each key one value")
+    args = parser.parse_intermixed_args(argv)  # options before, after or between the overrides
     if args.steps < 1 or args.warmup < 1 or args.eval_batches < 1:
         parser.error("--steps, --warmup and --eval-batches must be >= 1")
+    _refuse_sweeps(args.overrides)
 
     import torch
     from hydra.utils import instantiate

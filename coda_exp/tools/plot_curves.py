@@ -31,7 +31,7 @@ from coda_exp import extras
 from coda_exp.curves import GROUP_BY, Curve, group_label, load_run_records, validation_curve
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
-from coda_exp.io import atomic_write
+from coda_exp.io import atomic_write, output_problem, write_problem
 
 X_LABELS = {"steps": "training step", "interval": "training step (from the validation interval where not recorded)",
             "index": "validation (steps not recorded)"}
@@ -161,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     extras.require("matplotlib", "coda-exp plot-curves")  # before any record is read
+    wrong = output_problem("--out", args.out, "the figure (PNG)", folder=False, example="learning_curves.png")
+    if wrong:
+        print(f"error: {wrong}", file=sys.stderr)
+        return USER_ERROR_EXIT
     try:
         records = load_run_records(args.runs)
         run_ids = table_run_ids(args.table, records) if args.table else None
@@ -178,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     tasks = sorted({r["task"] for r in kept})
     title = args.title or (f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
                            f"{axis_label(args.metric)} during training")
-    print(plot(groups, args.metric, args.out, title))
+    try:
+        print(plot(groups, args.metric, args.out, title))
+    except OSError as err:  # its folder: no permission, a full disk
+        print(f"error: {write_problem('--out', args.out, 'the figure', err)}", file=sys.stderr)
+        return USER_ERROR_EXIT
     for label, runs in groups.items():
         print(f"  {label}: {len(runs)} run(s), seeds {sorted(r['seed'] for r, _ in runs)}")
     if skipped:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from coda_exp.environment import config_dir, root_dir
 from coda_exp.errors import USER_ERROR_EXIT
+from coda_exp.io import output_problem, write_problem
 from coda_exp.results import load_records
 from coda_exp.table_render import write_tables
 from coda_exp.tables import find_specs
@@ -58,12 +59,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --runs {args.runs}: no such folder of run records (training runs write theirs to "
               "results/runs; nothing was written)", file=sys.stderr)
         return USER_ERROR_EXIT
+    wrong = output_problem("--out", args.out, "the tables (<id>.md, .tex, .csv)", folder=True)
+    if wrong:
+        print(f"error: {wrong}", file=sys.stderr)
+        return USER_ERROR_EXIT
     try:
         records = load_records(args.runs, strict=args.strict)
         predictions = args.predictions or args.runs.parent / "predictions"
         written = write_tables(spec_paths, records, args.out, predictions_dir=predictions)
     except ValueError as err:  # a corrupt record under --strict, a bad spec: the user's input
         print(f"error: {err}", file=sys.stderr)
+        return USER_ERROR_EXIT
+    except OSError as err:  # the tables' folder: no permission, a full disk
+        print(f"error: {write_problem('--out', args.out, 'the tables', err)}", file=sys.stderr)
         return USER_ERROR_EXIT
     for path in written:
         print(path)

@@ -280,40 +280,6 @@ def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path)
     assert checkpoint_avg.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
 
 
-@pytest.mark.parametrize("overrides,steps", [
-    (["task=mlu", "model=transformer", "scale=fixture", "task.max_steps=40", "task.val_check_interval=10"], 40),
-    (["task=wikiqa", "model=decompatt_coda", "scale=fixture", "task.epochs=3"], None),
-])
-def test_estimate_runtime_extrapolates_the_config(overrides, steps, capsys):
-    from coda_exp.tools import estimate as est
-
-    out = est.main([*overrides, "--steps", "2", "--warmup", "1", "--eval-batches", "1"])
-    assert out["per_step_s"] > 0 and out["per_eval_batch_s"] > 0
-    if steps is not None:  # step-based: max_steps and one validation per val_check_interval
-        assert out["steps"] == steps and out["validations"] == 4
-    else:  # epoch-based: epochs x batches per epoch, one validation per epoch
-        assert out["validations"] == 3 and out["steps"] % 3 == 0 and out["steps"] > 0
-    assert out["train_s"] == pytest.approx(out["steps"] * out["per_step_s"])
-    assert out["total_s"] == pytest.approx(out["train_s"] + out["eval_s"])
-    assert "total:" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("overrides,message", [
-    (["task=snlii"], "Could not find 'task/snlii'"),
-    (["task=wikiqa", "task.max_stepz=5"], "use +task.max_stepz=5"),
-    (["task=wikiqa", "optimizer.lr=-1"], "optimizer.lr = -1: expected a number > 0"),
-    (["task=wikiqa", "trainer.precision=bf17-mixed"], "Precision 'bf17-mixed' is invalid"),
-])
-def test_estimate_refuses_a_bad_config_in_one_message_before_any_data(overrides, message, capsys, monkeypatch):
-    """Hydra's report with exit 1 (composition) or a traceback after the data loaded (trainer), before."""
-    from coda_exp import commands
-
-    monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
-    assert commands.run_command("estimate", ["scale=fixture", *overrides]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and "Config search path" not in err, err
-
-
 @pytest.mark.slow
 def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     out = tmp_path / "bench.json"
@@ -440,3 +406,4 @@ def test_a_checkpoint_alone_rebuilds_its_model(make_cfg, tmp_path):
     torch.save(state, tmp_path / "alone.ckpt")
     with pytest.raises(FileNotFoundError, match="no run config in"):
         pipeline.load_trained(tmp_path / "alone.ckpt")
+

@@ -17,3 +17,34 @@ def test_missing_data_is_one_message_before_any_job(load_script, monkeypatch, ca
     assert check.main(["experiment=table_6", empty]) == 0  # MLU is generated
     assert check.main(["experiment=table_2", "scale=fixture", "data.dir=/nonexistent/folder"]) == 2
     assert "data.dir '/nonexistent/folder' does not exist" in capsys.readouterr().err
+
+
+def test_sweep_values_are_checked_not_refused(load_script, capsys):
+    """RUN_ARGS of a sweep (seed=1,2; data.dir=A,B) pass as train.py -m takes them: each swept value is composed
+    and its data checked, instead of Hydra's "Ambiguous value ... add --multirun"."""
+    check = load_script("check_sweep_data")
+    assert check.main(["experiment=table_6", "scale=fixture", "seed=1,2", "model=transformer,coda_transformer"]) == 0
+    assert check.main(["experiment=table_2", "scale=fixture", "task=wikiqa", "data.dir=/nonexistent/a,/nonexistent/b"]) == 2
+    err = capsys.readouterr().err
+    assert "1 task(s) lack their data" in err and "Ambiguous" not in err
+    assert "wikiqa: data.dir '/nonexistent/a' does not exist" in err
+    assert "wikiqa: data.dir '/nonexistent/b' does not exist" in err
+
+
+def test_an_unknown_scale_is_one_line_naming_the_scales(load_script, capsys):
+    check = load_script("check_sweep_data")
+    assert check.main(["experiment=table_6", "scale=bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: scale=bogus: no such scale (configs/scale/bogus.yaml); expected one of: cpu, fixture, paper\n"
+    assert check.main(["experiment=table_6", "seed=1,"]) == 2  # an override Hydra cannot parse: its message
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_make_reproduce_refuses_an_unknown_scale_before_anything_runs():
+    import subprocess
+    from pathlib import Path
+
+    out = subprocess.run(["make", "reproduce-table-6", "SCALE=bogus", "-o", ".venv/.installed", "PY=false"],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=False)
+    assert out.returncode == 2
+    assert "error: SCALE=bogus: expected one of: cpu fixture paper" in out.stderr

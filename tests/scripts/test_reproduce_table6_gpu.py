@@ -69,12 +69,93 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     assert json.loads((out / "status.json").read_text()) == report
 
 
+def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, capsys):
+    script = load_script("reproduce_table6_gpu")
+    where = ["--results", str(tmp_path / "results"), "--outputs", str(tmp_path / "out"), "--no-mps"]
+    assert script.main(["--scale", "bogus", *where]) == 2
+    assert capsys.readouterr().err == "error: --scale bogus: expected one of: cpu, fixture, paper (configs/scale/)\n"
+    assert script.main(["--models", "transformer", "transformr", *where]) == 2
+    assert capsys.readouterr().err.startswith("error: --models transformr: expected one of: ")
+    assert script.main(["--budget-s", "0", *where]) == 2
+    assert "--budget-s 0: expected a number > 0" in capsys.readouterr().err
+    assert script.main([*where, "--", "task.epochz=3"]) == 2
+    err = capsys.readouterr().err
+    assert "train.py overrides after --: task.epochz=3" in err and "Could not override 'task.epochz'" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "results").exists()  # nothing touched
+
+
+def run_with(script, monkeypatch, tmp_path, rows: list[dict], logs: dict[str, str]):
+    """main() at fixture scale, side_by_side replaced by one that writes ``rows`` as its summary and the logs."""
+    import types
+
+    def fake_run(argv, check=False):
+        folder = tmp_path / "out" / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "summary.json").write_text(json.dumps(rows))
+        for name, text in logs.items():
+            (folder / f"{name}.log").write_text(text)
+        return subprocess.CompletedProcess(argv, 0 if all(r["state"] == "finished" for r in rows) else 1)
+
+    monkeypatch.setattr(script, "subprocess", types.SimpleNamespace(run=fake_run))
+    return script.main(["--scale", "fixture", "--seeds", "1", "--no-mps", "--results", str(tmp_path / "results"),
+                        "--outputs", str(tmp_path / "out")])
+
+
+def test_failed_runs_are_reported_failed_and_the_call_fails(load_script, tmp_path, monkeypatch, capsys):
+    """A run that exits 2 (a bad value) is "failed" with its log's error line, not "not started", and the call exits
+    1 (make stops); runs the budget stopped are missing, exit 3 (make goes on to the tables: call again)."""
+    script = load_script("reproduce_table6_gpu")
+    rows = [{"name": "transformer-s1", "state": "failed (exit 2)", "returncode": 2},
+            {"name": "coda_transformer-s1", "state": "not started: budget", "returncode": None}]
+    log = "Traceback? no\nerror: invalid config values (fix the override or the YAML):\n  task.epochs = -1: expected\n"
+    assert run_with(script, monkeypatch, tmp_path, rows, {"transformer-s1": log}) == 1
+    out, err = capsys.readouterr()
+    failed = status(tmp_path)["transformer-s1"]
+    assert failed["state"] == "failed" and failed["exit"] == 2
+    assert failed["error"] == "error: invalid config values (fix the override or the YAML): task.epochs = -1: expected"
+    assert "transformer-s1           failed (exit 2): error: invalid config values" in out
+    assert "1 of 2 runs failed" in err and "call again (`make" not in out
+    assert status(tmp_path)["coda_transformer-s1"]["state"] == "not started"
+    crash = "Traceback (most recent call last):\n  File x\nRuntimeError: CUDA out of memory\nmore\n"
+    rows[0]["state"] = "failed (exit 1)"
+    assert run_with(script, monkeypatch, tmp_path, rows, {"transformer-s1": crash}) == 1
+    assert status(tmp_path)["transformer-s1"]["error"] == "RuntimeError: CUDA out of memory"
+    capsys.readouterr()
+    rows = [{"name": "transformer-s1", "state": "stopped: budget spent", "returncode": -15},
+            {"name": "coda_transformer-s1", "state": "not started: budget", "returncode": None}]
+    assert run_with(script, monkeypatch, tmp_path, rows, {}) == 3  # the budget's stop: resumable, not a failure
+    assert "missing 2 of 2 runs: call again" in capsys.readouterr().out
+    import torch  # a kill -9 (not the run's own failure) after a checkpoint: partial too
+
+    (tmp_path / "out" / "transformer-s1" / "checkpoints").mkdir(parents=True)
+    torch.save({"global_step": 7, "state_dict": {}}, tmp_path / "out" / "transformer-s1" / "checkpoints" / "last.ckpt")
+    rows[0].update(state="failed (exit -9)", returncode=-9)
+    assert run_with(script, monkeypatch, tmp_path, rows, {}) == 3
+    assert status(tmp_path)["transformer-s1"]["killed"] == "signal 9"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(("code", "goes_on"), [(1, False), (2, False), (3, True)])
+def test_the_make_target_stops_when_runs_failed_and_goes_on_when_the_budget_stopped_them(tmp_path, code, goes_on):
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$1" >> {tmp_path}/calls\ncase "$1" in *reproduce_table6_gpu.py) exit {code};; '
+                    f'esac\nexit 0\n')
+    fake.chmod(0o755)
+    out = subprocess.run(["make", "-o", ".venv/.installed", "reproduce-table-6-gpu", f"PY={fake}"], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    calls = (tmp_path / "calls").read_text().split()
+    assert (out.returncode == 0) == goes_on, out.stderr
+    assert calls[-1].endswith("results_index.py" if goes_on else "reproduce_table6_gpu.py")
+    assert any(line.startswith("some runs are missing (the budget") for line in out.stdout.splitlines()) == goes_on
+
+
 @pytest.mark.slow  # ~30 s: three calls of the script, two training runs
 def test_a_killed_run_is_partial_then_resumed_to_its_record_then_skipped(tmp_path):
     kill = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAtStep", "+callbacks.kill.step=10"]
     first = call(tmp_path, *kill)
     assert first.returncode == 3, first.stdout[-3000:] + first.stderr[-3000:]  # a run is missing
     assert status(tmp_path)["transformer-s1"] == {"state": "partial", "step": 10, "before": "queued",
+                                                   "killed": "signal 9",
                                                    "resume": str(tmp_path / "out" / "transformer-s1" / "checkpoints" /
                                                                  "last.ckpt")}
     assert "missing 1 of 1 runs" in first.stdout

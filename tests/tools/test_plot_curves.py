@@ -93,6 +93,17 @@ def test_bad_input_is_one_line_naming_it(plot, tmp_path, capsys):
     assert f"run record {broken['run_id']}.json: key 'val_curve_steps'" in capsys.readouterr().err
 
 
+def test_an_out_that_is_no_file_is_one_line_naming_it(plot, tmp_path, capsys):
+    """--out <a folder> used to be an IsADirectoryError's traceback, after the records were read."""
+    folder = saved(tmp_path / "runs", mlu_rec("transformer", seed=1))
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {tmp_path}: a folder; expected the file to write the figure (PNG) "
+                                       f"to (e.g. --out {tmp_path / 'learning_curves.png'})\n")
+    (tmp_path / "file").write_text("a file, not a folder")
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "file" / "curves.png")]) == 2
+    assert f"{tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+
+
 def test_make_run_plots_table_6s_curves(plot, tmp_path):
     """The `run` target's plot command, its folders moved under tmp_path: Table 6's two runs, nothing else."""
     import shlex
