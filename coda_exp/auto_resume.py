@@ -105,16 +105,52 @@ def checkpoint_step(path: Path) -> int | None:
         return None
 
 
-def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
-    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
-    found = []
+def checkpoints(folder: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, str]]]:
+    """The ``RESUME_FROM`` files under ``<folder>/checkpoints``: (path, step) of those that can be read, and (path,
+    why) of those that cannot (cut short, empty, foreign)."""
+    from coda_exp.checkpoint_avg import CheckpointError, global_step
+
+    readable, unreadable = [], []
     for name in RESUME_FROM:
         path = folder / "checkpoints" / name
-        if path.is_file() and (step := checkpoint_step(path)) is not None:
-            found.append((step, path))
-    if not found:
+        if path.is_file():
+            try:
+                readable.append((path, global_step(path)))
+            except CheckpointError as err:
+                unreadable.append((path, str(err)))
+    return readable, unreadable
+
+
+def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
+    readable, _ = checkpoints(folder)
+    if not readable:
         return None
-    step, path = max(found, key=lambda f: f[0])
+    return max(readable, key=lambda f: f[1])
+
+
+def furthest(folders: list[Path]) -> tuple[Path, int] | None:
+    """The checkpoint at the latest step among ``folders``' (runs of this configuration), with its step; None where
+    they have none. Files that cannot be read are named: a warning when another checkpoint is read instead, else a
+    :class:`~coda_exp.checkpoint_avg.CheckpointError` (never a silent fresh run beside a stopped one)."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    points, bad = [], []
+    for folder in folders:
+        readable, unreadable = checkpoints(folder)
+        points += readable
+        bad += unreadable
+    named = "; ".join(why for _, why in bad)
+    if bad and not points:
+        files = " ".join(str(path) for path, _ in bad)
+        raise CheckpointError(f"resume=auto: the stopped run of this configuration has no checkpoint that can be "
+                              f"read: {named}. Restore them from a copy, or delete them (rm {files}) to start this "
+                              "run afresh")
+    if not points:
+        return None
+    path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
+    if bad:
+        log.warning("resume=auto: %s; resuming from %s (step %d) instead", named, path, step)
     return path, step
 
 
@@ -161,10 +197,9 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
             if owner := live_owner(folder):
                 raise OutputDirError(f"resume=auto: the same run is running now in {folder} (process "
                                      f"{owner['pid']}): wait for it or stop it, then run this again")
-        points = [point for f in matches if (point := resume_checkpoint(f)) is not None]
-        if points:
-            path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
-            decision = Decision(checkpoint=path, step=step)
+        point = furthest(matches)
+        if point is not None:
+            decision = Decision(checkpoint=point[0], step=point[1])
     os.environ[DECISION_ENV] = str(decision.checkpoint or "")
     return decision
 

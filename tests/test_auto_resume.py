@@ -80,7 +80,7 @@ def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
     from coda_exp.config_checks import ConfigError
 
     monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
-    with pytest.raises(ConfigError, match="resume = 'yes': expected auto or null"):
+    with pytest.raises(ConfigError, match="resume = 'yes': expected auto, force or null"):
         run(make_cfg("task=snli", "scale=fixture", "logger=none", "resume=yes"))
 
 
@@ -172,3 +172,26 @@ def test_a_sweep_summary_counts_the_jobs_that_had_finished_already(tmp_path):
     assert sweep_summary(outcomes).splitlines()[0] == ("sweep: 3 job(s), 1 failed, 1 finished already "
                                                       "(resume=auto: nothing ran)")
     assert sweep_summary(outcomes[:1]) == "sweep: 1 job(s), 0 failed"  # as before when nothing was skipped
+
+
+def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, caplog):
+    import torch
+
+    from coda_exp import auto_resume
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    folder = (tmp_path / "runs" / "a").resolve()
+    (folder / "checkpoints").mkdir(parents=True)
+    last, interrupted = folder / "checkpoints" / "last.ckpt", folder / "checkpoints" / "interrupted.ckpt"
+    torch.save({"global_step": 10, "state_dict": {}}, interrupted)
+    last.write_bytes(b"PK\x03\x04 cut short")
+    assert auto_resume.furthest([folder]) == (interrupted, 10)  # the readable one, the bad one named
+    assert f"{last}: cannot be read" in caplog.text and f"resuming from {interrupted} (step 10)" in caplog.text
+    interrupted.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="no checkpoint that can be read") as err:
+        auto_resume.furthest([folder])
+    assert str(last) in str(err.value) and f"{interrupted}: the file is empty" in str(err.value)
+    assert "delete them" in str(err.value) and "\n" not in str(err.value)
+    last.unlink()
+    interrupted.unlink()
+    assert auto_resume.furthest([folder]) is None  # no checkpoint at all: a fresh run
