@@ -51,12 +51,27 @@ def _owner(folder: Path) -> dict:
         return {}
 
 
-def _try_claim(folder: Path) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
+def _reason(err: OSError) -> str:
+    return err.strerror or errno.errorcode.get(err.errno or 0, type(err).__name__)
+
+
+def _not_writable(folder: Path, err: OSError, resume: bool) -> OutputDirError:
+    what = ("make it writable again (or copy the run folder elsewhere and resume from the copy's checkpoint)"
+            if resume else "fix the permissions or point paths.log_dir (or hydra.run.dir) elsewhere")
+    return OutputDirError(f"{folder}: the run folder cannot be written ({_reason(err)}): {what}")
+
+
+def _try_claim(folder: Path, resume: bool = False) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _not_writable(folder, err, resume) from None
     try:
         fd = os.open(folder / OWNER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
+    except OSError as err:  # a folder that is not writable (any more: a resumed run's)
+        raise _not_writable(folder, err, resume) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
     return True
@@ -71,8 +86,11 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
         if owner:
             raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
                                  "(still running); wait for it or stop it before resuming")
-        (folder / OWNER).unlink(missing_ok=True)
-        if not _try_claim(folder):
+        try:
+            (folder / OWNER).unlink(missing_ok=True)
+        except OSError as err:
+            raise _not_writable(folder, err, resume) from None
+        if not _try_claim(folder, resume=True):
             raise OutputDirError(f"{folder}: another process claimed the run folder while this run resumed")
         return folder
     for k in range(1, max_tries + 1):
@@ -131,11 +149,29 @@ def check_writable(folders: dict[str, str | os.PathLike]) -> None:
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
                 pass
         except OSError as err:
-            reason = err.strerror or errno.errorcode.get(err.errno or 0, type(err).__name__)
-            bad.append(f"{key}: {folder} is not writable ({reason})")
+            bad.append(f"{key}: {folder} is not writable ({_reason(err)})")
     if bad:
         raise OutputDirError("output folders not writable; fix the permissions or point the key elsewhere:\n  "
                              + "\n  ".join(bad))
+
+
+def check_creatable(key: str, folder: str | os.PathLike) -> None:
+    """Before Hydra makes a job's folder (``key``: ``hydra.run.dir`` or ``hydra.sweep.dir``): one
+    :class:`OutputDirError` naming it where it cannot be made, instead of Hydra's traceback. Nothing is created: a
+    probe file is written in its nearest existing folder (or in it, where it exists)."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-probe-"):
+            pass
+    except OSError as err:
+        why = "is a file, not a folder" if err.errno == errno.ENOTDIR else f"is not writable ({_reason(err)})"
+        raise OutputDirError(f"{key}: the run folder {folder} cannot be created: {existing} {why}; point "
+                             f"paths.log_dir (or {key}) elsewhere, or fix its permissions") from None
 
 
 class LogFile(logging.FileHandler):

@@ -138,6 +138,29 @@ def test_a_taken_folder_is_never_shared(tmp_path):
         run_folder.claim(tmp_path / "run", resume=True)
 
 
+def test_a_run_folder_that_cannot_be_written_is_one_message(tmp_path, monkeypatch):
+    """Resuming into a folder made read-only since (or a fresh run's folder): one OutputDirError naming it, not a
+    PermissionError's traceback from writing .run_owner (tests run as root, whom chmod does not stop)."""
+    real_open = os.open
+
+    def refuse(path, *args, **kwargs):
+        if str(path).endswith(run_folder.OWNER):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(run_folder.os, "open", refuse)
+    with pytest.raises(run_folder.OutputDirError, match=r"run: the run folder cannot be written \(Permission "
+                       r"denied\): make it writable again"):
+        run_folder.claim(tmp_path / "run", resume=True)
+    with pytest.raises(run_folder.OutputDirError, match="fix the permissions or point paths.log_dir"):
+        run_folder.claim(tmp_path / "run")
+    monkeypatch.undo()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(run_folder.OutputDirError, match="file/run: the run folder cannot be written"):
+        run_folder.claim(tmp_path / "file" / "run")
+
+
 def test_two_runs_in_one_folder_write_apart(make_cfg, tmp_path):
     for _ in range(2):
         run(make_cfg("task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"))
