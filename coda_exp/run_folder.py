@@ -2,7 +2,8 @@
 folder a run will write to is checked writable before the first step.
 
 - Ownership: a run claims its folder by creating ``.run_owner`` exclusively (``O_CREAT | O_EXCL``: atomic, so two
-  processes can never both succeed) with its host and process id. A fresh run that finds the folder claimed (two
+  processes can never both succeed) with its host, process id and the process's start time (a pid reused by an
+  unrelated process later is not taken for the owner). A fresh run that finds the folder claimed (two
   runs started in the same instant, or ``hydra.run.dir`` pointed at an old run) moves to ``<folder>-2``,
   ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
 - Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
@@ -44,6 +45,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: ``/proc/<pid>/stat``'s field 22), None where unknown (no
+    such process, no ``/proc``): with the pid it names one process, where a pid alone may be reused by another."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(stat[stat.rindex(")") + 2:].split()[19])  # the fields after "(comm)" start at field 3
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _owner(folder: Path) -> dict:
     try:
         return json.loads((folder / OWNER).read_text(encoding="utf-8"))
@@ -73,7 +84,9 @@ def _try_claim(folder: Path, resume: bool = False) -> bool:
     except OSError as err:  # a folder that is not writable (any more: a resumed run's)
         raise _not_writable(folder, err, resume) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
+        started = _start_time(os.getpid())
+        json.dump({"host": socket.gethostname(), "pid": os.getpid(),
+                   **({} if started is None else {"started": started})}, fh)
     return True
 
 
@@ -105,12 +118,22 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
 
 def live_owner(folder: str | os.PathLike) -> dict:
     """The owner of ``folder`` (host, pid) where it is another process, alive on this host; {} otherwise (no owner,
-    a process that ended, another host, which this host cannot see)."""
+    a process that ended, another host, which this host cannot see, or a process that started at another time than
+    the owner file says: its pid reused by an unrelated process; an owner file without that time, written before
+    it was recorded, is judged by its pid alone)."""
     owner = _owner(Path(folder))
-    if owner.get("host") == socket.gethostname() and owner.get("pid") not in (None, os.getpid()) \
-            and _pid_alive(int(owner["pid"])):
-        return owner
-    return {}
+    if owner.get("host") != socket.gethostname() or owner.get("pid") in (None, os.getpid()):
+        return {}
+    try:
+        pid = int(owner["pid"])
+    except (TypeError, ValueError):
+        return {}
+    if not _pid_alive(pid):
+        return {}
+    started = owner.get("started")
+    if started is not None and (now := _start_time(pid)) is not None and now != started:
+        return {}
+    return owner
 
 
 def owner_of(folder: str | os.PathLike) -> dict:

@@ -138,6 +138,23 @@ def test_a_taken_folder_is_never_shared(tmp_path):
         run_folder.claim(tmp_path / "run", resume=True)
 
 
+def test_an_owner_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
+    """The owner file records the process's start time: a live process with the owner's pid that started at another
+    time (the pid reused) does not hold the folder; an owner file without the time is judged by the pid, as before."""
+    folder = run_folder.claim(tmp_path / "run")
+    mine = json.loads((folder / run_folder.OWNER).read_text())
+    assert mine["pid"] == os.getpid() and mine["started"] == run_folder._start_time(os.getpid())
+    parent, host = os.getppid(), os.uname().nodename
+    started = run_folder._start_time(parent)
+    for owner, held in (({"host": host, "pid": parent, "started": started}, True),
+                        ({"host": host, "pid": parent, "started": started + 1}, False),  # another process now
+                        ({"host": host, "pid": parent}, True)):  # an older owner file: the pid alone
+        (folder / run_folder.OWNER).write_text(json.dumps(owner))
+        assert bool(run_folder.live_owner(folder)) is held, owner
+    (folder / run_folder.OWNER).write_text(json.dumps({"host": host, "pid": parent, "started": started + 1}))
+    assert run_folder.claim(folder, resume=True) == folder  # resumable: the stale claim taken over
+
+
 def test_a_run_folder_that_cannot_be_written_is_one_message(tmp_path, monkeypatch):
     """Resuming into a folder made read-only since (or a fresh run's folder): one OutputDirError naming it, not a
     PermissionError's traceback from writing .run_owner (tests run as root, whom chmod does not stop)."""
