@@ -1,8 +1,8 @@
 """``resume=auto``: a run goes on where the same run stopped, without the user finding its checkpoint.
 
 Before any data loads, the run looks for its earlier runs: the run folders (``config_resolved.yaml`` beside
-``checkpoints/``) under ``paths.log_dir``'s ``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own
-Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
+``checkpoints/``; where it was deleted, the config the checkpoint carries) under ``paths.log_dir``'s
+``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
 ``resume``, ``verbose``, which change no result). Then:
 
 - one of them **finished** (its run record, in ``paths.results_dir/runs/`` or the folder's fallback record, says
@@ -79,19 +79,47 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     for root, pattern in patterns:
         if root.is_dir():
             for folder in sorted(root.glob(pattern)):
-                if (folder / RESOLVED_CONFIG).is_file():
+                if (folder / RESOLVED_CONFIG).is_file() or (folder / "checkpoints").is_dir():
                     found[folder.resolve()] = None
     return list(found)
 
 
+def run_config(folder: Path) -> tuple[dict | None, Path | None]:
+    """(the resolved config of ``folder``'s run, the file it was read from): its ``config_resolved.yaml``, or where
+    that was deleted the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped);
+    (None, None) where neither can be read."""
+    path = folder / RESOLVED_CONFIG
+    if path.is_file():
+        try:
+            theirs = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
+            log.warning("resume=auto: %s cannot be read (%s); skipped", path, err)
+            return None, None
+        return (theirs, path) if isinstance(theirs, dict) else (None, None)
+    from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    for name in RESUME_FROM:
+        path = folder / "checkpoints" / name
+        if path.is_file():
+            try:
+                theirs = load_checkpoint(path, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
+            except CheckpointError:
+                continue
+            if isinstance(theirs, dict):
+                return theirs, path
+    return None, None
+
+
 def same_run(mine: dict, folder: Path) -> bool:
     """Whether ``folder``'s run had the resolved config ``mine`` (each run's own folder set aside)."""
-    try:
-        theirs = OmegaConf.to_container(OmegaConf.load(folder / RESOLVED_CONFIG), resolve=True)
-    except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
-        log.warning("resume=auto: %s cannot be read (%s); skipped", folder / RESOLVED_CONFIG, err)
+    theirs, source = run_config(folder)
+    if theirs is None or normalised(theirs) != normalised(mine):
         return False
-    return isinstance(theirs, dict) and normalised(theirs) == normalised(mine)
+    if source.name != RESOLVED_CONFIG:
+        log.warning("resume=auto: %s has no %s (deleted?); the config its checkpoint %s carries is this run's",
+                    folder, RESOLVED_CONFIG, source)
+    return True
 
 
 def checkpoint_step(path: Path) -> int | None:

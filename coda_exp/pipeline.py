@@ -172,7 +172,7 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     if cfg.get("ckpt_path"):
         ckpt = load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
         theirs = run_folder.resume_folder(cfg.ckpt_path)
-        check_same_run(cfg, theirs)
+        check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "

@@ -141,11 +141,17 @@ def owner_of(folder: str | os.PathLike) -> dict:
     return _owner(Path(folder))
 
 
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's: its ``config_resolved.yaml`` or, where that was deleted, the owner file every
+    run leaves."""
+    return (folder / RESOLVED_CONFIG).is_file() or (folder / OWNER).is_file()
+
+
 def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
-    """The run folder a checkpoint belongs to (``<run>/checkpoints/[periodic/]x.ckpt`` where ``<run>`` holds the
-    run's ``config_resolved.yaml``), or None for a checkpoint outside a run folder."""
+    """The run folder a checkpoint belongs to (``<run>/checkpoints/[periodic/]x.ckpt`` where ``<run>`` is a run's:
+    :func:`is_run_folder`), or None for a checkpoint outside a run folder."""
     for parent in list(Path(ckpt_path).resolve().parents)[:3]:
-        if parent.name == "checkpoints" and (parent.parent / RESOLVED_CONFIG).is_file():
+        if parent.name == "checkpoints" and is_run_folder(parent.parent):
             return parent.parent
     return None
 

@@ -195,3 +195,18 @@ def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, cap
     last.unlink()
     interrupted.unlink()
     assert auto_resume.furthest([folder]) is None  # no checkpoint at all: a fresh run
+
+
+def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoints_config(compose, tmp_path, caplog):
+    """It was invisible (resume=auto started afresh beside it): its checkpoint carries the config; the resumed run
+    writes config_resolved.yaml again."""
+    first = tmp_path / "runs" / "first"
+    auto = [*BASE, "resume=auto"]
+    with pytest.raises(SystemExit):
+        run(compose([*auto, f"paths.output_dir={first}"], tmp_path))
+    (first / "config_resolved.yaml").unlink()
+    run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
+    (resumed,) = _records(tmp_path)
+    assert resumed["output_dir"] == str(first) and resumed["resumed_from"].endswith("interrupted.ckpt")
+    assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
+    assert (first / "config_resolved.yaml").is_file()
