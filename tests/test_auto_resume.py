@@ -74,6 +74,11 @@ def test_a_requeued_job_resumes_in_its_own_folder(compose, tmp_path):
     (record,) = _records(tmp_path)
     assert record["output_dir"] == str(folder) and record["resumed_from"].endswith("interrupted.ckpt")
     assert not (tmp_path / "runs" / "job-2").exists()
+    # the record's time is the whole run's: the stopped process's (up to its checkpoint) and this one's
+    import torch
+
+    earlier = torch.load(record["resumed_from"], weights_only=False)["callbacks"]["ElapsedTime"]["elapsed_s"]
+    assert earlier > 0 and record["wall_time_s"] == pytest.approx(earlier + record["wall_time_segment_s"], abs=0.01)
 
 
 def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
