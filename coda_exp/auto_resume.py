@@ -207,6 +207,46 @@ def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path
     return out
 
 
+STEP_BUDGET = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs")
+
+
+def _raised(mine, theirs) -> bool:
+    """Whether a step budget ``mine`` (this run's value of a ``STEP_BUDGET`` key) is longer than ``theirs``."""
+    unlimited = (None, -1)
+    if mine == theirs or theirs in unlimited:
+        return False
+    if mine in unlimited:
+        return True
+    try:
+        return float(mine) > float(theirs)
+    except (TypeError, ValueError):
+        return mine != theirs
+
+
+def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> None:
+    """``ckpt_path=`` a checkpoint of a run that finished, at the step its record ends at (its ``last.ckpt``), with
+    the budget it finished with: training on from it would test it again and write a second record of the same run
+    (which plots and tables would pool). A CheckpointError naming the record; a raised budget trains on."""
+    from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    trained = ckpt.get(CHECKPOINT_CONFIG)
+    if folder is None or not cfg.get("save_record", True) or not isinstance(trained, dict):
+        return
+    theirs = OmegaConf.create(trained)
+    if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))
+           for k in STEP_BUDGET):
+        return
+    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None))}
+    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    if done is None or int(done[1].get("steps") or 0) > int(ckpt.get("global_step") or 0):
+        return
+    path, record = done
+    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step {record['steps']} "
+                          f"(record {path}) with this budget, so nothing is left to train: to test it again, coda-exp "
+                          f"eval ckpt_path={cfg.ckpt_path}; to train longer, raise task.epochs or task.max_steps")
+
+
 def decide(cfg: DictConfig, own: Path) -> Decision:
     """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
     if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched

@@ -277,6 +277,25 @@ def test_a_checkpoint_of_another_configuration_is_refused_naming_the_keys(make_c
     assert [r["steps"] > 0 for r in records] == [True] * len(records) and records
 
 
+def test_the_last_checkpoint_of_a_finished_run_is_not_trained_and_tested_again(compose, tmp_path):
+    """ckpt_path=<a finished run's last.ckpt> with its budget re-tested it and wrote another record each time (which
+    plots pooled): refused naming the record; a raised budget trains on."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    base = ["task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"]
+    run(compose(base, tmp_path))
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    with pytest.raises(CheckpointError, match=rf"ckpt_path={last}: its run finished already at step "
+                                              rf"{record['steps']} \(record {tmp_path}/results/runs/.*\.json\) "
+                                              "with this budget.*coda-exp eval ckpt_path="):
+        run(compose([*base, f"ckpt_path={last}", f"paths.output_dir={tmp_path}/again"], tmp_path))
+    assert len(results.load_records(tmp_path / "results" / "runs", strict=True)) == 1
+    run(compose([*base, "task.epochs=2", f"ckpt_path={last}", f"paths.output_dir={tmp_path}/longer"], tmp_path))
+    longer = max(results.load_records(tmp_path / "results" / "runs", strict=True), key=lambda r: r["steps"])
+    assert longer["steps"] > record["steps"] and longer["output_dir"] == str(tmp_path / "run")
+
+
 def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):
     """Two runs started with one hydra.run.dir: the second moves to <dir>-2, and Hydra's log handler, which still
     points at <dir>/train.log, is detached meanwhile (it used to write the second run's lines there; issue 20)."""
