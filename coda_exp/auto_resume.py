@@ -1,8 +1,8 @@
 """``resume=auto``: a run goes on where the same run stopped, without the user finding its checkpoint.
 
 Before any data loads, the run looks for its earlier runs: the run folders (``config_resolved.yaml`` beside
-``checkpoints/``) under ``paths.log_dir``'s ``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own
-Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
+``checkpoints/``; where it was deleted, the config the checkpoint carries) under ``paths.log_dir``'s
+``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
 ``resume``, ``verbose``, which change no result). Then:
 
 - one of them **finished** (its run record, in ``paths.results_dir/runs/`` or the folder's fallback record, says
@@ -79,19 +79,47 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     for root, pattern in patterns:
         if root.is_dir():
             for folder in sorted(root.glob(pattern)):
-                if (folder / RESOLVED_CONFIG).is_file():
+                if (folder / RESOLVED_CONFIG).is_file() or (folder / "checkpoints").is_dir():
                     found[folder.resolve()] = None
     return list(found)
 
 
+def run_config(folder: Path) -> tuple[dict | None, Path | None]:
+    """(the resolved config of ``folder``'s run, the file it was read from): its ``config_resolved.yaml``, or where
+    that was deleted the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped);
+    (None, None) where neither can be read."""
+    path = folder / RESOLVED_CONFIG
+    if path.is_file():
+        try:
+            theirs = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
+            log.warning("resume=auto: %s cannot be read (%s); skipped", path, err)
+            return None, None
+        return (theirs, path) if isinstance(theirs, dict) else (None, None)
+    from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    for name in RESUME_FROM:
+        path = folder / "checkpoints" / name
+        if path.is_file():
+            try:
+                theirs = load_checkpoint(path, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
+            except CheckpointError:
+                continue
+            if isinstance(theirs, dict):
+                return theirs, path
+    return None, None
+
+
 def same_run(mine: dict, folder: Path) -> bool:
     """Whether ``folder``'s run had the resolved config ``mine`` (each run's own folder set aside)."""
-    try:
-        theirs = OmegaConf.to_container(OmegaConf.load(folder / RESOLVED_CONFIG), resolve=True)
-    except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
-        log.warning("resume=auto: %s cannot be read (%s); skipped", folder / RESOLVED_CONFIG, err)
+    theirs, source = run_config(folder)
+    if theirs is None or normalised(theirs) != normalised(mine):
         return False
-    return isinstance(theirs, dict) and normalised(theirs) == normalised(mine)
+    if source.name != RESOLVED_CONFIG:
+        log.warning("resume=auto: %s has no %s (deleted?); the config its checkpoint %s carries is this run's",
+                    folder, RESOLVED_CONFIG, source)
+    return True
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -105,16 +133,52 @@ def checkpoint_step(path: Path) -> int | None:
         return None
 
 
-def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
-    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
-    found = []
+def checkpoints(folder: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, str]]]:
+    """The ``RESUME_FROM`` files under ``<folder>/checkpoints``: (path, step) of those that can be read, and (path,
+    why) of those that cannot (cut short, empty, foreign)."""
+    from coda_exp.checkpoint_avg import CheckpointError, global_step
+
+    readable, unreadable = [], []
     for name in RESUME_FROM:
         path = folder / "checkpoints" / name
-        if path.is_file() and (step := checkpoint_step(path)) is not None:
-            found.append((step, path))
-    if not found:
+        if path.is_file():
+            try:
+                readable.append((path, global_step(path)))
+            except CheckpointError as err:
+                unreadable.append((path, str(err)))
+    return readable, unreadable
+
+
+def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
+    readable, _ = checkpoints(folder)
+    if not readable:
         return None
-    step, path = max(found, key=lambda f: f[0])
+    return max(readable, key=lambda f: f[1])
+
+
+def furthest(folders: list[Path]) -> tuple[Path, int] | None:
+    """The checkpoint at the latest step among ``folders``' (runs of this configuration), with its step; None where
+    they have none. Files that cannot be read are named: a warning when another checkpoint is read instead, else a
+    :class:`~coda_exp.checkpoint_avg.CheckpointError` (never a silent fresh run beside a stopped one)."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    points, bad = [], []
+    for folder in folders:
+        readable, unreadable = checkpoints(folder)
+        points += readable
+        bad += unreadable
+    named = "; ".join(why for _, why in bad)
+    if bad and not points:
+        files = " ".join(str(path) for path, _ in bad)
+        raise CheckpointError(f"resume=auto: the stopped run of this configuration has no checkpoint that can be "
+                              f"read: {named}. Restore them from a copy, or delete them (rm {files}) to start this "
+                              "run afresh")
+    if not points:
+        return None
+    path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
+    if bad:
+        log.warning("resume=auto: %s; resuming from %s (step %d) instead", named, path, step)
     return path, step
 
 
@@ -143,6 +207,46 @@ def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path
     return out
 
 
+STEP_BUDGET = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_steps", "trainer.max_epochs")
+
+
+def _raised(mine, theirs) -> bool:
+    """Whether a step budget ``mine`` (this run's value of a ``STEP_BUDGET`` key) is longer than ``theirs``."""
+    unlimited = (None, -1)
+    if mine == theirs or theirs in unlimited:
+        return False
+    if mine in unlimited:
+        return True
+    try:
+        return float(mine) > float(theirs)
+    except (TypeError, ValueError):
+        return mine != theirs
+
+
+def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> None:
+    """``ckpt_path=`` a checkpoint of a run that finished, at the step its record ends at (its ``last.ckpt``), with
+    the budget it finished with: training on from it would test it again and write a second record of the same run
+    (which plots and tables would pool). A CheckpointError naming the record; a raised budget trains on."""
+    from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    trained = ckpt.get(CHECKPOINT_CONFIG)
+    if folder is None or not cfg.get("save_record", True) or not isinstance(trained, dict):
+        return
+    theirs = OmegaConf.create(trained)
+    if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))
+           for k in STEP_BUDGET):
+        return
+    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None))}
+    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    if done is None or int(done[1].get("steps") or 0) > int(ckpt.get("global_step") or 0):
+        return
+    path, record = done
+    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step {record['steps']} "
+                          f"(record {path}) with this budget, so nothing is left to train: to test it again, coda-exp "
+                          f"eval ckpt_path={cfg.ckpt_path}; to train longer, raise task.epochs or task.max_steps")
+
+
 def decide(cfg: DictConfig, own: Path) -> Decision:
     """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
     if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched
@@ -161,10 +265,9 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
             if owner := live_owner(folder):
                 raise OutputDirError(f"resume=auto: the same run is running now in {folder} (process "
                                      f"{owner['pid']}): wait for it or stop it, then run this again")
-        points = [point for f in matches if (point := resume_checkpoint(f)) is not None]
-        if points:
-            path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
-            decision = Decision(checkpoint=path, step=step)
+        point = furthest(matches)
+        if point is not None:
+            decision = Decision(checkpoint=point[0], step=point[1])
     os.environ[DECISION_ENV] = str(decision.checkpoint or "")
     return decision
 

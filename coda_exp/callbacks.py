@@ -32,6 +32,23 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
         self.patience = patience
 
 
+class ElapsedTime(pl.Callback):
+    """The run's time so far rides in every checkpoint (``elapsed_s``: the earlier processes' time, each up to the
+    checkpoint the next one resumed from, plus this process's since ``start``), so a resumed run's record counts
+    the whole run's time (``wall_time_s``), not the last process's alone. ``earlier``: the time restored."""
+
+    def __init__(self, start: float) -> None:
+        self.start, self.earlier = float(start), 0.0
+
+    def state_dict(self) -> dict:
+        import time
+
+        return {"elapsed_s": self.earlier + time.time() - self.start}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.earlier = float(state_dict.get("elapsed_s") or 0.0)
+
+
 class RandomState(pl.Callback):
     """Saves the global random states (Python, NumPy, torch CPU and CUDA) in every checkpoint and restores them when
     training resumes, so that dropout after a resume draws what the uninterrupted run drew (Lightning restores the

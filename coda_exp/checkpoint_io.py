@@ -34,6 +34,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             with atomic_write(path, "wb") as f:
                 torch.save(checkpoint, f)
         except RuntimeError as err:  # torch's writer reports a failed write (a full disk) as a RuntimeError
+            if cause_of(err, KeyboardInterrupt) is not None:  # a second Ctrl-C during the write ("unexpected
+                # pos"): the stop at once it asked for (the temporary file is gone, the target untouched)
+                raise KeyboardInterrupt from None
             failed = cause_of(err, OSError)
             if failed is None:
                 raise

@@ -15,7 +15,7 @@ import shlex
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...})
 from coda_exp.environment import config_dir, set_environment
@@ -138,6 +138,8 @@ def check_composition(argv: list[str]) -> None:
                 if problems:
                     print("error: " + "\n  ".join(problems), file=sys.stderr, flush=True)
                     raise SystemExit(USER_ERROR_EXIT)
+                if number == 0 and not args.cfg:  # --cfg job prints the config: no folder made
+                    check_job_folder(cfg, args.multirun)
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         missing = re.match(r"Could not override '([^']+)'", message)
@@ -190,6 +192,25 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
     why = f" (without -m its sweep's values are not applied: {' '.join(off)})" if off else ""
     return (f"experiment={experiment} is a sweep of {runs} run{'s' * (runs > 1)}: add -m ({program} -m {typed}), "
             f"or name one of its runs ({' '.join(first)}){why}")
+
+
+def check_job_folder(cfg: DictConfig, multirun: bool) -> None:
+    """The folder Hydra makes for the run (``hydra.run.dir``) or the sweep (``hydra.sweep.dir``) can be made: one
+    message naming it and exit status 2, where Hydra's own attempt is a traceback (a read-only ``paths.log_dir``).
+    A folder whose name does not resolve here is left to Hydra."""
+    from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.run_folder import OutputDirError, check_creatable
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    try:
+        folder = str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True))
+    except Exception:  # noqa: BLE001 - resolved by Hydra only (its job's values): Hydra reports it
+        return
+    try:
+        check_creatable(key, folder)
+    except OutputDirError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
 
 
 def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None) -> str:

@@ -21,7 +21,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 # resolvers: registered on import
 from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, results, run_folder  # noqa: F401
 from coda_exp.attention import kernels_used
-from coda_exp.callbacks import GateStats, RandomState, ValidationHistory
+from coda_exp.callbacks import ElapsedTime, GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
 from coda_exp.config_checks import check_config
@@ -172,8 +172,9 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     if cfg.get("ckpt_path"):
         ckpt = load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
         theirs = run_folder.resume_folder(cfg.ckpt_path)
-        check_same_run(cfg, theirs)
+        check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
+        auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
@@ -252,8 +253,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint
     task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
     loggers = build_loggers(cfg, identity)
-    history = ValidationHistory(cfg.task.monitor)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), DistributedSigterm()]
+    history, timer = ValidationHistory(cfg.task.monitor), ElapsedTime(start)
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), timer,
+                 DistributedSigterm()]
     periodic = checkpoint_avg.periodic_checkpoints(cfg)
     if periodic is not None:
         callbacks.append(periodic)
@@ -277,6 +279,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             stopped(stop, overrides)
         # before validate/test restore the callbacks' states from `best`
         val_curve, val_curve_steps = list(history.values), list(history.steps)
+        earlier = timer.earlier  # the earlier processes' time of a resumed run
         gate_stats = next((c.state_dict()["series"] for c in callbacks if isinstance(c, GateStats)), None)
         kernels = {"fit": kernels_used(model)}  # the CoDA kernels that actually ran (empty for softmax)
         ckpt = next((c for c in trainer.checkpoint_callbacks if isinstance(c, pl.callbacks.ModelCheckpoint)), None)
@@ -295,7 +298,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         status = "diverged" if diverged else "finished"
         record = new_record(cfg, identity, metrics=metrics, kernels=kernels, trainer=trainer, model=model,
                             datamodule=datamodule, steps=trainer.global_step, epochs=trainer.current_epoch,
-                            start=start, commit=commit, overrides=overrides, status=status)
+                            start=start - earlier, commit=commit, overrides=overrides, status=status)
         record.update({
             "val_curve": val_curve,
             "val_curve_steps": val_curve_steps,
@@ -303,6 +306,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             "resumed_from": cfg.get("ckpt_path"),
             "best_checkpoint": best,
             "checkpoints_averaged": averaged[1] if averaged else 0,
+            "wall_time_segment_s": round(record["wall_time_s"] - earlier, 3),  # this process's (wall_time_s: all)
         })
         if diverged:
             record["diverged_at_step"] = task.diverged_at

@@ -16,7 +16,9 @@ written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, one 
 configuration beyond the grid axes, :mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each
 validation), ``val_curve_steps`` (the global step of each of those validations, same length; null where unknown: a
 run resumed from a checkpoint written before steps were kept; absent from older records), ``val_curve_metric`` (the
-monitored metric's name), ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null) and ``vectors``
+monitored metric's name), ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null;
+``wall_time_s`` is then the whole run's time, its earlier processes' included, and ``wall_time_segment_s`` its last
+process's) and ``vectors``
 (what its pretrained word vectors were: ``coda_exp.data.common.embeddings.vectors_identity``; null without). A record
 of ``coda-exp eval`` has ``mode: "eval"``, ``checkpoint``, ``trained_run_id``, ``trained_overrides``, ``eval_split``
 and ``eval_data`` (:mod:`coda_exp.evaluate`); a training record has no ``mode``. A run with

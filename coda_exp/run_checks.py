@@ -207,18 +207,27 @@ def fast_options(cfg: DictConfig) -> FastOptions | None:
         raise ConfigError(str(err)) from None
 
 
-def check_same_run(cfg: DictConfig, folder: Path | None) -> None:
+def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = None) -> None:
     """Before a resumed run claims its checkpoint's folder: the checkpoint must be of this run's task and model
-    (read from the folder's ``config_resolved.yaml``); a CheckpointError naming the file otherwise, so another run's
-    folder is never taken over (its owner, log and configs stay as they are)."""
+    (read from the folder's ``config_resolved.yaml``, or where that was deleted from the config the checkpoint
+    ``ckpt`` carries); a CheckpointError naming the file otherwise, so another run's folder is never taken over (its
+    owner, log and configs stay as they are)."""
     if folder is None:
         return
-    theirs = OmegaConf.load(folder / RESOLVED_CONFIG)
+    source = folder / RESOLVED_CONFIG
+    if source.is_file():
+        theirs = OmegaConf.load(source)
+    elif ckpt is not None and isinstance(ckpt.get(CHECKPOINT_CONFIG), dict):
+        theirs, source = OmegaConf.create(ckpt[CHECKPOINT_CONFIG]), Path(cfg.ckpt_path)
+        log.warning("%s has no %s (deleted?): the run's config is read from %s; the resumed run writes it again",
+                    folder, RESOLVED_CONFIG, source)
+    else:
+        return
     mine = {"task": cfg.task.name, "model": cfg.model.name}
     other = {"task": OmegaConf.select(theirs, "task.name"), "model": OmegaConf.select(theirs, "model.name")}
     if other != mine:
         raise CheckpointError(f"{cfg.ckpt_path}: a checkpoint of task={other['task']} model={other['model']} "
-                              f"(its run's {folder / RESOLVED_CONFIG}); this run is task={mine['task']} "
+                              f"(its run's {source}); this run is task={mine['task']} "
                               f"model={mine['model']}: resume a checkpoint of the same task and model")
 
 

@@ -2,7 +2,8 @@
 folder a run will write to is checked writable before the first step.
 
 - Ownership: a run claims its folder by creating ``.run_owner`` exclusively (``O_CREAT | O_EXCL``: atomic, so two
-  processes can never both succeed) with its host and process id. A fresh run that finds the folder claimed (two
+  processes can never both succeed) with its host, process id and the process's start time (a pid reused by an
+  unrelated process later is not taken for the owner). A fresh run that finds the folder claimed (two
   runs started in the same instant, or ``hydra.run.dir`` pointed at an old run) moves to ``<folder>-2``,
   ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
 - Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
@@ -44,6 +45,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: ``/proc/<pid>/stat``'s field 22), None where unknown (no
+    such process, no ``/proc``): with the pid it names one process, where a pid alone may be reused by another."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text(encoding="utf-8", errors="replace")
+        return int(stat[stat.rindex(")") + 2:].split()[19])  # the fields after "(comm)" start at field 3
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _owner(folder: Path) -> dict:
     try:
         return json.loads((folder / OWNER).read_text(encoding="utf-8"))
@@ -51,14 +62,31 @@ def _owner(folder: Path) -> dict:
         return {}
 
 
-def _try_claim(folder: Path) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
+def _reason(err: OSError) -> str:
+    return err.strerror or errno.errorcode.get(err.errno or 0, type(err).__name__)
+
+
+def _not_writable(folder: Path, err: OSError, resume: bool) -> OutputDirError:
+    what = ("make it writable again (or copy the run folder elsewhere and resume from the copy's checkpoint)"
+            if resume else "fix the permissions or point paths.log_dir (or hydra.run.dir) elsewhere")
+    return OutputDirError(f"{folder}: the run folder cannot be written ({_reason(err)}): {what}")
+
+
+def _try_claim(folder: Path, resume: bool = False) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _not_writable(folder, err, resume) from None
     try:
         fd = os.open(folder / OWNER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
+    except OSError as err:  # a folder that is not writable (any more: a resumed run's)
+        raise _not_writable(folder, err, resume) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
+        started = _start_time(os.getpid())
+        json.dump({"host": socket.gethostname(), "pid": os.getpid(),
+                   **({} if started is None else {"started": started})}, fh)
     return True
 
 
@@ -71,8 +99,11 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
         if owner:
             raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
                                  "(still running); wait for it or stop it before resuming")
-        (folder / OWNER).unlink(missing_ok=True)
-        if not _try_claim(folder):
+        try:
+            (folder / OWNER).unlink(missing_ok=True)
+        except OSError as err:
+            raise _not_writable(folder, err, resume) from None
+        if not _try_claim(folder, resume=True):
             raise OutputDirError(f"{folder}: another process claimed the run folder while this run resumed")
         return folder
     for k in range(1, max_tries + 1):
@@ -87,12 +118,22 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
 
 def live_owner(folder: str | os.PathLike) -> dict:
     """The owner of ``folder`` (host, pid) where it is another process, alive on this host; {} otherwise (no owner,
-    a process that ended, another host, which this host cannot see)."""
+    a process that ended, another host, which this host cannot see, or a process that started at another time than
+    the owner file says: its pid reused by an unrelated process; an owner file without that time, written before
+    it was recorded, is judged by its pid alone)."""
     owner = _owner(Path(folder))
-    if owner.get("host") == socket.gethostname() and owner.get("pid") not in (None, os.getpid()) \
-            and _pid_alive(int(owner["pid"])):
-        return owner
-    return {}
+    if owner.get("host") != socket.gethostname() or owner.get("pid") in (None, os.getpid()):
+        return {}
+    try:
+        pid = int(owner["pid"])
+    except (TypeError, ValueError):
+        return {}
+    if not _pid_alive(pid):
+        return {}
+    started = owner.get("started")
+    if started is not None and (now := _start_time(pid)) is not None and now != started:
+        return {}
+    return owner
 
 
 def owner_of(folder: str | os.PathLike) -> dict:
@@ -100,11 +141,17 @@ def owner_of(folder: str | os.PathLike) -> dict:
     return _owner(Path(folder))
 
 
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's: its ``config_resolved.yaml`` or, where that was deleted, the owner file every
+    run leaves."""
+    return (folder / RESOLVED_CONFIG).is_file() or (folder / OWNER).is_file()
+
+
 def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
-    """The run folder a checkpoint belongs to (``<run>/checkpoints/[periodic/]x.ckpt`` where ``<run>`` holds the
-    run's ``config_resolved.yaml``), or None for a checkpoint outside a run folder."""
+    """The run folder a checkpoint belongs to (``<run>/checkpoints/[periodic/]x.ckpt`` where ``<run>`` is a run's:
+    :func:`is_run_folder`), or None for a checkpoint outside a run folder."""
     for parent in list(Path(ckpt_path).resolve().parents)[:3]:
-        if parent.name == "checkpoints" and (parent.parent / RESOLVED_CONFIG).is_file():
+        if parent.name == "checkpoints" and is_run_folder(parent.parent):
             return parent.parent
     return None
 
@@ -131,11 +178,29 @@ def check_writable(folders: dict[str, str | os.PathLike]) -> None:
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
                 pass
         except OSError as err:
-            reason = err.strerror or errno.errorcode.get(err.errno or 0, type(err).__name__)
-            bad.append(f"{key}: {folder} is not writable ({reason})")
+            bad.append(f"{key}: {folder} is not writable ({_reason(err)})")
     if bad:
         raise OutputDirError("output folders not writable; fix the permissions or point the key elsewhere:\n  "
                              + "\n  ".join(bad))
+
+
+def check_creatable(key: str, folder: str | os.PathLike) -> None:
+    """Before Hydra makes a job's folder (``key``: ``hydra.run.dir`` or ``hydra.sweep.dir``): one
+    :class:`OutputDirError` naming it where it cannot be made, instead of Hydra's traceback. Nothing is created: a
+    probe file is written in its nearest existing folder (or in it, where it exists)."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-probe-"):
+            pass
+    except OSError as err:
+        why = "is a file, not a folder" if err.errno == errno.ENOTDIR else f"is not writable ({_reason(err)})"
+        raise OutputDirError(f"{key}: the run folder {folder} cannot be created: {existing} {why}; point "
+                             f"paths.log_dir (or {key}) elsewhere, or fix its permissions") from None
 
 
 class LogFile(logging.FileHandler):

@@ -74,6 +74,11 @@ def test_a_requeued_job_resumes_in_its_own_folder(compose, tmp_path):
     (record,) = _records(tmp_path)
     assert record["output_dir"] == str(folder) and record["resumed_from"].endswith("interrupted.ckpt")
     assert not (tmp_path / "runs" / "job-2").exists()
+    # the record's time is the whole run's: the stopped process's (up to its checkpoint) and this one's
+    import torch
+
+    earlier = torch.load(record["resumed_from"], weights_only=False)["callbacks"]["ElapsedTime"]["elapsed_s"]
+    assert earlier > 0 and record["wall_time_s"] == pytest.approx(earlier + record["wall_time_segment_s"], abs=0.01)
 
 
 def test_a_bad_resume_value_is_one_error_before_any_data(make_cfg, monkeypatch):
@@ -172,3 +177,41 @@ def test_a_sweep_summary_counts_the_jobs_that_had_finished_already(tmp_path):
     assert sweep_summary(outcomes).splitlines()[0] == ("sweep: 3 job(s), 1 failed, 1 finished already "
                                                       "(resume=auto: nothing ran)")
     assert sweep_summary(outcomes[:1]) == "sweep: 1 job(s), 0 failed"  # as before when nothing was skipped
+
+
+def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, caplog):
+    import torch
+
+    from coda_exp import auto_resume
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    folder = (tmp_path / "runs" / "a").resolve()
+    (folder / "checkpoints").mkdir(parents=True)
+    last, interrupted = folder / "checkpoints" / "last.ckpt", folder / "checkpoints" / "interrupted.ckpt"
+    torch.save({"global_step": 10, "state_dict": {}}, interrupted)
+    last.write_bytes(b"PK\x03\x04 cut short")
+    assert auto_resume.furthest([folder]) == (interrupted, 10)  # the readable one, the bad one named
+    assert f"{last}: cannot be read" in caplog.text and f"resuming from {interrupted} (step 10)" in caplog.text
+    interrupted.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="no checkpoint that can be read") as err:
+        auto_resume.furthest([folder])
+    assert str(last) in str(err.value) and f"{interrupted}: the file is empty" in str(err.value)
+    assert "delete them" in str(err.value) and "\n" not in str(err.value)
+    last.unlink()
+    interrupted.unlink()
+    assert auto_resume.furthest([folder]) is None  # no checkpoint at all: a fresh run
+
+
+def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoints_config(compose, tmp_path, caplog):
+    """It was invisible (resume=auto started afresh beside it): its checkpoint carries the config; the resumed run
+    writes config_resolved.yaml again."""
+    first = tmp_path / "runs" / "first"
+    auto = [*BASE, "resume=auto"]
+    with pytest.raises(SystemExit):
+        run(compose([*auto, f"paths.output_dir={first}"], tmp_path))
+    (first / "config_resolved.yaml").unlink()
+    run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
+    (resumed,) = _records(tmp_path)
+    assert resumed["output_dir"] == str(first) and resumed["resumed_from"].endswith("interrupted.ckpt")
+    assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
+    assert (first / "config_resolved.yaml").is_file()

@@ -186,3 +186,19 @@ def test_random_state_round_trip_restores_python_numpy_and_torch():
     assert (random.random(), float(np.random.rand()), torch.rand(3).tolist()) == drawn
     restorer.on_train_start(None, None)  # restored once: a second train start draws on
     assert torch.rand(3).tolist() != drawn[2]
+
+
+def test_elapsed_time_rides_in_the_checkpoint_and_adds_up_over_resumed_runs():
+    import time
+
+    from coda_exp.callbacks import ElapsedTime
+
+    first = ElapsedTime(start=time.time() - 100)  # a process that ran 100 s before its checkpoint
+    state = first.state_dict()
+    assert state["elapsed_s"] >= 100 and first.earlier == 0
+    resumed = ElapsedTime(start=time.time())
+    resumed.load_state_dict(state)
+    assert resumed.earlier == state["elapsed_s"] and resumed.state_dict()["elapsed_s"] >= state["elapsed_s"]
+    older = ElapsedTime(start=time.time())
+    older.load_state_dict({})  # a checkpoint from before the time rode in it: nothing earlier known
+    assert older.earlier == 0

@@ -96,3 +96,38 @@ def test_hydras_log_file_is_the_runs_own_handler(make_cfg):
 
     make_cfg("task=snli", "scale=fixture")
     assert HydraConfig.get().job_logging.handlers.file["class"] == "coda_exp.run_folder.LogFile"
+
+
+def test_a_second_ctrl_c_during_the_write_stops_at_once_leaving_the_previous_checkpoint(tmp_path, monkeypatch):
+    """A Ctrl-C inside torch's writer came out as RuntimeError "unexpected pos" (a traceback, exit 1): it is the
+    KeyboardInterrupt it was (the pipeline's stop at once, exit 130), the old checkpoint untouched, no partial file."""
+    import signal
+
+    io = AtomicCheckpointIO()
+    path = tmp_path / "interrupted.ckpt"
+    io.save_checkpoint({"step": 1}, path)
+    before = path.read_bytes()
+    real_save = torch.save
+
+    class CtrlCMidWrite:
+        def __init__(self, f):
+            self.f, self.writes = f, 0
+
+        def write(self, data):
+            self.writes += 1
+            if self.writes == 3:
+                signal.raise_signal(signal.SIGINT)  # Python's handler: KeyboardInterrupt inside torch's writer
+            return self.f.write(data)
+
+        def flush(self):
+            return self.f.flush()
+
+    monkeypatch.setattr(torch, "save", lambda obj, f: real_save(obj, CtrlCMidWrite(f)))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as err:
+            io.save_checkpoint({"step": 2, "weights": torch.zeros(10_000)}, path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert err.value.__suppress_context__  # no "unexpected pos" traceback behind it
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["interrupted.ckpt"]

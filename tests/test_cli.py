@@ -143,3 +143,29 @@ def test_an_experiment_sweep_without_m_is_one_message_before_anything_runs(argv,
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and (err == message if message.endswith("\n") else message in err), err
     assert not list(tmp_path.iterdir())  # no run folder
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_log_dir_where_hydra_cannot_make_the_job_folder_is_one_message(multirun, tmp_path, capsys, monkeypatch):
+    """It used to be Hydra's PermissionError (or NotADirectoryError) traceback making <log_dir>/runs, exit status 1.
+    A folder under a regular file stops even root; a read-only folder is simulated (tests run as root)."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    (tmp_path / "file").write_text("")
+    argv = [*(["-m", "seed=1,2"] if multirun else []), "task=wikiqa", "scale=fixture",
+            f"paths.log_dir={tmp_path}/file/outputs"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    assert exit_.value.code == 2 and err.startswith(f"error: {key}: the run folder {tmp_path}/file/outputs/"), err
+    assert f"{tmp_path}/file is a file, not a folder; point paths.log_dir" in err and "Traceback" not in err
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("tempfile.NamedTemporaryFile", refuse)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv[:-1], f"paths.log_dir={tmp_path}/read-only"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"cannot be created: {tmp_path} is not writable (Permission denied)" in err
+    assert not (tmp_path / "read-only").exists()

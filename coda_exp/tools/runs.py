@@ -5,8 +5,9 @@ has left to do without opening folders.
     coda-exp runs --left                # only the runs not finished: stopped (with their step) or failed
     coda-exp runs --log-dir /scratch/me/outputs --json runs.json
 
-A run folder is one with a ``config_resolved.yaml`` under ``<log-dir>/runs/*/`` or ``<log-dir>/multiruns/*/``. Its
-state:
+A run folder is one with a ``config_resolved.yaml`` (or, where that was deleted, a ``checkpoints/`` folder, listed
+with "no config_resolved.yaml" and the names its checkpoint's config gives) under ``<log-dir>/runs/*/`` or
+``<log-dir>/multiruns/*/``. Its state:
 
 - ``finished`` / ``diverged``: its training record (in the ``paths.results_dir`` its own config names, or the
   fallback record in the folder) says so; the step is the record's;
@@ -39,25 +40,37 @@ class RunState:
     step: int | None
     checkpoint: str | None  # the checkpoint a stopped run resumes from
     record: str | None  # a finished run's record
+    note: str | None = None  # what is amiss with the folder (its config_resolved.yaml deleted)
 
 
 def run_folders(log_dir: Path) -> list[Path]:
-    """The run folders under ``log_dir`` (single runs and sweep jobs), newest first."""
-    found = [f.parent for pattern in ("runs/*/*/config_resolved.yaml", "multiruns/*/*/config_resolved.yaml")
-             for f in log_dir.glob(pattern)]
-    return sorted(found, key=lambda f: (f / "config_resolved.yaml").stat().st_mtime, reverse=True)
+    """The run folders under ``log_dir`` (single runs and sweep jobs; one whose ``config_resolved.yaml`` was deleted
+    by its ``checkpoints/``), newest first."""
+    found = {f.parent: None for pattern in ("runs/*/*/config_resolved.yaml", "multiruns/*/*/config_resolved.yaml",
+                                            "runs/*/*/checkpoints", "multiruns/*/*/checkpoints")
+             for f in sorted(log_dir.glob(pattern))}
+
+    def made(folder: Path) -> float:
+        config = folder / "config_resolved.yaml"
+        return (config if config.is_file() else folder).stat().st_mtime
+
+    return sorted(found, key=made, reverse=True)
 
 
 def states(log_dir: Path) -> list[RunState]:
     """Where each run folder under ``log_dir`` stands (module docstring), newest first."""
     from omegaconf import OmegaConf
 
-    from coda_exp.auto_resume import finished_records, resume_checkpoint
+    from coda_exp.auto_resume import finished_records, resume_checkpoint, run_config
     from coda_exp.run_folder import live_owner
 
     folders = run_folders(log_dir)
-    configs = {}
+    configs, missing = {}, set()
     for folder in folders:
+        if not (folder / "config_resolved.yaml").is_file():  # deleted: its checkpoint's config, if any
+            missing.add(folder)
+            configs[folder] = run_config(folder)[0] or {}
+            continue
         try:
             configs[folder] = OmegaConf.to_container(OmegaConf.load(folder / "config_resolved.yaml"), resolve=False)
         except Exception:  # noqa: BLE001 - an unreadable config: the folder is listed without its names
@@ -78,7 +91,7 @@ def states(log_dir: Path) -> list[RunState]:
         elif (point := resume_checkpoint(folder)) is not None:
             state, step, checkpoint = "stopped", point[1], str(point[0])
         out.append(RunState(str(folder), task, model, cfg.get("seed"), cfg.get("scale_name"), state, step,
-                            checkpoint, record))
+                            checkpoint, record, "no config_resolved.yaml" if folder in missing else None))
     return out
 
 
@@ -87,7 +100,9 @@ def _table(rows: list[RunState]) -> str:
     cells = [header] + [(r.state, "" if r.step is None else str(r.step), r.task or "?", r.model or "?",
                          "" if r.seed is None else str(r.seed), r.scale or "?", r.folder) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
-    return "\n".join("  ".join(c[i].ljust(w) for i, w in enumerate(widths)) + "  " + c[-1] for c in cells)
+    notes = [""] + [f"  ({r.note})" if r.note else "" for r in rows]
+    return "\n".join("  ".join(c[i].ljust(w) for i, w in enumerate(widths)) + "  " + c[-1] + note
+                     for c, note in zip(cells, notes))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 or SIGTERM outside a training step, a corrupt checkpoint, a full disk."""
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -219,6 +220,49 @@ def test_ctrl_c_outside_a_training_step_is_one_message_and_exit_130(make_cfg, mo
     with pytest.raises(SystemExit) as stop:
         run(make_cfg(*base, "+callbacks.c._target_=tests.e2e.kill_hook.CtrlCInSanityCheck"))
     assert stop.value.code == 130 and caplog.text.count("run stopped by Ctrl-C outside a training step") == 2
+
+
+def test_a_second_ctrl_c_while_interrupted_ckpt_is_written_is_one_message_and_exit_130(make_cfg, tmp_path,
+                                                                                       monkeypatch, caplog):
+    """The second Ctrl-C inside torch's writer was RuntimeError "unexpected pos", a traceback and exit 1: now the
+    stop at once (one message, 130), with no partial interrupted.ckpt or temporary file left."""
+    import torch
+
+    real_save = torch.save
+
+    class CtrlCMidWrite:
+        def __init__(self, f):
+            self.f, self.writes = f, 0
+
+        def write(self, data):
+            self.writes += 1
+            if self.writes == 3:
+                signal.raise_signal(signal.SIGINT)  # the second Ctrl-C: Python's own handler is back
+            return self.f.write(data)
+
+        def flush(self):
+            return self.f.flush()
+
+    from coda_exp.checkpoint_io import AtomicCheckpointIO
+
+    real_checkpoint, target = AtomicCheckpointIO.save_checkpoint, {}
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        target["name"] = Path(path).name
+        return real_checkpoint(self, checkpoint, path, storage_options)
+
+    def save(obj, f):
+        return real_save(obj, CtrlCMidWrite(f) if target.get("name") == "interrupted.ckpt" else f)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_checkpoint)
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(SystemExit) as stop:
+        run(make_cfg("task=snli", "scale=fixture", "logger=none", "task.epochs=1", f"paths.output_dir={tmp_path}/run",
+                     "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=3",
+                     "+callbacks.sig.signum=2"))
+    assert stop.value.code == 130 and "run stopped by Ctrl-C outside a training step" in caplog.text
+    assert "Traceback" not in caplog.text and "unexpected pos" not in caplog.text
+    assert not [p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if p.name.startswith((".", "interr"))]
 
 
 def test_ctrl_c_before_a_run_starts_is_one_line(monkeypatch, capsys):

@@ -140,6 +140,46 @@ def test_a_taken_folder_is_never_shared(tmp_path):
         run_folder.claim(tmp_path / "run", resume=True)
 
 
+def test_an_owner_whose_pid_now_belongs_to_another_process_is_stale(tmp_path):
+    """The owner file records the process's start time: a live process with the owner's pid that started at another
+    time (the pid reused) does not hold the folder; an owner file without the time is judged by the pid, as before."""
+    folder = run_folder.claim(tmp_path / "run")
+    mine = json.loads((folder / run_folder.OWNER).read_text())
+    assert mine["pid"] == os.getpid() and mine["started"] == run_folder._start_time(os.getpid())
+    parent, host = os.getppid(), os.uname().nodename
+    started = run_folder._start_time(parent)
+    for owner, held in (({"host": host, "pid": parent, "started": started}, True),
+                        ({"host": host, "pid": parent, "started": started + 1}, False),  # another process now
+                        ({"host": host, "pid": parent}, True)):  # an older owner file: the pid alone
+        (folder / run_folder.OWNER).write_text(json.dumps(owner))
+        assert bool(run_folder.live_owner(folder)) is held, owner
+    (folder / run_folder.OWNER).write_text(json.dumps({"host": host, "pid": parent, "started": started + 1}))
+    assert run_folder.claim(folder, resume=True) == folder  # resumable: the stale claim taken over
+
+
+def test_a_run_folder_that_cannot_be_written_is_one_message(tmp_path, monkeypatch):
+    """Resuming into a folder made read-only since (or a fresh run's folder): one OutputDirError naming it, not a
+    PermissionError's traceback from writing .run_owner (tests run as root, whom chmod does not stop)."""
+    real_open = os.open
+
+    def refuse(path, *args, **kwargs):
+        if str(path).endswith(run_folder.OWNER):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(run_folder.os, "open", refuse)
+    with pytest.raises(run_folder.OutputDirError, match=r"run: the run folder cannot be written \(Permission "
+                       r"denied\): make it writable again"):
+        run_folder.claim(tmp_path / "run", resume=True)
+    with pytest.raises(run_folder.OutputDirError, match="fix the permissions or point paths.log_dir"):
+        run_folder.claim(tmp_path / "run")
+    monkeypatch.undo()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(run_folder.OutputDirError, match="file/run: the run folder cannot be written"):
+        run_folder.claim(tmp_path / "file" / "run")
+
+
 def test_two_runs_in_one_folder_write_apart(make_cfg, tmp_path):
     for _ in range(2):
         run(make_cfg("task=snli", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"))
@@ -237,6 +277,25 @@ def test_a_checkpoint_of_another_configuration_is_refused_naming_the_keys(make_c
                  f"ckpt_path={last}"))
     records = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert [r["steps"] > 0 for r in records] == [True] * len(records) and records
+
+
+def test_the_last_checkpoint_of_a_finished_run_is_not_trained_and_tested_again(compose, tmp_path):
+    """ckpt_path=<a finished run's last.ckpt> with its budget re-tested it and wrote another record each time (which
+    plots pooled): refused naming the record; a raised budget trains on."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    base = ["task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"]
+    run(compose(base, tmp_path))
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    with pytest.raises(CheckpointError, match=rf"ckpt_path={last}: its run finished already at step "
+                                              rf"{record['steps']} \(record {tmp_path}/results/runs/.*\.json\) "
+                                              "with this budget.*coda-exp eval ckpt_path="):
+        run(compose([*base, f"ckpt_path={last}", f"paths.output_dir={tmp_path}/again"], tmp_path))
+    assert len(results.load_records(tmp_path / "results" / "runs", strict=True)) == 1
+    run(compose([*base, "task.epochs=2", f"ckpt_path={last}", f"paths.output_dir={tmp_path}/longer"], tmp_path))
+    longer = max(results.load_records(tmp_path / "results" / "runs", strict=True), key=lambda r: r["steps"])
+    assert longer["steps"] > record["steps"] and longer["output_dir"] == str(tmp_path / "run")
 
 
 def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):

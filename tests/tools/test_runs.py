@@ -62,6 +62,20 @@ def test_each_folder_is_finished_running_stopped_or_failed(tmp_path, capsys):
     assert [line.split()[0] for line in left[1:3]] == ["failed", "stopped"] and "finished" not in left[3]
 
 
+def test_a_folder_whose_config_resolved_yaml_was_deleted_is_listed_by_its_checkpoint(tmp_path, capsys):
+    log_dir = tmp_path / "outputs"
+    folder = _folder(log_dir / "runs" / "snli-decompatt", "a-s5", 5, tmp_path / "results")
+    config = OmegaConf.to_container(OmegaConf.load(folder / "config_resolved.yaml"))
+    (folder / "config_resolved.yaml").unlink()
+    torch.save({"global_step": 9, "state_dict": {}, "coda_exp.run_config": config},
+               folder / "checkpoints" / "last.ckpt")
+    assert runs.main(["--log-dir", str(log_dir), "--json", str(tmp_path / "runs.json")]) == 0
+    (row,) = json.loads((tmp_path / "runs.json").read_text())
+    assert (row["state"], row["step"], row["task"], row["seed"]) == ("stopped", 9, "snli", 5)
+    assert row["note"] == "no config_resolved.yaml"
+    assert capsys.readouterr().out.splitlines()[1].endswith(f"{folder}  (no config_resolved.yaml)")
+
+
 def test_no_folder_is_one_message(tmp_path, capsys):
     with pytest.raises(UserError, match="no such folder"):
         runs.main(["--log-dir", str(tmp_path / "nowhere")])
