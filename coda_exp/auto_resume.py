@@ -28,12 +28,12 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
+from coda_exp.config_diff import IGNORED, normalised  # noqa: F401 (IGNORED: part of this module's API)
 from coda_exp.run_folder import RESOLVED_CONFIG, OutputDirError, live_owner
 
 log = logging.getLogger(__name__)
 
 RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to resume from: the later step's
-IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
 DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
 DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
 # the folder of the run that had finished already when this process's last ``apply`` ran nothing (None: it ran;
@@ -50,23 +50,6 @@ class Decision:
     step: int | None = None
     finished: Path | None = None
     record: dict | None = None
-
-
-def normalised(config: dict) -> dict:
-    """The config with the run's own folder (its ``paths.output_dir``, as it was written there: a path through a
-    symbolic link stays one) replaced by a placeholder and the ignored keys left out."""
-    folder = str((config.get("paths") or {}).get("output_dir") or "") or "\0"
-
-    def walk(value):
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, str) and folder in value:
-            return value.replace(folder, "<run>")
-        return value
-
-    return {k: walk(v) for k, v in config.items() if k not in IGNORED}
 
 
 def candidates(cfg: DictConfig, own: Path) -> list[Path]:

@@ -157,7 +157,7 @@ def same_run(paths: Sequence[Path]) -> None:
     the keys (averaging two runs' weights is not T2T's averaging, and the result would pass as the newest one's)."""
     from omegaconf import OmegaConf
 
-    from coda_exp.run_checks import configuration_changes
+    from coda_exp.config_diff import configuration_changes
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
     configs = [(p, load_checkpoint(p, mmap=True).get(CHECKPOINT_CONFIG)) for p in paths]

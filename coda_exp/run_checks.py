@@ -21,11 +21,12 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from lightning_fabric.utilities.exceptions import MisconfigurationException
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
+from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
@@ -229,35 +230,6 @@ def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = Non
         raise CheckpointError(f"{cfg.ckpt_path}: a checkpoint of task={other['task']} model={other['model']} "
                               f"(its run's {source}); this run is task={mine['task']} "
                               f"model={mine['model']}: resume a checkpoint of the same task and model")
-
-
-def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
-    """The keys whose values differ between the resolved config ``trained`` (a checkpoint's) and ``cfg``'s, with
-    ``cfg``'s budget keys (``fingerprint.BUDGET_KEYS``: a resumed run may train longer) set to the checkpoint's
-    before resolving, so what derives from them (``task.patience``, a schedule's total steps) follows; where a run
-    is stored, logged or placed (``fingerprint.OUTPUT_KEYS``), each run's own folder and a callback only one of
-    them has (``+callbacks.x=...``, ``callbacks=gate_stats``) do not count."""
-    from coda_exp.auto_resume import IGNORED, normalised
-    from coda_exp.config_checks import leaves
-    from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
-
-    mine = cfg.copy()
-    with open_dict(mine):
-        for key in BUDGET_KEYS:
-            theirs = OmegaConf.select(OmegaConf.create(trained), key, default=None)
-            if "." in key and theirs is not None and OmegaConf.select(mine, key, default=None) is not None:
-                OmegaConf.update(mine, key, theirs, merge=False)
-    a = leaves(normalised(OmegaConf.to_container(mine, resolve=True)))
-    b = leaves(normalised(trained))
-    skipped = (*OUTPUT_KEYS, *BUDGET_KEYS, *IGNORED)
-
-    def added_callback(key: str) -> bool:  # a callback on one side only measures or stops; one on both counts
-        parts = key.split(".")
-        return parts[0] == "callbacks" and len(parts) > 2 and not all(
-            any(k.startswith(f"callbacks.{parts[1]}.") for k in side) for side in (a, b))
-
-    return sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")
-                  and not any(k == s or k.startswith(f"{s}.") for s in skipped) and not added_callback(k))
 
 
 def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:

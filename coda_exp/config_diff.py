@@ -1,0 +1,56 @@
+"""How two runs' resolved configurations differ, each run's own folder set aside: whether ``resume=auto`` found the
+same run (:func:`normalised`), and what a checkpoint resumed with ``ckpt_path=`` or averaged with others was trained
+with otherwise (:func:`configuration_changes`). Below the run checks, ``auto_resume`` and ``checkpoint_avg``, which
+all use it; it reads configs only."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from coda_exp.config_checks import leaves
+from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
+
+IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
+
+
+def normalised(config: dict) -> dict:
+    """The config with the run's own folder (its ``paths.output_dir``, as it was written there: a path through a
+    symbolic link stays one) replaced by a placeholder and the ignored keys left out."""
+    folder = str((config.get("paths") or {}).get("output_dir") or "") or "\0"
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and folder in value:
+            return value.replace(folder, "<run>")
+        return value
+
+    return {k: walk(v) for k, v in config.items() if k not in IGNORED}
+
+
+
+def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
+    """The keys whose values differ between the resolved config ``trained`` (a checkpoint's) and ``cfg``'s, with
+    ``cfg``'s budget keys (``fingerprint.BUDGET_KEYS``: a resumed run may train longer) set to the checkpoint's
+    before resolving, so what derives from them (``task.patience``, a schedule's total steps) follows; where a run
+    is stored, logged or placed (``fingerprint.OUTPUT_KEYS``), each run's own folder and a callback only one of
+    them has (``+callbacks.x=...``, ``callbacks=gate_stats``) do not count."""
+    mine = cfg.copy()
+    with open_dict(mine):
+        for key in BUDGET_KEYS:
+            theirs = OmegaConf.select(OmegaConf.create(trained), key, default=None)
+            if "." in key and theirs is not None and OmegaConf.select(mine, key, default=None) is not None:
+                OmegaConf.update(mine, key, theirs, merge=False)
+    a = leaves(normalised(OmegaConf.to_container(mine, resolve=True)))
+    b = leaves(normalised(trained))
+    skipped = (*OUTPUT_KEYS, *BUDGET_KEYS, *IGNORED)
+
+    def added_callback(key: str) -> bool:  # a callback on one side only measures or stops; one on both counts
+        parts = key.split(".")
+        return parts[0] == "callbacks" and len(parts) > 2 and not all(
+            any(k.startswith(f"callbacks.{parts[1]}.") for k in side) for side in (a, b))
+
+    return sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>")
+                  and not any(k == s or k.startswith(f"{s}.") for s in skipped) and not added_callback(k))
