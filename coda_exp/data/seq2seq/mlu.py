@@ -51,8 +51,8 @@ MLU_CHARS = "0123456789-+*=,xy"
 # the longest input (``x=-1000,y=-1000,x*y``) and answer (``1000000``, ``-999000``) of the whole space, in characters
 MLU_MAX_SRC_CHARS = len(f"x={MLU_LOW},y={MLU_LOW},x*y")
 MLU_MAX_TGT_CHARS = max(len(str(MLU_LOW * MLU_LOW)), len(str(MLU_LOW * (MLU_HIGH - 1))))
-SRC_RE = re.compile(r"^[xy]=-?\d+,[xy]=-?\d+,[xy][+\-*][xy]$")
-TGT_RE = re.compile(r"^-?\d+$")
+SRC_RE = re.compile(r"^[xy]=-?[0-9]+,[xy]=-?[0-9]+,[xy][+\-*][xy]$")
+TGT_RE = re.compile(r"^-?[0-9]+$")
 
 _BITS, _HALF = 26, 13
 _HALF_MASK = (1 << _HALF) - 1

@@ -170,6 +170,8 @@ def test_write_and_read_files(tmp_path):
     ("x=1,y=2,x/y:0", "not an MLU input"),
     ("x=1,y=2,x+y:three", "not an integer"),
     ("x=1,y=2,x+y:4", "wrong"),
+    ("x=١,y=2,x+y:3", "not an MLU input"),  # an Arabic-Indic one: a digit to \\d and int(), not to the format
+    ("x=1,y=2,x+y:٣", "not an integer"),
 ])
 def test_reader_errors_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "bad.txt"

@@ -49,6 +49,8 @@ def test_tabs_and_blank_lines(tmp_path):
     ("6 six stars is too many", r"yelp_valid_2000:3: unknown label '6'.*1-5 \(1 star, 2 stars"),
     ("4.5 half a star more", r"yelp_valid_2000:3: unknown label '4.5'"),
     ("five very good food indeed", r"yelp_valid_2000:3: unknown label 'five'"),
+    ("⁵ a superscript five", r"yelp_valid_2000:3: unknown label '⁵'"),  # str.isdigit() is true, int() fails
+    ("٥ an Arabic-Indic five", r"yelp_valid_2000:3: unknown label '٥'"),  # int() would read it as 5
 ])
 def test_malformed_line_and_unknown_stars(tmp_path, line, message):
     d = copy(tmp_path)
