@@ -49,8 +49,8 @@ YELP = register(YelpReader(name="yelp", hub_id=None, source_hint=SOURCE_HINT, la
 
 def review_stars(value: object, where: str) -> int:
     """The star rating 1-5 of a review.json row (an int, or an integral float such as ``4.0``)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value) and 1 <= value <= 5:
-        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 <= value <= 5 and value == int(value):
+        return int(value)  # NaN and ±Infinity (JSON extensions) fail the range test before int() sees them
     raise DataError(f"{where}: unknown star rating {value!r}; expected an integer 1-5")
 
 

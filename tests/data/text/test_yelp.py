@@ -93,6 +93,9 @@ def test_review_json_rows():
     ('{"review_id": "x", "stars": 3.5, "text": "half"}', "review.json:2: unknown star rating 3.5"),
     ('{"review_id": "x", "stars": "5", "text": "a string"}', "review.json:2: unknown star rating '5'"),
     ('{"review_id": "x", "stars": true, "text": "a bool"}', "review.json:2: unknown star rating True"),
+    ('{"review_id": "x", "stars": NaN, "text": "nan"}', "review.json:2: unknown star rating nan"),
+    ('{"review_id": "x", "stars": Infinity, "text": "inf"}', "review.json:2: unknown star rating inf"),
+    ('{"review_id": "x", "stars": -Infinity, "text": "inf"}', "review.json:2: unknown star rating -inf"),
     ('{"review_id": "x", "stars": 2, "text": "  "}', "review.json:2: empty or non-string review text"),
 ])
 def test_review_json_errors_name_file_and_line(tmp_path, row, message):
