@@ -105,7 +105,7 @@ def test_tables_runs_from_the_entry_point(tmp_path, capsys):
     (["make-mlu", "--out-dir", "{tmp}/mlu", "--num-train", "-5"], "argument --num-train: expected a number of examples"),
     (["make-mlu", "--out-dir", "{tmp}/file/mlu", "--num-train", "5"], "error: --out-dir {tmp}/file/mlu: "),
     (["yelp-split", "--review-json", "{tmp}/r.json", "--out-dir", "{tmp}/y", "--valid", "x"],
-     "argument --valid: expected a number of examples (an int >= 0), got 'x'"),
+     "argument --valid: expected a number of examples (an int >= 1), got 'x'"),
 ])
 def test_data_file_commands_refuse_bad_arguments_in_one_message(argv, message, tmp_path, capsys):
     """A negative size used to be a ValueError's traceback; a folder that cannot be made, an OSError's."""

@@ -20,7 +20,9 @@ from coda_exp.data.evidence.retrieval import (
 )
 from coda_exp.data.evidence.wiki import open_store
 from coda_exp.environment import root_dir
+from coda_exp.errors import UserError
 from coda_exp.metrics.fever import evidence_precision, evidence_recall
+from coda_exp.tools.data_files import make_folder
 
 INDEX_DOC = """Index the Wikipedia dump, the sqlite page store and the TF-IDF page index, in the cache.
 
@@ -68,6 +70,13 @@ def add_options(ap: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
                         help=f"{range_text(low, high)} (default {getattr(defaults, name)}; data.retrieval.{name})")
 
 
+def cache_problem(cache: Path) -> None:
+    """A :class:`~coda_exp.errors.UserError` (one line, exit 2) when ``--cache`` cannot be made a folder."""
+    problem = make_folder("--cache", cache)
+    if problem:
+        raise UserError(problem.removeprefix("error: "))
+
+
 def index_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=INDEX_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="folder holding wiki-pages/")
@@ -76,6 +85,7 @@ def index_main(argv: list[str] | None = None) -> int:
     add_options(ap, ("hash_bits", "ngram"))
     args = ap.parse_args(argv)
     extras.require("sklearn", "coda-exp fever-index")  # before the store is built
+    cache_problem(args.cache)
     start = time.time()
     store = open_store(args.data, args.cache)
     print(f"store: {store.path} ({len(store)} pages, {time.time() - start:.1f}s)")
@@ -107,6 +117,7 @@ def retrieve_main(argv: list[str] | None = None) -> int:
     add_options(ap, ("pages", "sentences", "ngram", "hash_bits"))
     args = ap.parse_args(argv)
     extras.require("sklearn", "coda-exp fever-retrieve")
+    cache_problem(args.cache)
     options = RetrievalOptions(args.pages, args.sentences, args.ngram, args.hash_bits)
     reader = get_claim_reader("fever")
     store = open_store(args.data, args.cache)

@@ -36,3 +36,13 @@ def test_retrieval_options_of_a_training_config_are_checked_too():
     with pytest.raises(DataError, match=r"data.retrieval.ngram=0: expected an integer >= 1"):
         RetrievalOptions(ngram=0)
     assert RetrievalOptions(hash_bits=30, pages=1).hash_bits == 30
+
+
+@pytest.mark.parametrize("command", ["fever-index", "fever-retrieve"])
+def test_a_cache_that_is_a_file_is_one_message(command, tmp_path, capsys):
+    from coda_exp.commands import run_command
+
+    (tmp_path / "cache").write_text("a file")
+    assert run_command(command, ["--data", str(tmp_path), "--cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --cache {tmp_path / 'cache'}: exists and is not a folder\n"
