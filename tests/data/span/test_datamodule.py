@@ -209,3 +209,12 @@ def test_an_evaluation_split_whose_answers_never_occur_is_refused_for_test_and_w
     dm = module(tmp_path, "quasart", src=d)
     assert dm.stats["validation_answer_in_context"] == 0
     assert any("quasart validation: none of the" in w and "contexts empty" in w for w in dm.warnings)
+
+
+def test_an_unknown_contexts_kind_is_the_data_error_itself_not_hydras_wrapper(make_cfg):
+    """The DataError a data module's constructor raises reaches the command line as itself (one line, exit 2):
+    Hydra's instantiate wrapped it in an InstantiationException (a traceback, exit 1)."""
+    from coda_exp.pipeline import build_data
+
+    with pytest.raises(DataError, match=r"data.contexts must be one of \['short', 'long'\], got 'medium'"):
+        build_data(make_cfg("task=quasart", "scale=fixture", "data.contexts=medium"))
