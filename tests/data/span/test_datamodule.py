@@ -93,6 +93,17 @@ def test_quasar_malformed_line_names_file_and_line(tmp_path, which, line, messag
         module(tmp_path, "quasart", src=d)
 
 
+def test_quasar_a_repeated_question_uid_names_both_lines(tmp_path):
+    d = copy(tmp_path, "quasart")
+    lines = gzip.decompress((d / QUASAR_Q).read_bytes()).decode().splitlines()
+    uid = json.loads(lines[0])["uid"]
+    again = json.dumps({"uid": uid, "question": "another question ?", "answer": "a"})
+    write_gz(d / QUASAR_Q, [*lines[:2], again, *lines[2:]])
+    with pytest.raises(DataError, match=rf"train_questions.json.gz:3: uid {uid!r} repeats .*train_questions"
+                                        r".json.gz:1$"):
+        module(tmp_path, "quasart", src=d)
+
+
 @pytest.mark.parametrize("name, rel, split", [("quasart", "questions/dev_questions.json.gz", "validation"),
                                               ("quasart", QUASAR_C, "train"), ("searchqa", "test.txt", "test")])
 def test_empty_and_non_utf8_files_name_the_file(tmp_path, name, rel, split):
