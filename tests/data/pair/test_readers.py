@@ -271,6 +271,20 @@ def test_udc_edge_cases(tmp_path, copy_fixture):
         examples("udc", t)
 
 
+def test_udc_a_stray_quote_is_reported_where_its_row_begins(tmp_path, copy_fixture):
+    d = copy_fixture(tmp_path, "udc")
+    t = d / "train.csv"
+    rows = t.read_text().splitlines()
+    t.write_text("\n".join(rows[:4] + ['"' + rows[4]] + rows[5:]) + "\n")  # line 5 opens a quote never closed
+    with pytest.raises(DataError, match=rf"train.csv:5: malformed row with 1 fields; expected 3 \(Context, Utterance, "
+                                        rf"Label\) \(it runs to line {len(rows)}: an unclosed quote on line 5\?\)"):
+        examples("udc", t)
+    t.write_text("\n".join(rows[:4] + [rows[4] + ",extra"] + rows[5:]) + "\n")  # a one-line row: no span
+    with pytest.raises(DataError, match=r"train.csv:5: malformed row with 4 fields; expected 3 \(Context, Utterance, "
+                                        r"Label\)$"):
+        examples("udc", t)
+
+
 def test_udc_eval_files_need_ten_candidates_a_row(tmp_path, copy_fixture):
     d = copy_fixture(tmp_path, "udc")
     reader = get_reader("udc")
