@@ -180,7 +180,7 @@ def val_check_interval(record: dict) -> int | None:
     for override in record.get("overrides") or []:
         if override_key(override) in INTERVAL_KEYS:
             text = override.split("=", 1)[1].strip() if "=" in override else ""
-            found = int(text) if text.isdigit() and int(text) > 0 else None
+            found = int(text) if text.isascii() and text.isdigit() and int(text) > 0 else None
     if found is None:
         value = (record.get("hparams") or {}).get("val_check_interval")
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
@@ -28,6 +27,7 @@ from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
+from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,

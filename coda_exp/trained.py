@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytorch_lightning as pl
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN

@@ -138,7 +138,7 @@ def test_tables_out_that_is_no_folder_is_one_line_naming_it(tmp_path, capsys, mo
     (["make-mlu", "--out-dir", "{tmp}/mlu", "--num-train", "-5"], "argument --num-train: expected a number of examples"),
     (["make-mlu", "--out-dir", "{tmp}/file/mlu", "--num-train", "5"], "error: --out-dir {tmp}/file/mlu: "),
     (["yelp-split", "--review-json", "{tmp}/r.json", "--out-dir", "{tmp}/y", "--valid", "x"],
-     "argument --valid: expected a number of examples (an int >= 0), got 'x'"),
+     "argument --valid: expected a number of examples (an int >= 1), got 'x'"),
 ])
 def test_data_file_commands_refuse_bad_arguments_in_one_message(argv, message, tmp_path, capsys):
     """A negative size used to be a ValueError's traceback; a folder that cannot be made, an OSError's."""

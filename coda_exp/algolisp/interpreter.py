@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from coda_exp.algolisp.builtins import BUILTINS, DEFAULT_MAX_STEPS, MAX_DEPTH, _arity, _check
 from coda_exp.algolisp.syntax import AlgoLispError
 
-_INT_RE = re.compile(r"^-?\d+$")
+_INT_RE = re.compile(r"^-?[0-9]+$")
 CONSTANTS = {"true": True, "false": False, "inf": float("inf")}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
 from coda_exp.errors import USER_ERROR_EXIT
@@ -35,15 +36,34 @@ file and seed always give the same files. Each file is written atomically.
 """
 
 
-def count(text: str) -> int:
-    """An argparse type: a number of examples (an int >= 0)."""
+def count(text: str, least: int = 0) -> int:
+    """An argparse type: a number of examples (an int >= ``least``, 0 by default)."""
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of examples (an int >= 0), got {text!r}")
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a number of examples (an int >= {least}), got {text!r}")
     return value
+
+
+def split_size(text: str) -> int:
+    """An argparse type: the size of a split a training run reads (an int >= 1: an empty split is refused)."""
+    return count(text, 1)
+
+
+def make_folder(option: str, path: str | Path) -> str | None:
+    """Make ``path`` (and its parents) a folder to write into; None, or the one-line error naming ``option``:
+    a file in its place, or the OSError that making it met (no permission, a read-only or virtual filesystem)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        return f"error: {option} {path}: exists and is not a folder"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename and str(err.filename) != str(path) else ""
+        return f"error: {option} {path}: cannot make the folder: {err.strerror or err}{where}"
+    return None
 
 
 def mlu_main(argv: list[str] | None = None) -> int:
@@ -89,16 +109,24 @@ def yelp_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--review-json", required=True, help="the Yelp Dataset Challenge's review.json (JSON lines)")
     ap.add_argument("--out-dir", required=True, help="folder to write the three split files into")
     ap.add_argument("--seed", type=int, default=1234, help="seed of the random split (default 1234)")
-    ap.add_argument("--train", type=count, default=500_000)
-    ap.add_argument("--valid", type=count, default=2000)
-    ap.add_argument("--test", type=count, default=2000)
+    ap.add_argument("--train", type=split_size, default=500_000, help="reviews in yelp_train_500k (>= 1)")
+    ap.add_argument("--valid", type=split_size, default=2000, help="reviews in yelp_valid_2000 (>= 1)")
+    ap.add_argument("--test", type=split_size, default=2000, help="reviews in yelp_test_2000 (>= 1)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
+    problem = make_folder("--out-dir", args.out_dir)  # before the passes over review.json, not after them
+    if problem:
+        print(problem, file=sys.stderr)
+        return USER_ERROR_EXIT
     try:
         paths = write_split(args.review_json, args.out_dir, (args.train, args.valid, args.test), args.seed,
                             None if args.no_progress else progress)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
+        return USER_ERROR_EXIT
+    except OSError as err:  # a file that cannot be written in --out-dir: the message names it
+        print(f"error: --out-dir {args.out_dir}: {err.strerror or err} ({err.filename or args.out_dir})",
+              file=sys.stderr)
         return USER_ERROR_EXIT
     for p in paths:
         print(p)

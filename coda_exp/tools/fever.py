@@ -10,10 +10,19 @@ from pathlib import Path
 
 from coda_exp import extras
 from coda_exp.data.evidence.readers import LABELS, get_claim_reader
-from coda_exp.data.evidence.retrieval import RetrievalOptions, index_path, open_ranker, retrieved_evidence
+from coda_exp.data.evidence.retrieval import (
+    RETRIEVAL_RANGES,
+    RetrievalOptions,
+    index_path,
+    open_ranker,
+    range_text,
+    retrieved_evidence,
+)
 from coda_exp.data.evidence.wiki import open_store
 from coda_exp.environment import root_dir
+from coda_exp.errors import UserError
 from coda_exp.metrics.fever import evidence_precision, evidence_recall
+from coda_exp.tools.data_files import make_folder
 
 INDEX_DOC = """Index the Wikipedia dump, the sqlite page store and the TF-IDF page index, in the cache.
 
@@ -35,15 +44,48 @@ reports 44.22 / 10.44 / 16.89 on paper_dev for the baseline's retrieval).
 """
 
 
+def option(name: str):
+    """An argparse type for the retrieval option ``name``: an int in the range task=fever's
+    ``data.retrieval.<name>`` allows (:data:`~coda_exp.data.evidence.retrieval.RETRIEVAL_RANGES`)."""
+    low, high = RETRIEVAL_RANGES[name]
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= (high or value):
+            raise argparse.ArgumentTypeError(f"expected {range_text(low, high)}, got {text!r}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def add_options(ap: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    defaults = RetrievalOptions()
+    for name in names:
+        low, high = RETRIEVAL_RANGES[name]
+        ap.add_argument(f"--{name.replace('_', '-')}", type=option(name), default=getattr(defaults, name),
+                        help=f"{range_text(low, high)} (default {getattr(defaults, name)}; data.retrieval.{name})")
+
+
+def cache_problem(cache: Path) -> None:
+    """A :class:`~coda_exp.errors.UserError` (one line, exit 2) when ``--cache`` cannot be made a folder."""
+    problem = make_folder("--cache", cache)
+    if problem:
+        raise UserError(problem.removeprefix("error: "))
+
+
 def index_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=INDEX_DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True, help="folder holding wiki-pages/")
     ap.add_argument("--cache", type=Path, default=root_dir() / "cache",
                     help="cache folder (paths.cache_dir; default: cache/ where task=fever looks)")
-    ap.add_argument("--hash-bits", type=int, default=RetrievalOptions.hash_bits)
-    ap.add_argument("--ngram", type=int, default=RetrievalOptions.ngram)
+    add_options(ap, ("hash_bits", "ngram"))
     args = ap.parse_args(argv)
     extras.require("sklearn", "coda-exp fever-index")  # before the store is built
+    cache_problem(args.cache)
     start = time.time()
     store = open_store(args.data, args.cache)
     print(f"store: {store.path} ({len(store)} pages, {time.time() - start:.1f}s)")
@@ -72,11 +114,10 @@ def retrieve_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=root_dir() / "cache",
                     help="cache folder (paths.cache_dir; default: cache/ where task=fever looks)")
     ap.add_argument("--splits", nargs="+", default=["train", "validation", "test"])
-    defaults = RetrievalOptions()
-    for name in ("pages", "sentences", "ngram", "hash_bits"):
-        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+    add_options(ap, ("pages", "sentences", "ngram", "hash_bits"))
     args = ap.parse_args(argv)
     extras.require("sklearn", "coda-exp fever-retrieve")
+    cache_problem(args.cache)
     options = RetrievalOptions(args.pages, args.sentences, args.ngram, args.hash_bits)
     reader = get_claim_reader("fever")
     store = open_store(args.data, args.cache)

@@ -99,3 +99,17 @@ def test_a_broken_gzip_file_is_named(tmp_path, fault):
     with pytest.raises(DataError, match="cannot decompress") as err:
         list(get_span_reader("quasart").read("validation", d))
     assert str(path) in str(err.value) and "validation split" in str(err.value)
+
+
+# imdb reads folders; trecqa and scitail have a second layout to fall back on
+@pytest.mark.parametrize("reader", sorted(set(CASES) - {"imdb", "trecqa", "scitail"}))
+def test_a_directory_in_place_of_a_split_file_says_so(tmp_path, reader):
+    """It used to be reported as missing ("lacks snli_1.0_dev.jsonl")."""
+    folder, factory, _, _, eval_file = CASES[reader]
+    d = tmp_path / "data"
+    shutil.copytree(FIXTURES / folder, d)
+    (d / eval_file).unlink()
+    (d / eval_file).mkdir()
+    with pytest.raises(DataError, match=f"{d / eval_file}:? is a directory") as e:
+        factory(d, tmp_path / "cache").setup()
+    assert "lacks" not in str(e.value)

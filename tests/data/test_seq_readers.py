@@ -183,6 +183,10 @@ def test_sst_malformed_line_and_unknown_label(tmp_path):
     (d / "stsa.binary.dev").write_text("\n".join(lines[:4] + ["", "3 a fine film ."]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.binary.dev:6: unknown label '3'.*0-1"):
         list(get_text_reader("sst2").read("validation", d))
+    for label in ("¹", "١"):  # a superscript one (int() fails) and an Arabic-Indic one (int() reads 1)
+        (d / "stsa.binary.dev").write_text("\n".join(lines[:2] + [f"{label} the film ."]) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match=rf"stsa.binary.dev:3: unknown label '{label}'"):
+            list(get_text_reader("sst2").read("validation", d))
     (d / "stsa.fine.test").write_text("pos a fine film .\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.fine.test:1: unknown label 'pos'"):
         list(get_text_reader("sst5").read("test", d))

@@ -64,6 +64,7 @@ def test_curve_steps_recorded_from_the_interval_or_the_index():
     from_hparams["hparams"]["val_check_interval"] = 7
     assert validation_curve(from_hparams).steps == [7, 14, 21]
     assert val_check_interval(mlu_rec(overrides=["task.val_check_interval=0.5"])) is None  # a fraction of an epoch
+    assert val_check_interval(mlu_rec(overrides=["task.val_check_interval=²"])) is None  # not an ASCII digit
 
 
 @pytest.mark.parametrize("key,value,message", [

@@ -17,6 +17,7 @@ import math
 import os
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -264,3 +265,27 @@ class LabelledDataModule(DataModule):
     @property
     def num_classes(self) -> int:
         return len(self.label_names)
+
+    def setup(self, stage: str | None = None) -> None:
+        fresh = not self.splits
+        super().setup(stage)
+        if fresh:
+            self.check_training_classes()
+
+    def check_training_classes(self) -> None:
+        """A training split holding examples of one class only (every SST label 0: a wrong or damaged file) is a
+        warning naming its file and the count of each class: the model would learn to predict that class."""
+        train = self.splits.get("train")
+        if train is None or isinstance(train, IterableDataset) or not len(train):
+            return
+        counts = Counter(train["label"])
+        if len(counts) > 1:
+            return
+        if self.dir is None:
+            source = f"the hub dataset {self.reader.hub_id!r}"
+        else:
+            source = ", ".join(str(p) for p in self.reader.local_files(Path(self.dir), "train"))
+        capped = " (after data.max_train_examples)" if self.max_train_examples is not None else ""
+        per_class = ", ".join(f"{name}: {counts.get(i, 0)}" for i, name in enumerate(self.label_names))
+        self.warn(f"{self.reader.name}: every training example{capped} is of one class ({per_class}), read from "
+                  f"{source}; the model can only learn to predict that class: is it the right file?")

@@ -21,6 +21,10 @@ def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str]
     tail = f"Expected the official files {', '.join(expected)} in it. {hint}".rstrip()
     if not directory.is_dir():
         raise DataError(f"{name}: data directory {str(directory)!r} does not exist. {tail}")
+    folders = [f for f in needed if (directory / f).is_dir()]
+    if folders:
+        raise DataError(f"{name}: {', '.join(str(directory / f) for f in folders)} "
+                        f"{'is a directory' if len(folders) == 1 else 'are directories'}, not a file. {tail}")
     missing = [f for f in needed if not (directory / f).is_file()]
     if missing:
         raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}. {tail}")

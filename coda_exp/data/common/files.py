@@ -29,6 +29,8 @@ def of_split(split: str | None) -> str:
 
 
 def _open_binary(path: Path):
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file")
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
@@ -105,18 +107,32 @@ def read_table(path: str | os.PathLike, split: str | None = None, expected: str 
                delimiter: str = ",", quoting: int = csv.QUOTE_MINIMAL) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
     """The header (fields stripped) and the non-blank rows ``(line number where the row ends, fields)`` of a CSV
     (``delimiter=","``) or TSV (``delimiter="\t"``, ``quoting=csv.QUOTE_NONE``) file; quoted fields may span
-    lines. A row with another number of fields than the header is a :class:`DataError` naming ``file:line``."""
+    lines. A row with another number of fields than the header is a :class:`DataError` naming ``file:line``, the
+    line the row begins on (and, when it spans lines, where it ends: a stray quote runs to the next one)."""
     rows = csv.reader((line + "\n" for _, line in iter_lines(path, split, expected)), delimiter=delimiter,
                       quoting=quoting)
-    header = [h.strip() for h in next(rows)]
+
+    def next_row() -> tuple[int, list[str]] | None:
+        start = rows.line_num + 1
+        try:
+            return start, next(rows)
+        except StopIteration:
+            return None
+        except csv.Error as e:
+            raise DataError(f"{path}:{start}: malformed CSV row ({e}){of_split(split)}") from None
+
+    header = [h.strip() for h in next_row()[1]]
 
     def body() -> Iterator[tuple[int, list[str]]]:
-        for row in rows:
+        while (item := next_row()) is not None:
+            start, row = item
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != len(header):
-                raise DataError(f"{path}:{rows.line_num}: malformed row with {len(row)} fields; expected "
-                                f"{len(header)} ({', '.join(header)})")
+                span = (f" (it runs to line {rows.line_num}: an unclosed quote on line {start}?)"
+                        if rows.line_num > start else "")
+                raise DataError(f"{path}:{start}: malformed row with {len(row)} fields; expected "
+                                f"{len(header)} ({', '.join(header)}){span}")
             yield rows.line_num, row
 
     return header, body()

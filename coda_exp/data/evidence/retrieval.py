@@ -31,6 +31,14 @@ from coda_exp.data.common.files import read_jsonl
 from coda_exp.data.evidence.wiki import WikiStore
 from coda_exp.io import atomic_write_text
 
+# the allowed values of each option (inclusive; None: no upper bound): 2**30 buckets is the most a HashingVectorizer
+# takes (its n_features is an int32)
+RETRIEVAL_RANGES = {"pages": (1, None), "sentences": (1, None), "ngram": (1, None), "hash_bits": (1, 30)}
+
+
+def range_text(low: int, high: int | None) -> str:
+    return f"an integer {low}-{high}" if high is not None else f"an integer >= {low}"
+
 
 @dataclass(frozen=True)
 class RetrievalOptions:
@@ -41,6 +49,12 @@ class RetrievalOptions:
     sentences: int = 5
     ngram: int = 2
     hash_bits: int = 24
+
+    def __post_init__(self):
+        for name, (low, high) in RETRIEVAL_RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= (high or value):
+                raise DataError(f"data.retrieval.{name}={value!r}: expected {range_text(low, high)}")
 
     def vectorizer(self):
         extras.require("sklearn", "FEVER retrieval (task=fever)")

@@ -49,7 +49,7 @@ def parse_lines(field: str, where: str) -> list[str]:
         if not raw.strip():
             continue
         number, _, rest = raw.partition("\t")
-        if not number.isdigit():
+        if not (number.isascii() and number.isdigit()):
             raise DataError(f"{where}: malformed 'lines' entry {raw[:60]!r}; expected '<number>\\t<sentence>...'")
         n = int(number)
         out.extend([""] * (n + 1 - len(out)))

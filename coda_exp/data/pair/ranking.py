@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.files import iter_lines, read_lines, read_table
+from coda_exp.data.common.files import iter_lines, of_split, read_lines, read_table
 from coda_exp.data.pair.readers import PairReader, register
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class TrecQAReader(PairReader):
 # ---- Ubuntu Dialogue Corpus v1 ---------------------------------------------------------------------------
 
 UDC_TRAIN_HEADER = ("Context", "Utterance", "Label")
-UDC_EVAL_FIRST = ("Context", "Ground Truth Utterance")
+UDC_EVAL_HEADER = ("Context", "Ground Truth Utterance", *(f"Distractor_{i}" for i in range(9)))
 UDC_LABELS = {"1": "1", "1.0": "1", "0": "0", "0.0": "0"}
 
 
@@ -158,21 +158,21 @@ class UdcReader(PairReader):
     - ``valid.csv``, ``test.csv``: ``Context,Ground Truth Utterance,Distractor_0,...,Distractor_8``: a group of
       ten candidates per row, label 1 for the ground truth (given first), 0 for the distractors (in order).
 
-    Turn markers ``__eou__`` / ``__eot__`` are kept as tokens. An empty candidate is an error.
+    Validation and test files must have the ten-candidate header (R10@k needs ten candidates a row); the training
+    file may have either. Turn markers ``__eou__`` / ``__eot__`` are kept as tokens. An empty candidate is an error.
     """
 
     def read_file(self, path: Path, split: str) -> Iterator[dict]:
-        expected = (f"a CSV header ({','.join(UDC_TRAIN_HEADER)} or {','.join(UDC_EVAL_FIRST)},Distractor_0,...) "
-                    "and one row per example")
+        train_h, eval_h = ",".join(UDC_TRAIN_HEADER), f"{','.join(UDC_EVAL_HEADER[:3])},...,Distractor_8"
+        expected = (f"a CSV header ({train_h} or {eval_h}) and one row per example" if split == "train" else
+                    f"the CSV header {eval_h} and one row of ten candidates per context")
         header, rows = read_table(path, split, expected)
-        if tuple(header) == UDC_TRAIN_HEADER:
-            train = True
-        elif tuple(header[:2]) == UDC_EVAL_FIRST and len(header) > 2 and all(
-                h.startswith("Distractor_") for h in header[2:]):
-            train = False
-        else:
-            raise DataError(f"{path}:1: unexpected header {header}; expected {','.join(UDC_TRAIN_HEADER)} "
-                            f"(train) or {','.join(UDC_EVAL_FIRST)},Distractor_0,... (valid/test)")
+        train = tuple(header) == UDC_TRAIN_HEADER
+        if tuple(header) != UDC_EVAL_HEADER and not (train and split == "train"):
+            wanted = f"{train_h} (train) or {eval_h}" if split == "train" else (
+                f"{eval_h} (the {split} split is ranked among ten candidates: the ground truth and nine "
+                f"distractors)")
+            raise DataError(f"{path}:1: unexpected header {header}{of_split(split)}; expected {wanted}")
         stem = path.stem
         for lineno, row in rows:
             where = f"{path}:{lineno}"

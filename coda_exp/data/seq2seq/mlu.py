@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -51,8 +52,8 @@ MLU_CHARS = "0123456789-+*=,xy"
 # the longest input (``x=-1000,y=-1000,x*y``) and answer (``1000000``, ``-999000``) of the whole space, in characters
 MLU_MAX_SRC_CHARS = len(f"x={MLU_LOW},y={MLU_LOW},x*y")
 MLU_MAX_TGT_CHARS = max(len(str(MLU_LOW * MLU_LOW)), len(str(MLU_LOW * (MLU_HIGH - 1))))
-SRC_RE = re.compile(r"^[xy]=-?\d+,[xy]=-?\d+,[xy][+\-*][xy]$")
-TGT_RE = re.compile(r"^-?\d+$")
+SRC_RE = re.compile(r"^[xy]=-?[0-9]+,[xy]=-?[0-9]+,[xy][+\-*][xy]$")
+TGT_RE = re.compile(r"^-?[0-9]+$")
 
 _BITS, _HALF = 26, 13
 _HALF_MASK = (1 << _HALF) - 1
@@ -289,17 +290,26 @@ def write_mlu_files(out_dir: str | os.PathLike, num_train: int = MLU_PAPER_TRAIN
                     seed: int = MLU_DEFAULT_SEED, num_dev: int | None = None) -> dict[str, Path]:
     """``train.txt``, ``dev.txt``, ``test.txt`` (one ``input:target`` line each, position order) in ``out_dir``.
 
-    ``num_dev`` defaults to ``num_test``. The files hold exactly what :class:`MLUStream` yields unshuffled.
+    ``num_dev`` defaults to ``num_test``. The files hold exactly what :class:`MLUStream` yields unshuffled. Every
+    size is checked (a DataError) before anything is written, and the three files are renamed into place only once
+    all three are written, so a failure leaves a set already in ``out_dir`` whole.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     sizes = {"train": num_train, "validation": num_test if num_dev is None else num_dev, "test": num_test}
-    paths = {}
-    for split, n in sizes.items():
-        stream = MLUStream(split, n, seed, shard=(0, 1), shuffle=False)
-        paths[split] = out / MLU_FILES[split]
-        with atomic_write(paths[split]) as f:
-            f.writelines(f"{ex['src']}:{ex['tgt']}\n" for ex in stream)
+    streams = {split: MLUStream(split, n, seed, shard=(0, 1), shuffle=False) for split, n in sizes.items()}
+    for split, stream in streams.items():
+        if stream.num_examples > MLU_SPACE:
+            raise DataError(f"MLU: asked for {stream.num_examples} {split} examples; the whole space holds "
+                            f"{MLU_SPACE}")
+        if stream.num_examples:  # counts the split's examples (cached for the write below): too few is an error
+            _chunk_counts(stream.seed, MLU_SPLITS.index(split), stream.num_examples, stream.chunk_size,
+                          stream.split_key)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {split: out / MLU_FILES[split] for split in sizes}
+    with ExitStack() as stack:  # each file is renamed over the old one only when all three are written
+        files = {split: stack.enter_context(atomic_write(path)) for split, path in paths.items()}
+        for split, stream in streams.items():
+            files[split].writelines(f"{ex['src']}:{ex['tgt']}\n" for ex in stream)
     return paths
 
 

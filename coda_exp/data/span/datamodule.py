@@ -249,7 +249,7 @@ class SpanDataModule(DataModule):
 
     def _check_answerable(self, split: str, examples: list[dict]) -> None:
         """An evaluation split where no answer occurs in its context (e.g. every context empty) scores EM 0 and
-        F1 0 whatever the model: refused for the test split, warned about (and recorded) for validation."""
+        F1 0 whatever the model: refused, for validation too (model selection would run on a metric always 0)."""
         if not examples or any(ex["start"] >= 0 for ex in examples):
             return
         empty = self.stats.get(f"{split}_empty_contexts", 0)
@@ -257,9 +257,7 @@ class SpanDataModule(DataModule):
                    f"({empty} contexts empty): every score of this split would be 0 whatever the model; check the "
                    f"contexts files in {self.dir}" + (f" (data.contexts={self.contexts})"
                                                       if self.reader.name == "quasart" else ""))
-        if split == "test":
-            raise DataError(message)
-        self.warn(message)
+        raise DataError(message)
 
     def _load_embeddings(self, raw: dict[str, list[dict]]) -> None:
         path = self.embeddings_cfg.get("path")

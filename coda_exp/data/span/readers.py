@@ -102,10 +102,14 @@ class QuasarReader(SpanReader):
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
         questions, contexts_file = self.local_files(directory, split)
         contexts = self._contexts(contexts_file, split)
+        seen: dict[str, str] = {}
         for where, row in read_jsonl(questions, split, "one JSON object per line with 'uid', 'question', 'answer'"):
             uid = row.get("uid")
             if not isinstance(uid, (str, int)) or isinstance(uid, bool):
                 raise DataError(f"{where}: missing field 'uid'")
+            if str(uid) in seen:  # its contexts would be the first question's: one line each in the contexts file
+                raise DataError(f"{where}: uid {uid!r} repeats {seen[str(uid)]}")
+            seen[str(uid)] = where
             question, answer = _text(row, "question", where), _text(row, "answer", where)
             if str(uid) not in contexts:
                 raise DataError(f"{where}: question {uid!r} has no line in {contexts_file}")

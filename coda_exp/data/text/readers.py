@@ -40,7 +40,7 @@ from coda_exp.data.common.readers import Reader, get_reader, register
 from coda_exp.data.common.splits import SPLITS
 
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
-_IMDB_NAME_RE = re.compile(r"^(\d+)_(\d+)\.txt$")
+_IMDB_NAME_RE = re.compile(r"^([0-9]+)_([0-9]+)\.txt$")
 
 
 def clean_imdb(text: str) -> str:
@@ -75,7 +75,7 @@ class TextReader(Reader):
 
     def label_id(self, label: str, where: str) -> int:
         """Class id of the file's ``label`` (an integer ``label_offset`` .. ``label_offset + classes - 1``)."""
-        if label.isdigit() and 0 <= int(label) - self.label_offset < len(self.label_names):
+        if label.isascii() and label.isdigit() and 0 <= int(label) - self.label_offset < len(self.label_names):
             return int(label) - self.label_offset
         raise DataError(f"{where}: unknown label {label!r} for {self.name}; expected an integer "
                         f"{self.label_offset}-{self.label_offset + len(self.label_names) - 1} "

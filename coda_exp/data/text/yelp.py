@@ -49,8 +49,8 @@ YELP = register(YelpReader(name="yelp", hub_id=None, source_hint=SOURCE_HINT, la
 
 def review_stars(value: object, where: str) -> int:
     """The star rating 1-5 of a review.json row (an int, or an integral float such as ``4.0``)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value) and 1 <= value <= 5:
-        return int(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 <= value <= 5 and value == int(value):
+        return int(value)  # NaN and ±Infinity (JSON extensions) fail the range test before int() sees them
     raise DataError(f"{where}: unknown star rating {value!r}; expected an integer 1-5")
 
 
@@ -97,6 +97,9 @@ def write_split(review_json: str | Path, out_dir: str | Path, sizes: tuple[int, 
     atomically. The same file, sizes and seed give the same files. ``progress(iterator, total)`` may wrap the
     passes (a progress bar). Returns the written paths."""
     review_json, out_dir = Path(review_json), Path(out_dir)
+    if review_json.is_dir():
+        raise DataError(f"{review_json}: is a directory; expected the Yelp Dataset Challenge's review.json file "
+                        "(JSON lines) in it or elsewhere")
     if not review_json.is_file():  # here, not when the first pass reads it: after its progress bar has started
         raise DataError(f"{review_json}: no such file (the Yelp Dataset Challenge's review.json)")
     wrap = progress or (lambda it, total: it)

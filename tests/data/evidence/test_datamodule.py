@@ -110,6 +110,9 @@ def test_wiki_dump_errors(data, tmp_path):
     assert parse_lines("0\tA .\tlink\n\n2\tC .", "w") == ["A .", "", "C ."]
     with pytest.raises(DataError, match="w: malformed 'lines' entry"):
         parse_lines("zero\tA .", "w")
+    for number in ("²", "١"):  # digits to str.isdigit(), not sentence numbers
+        with pytest.raises(DataError, match=f"w: malformed 'lines' entry '{number}"):
+            parse_lines(f"{number}\tA .", "w")
     set_line(data / "wiki-pages" / "wiki-002.jsonl", 2, '{"id": "Copper", "text": "x"}')
     with pytest.raises(DataError, match=r"wiki-002.jsonl:2: missing or non-string field 'lines'"):
         open_store(data, tmp_path / "c1")

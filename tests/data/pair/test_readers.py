@@ -271,6 +271,36 @@ def test_udc_edge_cases(tmp_path, copy_fixture):
         examples("udc", t)
 
 
+def test_udc_a_stray_quote_is_reported_where_its_row_begins(tmp_path, copy_fixture):
+    d = copy_fixture(tmp_path, "udc")
+    t = d / "train.csv"
+    rows = t.read_text().splitlines()
+    t.write_text("\n".join(rows[:4] + ['"' + rows[4]] + rows[5:]) + "\n")  # line 5 opens a quote never closed
+    with pytest.raises(DataError, match=rf"train.csv:5: malformed row with 1 fields; expected 3 \(Context, Utterance, "
+                                        rf"Label\) \(it runs to line {len(rows)}: an unclosed quote on line 5\?\)"):
+        examples("udc", t)
+    t.write_text("\n".join(rows[:4] + [rows[4] + ",extra"] + rows[5:]) + "\n")  # a one-line row: no span
+    with pytest.raises(DataError, match=r"train.csv:5: malformed row with 4 fields; expected 3 \(Context, Utterance, "
+                                        r"Label\)$"):
+        examples("udc", t)
+
+
+def test_udc_eval_files_need_ten_candidates_a_row(tmp_path, copy_fixture):
+    d = copy_fixture(tmp_path, "udc")
+    reader = get_reader("udc")
+    for split, name in (("validation", "valid.csv"), ("test", "test.csv")):
+        p = d / name
+        lines = p.read_text().splitlines()
+        p.write_text("\n".join(",".join(line.split(",")[:4]) for line in lines) + "\n")  # 4 columns kept
+        with pytest.raises(DataError, match=rf"{name}:1: unexpected header .*{split} split.*Distractor_8"):
+            list(reader.read_file(p, split))
+        shutil.copy(d / "train.csv", p)  # the training file's format copied over an evaluation file
+        with pytest.raises(DataError, match=rf"{name}:1: unexpected header \['Context', 'Utterance', 'Label'\]"):
+            list(reader.read_file(p, split))
+    # the training file may be in either format
+    assert len(list(reader.read_file(FIXTURES / "udc" / "test.csv", "train"))) == 60
+
+
 def test_recall_at_k_hand_computed_with_pessimistic_ties():
     # group 0: ground truth (first) scored 0.5; distractors 0.9, 0.5 (tie), then seven lower -> pessimistic rank 3
     s0 = [0.5, 0.9, 0.5] + [0.1] * 7

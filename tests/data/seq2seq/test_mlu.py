@@ -164,12 +164,35 @@ def test_write_and_read_files(tmp_path):
     assert paths["train"].read_text().splitlines()[0].count(":") == 1
 
 
+def test_a_failed_write_leaves_the_old_set_whole(tmp_path, monkeypatch):
+    paths = write_mlu_files(tmp_path, num_train=30, num_test=4, seed=9, num_dev=2)
+    before = {p: p.read_bytes() for p in paths.values()}
+    with pytest.raises(DataError, match="asked for 999999999 test examples; the whole space holds 48000000"):
+        write_mlu_files(tmp_path, num_train=20, num_test=999_999_999, seed=7, num_dev=3)
+    assert {p: p.read_bytes() for p in paths.values()} == before  # checked before anything was written
+
+    real_iter = mlu.MLUStream.__iter__
+
+    def failing(self):
+        if self.split == "test":
+            raise OSError(28, "No space left on device")
+        yield from real_iter(self)
+
+    monkeypatch.setattr(mlu.MLUStream, "__iter__", failing)
+    with pytest.raises(OSError):
+        write_mlu_files(tmp_path, num_train=20, num_test=3, seed=7, num_dev=3)
+    assert {p: p.read_bytes() for p in paths.values()} == before  # train.txt and dev.txt were not replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.txt", "test.txt", "train.txt"]  # no temporary left
+
+
 @pytest.mark.parametrize("line, message", [
     ("x=1,y=2,x+y", "one 'input:target'"),
     ("x=1,x=2,x+y:3", "assigned once"),
     ("x=1,y=2,x/y:0", "not an MLU input"),
     ("x=1,y=2,x+y:three", "not an integer"),
     ("x=1,y=2,x+y:4", "wrong"),
+    ("x=١,y=2,x+y:3", "not an MLU input"),  # an Arabic-Indic one: a digit to \\d and int(), not to the format
+    ("x=1,y=2,x+y:٣", "not an integer"),
 ])
 def test_reader_errors_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "bad.txt"

@@ -93,6 +93,17 @@ def test_quasar_malformed_line_names_file_and_line(tmp_path, which, line, messag
         module(tmp_path, "quasart", src=d)
 
 
+def test_quasar_a_repeated_question_uid_names_both_lines(tmp_path):
+    d = copy(tmp_path, "quasart")
+    lines = gzip.decompress((d / QUASAR_Q).read_bytes()).decode().splitlines()
+    uid = json.loads(lines[0])["uid"]
+    again = json.dumps({"uid": uid, "question": "another question ?", "answer": "a"})
+    write_gz(d / QUASAR_Q, [*lines[:2], again, *lines[2:]])
+    with pytest.raises(DataError, match=rf"train_questions.json.gz:3: uid {uid!r} repeats .*train_questions"
+                                        r".json.gz:1$"):
+        module(tmp_path, "quasart", src=d)
+
+
 @pytest.mark.parametrize("name, rel, split", [("quasart", "questions/dev_questions.json.gz", "validation"),
                                               ("quasart", QUASAR_C, "train"), ("searchqa", "test.txt", "test")])
 def test_empty_and_non_utf8_files_name_the_file(tmp_path, name, rel, split):
@@ -193,19 +204,33 @@ def test_pretrained_vectors_and_subsets(tmp_path):
 
 
 @pytest.mark.parametrize("split,file", [("test", "test"), ("validation", "dev")])
-def test_an_evaluation_split_whose_answers_never_occur_is_refused_for_test_and_warned_for_validation(tmp_path, split,
-                                                                                                     file):
-    """Every context empty: EM and F1 would be 0 whatever the model (issue 20): the test split is refused, a
-    validation split warned about, in the log and in the record's warnings."""
+def test_an_evaluation_split_whose_answers_never_occur_is_refused(tmp_path, split, file):
+    """Every context empty: EM and F1 would be 0 whatever the model (issue 20): the test split is refused, and so
+    is a validation split (model selection would run on a metric that is always 0)."""
     d = copy(tmp_path, "quasart")
     path = d / "contexts" / "short" / f"{file}_contexts.json.gz"
     with gzip.open(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f]
     write_gz(path, [json.dumps({"uid": r["uid"], "contexts": []}) for r in rows])
-    if split == "test":
-        with pytest.raises(DataError, match="quasart test: none of the .* questions has its answer in its context"):
-            module(tmp_path, "quasart", src=d)
-        return
-    dm = module(tmp_path, "quasart", src=d)
-    assert dm.stats["validation_answer_in_context"] == 0
-    assert any("quasart validation: none of the" in w and "contexts empty" in w for w in dm.warnings)
+    with pytest.raises(DataError, match=rf"quasart {split}: none of the .* questions has its answer in its context "
+                                        r"\(\d+ contexts empty\)"):
+        module(tmp_path, "quasart", src=d)
+
+
+@pytest.mark.parametrize("split,file", [("validation", "val.txt"), ("test", "test.txt")])
+def test_a_searchqa_evaluation_split_with_every_context_empty_is_refused(tmp_path, split, file):
+    d = copy(tmp_path, "searchqa")
+    lines = (d / file).read_text(encoding="utf-8").splitlines()
+    (d / file).write_text("".join("<s> </s> |||" + line.split("|||", 1)[1] + "\n" for line in lines if line.strip()),
+                          encoding="utf-8")
+    with pytest.raises(DataError, match=rf"searchqa {split}: none of the .* questions has its answer in its context"):
+        module(tmp_path, "searchqa", src=d)
+
+
+def test_an_unknown_contexts_kind_is_the_data_error_itself_not_hydras_wrapper(make_cfg):
+    """The DataError a data module's constructor raises reaches the command line as itself (one line, exit 2):
+    Hydra's instantiate wrapped it in an InstantiationException (a traceback, exit 1)."""
+    from coda_exp.pipeline import build_data
+
+    with pytest.raises(DataError, match=r"data.contexts must be one of \['short', 'long'\], got 'medium'"):
+        build_data(make_cfg("task=quasart", "scale=fixture", "data.contexts=medium"))

@@ -124,3 +124,22 @@ def test_bpe_runs_on_yelp_and_reports_no_embeddings(tmp_path):
     dm = TextClassificationDataModule("yelp", dir=str(YELP), cache_dir=str(tmp_path), bpe_vocab_size=200)
     dm.setup()
     assert "embeddings" not in dm.model_kwargs() and dm.num_classes == 5
+
+
+def test_a_training_file_of_one_class_is_a_warning_naming_it_and_the_counts(tmp_path, caplog):
+    import shutil
+
+    d = tmp_path / "sst"
+    shutil.copytree(FIXTURES / "sst", d)
+    train = d / "stsa.binary.train"
+    lines = train.read_text(encoding="utf-8").splitlines()
+    train.write_text("".join("0 " + line.split(" ", 1)[1] + "\n" for line in lines if line.strip()),
+                     encoding="utf-8")
+    dm = TextClassificationDataModule("sst2", dir=str(d), cache_dir=str(tmp_path / "c"), tokenizer="word")
+    dm.setup()
+    n = len(dm.splits["train"])
+    (warning,) = [w for w in dm.warnings if "one class" in w]
+    assert warning == (f"sst2: every training example is of one class (negative: {n}, positive: 0), read from "
+                       f"{train}; the model can only learn to predict that class: is it the right file?")
+    assert warning in caplog.text
+    assert not [w for w in make_dm(tmp_path / "y").warnings if "one class" in w]  # the fixture has every class

@@ -3,6 +3,7 @@
 import json
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,8 @@ def test_tabs_and_blank_lines(tmp_path):
     ("6 six stars is too many", r"yelp_valid_2000:3: unknown label '6'.*1-5 \(1 star, 2 stars"),
     ("4.5 half a star more", r"yelp_valid_2000:3: unknown label '4.5'"),
     ("five very good food indeed", r"yelp_valid_2000:3: unknown label 'five'"),
+    ("⁵ a superscript five", r"yelp_valid_2000:3: unknown label '⁵'"),  # str.isdigit() is true, int() fails
+    ("٥ an Arabic-Indic five", r"yelp_valid_2000:3: unknown label '٥'"),  # int() would read it as 5
 ])
 def test_malformed_line_and_unknown_stars(tmp_path, line, message):
     d = copy(tmp_path)
@@ -91,6 +94,9 @@ def test_review_json_rows():
     ('{"review_id": "x", "stars": 3.5, "text": "half"}', "review.json:2: unknown star rating 3.5"),
     ('{"review_id": "x", "stars": "5", "text": "a string"}', "review.json:2: unknown star rating '5'"),
     ('{"review_id": "x", "stars": true, "text": "a bool"}', "review.json:2: unknown star rating True"),
+    ('{"review_id": "x", "stars": NaN, "text": "nan"}', "review.json:2: unknown star rating nan"),
+    ('{"review_id": "x", "stars": Infinity, "text": "inf"}', "review.json:2: unknown star rating inf"),
+    ('{"review_id": "x", "stars": -Infinity, "text": "inf"}', "review.json:2: unknown star rating -inf"),
     ('{"review_id": "x", "stars": 2, "text": "  "}', "review.json:2: empty or non-string review text"),
 ])
 def test_review_json_errors_name_file_and_line(tmp_path, row, message):
@@ -156,3 +162,33 @@ def test_the_command_writes_nothing_on_a_bad_review(tmp_path, capsys):
     assert yelp_main(["--review-json", str(tmp_path / "none.json"), "--out-dir", str(fresh)]) == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'none.json'}: no such file (the Yelp Dataset Challenge's " \
                                       "review.json)\n"  # one line: no progress bar counting nothing first
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--out-dir", "{tmp}/file"], "error: --out-dir {tmp}/file: exists and is not a folder"),
+    (["--out-dir", "{tmp}/file/sub"], "error: --out-dir {tmp}/file/sub: cannot make the folder: Not a directory"),
+    (["--out-dir", "{tmp}/out", "--review-json", "{tmp}"], "{tmp}: is a directory; expected the Yelp Dataset"),
+    (["--out-dir", "{tmp}/out", "--train", "0"], "argument --train: expected a number of examples (an int >= 1)"),
+    (["--out-dir", "{tmp}/out", "--valid", "0"], "argument --valid: expected a number of examples (an int >= 1)"),
+])
+def test_the_command_names_a_bad_output_folder_or_size(args, message, tmp_path, capsys):
+    from coda_exp.commands import run_command
+
+    (tmp_path / "file").write_text("a file")
+    argv = ["--review-json", str(YELP / "review.json"), *[a.format(tmp=tmp_path) for a in args], "--no-progress"]
+    try:
+        status = run_command("yelp-split", argv)
+    except SystemExit as stop:  # argparse's usage error
+        status = stop.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message.format(tmp=tmp_path) in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a /proc filesystem")
+def test_the_command_names_a_folder_it_cannot_make(tmp_path, capsys):
+    from coda_exp.commands import run_command
+
+    assert run_command("yelp-split", ["--review-json", str(YELP / "review.json"), "--out-dir", "/proc/forbidden"]) == 2
+    assert capsys.readouterr().err.startswith("error: --out-dir /proc/forbidden: cannot make the folder: ")
