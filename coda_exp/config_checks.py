@@ -157,6 +157,22 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
     return f"{source}.warmup_steps", message
 
 
+def _validation_problem(cfg: DictConfig) -> str | None:
+    """A step-bounded run that would never validate: ``trainer.val_check_interval`` batches (an int) beyond its
+    ``max_steps`` with no validation at epoch ends (``check_val_every_n_epoch: null``, as MLU's stream): no best
+    checkpoint is chosen and the last weights are tested, with an empty validation curve."""
+    (every, raw), (steps, _), (epochs, _) = (_value(cfg, f"trainer.{k}") for k in
+                                             ("val_check_interval", "max_steps", "check_val_every_n_epoch"))
+    accumulate, _ = _value(cfg, "trainer.accumulate_grad_batches")
+    accumulate = accumulate if _int(accumulate) and accumulate >= 1 else 1
+    if not (_int(every) and _int(steps) and steps > 0 and epochs is None) or every <= steps * accumulate:
+        return None
+    key = raw.strip("${}").split(":")[-1].split(",")[0] if raw else "trainer.val_check_interval"
+    return (f"{key} = {every} batches, beyond the run's {steps} steps{f' x {accumulate} batches' if accumulate > 1 else ''}:"
+            f" it would never validate (no best checkpoint, an empty validation curve, the last weights tested); "
+            f"e.g. {key}={max(1, steps * accumulate // 2)}")
+
+
 def _monitor_problem(cfg: DictConfig) -> str | None:
     """What is wrong with ``task.monitor`` (early stopping and the best checkpoint watch it): not a ``val/`` metric,
     or one the task's family (``task.module._target_``: its ``validation_metrics``) never logs; Lightning would
@@ -228,7 +244,8 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
-    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg))):
+    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg)),
+                         ("task.val_check_interval", _validation_problem(cfg))):
         if problem is not None:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))

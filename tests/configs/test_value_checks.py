@@ -38,6 +38,9 @@ def test_every_task_default_passes(make_cfg, task):
     (["task=snli", "save_record=no"], "save_record = 'no': expected true or false"),
     (["task=snli", "test_after_fit=maybe"], "test_after_fit = 'maybe': expected true or false"),
     (["task=snli", "save_predictions=1"], "save_predictions = 1: expected true or false"),
+    # a step-bounded run validating less often than it trains never validated: the last weights were tested
+    (["task=mlu", "model=transformer", "scale=fixture", "task.val_check_interval=1000"],
+     "task.val_check_interval = 1000 batches, beyond the run's 20 steps: it would never validate"),
     # torch used to refuse the model once the data had loaded
     (["task=mlu", "model=transformer", "model.num_heads=3"],
      ("model.d_model = 128 is not divisible by model.num_heads = 3: each head takes d_model / num_heads dimensions; "
