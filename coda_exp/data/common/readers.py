@@ -69,6 +69,12 @@ class Reader(ABC):
         if self.hub_id is None:
             yield from Reader.read_hub(self, split)  # raises the "no hub copy" error
             return
+        if Path(self.hub_id).exists():  # the datasets library takes a local path before a hub id, and caches it
+            raise DataError(f"{self.name}: no data directory was given, so the hub dataset {self.hub_id!r} is read, "
+                            f"but {Path(self.hub_id).resolve()} in the current folder has that name and the datasets "
+                            f"library would read it instead (and cache it as the hub's): pass "
+                            f"data.dir={Path(self.hub_id).resolve()} to read it as {self.layout()}, or run from "
+                            "another folder")
         try:
             yield from self.read_hub(split)
         except DataError:

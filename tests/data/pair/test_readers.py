@@ -83,6 +83,17 @@ def test_benchmarks_without_a_hub_say_so(tmp_path):
             m.setup()
 
 
+def test_a_folder_named_like_the_hub_dataset_is_never_read_as_the_hub_copy(tmp_path, monkeypatch):
+    """data.dir=null run from a folder holding ./snli: the datasets library read that folder as the hub dataset, and
+    cached it as the hub's for every later offline run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "snli").mkdir()
+    monkeypatch.setattr("datasets.load_dataset", lambda *a, **k: pytest.fail("the local folder was loaded"))
+    with pytest.raises(DataError, match=f"hub dataset 'snli' is read, but {tmp_path / 'snli'} in the current folder "
+                                        f"has that name .* pass data.dir={tmp_path / 'snli'}"):
+        next(iter(get_reader("snli").read("train")))
+
+
 # ---- SciTail ---------------------------------------------------------------------------------------------
 
 
