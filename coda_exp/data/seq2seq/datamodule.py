@@ -266,16 +266,37 @@ class MLUDataModule(Seq2SeqDataModule):
         if self.restored is None:
             self.src_tokenizer = self.tgt_tokenizer = CharTokenizer(MLU_CHARS)
         tok = self.src_tokenizer
+        read: dict[str, list[dict]] = {}
         for split in SPLITS:
             n = self.sizes[split]
             if self.dir is not None:
-                rows = [r for r, _ in zip(MLU.read(split, Path(self.dir)), range(n))]
+                read[split] = rows = [r for r, _ in zip(MLU.read(split, Path(self.dir)), range(n))]
                 self.splits[split] = self.encode_split(split, rows)
             else:
                 self.splits[split] = _EncodedStream(MLUStream(split, num_examples=n, seed=self.data_seed), tok)
                 self.stats[f"{split}_examples"] = n
         self.stats["data_seed"] = self.data_seed
         self.stats["source"] = self.dir or "generated"
+        if read:
+            self._check_files(read)
+
+    def _check_files(self, read: dict[str, list[dict]]) -> None:
+        """MLU files that are not the paper's task: an input of the training file in an evaluation file (a test set
+        copied from the training one scores memory, not understanding), or values outside [-1000, 1000). A warning
+        each (files from elsewhere may split otherwise), kept in the record."""
+        from coda_exp.data.seq2seq.mlu import MLU_FILES, MLU_HIGH, MLU_LOW, parse_mlu
+
+        train = {r["src"] for r in read["train"]}
+        for split in ("validation", "test"):
+            shared = [r["src"] for r in read[split] if r["src"] in train]
+            if shared:
+                self.warn(f"MLU: {len(shared)} of {len(read[split])} inputs of {MLU_FILES[split]} are in "
+                          f"{MLU_FILES['train']} too (e.g. {shared[0]}): the {split} scores memory, not understanding")
+        for split, rows in read.items():
+            outside = [r["src"] for r in rows if not all(MLU_LOW <= v < MLU_HIGH for v in parse_mlu(r["src"])[:2])]
+            if outside:
+                self.warn(f"MLU: {len(outside)} inputs of {MLU_FILES[split]} have values outside [{MLU_LOW}, "
+                          f"{MLU_HIGH}) (e.g. {outside[0]}), the paper's range")
 
     def split_loader(self, split: str) -> DataLoader:
         """With ``static_shapes``, a generated split comes as :class:`MLUBatches`, training from the trainer's

@@ -164,6 +164,26 @@ def test_write_and_read_files(tmp_path):
     assert paths["train"].read_text().splitlines()[0].count(":") == 1
 
 
+def test_files_whose_test_set_repeats_the_training_set_or_leave_the_range_are_a_warning(tmp_path):
+    """A test.txt copied from train.txt, and values outside [-1000, 1000), were read without a word."""
+    from coda_exp.data.seq2seq.datamodule import MLUDataModule
+
+    def built():
+        dm = MLUDataModule(num_train=30, num_validation=10, num_test=4, dir=str(tmp_path), batch_size=4,
+                           cache_dir=str(tmp_path / "cache"))
+        dm.setup("fit")
+        return dm
+
+    paths = write_mlu_files(tmp_path, num_train=30, num_test=4, seed=9, num_dev=3)
+    assert built().warnings == []  # make-mlu's files: disjoint splits, the paper's range
+    paths["test"].write_text(paths["train"].read_text())
+    with open(paths["validation"], "a") as f:
+        f.write("x=5000,y=1,x+y:5001\n")
+    warnings = built().warnings
+    assert len(warnings) == 2 and "MLU: 4 of 4 inputs of test.txt are in train.txt too" in warnings[0]
+    assert "MLU: 1 inputs of dev.txt have values outside [-1000, 1000) (e.g. x=5000,y=1,x+y)" in warnings[1]
+
+
 def test_a_failed_write_leaves_the_old_set_whole(tmp_path, monkeypatch):
     paths = write_mlu_files(tmp_path, num_train=30, num_test=4, seed=9, num_dev=2)
     before = {p: p.read_bytes() for p in paths.values()}
