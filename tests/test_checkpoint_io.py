@@ -103,24 +103,13 @@ def test_a_second_ctrl_c_during_the_write_stops_at_once_leaving_the_previous_che
     KeyboardInterrupt it was (the pipeline's stop at once, exit 130), the old checkpoint untouched, no partial file."""
     import signal
 
+    from tests.e2e.helpers import CtrlCMidWrite
+
     io = AtomicCheckpointIO()
     path = tmp_path / "interrupted.ckpt"
     io.save_checkpoint({"step": 1}, path)
     before = path.read_bytes()
     real_save = torch.save
-
-    class CtrlCMidWrite:
-        def __init__(self, f):
-            self.f, self.writes = f, 0
-
-        def write(self, data):
-            self.writes += 1
-            if self.writes == 3:
-                signal.raise_signal(signal.SIGINT)  # Python's handler: KeyboardInterrupt inside torch's writer
-            return self.f.write(data)
-
-        def flush(self):
-            return self.f.flush()
 
     monkeypatch.setattr(torch, "save", lambda obj, f: real_save(obj, CtrlCMidWrite(f)))
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -15,3 +15,23 @@ def train(args: list[str], folder: Path, cache: Path | None = None, timeout: int
     cmd = [sys.executable, str(ROOT / "train.py"), *args, f"paths.results_dir={folder}/results",
            f"paths.cache_dir={cache or folder / 'cache'}", f"paths.log_dir={folder}/outputs", "logger=none"]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False, **popen)
+
+
+class CtrlCMidWrite:
+    """A file object for torch.save that receives a Ctrl-C (SIGINT to this process) at its third write: a second
+    Ctrl-C arriving while a checkpoint is written."""
+
+    def __init__(self, f):
+        self.f, self.writes = f, 0
+
+    def write(self, data):
+        import signal
+
+        self.writes += 1
+        if self.writes == 3:
+            signal.raise_signal(signal.SIGINT)  # Python's own handler: a KeyboardInterrupt inside torch's writer
+        return self.f.write(data)
+
+    def flush(self):
+        return self.f.flush()
+

@@ -8,7 +8,7 @@ import pytest
 
 from coda_exp import results
 from coda_exp.pipeline import run
-from tests.e2e.helpers import train
+from tests.e2e.helpers import CtrlCMidWrite, train
 
 # the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): a resumed run that forgot it would test the
 # best epoch after the resume instead
@@ -229,19 +229,6 @@ def test_a_second_ctrl_c_while_interrupted_ckpt_is_written_is_one_message_and_ex
     import torch
 
     real_save = torch.save
-
-    class CtrlCMidWrite:
-        def __init__(self, f):
-            self.f, self.writes = f, 0
-
-        def write(self, data):
-            self.writes += 1
-            if self.writes == 3:
-                signal.raise_signal(signal.SIGINT)  # the second Ctrl-C: Python's own handler is back
-            return self.f.write(data)
-
-        def flush(self):
-            return self.f.flush()
 
     from coda_exp.checkpoint_io import AtomicCheckpointIO
 
