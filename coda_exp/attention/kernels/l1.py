@@ -13,7 +13,8 @@ Three implementations, each the L1 of one kernel of ``dispatch`` (which picks am
   forward is ``torch.cdist`` (its p=1 forward reduces over d per pair on CPU and CUDA, no (la, lb, d) buffer) and
   whose backward forms dX_ik = sum_j G_ij sign(x_ik - y_jk), dY_jk = -sum_i G_ij sign(x_ik - y_jk) in blocks of
   (..., rows, lb, features): one temporary at a time, at most ``chunk_bytes`` (default ``CHUNK_BYTES``, 256 MiB)
-  unless a single (..., 1, lb, 1) block is larger. First-order only.
+  unless a single (..., 1, lb, 1) block is larger. Twice differentiable: under ``create_graph`` the blocks are
+  formed out of place (dX, dY are linear in G, piecewise constant in x, y).
 * ``numba_l1`` (kernel ``numba``): a ``torch.autograd.Function`` over the parallel numba kernels of ``numba_cpu``
   (float32/float64 CPU tensors only), ``prange`` over the batch x heads slices. Forward: y transposed once per
   slice to (d, lb), four rows of x per block, innermost loop over contiguous j. Backward: dX_ik = sum_j G_ij
@@ -31,7 +32,6 @@ import math
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from coda_exp.attention.kernels import numba_cpu
 
@@ -133,8 +133,11 @@ class _L1DistanceChunked(torch.autograd.Function):
         ctx.chunk_bytes = chunk_bytes
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: torch.Tensor):
+        # Under create_graph (a double backward, torch.func.grad) the blocks are formed out of place, so autograd
+        # differentiates dX, dY in G, the one input they are not piecewise constant in (sign' = 0 a.e.); the
+        # first derivative alone works in place.
+        graph = torch.is_grad_enabled()
         x, y = ctx.saved_tensors  # (..., la, d), (..., lb, d)
         la, lb, d = x.shape[-2], y.shape[-2], x.shape[-1]
         grad = grad.to(x.dtype)  # (..., la, lb)
@@ -148,7 +151,8 @@ class _L1DistanceChunked(torch.autograd.Function):
             for c0 in range(0, d, width):
                 xc = x[..., r0:r0 + rows, c0:c0 + width]  # (..., r, w)
                 yc = y[..., c0:c0 + width]  # (..., lb, w)
-                t = (xc.unsqueeze(-2) - yc.unsqueeze(-3)).sign_().mul_(g)  # (..., r, lb, w), sign(0) = 0
+                diff = xc.unsqueeze(-2) - yc.unsqueeze(-3)  # (..., r, lb, w)
+                t = diff.sign() * g if graph else diff.sign_().mul_(g)  # sign(0) = 0
                 dx[..., r0:r0 + rows, c0:c0 + width] = t.sum(-2)
                 dy[..., c0:c0 + width] -= t.sum(-3)
                 del t

@@ -217,6 +217,22 @@ def test_gradcheck_chunked(chunk_bytes):
                                      (x, y))
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, None])
+def test_chunked_is_twice_differentiable(chunk_bytes):
+    """Its backward was wrapped in once_differentiable, which never reached autograd: a second derivative through
+    CoDA came out silently wrong (0.27 off at 0.97) instead of raising. The blocks are formed out of place under
+    create_graph, so it is right (dX, dY linear in G; sign' = 0 a.e.)."""
+    from coda_exp.attention import coda_attention
+
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 1, 5, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(2, 2, 4, 3, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: l1_distance(a, b, kernel="chunked", chunk_bytes=chunk_bytes),
+                                        (x, y))
+    q, k, v = (torch.randn(1, 1, 4, 3, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
+    assert torch.autograd.gradgradcheck(lambda a, b, c: coda_attention(a, b, c, kernel="chunked"), (q, k, v))
+
+
 def test_chunked_float32():
     gen = torch.Generator().manual_seed(8)
     x, y = torch.randn(3, 33, 16, generator=gen), torch.randn(3, 20, 16, generator=gen)
