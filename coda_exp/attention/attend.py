@@ -40,6 +40,8 @@ def run_coda_attention(q, k, v, options: CoDAOptions, *, mask=None, query_mask=N
     """(out (..., Lq, dv), the name of the kernel that ran). Masks as in ``coda_attention``; ``dropout_p``
     applies to M (flash: counter-based, drawn from torch's RNG; else ``F.dropout``). float16 / bfloat16 off CUDA:
     computed in float32 (``precision``)."""
+    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):  # flash divided by 1 - p unchecked
+        raise ValueError(f"dropout_p must be a probability in [0, 1), got {dropout_p!r}")
     return _run_attention(q, k, v, n_q, n_k, options=options, mask=mask, query_mask=query_mask, causal=causal,
                           dropout_p=dropout_p)
 
@@ -110,44 +112,46 @@ def coda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, options
                               causal=causal, n_q=n_q, n_k=n_k, dropout_p=dropout_p)[0]
 
 
-def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask=None) -> None:
-    """One ValueError naming the argument and what was expected, for inputs ``coda_attention`` cannot take
-    (instead of a raw torch error deep in a kernel, or, for mixed dtypes on the flash path, a silent cast)."""
+def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask=None,
+                           caller: str = "coda_attention") -> None:
+    """One ValueError naming the argument and what was expected, for inputs ``coda_attention`` (or ``caller``:
+    ``CoDAScoring``) cannot take (instead of a raw torch error deep in a kernel, or, for mixed dtypes on the flash
+    path, a silent cast)."""
     named = {"q": q, "k": k, "v": v, "n_q": n_q, "n_k": n_k}
     for name, t in named.items():
         if t is not None and (not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point()):
-            raise ValueError(f"coda_attention: {name} must be a floating tensor (..., L, d), got "
+            raise ValueError(f"{caller}: {name} must be a floating tensor (..., L, d), got "
                              f"{type(t).__name__ if not isinstance(t, torch.Tensor) else f'{t.dtype} {tuple(t.shape)}'}")
     given = {name: t for name, t in named.items() if t is not None}
     dtypes = {name: t.dtype for name, t in given.items()}
     if len(set(dtypes.values())) > 1:
-        raise ValueError(f"coda_attention: q, k, v (and n_q, n_k) must share one dtype, got "
+        raise ValueError(f"{caller}: q, k, v (and n_q, n_k) must share one dtype, got "
                          f"{', '.join(f'{n}={d}' for n, d in dtypes.items())}")
     devices = {name: t.device for name, t in given.items()}
     if len(set(devices.values())) > 1:
-        raise ValueError(f"coda_attention: q, k, v (and n_q, n_k) must be on one device, got "
+        raise ValueError(f"{caller}: q, k, v (and n_q, n_k) must be on one device, got "
                          f"{', '.join(f'{n}={d}' for n, d in devices.items())}")
     lq, lk = q.shape[-2], k.shape[-2]
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"coda_attention: q (..., Lq, {q.shape[-1]}) and k (..., Lk, {k.shape[-1]}) must have the same "
+        raise ValueError(f"{caller}: q (..., Lq, {q.shape[-1]}) and k (..., Lk, {k.shape[-1]}) must have the same "
                          "feature size")
     if v.shape[-2] != lk:
-        raise ValueError(f"coda_attention: v has {v.shape[-2]} positions, k has {lk}; expected v (..., Lk={lk}, dv)")
+        raise ValueError(f"{caller}: v has {v.shape[-2]} positions, k has {lk}; expected v (..., Lk={lk}, dv)")
     if (n_q is None) != (n_k is None):
-        raise ValueError("coda_attention: give both n_q and n_k, or neither")
+        raise ValueError(f"{caller}: give both n_q and n_k, or neither")
     if n_q is not None and (n_q.shape[-2] != lq or n_k.shape[-2] != lk or n_q.shape[-1] != n_k.shape[-1]):
-        raise ValueError(f"coda_attention: n_q {tuple(n_q.shape)} and n_k {tuple(n_k.shape)} must be (..., Lq={lq}, "
+        raise ValueError(f"{caller}: n_q {tuple(n_q.shape)} and n_k {tuple(n_k.shape)} must be (..., Lq={lq}, "
                          f"dn) and (..., Lk={lk}, dn)")
     try:
         lead = torch.broadcast_shapes(*(t.shape[:-2] for t in given.values()))
     except RuntimeError:
-        raise ValueError("coda_attention: the batch dimensions of " + ", ".join(
+        raise ValueError(f"{caller}: the batch dimensions of " + ", ".join(
             f"{n} {tuple(t.shape[:-2])}" for n, t in given.items()) + " do not broadcast") from None
     for name, m, want in (("mask", mask, (lq, lk)), ("query_mask", query_mask, (lq, 1))):
         if m is None:
             continue
         if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
-            raise ValueError(f"coda_attention: {name} must be a bool tensor (True = valid), got "
+            raise ValueError(f"{caller}: {name} must be a bool tensor (True = valid), got "
                              f"{m.dtype if isinstance(m, torch.Tensor) else type(m).__name__}")
         ok = m.dim() >= 2 and all(a in (1, b) for a, b in zip(m.shape[-2:], want))
         try:
@@ -155,5 +159,5 @@ def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask
         except RuntimeError:
             ok = False
         if not ok:
-            raise ValueError(f"coda_attention: {name} of shape {tuple(m.shape)} does not broadcast to "
+            raise ValueError(f"{caller}: {name} of shape {tuple(m.shape)} does not broadcast to "
                              f"(..., {want[0]}, {want[1]}) with batch dimensions {tuple(lead)}")

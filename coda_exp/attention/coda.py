@@ -7,7 +7,7 @@ from torch import nn
 
 from coda_exp.attention.attend import run_coda_cross_attention
 from coda_exp.attention.functional import compositional_pool, run_coda
-from coda_exp.attention.masking import pair_mask
+from coda_exp.attention.masking import padding_mask, pair_mask
 from coda_exp.attention.options import DEFAULTS, MODULE_OPTION_DEFAULTS, CoDAOptions
 from coda_exp.layers import MLP
 
@@ -58,6 +58,9 @@ class CoDACrossAttention(nn.Module):
                  center_over: str = DEFAULTS.center_over, kernel: str = DEFAULTS.kernel,
                  query_scale: bool = DEFAULTS.query_scale):
         super().__init__()
+        for name, size in (("dim", dim), ("hidden", hidden)):
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {size!r}")
         if projection not in PROJECTIONS:
             raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
         if not isinstance(share_projections, bool):
@@ -74,6 +77,18 @@ class CoDACrossAttention(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor | None = None,
                 mask_b: torch.Tensor | None = None, return_maps: bool = False):
+        for name, x in (("a", a), ("b", b)):
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
+                raise ValueError(f"CoDACrossAttention: {name} must be a floating tensor (B, L, dim), got "
+                                 f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__} "
+                                 f"{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
+        if a.shape[0] != b.shape[0] or a.dtype != b.dtype:
+            raise ValueError(f"CoDACrossAttention: a {a.dtype} {tuple(a.shape)} and b {b.dtype} {tuple(b.shape)} must "
+                             "share the batch size and the dtype")
+        padding_mask("mask_a", mask_a, a.shape[:2])
+        padding_mask("mask_b", mask_b, b.shape[:2])
+        mask_a = None if mask_a is None else mask_a.to(torch.bool)
+        mask_b = None if mask_b is None else mask_b.to(torch.bool)
         e_a, e_b = self.proj_e(a), self.proj_e(b)  # (B, la, hidden), (B, lb, hidden)
         if self.proj_n is self.proj_e:
             n_a, n_b = e_a, e_b

@@ -42,6 +42,9 @@ PAPER_EQUATIONS = CoDAOptions(scale=False)
 def resolve_options(options: CoDAOptions | None, overrides: dict, default: CoDAOptions | None = None) -> CoDAOptions:
     """``options`` (default ``default``, itself by default ``CoDAOptions()``) with the keyword ``overrides``
     applied, validated."""
+    if options is not None and not isinstance(options, CoDAOptions):
+        raise TypeError(f"options must be a CoDAOptions (or None), got {type(options).__name__}; pass its fields as "
+                        f"keywords (alpha=0.5) or CoDAOptions(**{{...}})")
     base = options if options is not None else default if default is not None else CoDAOptions()
     return base.replace(**overrides) if overrides else base
 

@@ -50,3 +50,17 @@ def masked_max(x: torch.Tensor, mask: torch.Tensor | None, dim: int = 1) -> torc
     filled = x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min)
     out = filled.max(dim).values
     return torch.where(mask.any(dim).unsqueeze(-1), out, torch.zeros_like(out))
+
+
+def padding_mask(name: str, mask: torch.Tensor | None, shape: torch.Size) -> None:
+    """A padding mask is a bool or integer 0/1 tensor (B, L), True = real token; else a ValueError naming it. A float
+    mask is refused: PyTorch's additive masks (0 = keep, -inf = pad) would be read inverted."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.is_floating_point() or mask.is_complex():
+        raise ValueError(f"{name} must be a bool tensor {tuple(shape)}, True = real token, got "
+                         f"{mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__} (an additive float "
+                         "mask, 0 = keep and -inf = pad, would read inverted: pass mask == 0)")
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} of shape {tuple(mask.shape)}: expected (batch, length) = {tuple(shape)}, True = real "
+                         "token")

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coda_exp.attention.attend import run_coda_attention
+from coda_exp.attention.attend import check_attention_inputs, run_coda_attention
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
-from coda_exp.attention.masking import masked_softmax
+from coda_exp.attention.masking import masked_softmax, padding_mask
 from coda_exp.attention.options import DEFAULTS, MODULE_OPTION_DEFAULTS, CoDAOptions
 
 
@@ -109,6 +109,7 @@ class CoDAScoring(nn.Module):
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
                 dropout_p: float = 0.0, return_maps: bool = False, query_mask: torch.Tensor | None = None,
                 causal: bool = False):
+        check_attention_inputs(q, k, v, mask=mask, query_mask=query_mask, caller="CoDAScoring")
         if not return_maps:
             out, self.kernel_used = run_coda_attention(q, k, v, self.options, mask=mask, query_mask=query_mask,
                                                        causal=causal, dropout_p=dropout_p)
@@ -152,6 +153,8 @@ class MultiHeadAttention(nn.Module):
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_maps: bool = False,
                 query_padding_mask: torch.Tensor | None = None):
         batch, len_q, _ = query.shape
+        padding_mask("key_padding_mask", key_padding_mask, key.shape[:2])
+        padding_mask("query_padding_mask", query_padding_mask, query.shape[:2])
         if query_padding_mask is None and query is key:  # self-attention: the queries are the keys
             query_padding_mask = key_padding_mask
         q = self._heads(self.q_proj(query))  # (B, H, Lq, dk)

@@ -268,6 +268,41 @@ def test_bad_inputs_name_the_argument(change, message):
         coda_attention(q, k, v, **args)
 
 
+@pytest.mark.parametrize("call,error,message", [
+    # the flash kernel divided by 1 - p unchecked: p = 1 a ZeroDivisionError, 1.5 zeros, -0.1 no dropout
+    (lambda: coda_attention(*(torch.randn(1, 2, 4, 3) for _ in range(3)), kernel="flash", dropout_p=1.0),
+     ValueError, r"dropout_p must be a probability in \[0, 1\), got 1.0"),
+    (lambda: coda_attention(*(torch.randn(1, 2, 4, 3) for _ in range(3)), dropout_p=-0.1), ValueError, "dropout_p"),
+    (lambda: coda_attention(*(torch.randn(1, 2, 4, 3) for _ in range(3)), options={"alpha": 0.5}), TypeError,
+     "options must be a CoDAOptions"),
+    # the modules reached torch's own errors deep inside (a bmm, an expand, a bitwise_and on floats)
+    (lambda: CoDAScoring()(torch.randn(1, 2, 4, 3), torch.randn(1, 2, 4, 3), torch.randn(1, 2, 3, 3)), ValueError,
+     "CoDAScoring: v has 3 positions, k has 4"),
+    (lambda: MultiHeadAttention(8, 2, CoDAScoring())(*(torch.randn(2, 5, 8),) * 3,
+                                                     key_padding_mask=torch.ones(2, 6, dtype=torch.bool)),
+     ValueError, r"key_padding_mask of shape \(2, 6\): expected \(batch, length\) = \(2, 5\)"),
+    (lambda: MultiHeadAttention(8, 2, CoDAScoring())(*(torch.randn(2, 5, 8),) * 3, key_padding_mask=torch.zeros(2, 5)),
+     ValueError, "key_padding_mask must be a bool tensor .*an additive float mask"),
+    (lambda: CoDACrossAttention(8)(torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.ones(2, 4), torch.ones(2, 6)),
+     ValueError, "mask_a must be a bool tensor"),
+    (lambda: CoDACrossAttention(8)(torch.randn(2, 4, 8), torch.randn(3, 6, 8)), ValueError, "share the batch size"),
+    (lambda: CoDACrossAttention(8, hidden=0), ValueError, "hidden must be an int >= 1, got 0"),
+])
+def test_the_modules_and_options_name_what_is_wrong(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_integer_padding_masks_still_read_as_bool():
+    torch.manual_seed(0)
+    mha, x = MultiHeadAttention(8, 2, CoDAScoring()).eval(), torch.randn(2, 5, 8)
+    keep = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    torch.testing.assert_close(mha(x, x, x, key_padding_mask=keep), mha(x, x, x, key_padding_mask=keep.bool()))
+    cross, a, b = CoDACrossAttention(8).eval(), torch.randn(2, 4, 8), torch.randn(2, 6, 8)
+    ints = (torch.ones(2, 4, dtype=torch.long), torch.ones(2, 6, dtype=torch.long))
+    torch.testing.assert_close(cross(a, b, *ints), cross(a, b, *(m.bool() for m in ints)))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-3), (torch.bfloat16, 3e-2), (torch.float64, 1e-12)])
 def test_flash_on_cuda_matches_the_float64_reference(dtype, tol):
