@@ -90,7 +90,8 @@ def global_step(path: str | os.PathLike) -> int:
 def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str | os.PathLike] = ()) -> list[Path]:
     """The ``last`` *.ckpt files of ``directory`` with the highest global_step, oldest first.
 
-    Files with the same global_step (e.g. Lightning's ``last.ckpt`` beside ``epoch=..-step=...ckpt``) count once.
+    Files with the same global_step (e.g. Lightning's ``last.ckpt`` beside ``epoch=..-step=...ckpt``) count once;
+    a file that is itself an average (it lists ``averaged_checkpoints``) is left out.
     """
     if last < 1:
         raise CheckpointError(f"--last must be >= 1, got {last}")
@@ -100,6 +101,10 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
     by_step: dict[int, Path] = {}
     for path in sorted(Path(directory).glob("*.ckpt")):
         if path.resolve() in skip:
+            continue
+        ckpt = load_checkpoint(path, mmap=True)
+        if "averaged_checkpoints" in ckpt:  # an earlier average (averaged.ckpt): not one of the run's checkpoints
+            log.info("%s is an average of %d checkpoints; left out", path, len(ckpt["averaged_checkpoints"]))
             continue
         step = global_step(path)
         if step in by_step:

@@ -142,6 +142,8 @@ def test_cli(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
     with pytest.raises(ValueError, match="fewer than"):
         select_last(tmp_path, 5, exclude=[tmp_path / "avg.ckpt", tmp_path / "one.ckpt"])
+    # an earlier average lying in the folder (a run's averaged.ckpt) is never one of the checkpoints averaged
+    assert [p.name for p in select_last(tmp_path, 2)] == ["epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"]
 
 
 @pytest.mark.parametrize("argv,message", [
