@@ -207,7 +207,8 @@ def configuration_error(kernel: str, centred: bool) -> str | None:
     """Why the option ``kernel`` cannot serve a configuration (centring with flash or fused), or None."""
     if kernel in KERNELS and centred and not KERNELS[kernel].centres:
         return (f"CoDA option kernel {kernel!r} cannot run centred CoDA (center_e / center_n need the mean of E or "
-                f"N over the valid pairs): use one of {[k.name for k in REGISTRY if k.centres]} or 'auto'")
+                f"N over the valid pairs): use one of {[k.name for k in REGISTRY if k.centres]} or 'auto' (flash: "
+                "CUDA self-attention only)")
     return None
 
 
