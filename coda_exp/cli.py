@@ -189,7 +189,8 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
     program = {"train.py": "python train.py", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
                                                                                        "coda-exp")
     typed = " ".join(shlex.quote(o) for o in overrides)
-    why = f" (without -m its sweep's values are not applied: {' '.join(off)})" if off else ""
+    why = (f"; without -m this run would have the config's own {' '.join(off)}, which is none of the sweep's runs"
+           if off else "")
     return (f"experiment={experiment} is a sweep of {runs} run{'s' * (runs > 1)}: add -m ({program} -m {typed}), "
             f"or name one of its runs ({' '.join(first)}){why}")
 

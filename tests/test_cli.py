@@ -125,12 +125,12 @@ def test_a_config_hydra_can_compose_passes_the_check(argv):
 @pytest.mark.parametrize("argv,message", [
     (["experiment=table_6", "scale=fixture"],
      ("error: experiment=table_6 is a sweep of 6 runs: add -m (python train.py -m experiment=table_6 scale=fixture), "
-      "or name one of its runs (model=transformer seed=1) (without -m its sweep's values are not applied: "
-      "model=decompatt)\n")),
+      "or name one of its runs (model=transformer seed=1); without -m this run would have the config's own "
+      "model=decompatt, which is none of the sweep's runs\n")),
     (["experiment=quickstart"], ("error: experiment=quickstart is a sweep of 6 runs: add -m (python train.py -m "
                                  "experiment=quickstart), or name one of its runs (model=decompatt seed=1)\n")),
     # a seed named, but the experiment's task and model (a sweep's settings) not applied without -m
-    (["experiment=attconv_table_3_coda", "seed=2"], "without -m its sweep's values are not applied: task=wikiqa"),
+    (["experiment=attconv_table_3_coda", "seed=2"], "without -m this run would have the config's own task=wikiqa"),
 ])
 def test_an_experiment_sweep_without_m_is_one_message_before_anything_runs(argv, message, capsys, monkeypatch,
                                                                             tmp_path):
