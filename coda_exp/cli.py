@@ -139,6 +139,8 @@ def check_composition(argv: list[str]) -> None:
                     print("error: " + "\n  ".join(problems), file=sys.stderr, flush=True)
                     raise SystemExit(USER_ERROR_EXIT)
                 if number == 0 and not args.cfg:  # --cfg job prints the config: no folder made
+                    if not (args.multirun or "MULTIRUN" in str(cfg.hydra.get("mode"))):  # said before the folder
+                        _check_compatible(cfg)
                     check_job_folder(cfg, args.multirun)
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
@@ -193,6 +195,23 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
            if off else "")
     return (f"experiment={experiment} is a sweep of {runs} run{'s' * (runs > 1)}: add -m ({program} -m {typed}), "
             f"or name one of its runs ({' '.join(first)}){why}")
+
+
+def _check_compatible(cfg: DictConfig) -> None:
+    """``run_checks.check_compatible`` of a single run's composed config (the model fits the task, takes its
+    ``model.*`` keys): one message and exit status 2 before Hydra makes a run folder and starts its logging (the
+    run itself checks again, with the preset's hint, where this is skipped: sweeps, whose other jobs go on)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from coda_exp.errors import USER_ERROR_EXIT, UserError
+    from coda_exp.run_checks import check_compatible
+
+    try:
+        HydraConfig.instance().set_config(cfg)  # its group choices (the preset's hint); the run sets its own
+        check_compatible(cfg)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
 
 
 def check_job_folder(cfg: DictConfig, multirun: bool) -> None:

@@ -169,3 +169,18 @@ def test_a_log_dir_where_hydra_cannot_make_the_job_folder_is_one_message(multiru
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"cannot be created: {tmp_path} is not writable (Permission denied)" in err
     assert not (tmp_path / "read-only").exists()
+
+
+def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tmp_path, capsys, monkeypatch):
+    """task=snli model=transformer used to start Hydra (a run folder, train.log, .hydra/) before the run refused it."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "model=transformer", "scale=fixture", f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: model=transformer does not fit task=snli"), err
+    assert not (tmp_path / "outputs").exists()
+    with pytest.raises(SystemExit):  # the preset's hint, as in the run
+        cli.main(["task=imdb", "model=attconv_light", "preset=transformer_tiny", "scale=fixture",
+                  f"paths.log_dir={tmp_path}/outputs"])
+    assert "add preset=none" in capsys.readouterr().err
+
