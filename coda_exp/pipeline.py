@@ -239,6 +239,15 @@ def run(cfg: DictConfig) -> float | None:
             raise
 
 
+def budget_cut(trainer: pl.Trainer, datamodule) -> None:
+    """A step-bounded run that ended at its epoch cap first (``task.max_steps=600`` where ``max_epochs`` of the
+    data's batches make 200 steps) said so nowhere: a warning, kept in the record's ``warnings``."""
+    steps, epochs = trainer.max_steps, trainer.max_epochs
+    if 0 < steps and trainer.global_step < steps and epochs not in (None, -1) and trainer.current_epoch >= epochs:
+        datamodule.warn(f"training stopped at trainer.max_epochs={epochs} (task.epochs) after {trainer.global_step} "
+                        f"steps, before trainer.max_steps={steps}: raise task.epochs too for the steps to count")
+
+
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
     overrides = _hydra_overrides()
@@ -277,6 +286,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
         except RunInterrupted as stop:  # Ctrl-C or SIGTERM: its checkpoint is saved; no test, no record
             stopped(stop, overrides)
+        budget_cut(trainer, datamodule)
         # before validate/test restore the callbacks' states from `best`
         val_curve, val_curve_steps = list(history.values), list(history.steps)
         earlier = timer.earlier  # the earlier processes' time of a resumed run

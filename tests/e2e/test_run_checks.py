@@ -328,3 +328,12 @@ def test_more_cpu_processes_than_cores_is_said_before_any_data(make_cfg, caplog,
     caplog.clear()
     check_trainer(make_cfg("task=snli", "scale=fixture", "trainer.devices=2"))
     assert "DDP processes" not in caplog.text
+
+
+def test_a_step_budget_cut_short_by_the_epoch_cap_is_a_warning_in_the_record(make_cfg, tmp_path):
+    """task.max_steps=600 at scale=fixture (8 epochs of the data's batches) ran fewer steps without a word."""
+    run(make_cfg("task=mlu", "model=transformer", "scale=fixture", "task.epochs=1", "task.max_steps=600",
+                 "task.val_check_interval=10", "logger=none"))
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert rec["steps"] < 600 and any(f"training stopped at trainer.max_epochs=1 (task.epochs) after {rec['steps']} "
+                                      "steps, before trainer.max_steps=600" in w for w in rec["warnings"])
