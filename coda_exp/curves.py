@@ -8,7 +8,7 @@ found in two folders counts once.
 Groups. :func:`group_label` names the group a run belongs to: its model (``by="model"``), or its model and attention
 variant (``by="attention-variant"``): the CoDA options (``hparams.scoring`` of a Transformer, ``hparams.attention``
 of a pairwise model, else the record's ``attention``) that differ from the defaults of the module that ran
-(``CoDAOptions`` with the module's ``OPTION_DEFAULTS``), e.g. ``coda_transformer[center_n=true]``. ``kernel`` is left
+(``CoDAOptions`` with the module's ``OPTION_DEFAULTS``, and its constructor's other defaults: ``hidden=200``...), e.g. ``coda_transformer[center_n=true]``. ``kernel`` is left
 out (every kernel computes the same function), and so are Hydra's own keys and the option set's ``name``. A run of
 another configuration than its table's grid (:mod:`coda_exp.fingerprint`: ``optimizer.lr=0.001``...) is a variant
 too: its configuration overrides follow in braces, ``transformer {optimizer.lr=0.001}``, so it is never pooled with
@@ -92,17 +92,35 @@ def attention_options(record: dict) -> dict:
 
 
 def option_defaults(options: dict, record: dict | None = None) -> dict:
-    """The CoDA defaults an option set is compared with: ``CoDAOptions()`` updated with the declared differences
+    """The defaults an option set is compared with: ``CoDAOptions()`` updated with the declared differences
     of the module that ran (``coda_exp.attention.option_defaults`` of its ``_target_``; without one,
     ``CoDAScoring``'s for a Transformer's ``scoring`` and ``CoDACrossAttention``'s for a pairwise model's
-    ``attention``)."""
+    ``attention``), and the module's other constructor defaults (:func:`constructor_defaults`:
+    ``CoDACrossAttention``'s ``hidden``, ``dropout``, ``projection``, ``share_projections``)."""
     from coda_exp.attention import option_defaults as module_defaults
 
     target = options.get("_target_")
     if not target:
         hparams = (record or {}).get("hparams") or {}
         target = "CoDAScoring" if "scoring" in hparams else "CoDACrossAttention" if "attention" in hparams else None
-    return module_defaults(target)
+    return {**constructor_defaults(target), **module_defaults(target)}
+
+
+def constructor_defaults(target: str | None) -> dict:
+    """The keyword defaults of the constructor of the class ``target`` names (a ``_target_``, or a class name of
+    ``coda_exp.attention``); ``{}`` where it names none that can be imported (a record of older code)."""
+    import importlib
+    import inspect
+
+    if not target:
+        return {}
+    module, _, name = str(target).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module or "coda_exp.attention"), name)
+        parameters = inspect.signature(cls).parameters.values()
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
 def attention_variant(record: dict) -> dict:

@@ -329,6 +329,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         if diverged:
             log.error("run diverged at step %d: recorded with status 'diverged' (no test; tables list it apart)",
                       task.diverged_at)
+        log.info("%s %s at step %d%s", run_folder.RUN_ENDED, status, trainer.global_step,
+                 "" if cfg.get("save_record", True) else " (save_record=false: no record)")
         return metrics.get(cfg.task.monitor)
     finally:  # the W&B run ends failed (exit status) when this one did not end: a crash, a Ctrl-C, a SIGTERM
         err = sys.exc_info()[1]  # Lightning's SIGTERM stop is a SystemExit without a code

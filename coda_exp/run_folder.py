@@ -203,6 +203,9 @@ def check_creatable(key: str, folder: str | os.PathLike) -> None:
                              f"paths.log_dir (or {key}) elsewhere, or fix its permissions") from None
 
 
+RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) logs last: coda-exp runs reads it
+
+
 class LogFile(logging.FileHandler):
     """The run's ``train.log`` (Hydra's job log file, ``configs/hydra/default.yaml``, and :func:`log_file`'s): where a
     line cannot be written (a full disk, a quota), one line on the console says so and the file's lines stop there,

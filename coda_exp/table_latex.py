@@ -190,7 +190,7 @@ def render_latex(table: Table) -> str:
     names = [row_name(row.name) for row in spec.rows]
     names += [row_name(p, (c.baseline, c.treatment)) for p, c in
               {comp.row_name: comp for comp in table.comparisons}.items()]
-    lines = [f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s) by make_tables.py",
+    lines = [f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s) by coda-exp tables",
              r"% preamble: \usepackage{booktabs} \usepackage{graphicx}",
              *([f"% {SMOKE_TEST}"] if smoke_test(table) else [])]
     lines += _comment(spec.notes) + _comment("\n".join(off_grid_notes(table)))

@@ -77,7 +77,7 @@ def render_markdown(table: Table) -> str:
     )
     provenance = (
         f"Generated {table.generated} from {table.records_used} run record(s) "
-        f"({table.records_total} loaded) by `scripts/make_tables.py`."
+        f"({table.records_total} loaded) by `coda-exp tables`."
     )
     lines += [legend, ""]
     if table.comparisons:

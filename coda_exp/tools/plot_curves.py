@@ -7,9 +7,13 @@ one line per run (``python scripts/plot_learning_curves.py`` in a checkout; need
 
 Records: every ``*.json`` of each ``--runs`` folder (its ``runs/`` subfolder when there is one); ``--task`` keeps one
 task's runs, ``--table ID`` only the runs that table's cells pool (``configs/tables/<ID>.yaml``: its grid
-configuration, the scale it shows, the latest run per seed; ``coda_exp.tables``). The curve is the record's
-``val_curve``, the run's monitored metric after each validation: a run whose ``val_curve_metric`` is not ``--metric``
-is left out (an older record without it is taken to be of ``--metric``), and so is one without a curve.
+configuration, the scale it shows, the latest run per seed; ``coda_exp.tables``). Of several runs of one seed,
+configuration and scale only the latest counts, as in the tables (``coda_exp.curves.latest_per_seed``; the others
+are listed as left out), so a group's mean is its table cell's. The curve is the record's ``val_curve``, the run's
+monitored metric after each validation (its ``val_curve_metric``): without ``--metric`` the records' own monitored
+metric (runs of several metrics are one error naming them: pick one with ``--metric`` or ``--task``); with it, a
+run whose ``val_curve_metric`` is another is left out (an older record without it is taken to be of ``--metric``),
+and so is one without a curve.
 
 Steps: the record's ``val_curve_steps``; without them, the validation interval of its overrides or hparams, else the
 validation index (the x label says so; ``coda_exp.curves``). Lines: one style per group (``--group``: the model, or
@@ -28,7 +32,7 @@ import sys
 from pathlib import Path
 
 from coda_exp import extras
-from coda_exp.curves import GROUP_BY, Curve, group_label, load_run_records, validation_curve
+from coda_exp.curves import GROUP_BY, Curve, group_label, latest_per_seed, load_run_records, validation_curve
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.io import atomic_write, output_problem, write_problem
@@ -52,9 +56,9 @@ def table_run_ids(table: str, records: list[dict], specs: Path | None = None) ->
     return {run_id for row in built.cells for cell in row for run_id in cell.run_ids}
 
 
-def select(records: list[dict], metric: str, task: str | None = None,
+def select(records: list[dict], metric: str | None, task: str | None = None,
            run_ids: set[str] | None = None) -> tuple[list[dict], list[str]]:
-    """(the records to plot, why each other one is left out)."""
+    """(the records to plot, why each other one is left out); ``metric`` None: any curve's."""
     kept, skipped = [], []
     for record in records:
         why = None
@@ -62,7 +66,7 @@ def select(records: list[dict], metric: str, task: str | None = None,
             why = f"task {record['task']}"
         elif run_ids is not None and record["run_id"] not in run_ids:
             why = "not in the table's cells"
-        elif record.get("val_curve_metric", metric) != metric:
+        elif metric is not None and record.get("val_curve_metric", metric) != metric:
             why = f"its curve is {record['val_curve_metric']}"
         elif not record.get("val_curve"):
             why = "no val_curve"
@@ -71,6 +75,38 @@ def select(records: list[dict], metric: str, task: str | None = None,
         else:
             skipped.append(f"{record['run_id']}: {why}")
     return kept, skipped
+
+
+def drop_superseded(records: list[dict]) -> tuple[list[dict], list[str]]:
+    """(the latest run per seed of each task, configuration and scale, as the tables pool them, in ``records``'
+    order; a line per run a later one superseded). A configuration is a run's attention variant and its
+    configuration beyond the grid (:func:`coda_exp.curves.group_label`)."""
+    buckets: dict[tuple, list[dict]] = {}
+    for record in records:
+        key = (record["task"], group_label(record, "attention-variant"), str(record.get("scale")))
+        buckets.setdefault(key, []).append(record)
+    kept, superseded = set(), []
+    for runs in buckets.values():
+        latest, gone = latest_per_seed(runs)
+        kept.update(id(r) for r in latest)
+        superseded += gone
+    return [r for r in records if id(r) in kept], superseded
+
+
+def curve_metric(records: list[dict], metric: str | None) -> str:
+    """The metric the curves of ``records`` show: ``metric`` where given, else their one ``val_curve_metric``
+    (``val/acc_seq`` where none records it: older MLU records); ValueError naming them where they have several."""
+    if metric is not None:
+        return metric
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.get("val_curve_metric") is not None:
+            counts[record["val_curve_metric"]] = counts.get(record["val_curve_metric"], 0) + 1
+    if len(counts) > 1:
+        found = ", ".join(f"{m} ({n} run(s))" for m, n in sorted(counts.items()))
+        raise ValueError(f"--metric: the runs' curves are of {len(counts)} metrics, {found}; plot one with --metric "
+                         "<one of them> (or keep one task's runs with --task)")
+    return next(iter(counts), "val/acc_seq")
 
 
 def group_curves(records: list[dict], by: str) -> dict[str, list[tuple[dict, Curve]]]:
@@ -152,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, action="append", required=True,
                         help="a folder of run records, or a results folder with runs/ (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="the PNG to write")
-    parser.add_argument("--metric", default="val/acc_seq", help="the validation metric of the curves (val/acc_seq)")
+    parser.add_argument("--metric", default=None,
+                        help="the validation metric of the curves (default: the runs' own monitored metric, "
+                             "val_curve_metric: val/acc_seq for MLU, val/map for WikiQA...)")
     parser.add_argument("--group", choices=GROUP_BY, default="attention-variant",
                         help="one colour per model, or per model and CoDA variant (default)")
     parser.add_argument("--task", default=None, help="only this task's runs")
@@ -170,20 +208,23 @@ def main(argv: list[str] | None = None) -> int:
         run_ids = table_run_ids(args.table, records) if args.table else None
         kept, skipped = select(records, args.metric, args.task, run_ids)
         if not kept:
-            others = sorted({r["val_curve_metric"] for r in records if r.get("val_curve_metric") not in (None,
-                                                                                                  args.metric)})
+            others = [] if args.metric is None else sorted(
+                {r["val_curve_metric"] for r in records if r.get("val_curve_metric") not in (None, args.metric)})
             raise ValueError(f"no run to plot among {len(records)} record(s) in {', '.join(map(str, args.runs))}"
                              + (f" ({'; '.join(skipped[:5])})" if skipped else "")
                              + (f"; their curves: --metric {' or --metric '.join(others)}" if others else ""))
+        metric = curve_metric(kept, args.metric)
+        kept, superseded = drop_superseded(kept)
+        skipped += superseded
         groups = group_curves(kept, args.group)
     except (OSError, ValueError) as err:  # a missing folder, a record to skip: the user's input
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT
     tasks = sorted({r["task"] for r in kept})
     title = args.title or (f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
-                           f"{axis_label(args.metric)} during training")
+                           f"{axis_label(metric)} during training")
     try:
-        print(plot(groups, args.metric, args.out, title))
+        print(plot(groups, metric, args.out, title))
     except OSError as err:  # its folder: no permission, a full disk
         print(f"error: {write_problem('--out', args.out, 'the figure', err)}", file=sys.stderr)
         return USER_ERROR_EXIT

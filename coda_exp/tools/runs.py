@@ -5,16 +5,23 @@ has left to do without opening folders.
     coda-exp runs --left                # only the runs not finished: stopped (with their step) or failed
     coda-exp runs --log-dir /scratch/me/outputs --json runs.json
 
-A run folder is one with a ``config_resolved.yaml`` (or, where that was deleted, a ``checkpoints/`` folder, listed
-with "no config_resolved.yaml" and the names its checkpoint's config gives) under ``<log-dir>/runs/*/`` or
-``<log-dir>/multiruns/*/``. Its state:
+A run folder is one with a ``config_resolved.yaml``, a ``checkpoints/`` folder or a ``train.log`` under
+``<log-dir>/runs/*/`` or ``<log-dir>/multiruns/*/``; one without ``config_resolved.yaml`` (deleted, or never written:
+the run failed before it, e.g. a config error) is listed with "no config_resolved.yaml" and the names its
+checkpoint's config gives, if any. Its state:
 
 - ``finished`` / ``diverged``: its training record (in the ``paths.results_dir`` its own config names, or the
   fallback record in the folder) says so; the step is the record's;
 - ``running``: its owner process (``.run_owner``) is alive on this host;
 - ``stopped``: a checkpoint to resume from (``last.ckpt`` or ``interrupted.ckpt``, the later step's), no record;
-  the same command with ``resume=auto`` (or ``ckpt_path=`` that checkpoint) goes on from it;
-- ``failed``: neither (it stopped before its first checkpoint; its ``train.log`` says why).
+  the same command with ``resume=auto`` (or ``ckpt_path=`` that checkpoint) goes on from it; the table names
+  that checkpoint ("resumes from ...");
+- ``debug`` / ``unrecorded``: a run with ``save_record=false`` whose ``train.log`` says it ended
+  (:data:`~coda_exp.run_folder.RUN_ENDED`): ``debug`` where its config is a debug run's (``debug=fdr``,
+  ``overfit``, ``limit``: ``trainer.fast_dev_run``, ``overfit_batches`` or ``limit_train_batches``), else
+  ``unrecorded``; by design no record (and for ``debug=fdr`` no checkpoint);
+- ``failed``: none of these (it stopped before its first checkpoint); the table shows the last error line of
+  its ``train.log``.
 """
 
 from __future__ import annotations
@@ -46,13 +53,13 @@ class RunState:
 def run_folders(log_dir: Path) -> list[Path]:
     """The run folders under ``log_dir`` (single runs and sweep jobs; one whose ``config_resolved.yaml`` was deleted
     by its ``checkpoints/``), newest first."""
-    found = {f.parent: None for pattern in ("runs/*/*/config_resolved.yaml", "multiruns/*/*/config_resolved.yaml",
-                                            "runs/*/*/checkpoints", "multiruns/*/*/checkpoints")
-             for f in sorted(log_dir.glob(pattern))}
+    found = {f.parent: None for top in ("runs", "multiruns")
+             for name in ("config_resolved.yaml", "checkpoints", "train.log")
+             for f in sorted(log_dir.glob(f"{top}/*/*/{name}"))}
 
     def made(folder: Path) -> float:
-        config = folder / "config_resolved.yaml"
-        return (config if config.is_file() else folder).stat().st_mtime
+        mark = next((f for f in (folder / "config_resolved.yaml", folder / "train.log") if f.is_file()), folder)
+        return mark.stat().st_mtime
 
     return sorted(found, key=made, reverse=True)
 
@@ -90,9 +97,60 @@ def states(log_dir: Path) -> list[RunState]:
             state = "running"
         elif (point := resume_checkpoint(folder)) is not None:
             state, step, checkpoint = "stopped", point[1], str(point[0])
+        log_end = _log_tail(folder)
+        notes = ["no config_resolved.yaml"] if folder in missing else []
+        if state == "failed" and cfg.get("save_record") is False and (ended := _ended(log_end)) is not None:
+            trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
+            debug = _debug(trainer)
+            state, step = ("debug" if debug else "unrecorded"), ended
+            notes.append("ended; save_record=false: no record")
+        elif state == "failed":
+            notes.append(_last_error(log_end) or ("train.log names no error" if (folder / "train.log").is_file()
+                                                  else "no train.log"))
         out.append(RunState(str(folder), task, model, cfg.get("seed"), cfg.get("scale_name"), state, step,
-                            checkpoint, record, "no config_resolved.yaml" if folder in missing else None))
+                            checkpoint, record, "; ".join(notes) or None))
     return out
+
+
+def _debug(trainer: dict) -> bool:
+    """Whether trainer settings are a debug run's (what ``configs/debug/*.yaml`` set: ``fast_dev_run``,
+    ``overfit_batches``, ``limit_train_batches``)."""
+    fdr, overfit, limit = (trainer.get(k) for k in ("fast_dev_run", "overfit_batches", "limit_train_batches"))
+    return (fdr is True or (type(fdr) is int and fdr > 0) or (isinstance(overfit, (int, float)) and overfit > 0)
+            or (isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit != 1.0))
+
+
+def _log_tail(folder: Path, size: int = 65536) -> list[str]:
+    """The last lines of ``folder``'s ``train.log`` (its last ``size`` bytes); none where it cannot be read."""
+    try:
+        with open(folder / "train.log", "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - size))
+            return f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+
+
+def _ended(lines: list[str]) -> int | None:
+    """The step at which the run ended, where its log's lines say it did (``run_folder.RUN_ENDED``); else None."""
+    from coda_exp.run_folder import RUN_ENDED
+
+    for line in reversed(lines):
+        if f" - {RUN_ENDED} " in line:
+            words = line.split(f" - {RUN_ENDED} ", 1)[1].split()
+            return int(words[3]) if len(words) > 3 and words[3].isdigit() else 0
+    return None
+
+
+def _last_error(lines: list[str], width: int = 200) -> str | None:
+    """The last error of a log: its last ``[ERROR]`` line's message, else its last line (a traceback's end)."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if "][ERROR] - " in lines[i]), None)
+    after = lines[at + 1:] if at is not None else lines
+    end = next((line.strip() for line in reversed(after) if line.strip() and not line[0].isspace()
+                and not line.startswith("[")), None)  # the traceback's last line, after a log.exception
+    shown = end if at is None else lines[at].split("][ERROR] - ", 1)[1]
+    if at is not None and end is not None and any(line.startswith("Traceback") for line in after):
+        shown = f"{shown}: {end}"
+    return None if shown is None else shown if len(shown) <= width else shown[:width - 3] + "..."
 
 
 def _table(rows: list[RunState]) -> str:
@@ -100,14 +158,15 @@ def _table(rows: list[RunState]) -> str:
     cells = [header] + [(r.state, "" if r.step is None else str(r.step), r.task or "?", r.model or "?",
                          "" if r.seed is None else str(r.seed), r.scale or "?", r.folder) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
-    notes = [""] + [f"  ({r.note})" if r.note else "" for r in rows]
+    notes = [""] + ["".join([f"  resumes from {r.checkpoint}" if r.state == "stopped" and r.checkpoint else "",
+                             f"  ({r.note})" if r.note else ""]) for r in rows]
     return "\n".join("  ".join(c[i].ljust(w) for i, w in enumerate(widths)) + "  " + c[-1] + note
                      for c, note in zip(cells, notes))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The run folders under outputs/ and where each one stands: "
-                                     "finished, running, stopped (resumable) or failed.")
+                                     "finished, running, stopped (resumable), debug (no record) or failed.")
     parser.add_argument("--log-dir", type=Path, default=root_dir() / "outputs",
                         help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's, or the "
                              "current folder's with an installed package)")
@@ -126,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no {'unfinished ' if args.left else ''}run folders under {args.log_dir}")
         return 0
     print(_table(rows))
-    counts = {s: sum(r.state == s for r in rows) for s in ("finished", "diverged", "running", "stopped", "failed")}
+    counts = {s: sum(r.state == s for r in rows)
+              for s in ("finished", "diverged", "debug", "unrecorded", "running", "stopped", "failed")}
     print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if counts["stopped"]:
         print("a stopped run goes on from its checkpoint with the same command and resume=auto (docs/running.md)")

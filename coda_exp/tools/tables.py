@@ -8,7 +8,9 @@
 (``paths.root_dir``: ``$CODA_EXP_ROOT``, else the checkout whatever the current folder, else the current folder);
 the table specs are the configs' ``tables/``. Corrupt run records are skipped with a warning
 (``--strict`` makes them an error); a runs folder that does not exist is an error (a mistyped ``--runs`` would
-otherwise rewrite every table with ``no run`` cells), an empty one gives ``no run`` cells.
+otherwise rewrite every table with ``no run`` cells), an empty one gives ``no run`` cells. A results folder (no
+``*.json`` of its own, a ``runs/`` inside, as ``plot-curves --runs`` takes) is read from its ``runs/``, and
+``--predictions`` defaults to its ``predictions/``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from coda_exp.tables import find_specs
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     root = root_dir()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=Path, default=root / "results" / "runs", help="folder of run records")
+    parser.add_argument("--runs", type=Path, default=root / "results" / "runs", help="folder of run records, or a results folder with runs/ (its runs/ is read)")
     parser.add_argument("--specs", type=Path, default=config_dir() / "tables", help="folder of table specs")
     parser.add_argument("--out", type=Path, default=root / "results" / "tables", help="output folder")
     parser.add_argument("--predictions", type=Path, default=None,
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --runs {args.runs}: no such folder of run records (training runs write theirs to "
               "results/runs; nothing was written)", file=sys.stderr)
         return USER_ERROR_EXIT
+    if not any(args.runs.glob("*.json")) and (args.runs / "runs").is_dir():  # a results folder, as plot-curves takes
+        print(f"--runs {args.runs}: a results folder: reading its runs/ ({args.runs / 'runs'})", file=sys.stderr)
+        args.runs = args.runs / "runs"
     wrong = output_problem("--out", args.out, "the tables (<id>.md, .tex, .csv)", folder=True)
     if wrong:
         print(f"error: {wrong}", file=sys.stderr)

@@ -111,3 +111,15 @@ def test_evaluation_records_are_no_runs_of_the_curves(tmp_path):
     for record in (trained, evaluation):
         results.write_record(record, tmp_path / "runs")
     assert [r["run_id"] for r in load_run_records([tmp_path])] == [trained["run_id"]]
+
+
+def test_a_default_decompatt_coda_run_is_named_by_its_model_alone():
+    """CoDACrossAttention's own constructor defaults (hidden=200, dropout=0.2, projection, share_projections) are
+    defaults too: only an option set otherwise is named."""
+    attention = {"name": "coda", "_target_": "coda_exp.attention.CoDACrossAttention", "_partial_": True,
+                 "hidden": 200, "projection": "linear", "share_projections": True, "dropout": 0.2, "scale": True,
+                 "alpha": 1.0, "beta": 1.0, "e_fn": "tanh", "n_fn": "sigmoid", "center_e": False, "center_n": False,
+                 "gate_scale": 2.0, "center_over": "slice", "query_scale": False, "kernel": "auto"}
+    assert group_label(rec(task="wikiqa", hparams={"attention": attention})) == "decompatt_coda"
+    wider = {**attention, "hidden": 300, "projection": "mlp"}
+    assert group_label(rec(task="wikiqa", hparams={"attention": wider})) == "decompatt_coda[hidden=300, projection=mlp]"

@@ -123,6 +123,21 @@ def test_cli_writes_tables(tmp_path, capsys, cli):
     assert "86.00 ± 1.00 (n=3, cpu)" in printed and "# Table 9" in printed
 
 
+def test_cli_reads_a_results_folder_from_its_runs(tmp_path, capsys, cli):
+    """--runs results/ (runs/ and predictions/ inside, as plot-curves takes it): its runs/, said so; not 0 records."""
+    for s, a in enumerate([0.85, 0.86, 0.87]):
+        write_record(rec(seed=s, metrics={"test/acc": a}, run_id=f"res-{s}"), tmp_path / "results" / "runs")
+    (tmp_path / "results" / "predictions").mkdir()
+    out = tmp_path / "tables"
+    assert cli.main(["--runs", str(tmp_path / "results"), "--out", str(out), "--tables", "table_3", "--print"]) == 0
+    captured = capsys.readouterr()
+    assert "86.00 ± 1.00 (n=3, cpu)" in captured.out
+    assert f"a results folder: reading its runs/ ({tmp_path / 'results' / 'runs'})" in captured.err
+    assert "and 3 run record(s)" in captured.err
+    assert cli.main(["--runs", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "no such folder of run records" in capsys.readouterr().err
+
+
 def test_cli_all_tables_and_unknown_id(tmp_path, capsys, cli):
     (tmp_path / "none").mkdir()  # no records: `no run` cells
     assert cli.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "all")]) == 0

@@ -179,7 +179,10 @@ def test_write_tables_writes_md_tex_csv(spec, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in paths)
     md = (tmp_path / "out" / "t_demo.md").read_text(encoding="utf-8")
     assert md.startswith("# Demo table") and "Synthetic." in md
-    assert "Generated 2025-01-01T00:00:00+00:00 from 1 run record(s)" in md
+    assert "Generated 2025-01-01T00:00:00+00:00 from 1 run record(s) (1 loaded) by `coda-exp tables`." in md
+    assert "make_tables" not in md  # the script is a thin wrapper of coda-exp tables
+    tex = (tmp_path / "out" / "t_demo.tex").read_text(encoding="utf-8")
+    assert "run record(s) by coda-exp tables" in tex and "make_tables" not in tex
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from coda_exp.curves import Curve
-from tests.results.records import mlu_rec
+from tests.results.records import mlu_rec, rec
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -158,3 +158,35 @@ def test_a_mean_of_one_seed_run_twice_says_runs_and_runs_with_no_common_step_kee
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_a_seed_run_twice_counts_once_as_in_the_tables(plot, tmp_path, capsys):
+    """Seeds [1, 1, 2]: the figure's mean is over the latest run per seed (the table's cell), not 3 runs."""
+    first, again, two = mlu_rec(seed=1, curve=(0.9, 0.9, 0.9)), mlu_rec(seed=1), mlu_rec(seed=2)
+    folder = saved(tmp_path / "runs", first, again, two)
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "c.png")]) == 0
+    captured = capsys.readouterr()
+    assert "coda_transformer: 2 run(s), seeds [1, 2]" in captured.out
+    assert f"{first['run_id']} (superseded by {again['run_id']}, seed 1)" in captured.err
+    kept, _ = plot.drop_superseded([first, again, two, mlu_rec("transformer", seed=1)])
+    assert [r["seed"] for r in kept] == [1, 2, 1] and first not in kept
+
+
+def test_the_default_metric_is_the_runs_own(plot, tmp_path, capsys):
+    """WikiQA's curves are val/map: plotted without --metric; a mix of metrics is one message naming them."""
+    def wikiqa(seed, metric="val/map"):
+        return rec(task="wikiqa", model="decompatt", seed=seed, val_curve=[0.5, 0.6], val_curve_steps=[5, 10],
+                   val_curve_metric=metric)
+
+    folder = saved(tmp_path / "runs", wikiqa(1), wikiqa(2))
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "w.png")]) == 0
+    assert "decompatt: 2 run(s), seeds [1, 2]" in capsys.readouterr().out
+    saved(folder, mlu_rec(seed=3))
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "m.png")]) == 2
+    assert capsys.readouterr().err == ("error: --metric: the runs' curves are of 2 metrics, val/acc_seq (1 run(s)), "
+                                       "val/map (2 run(s)); plot one with --metric <one of them> (or keep one "
+                                       "task's runs with --task)\n")
+    assert plot.main(["--runs", str(folder), "--task", "wikiqa", "--out", str(tmp_path / "m.png")]) == 0
+    assert plot.main(["--runs", str(folder), "--metric", "val/map", "--out", str(tmp_path / "m.png")]) == 0
+    assert "left out 1 record(s)" in capsys.readouterr().err
+    assert plot.curve_metric([wikiqa(1)], None) == "val/map"

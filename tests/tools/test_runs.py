@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -73,7 +75,42 @@ def test_a_folder_whose_config_resolved_yaml_was_deleted_is_listed_by_its_checkp
     (row,) = json.loads((tmp_path / "runs.json").read_text())
     assert (row["state"], row["step"], row["task"], row["seed"]) == ("stopped", 9, "snli", 5)
     assert row["note"] == "no config_resolved.yaml"
-    assert capsys.readouterr().out.splitlines()[1].endswith(f"{folder}  (no config_resolved.yaml)")
+    assert capsys.readouterr().out.splitlines()[1].endswith(
+        f"{folder}  resumes from {folder / 'checkpoints' / 'last.ckpt'}  (no config_resolved.yaml)")
+
+
+def test_a_debug_run_is_no_failure_and_a_job_failed_before_its_config_is_listed(tmp_path, capsys):
+    """debug=fdr ends by design without record and checkpoint: "debug", not failed; a sweep job whose config
+    error came before config_resolved.yaml is listed as failed with its log's last error."""
+    from coda_exp.run_folder import RUN_ENDED
+
+    log_dir = tmp_path / "outputs"
+    debug = _folder(log_dir / "runs" / "wikiqa-decompatt", "a-s1", 1, tmp_path / "results")
+    config = OmegaConf.load(debug / "config_resolved.yaml")
+    config.save_record, config.trainer = False, {"fast_dev_run": True, "overfit_batches": 0.0}
+    OmegaConf.save(config, debug / "config_resolved.yaml")
+    (debug / "train.log").write_text(f"[2026][coda_exp.pipeline][INFO] - {RUN_ENDED} finished at step 1 (...)\n")
+    crashed = _folder(log_dir / "runs" / "wikiqa-decompatt", "b-s2", 2, tmp_path / "results")
+    OmegaConf.save(config, crashed / "config_resolved.yaml")  # a debug run that crashed: failed, its error shown
+    (crashed / "train.log").write_text("[2026][coda_exp.pipeline][ERROR] - run failed\nTraceback:\n  x\n"
+                                       "ValueError: boom\n")
+    job = log_dir / "multiruns" / "2026" / "0-mlu-decompatt-s1"
+    job.mkdir(parents=True)
+    (job / "train.log").write_text("[2026][x][INFO] - hi\n[2026][coda_exp.hydra_callbacks][ERROR] - job failed: "
+                                   "ConfigError: model=decompatt does not fit task=mlu\n[2026][x][INFO] - bye\n")
+    assert runs.main(["--log-dir", str(log_dir), "--json", str(tmp_path / "runs.json")]) == 0
+    rows = {Path(r["folder"]).name: r for r in json.loads((tmp_path / "runs.json").read_text())}
+    assert (rows["a-s1"]["state"], rows["a-s1"]["step"]) == ("debug", 1)
+    assert rows["a-s1"]["note"] == "ended; save_record=false: no record"
+    assert (rows["b-s2"]["state"], rows["b-s2"]["note"]) == ("failed", "run failed: ValueError: boom")
+    job_row = rows["0-mlu-decompatt-s1"]
+    assert job_row["state"] == "failed" and job_row["task"] is None
+    assert job_row["note"] == ("no config_resolved.yaml; job failed: ConfigError: model=decompatt does not fit "
+                               "task=mlu")
+    out = capsys.readouterr().out
+    assert "1 debug, 2 failed" in out and f"{job}  (no config_resolved.yaml; job failed: ConfigError" in out
+    assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]] == ["failed", "failed"]
 
 
 def test_no_folder_is_one_message(tmp_path, capsys):
@@ -106,4 +143,29 @@ def test_a_real_stopped_run_is_listed_with_its_step(compose, tmp_path, capsys):
     assert runs.main(["--log-dir", str(tmp_path / "outputs")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].split()[:6] == ["stopped", "3", "snli", "decompatt", "1", "fixture"]
-    assert os.path.isdir(out.splitlines()[1].split()[-1])
+    assert os.path.isdir(out.splitlines()[1].split()[6])
+    assert out.splitlines()[1].split()[-3:-1] == ["resumes", "from"]
+    assert os.path.isfile(out.splitlines()[1].split()[-1])
+
+
+def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys):
+    from coda_exp.pipeline import run
+
+    folder = tmp_path / "outputs" / "runs" / "snli-decompatt" / "x-s1"
+    folder.mkdir(parents=True)
+    handler = logging.FileHandler(folder / "train.log")  # Hydra's job log, which compose does not set up
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    root, level = logging.getLogger(), logging.getLogger().level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)  # Hydra's job logging's level
+    try:
+        run(compose(["task=snli", "scale=fixture", "logger=none", "debug=fdr", f"paths.output_dir={folder}"],
+                    tmp_path))
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+    capsys.readouterr()  # the run's own output
+    assert runs.main(["--log-dir", str(tmp_path / "outputs")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[:6] == ["debug", "1", "snli", "decompatt", "1", "fixture"], out
