@@ -169,3 +169,16 @@ def test_a_log_dir_where_hydra_cannot_make_the_job_folder_is_one_message(multiru
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"cannot be created: {tmp_path} is not writable (Permission denied)" in err
     assert not (tmp_path / "read-only").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["-m", "experiment=quickstart", "scale=fixture", "--cfg", "job"], "drop -m"),
+    (["--info", "-m", "task=snli"], "-m and --info given together"),
+])
+def test_hydra_commands_given_together_are_one_message(argv, message, capsys, monkeypatch):
+    """It used to be Hydra's ValueError("Only one of --run, --multirun, --cfg ..."), a traceback."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "Traceback" not in err, err
