@@ -38,7 +38,9 @@ SCALE ?= paper
 .PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; \
+		{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)}; \
+		END {for (i = 1; i <= NR; i++) printf "  \033[36m%-" width "s\033[0m  %s\n", name[i], text[i]}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

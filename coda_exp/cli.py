@@ -101,6 +101,9 @@ def check_composition(argv: list[str]) -> None:
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
+    if not (args.help or args.hydra_help) and (several := _one_command_only(args)):
+        print(f"error: {several}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT)
     if (args.help or args.hydra_help or args.shell_completion or args.info or args.config_path or args.config_name
             or args.config_dir or args.experimental_rerun or GlobalHydra.instance().is_initialized()):
         return
@@ -154,6 +157,21 @@ def check_composition(argv: list[str]) -> None:
             message = first + hint + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _one_command_only(args) -> str | None:
+    """Hydra runs one of ``--run``, ``-m``, ``--cfg``, ``--info``, ``--shell-completion`` (more than one: its
+    ValueError, a traceback): one message instead, and for ``-m --cfg job`` how to see the config."""
+    given = [flag for flag, on in (("-m", args.multirun), ("--cfg", args.cfg is not None), ("--run", args.run),
+                                   ("--info", args.info is not None), ("--shell-completion", args.shell_completion))
+             if on]
+    if len(given) < 2:
+        return None
+    if set(given) == {"-m", "--cfg"}:
+        return (f"--cfg {args.cfg} prints one job's config and -m runs a sweep: Hydra takes one of them; drop -m "
+                f"(and give a key swept on the command line one value, seed=1 for seed=1,2) to see a job's config, "
+                f"or drop --cfg to run the sweep")
+    return f"{' and '.join(given)} given together: Hydra takes only one of --run, -m, --cfg, --info, --shell-completion"
 
 
 def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str]) -> str | None:

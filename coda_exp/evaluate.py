@@ -39,7 +39,13 @@ from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError
 from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
 from coda_exp.loggers import build_loggers, finish
-from coda_exp.predict_io import default_output, prediction_rows, read_inputs, write_predictions
+from coda_exp.predict_io import (
+    default_output,
+    other_inputs_output,
+    prediction_rows,
+    read_inputs,
+    write_predictions,
+)
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.threads import pin_threads
 from coda_exp.trained import (
@@ -167,6 +173,10 @@ def predict(inv: Invocation) -> Path:
         raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
                           f"predictions there would overwrite the inputs; name another output= (the default is "
                           f"{default_output(Path(inv.command['input']))})")
+    if not inv.command["output"] and (owner := other_inputs_output(output, Path(inv.command["input"]))):
+        raise ConfigError(f"coda-exp predict: the default output {output} holds the predictions of {owner}, not of "
+                          f"input={inv.command['input']}: name the output of this input (e.g. "
+                          f"output={output.with_name(Path(inv.command['input']).name + '.predictions.jsonl')})")
     if output.is_dir():
         raise ConfigError(f"coda-exp predict: output={output} is a folder: name the predictions file (e.g. "
                           f"output={output / default_output(Path(inv.command['input'])).name})")
@@ -185,7 +195,6 @@ def predict(inv: Invocation) -> Path:
     preds = [p for batch in outputs for p in batch]
     labels = list(getattr(datamodule, "label_names", None) or getattr(task, "label_names", None) or []) or None
     path = write_predictions(prediction_rows(preds, rows, wheres, encoded, labels), output)
-    log.info("%d predictions of %s written to %s", len(preds), prep.path, path)
     print(f"wrote {len(preds)} predictions to {path}", flush=True)
     return path
 
@@ -203,8 +212,8 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
   ckpt_path=FILE      a .ckpt written by a training run (best.ckpt, last.ckpt, an averaged one)
   split=...           all (default: validation, then test), test or validation
   data.dir=DIR        read another folder of the same format (the record says it is other data)
-  data.*, task.*, model.* keys: change the trained configuration (e.g. task.decoding.beam_size=8); training-only
-                      keys (optimizer.*, task.epochs, ...) are refused
+  data.*, task.*, model.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);
+                      training-only keys (optimizer.*, task.epochs, ...) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
   -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the details.""",

@@ -47,6 +47,25 @@ def default_output(path: Path) -> Path:
     return path.with_name(f"{stem}.predictions.jsonl")
 
 
+def other_inputs_output(output: Path, input_path: Path) -> str | None:
+    """The input file whose predictions ``output`` holds (its first row's ``line``), when that is another file than
+    ``input_path``: ``q.jsonl`` and ``q.jsonl.gz`` (or ``q.tsv``) share a default output, and one run must not
+    overwrite the other's. None when ``output`` does not exist, holds no prediction rows, or was written for
+    ``input_path`` itself (a rerun overwrites it)."""
+    try:
+        with output.open(encoding="utf-8") as f:
+            first = json.loads(f.readline() or "null")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    where = first.get("line") if isinstance(first, dict) else None
+    if not isinstance(where, str) or ":" not in where:
+        return None
+    written_for = Path(where.rsplit(":", 1)[0])
+    if written_for.name == input_path.name or written_for.expanduser().resolve() == input_path.expanduser().resolve():
+        return None
+    return str(written_for)
+
+
 def _check(row: dict, fields: tuple[str, ...], where: str, family: str) -> dict:
     missing = [f for f in fields if f not in row]
     if missing:

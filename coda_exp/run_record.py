@@ -140,6 +140,19 @@ def write_predictions(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+def summary_outcome(record: dict) -> str:
+    """How the run ended, for the summary's title: ``finished, 1 step in 3 s`` for a training run; an evaluation's
+    steps are its checkpoint's (``evaluated in 3 s (checkpoint trained 1 step)``)."""
+    wall = f"{record['wall_time_s']:.0f} s"
+    if record.get("mode") == "eval":
+        return f"evaluated in {wall} (checkpoint trained {_steps(record['steps'])})"
+    return f"{record['status']}, {_steps(record['steps'])} in {wall}"
+
+
 def print_summary(record: dict) -> None:
     """The end of a run on the console: what ran, its metrics, and the run folder (config, log, checkpoints). The
     title and folder are plain lines, never wrapped to the table's width (a path stays one line to copy)."""
@@ -147,7 +160,7 @@ def print_summary(record: dict) -> None:
     from rich.table import Table
 
     print(f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']}): "
-          f"{record['status']}, {record['steps']} steps in {record['wall_time_s']:.0f} s", flush=True)
+          f"{summary_outcome(record)}", flush=True)
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -6,8 +6,9 @@ The command line is ``key=value`` overrides, sorted into three kinds (:func:`par
 - this machine's settings, composed from ``configs/`` as a training run composes them (:data:`ENVIRONMENT`):
   ``paths.*``, ``logger=...``, ``trainer=...`` and their keys, ``threads``, ``save_record``, ``save_predictions``;
 - changes to the trained run's configuration (``data.dir=...``, ``data.eval_batch_size=64``,
-  ``task.decoding.beam_size=8``): applied to the configuration the checkpoint carries. Its task, model, seed and
-  scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused.
+  ``task.module.decoding.beam_size=8``): applied to the configuration the checkpoint carries (a ``+key=`` that adds
+  a key nothing reads while the configuration has one of that name elsewhere is refused, as for training). Its task,
+  model, seed and scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused.
 
 The configuration: the one the checkpoint carries (every checkpoint since the run config rode along), else the
 ``config_resolved.yaml`` of the run folder it lies in. Its paths are the training machine's; this machine's paths
@@ -30,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError, check_config
+from coda_exp.config_checks import ConfigError, appended_key_problems, check_config
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
@@ -88,8 +89,9 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
                               f"{mode} (which takes {', '.join(f'{k}=' for k in inv.command)})")
         elif o.is_delete() or "/" in key or "." not in key or top in ("hydra", "callbacks"):
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's {top} is the trained run's; change "
-                              f"a key of its configuration instead (data.dir=..., task.decoding.beam_size=...), or "
-                              f"give {', '.join(f'{k}=' for k in inv.command)} or this machine's "
+                              f"a key of its configuration instead (data.dir=..., "
+                              f"task.module.decoding.beam_size=...), or give "
+                              f"{', '.join(f'{k}=' for k in inv.command)} or this machine's "
                               f"{', '.join(ENVIRONMENT)}")
         elif any(key == k or key.startswith(f"{k}.") for k in TRAINING_ONLY):
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: {mode} trains nothing, and this key only steers "
@@ -178,13 +180,18 @@ def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
             cfg.data.dir = moved
         for o in inv.config:
             key = o.key_or_group
-            if not o.is_add() and OmegaConf.select(cfg, key, default="__absent__") == "__absent__":
+            added = o.is_add() or o.is_force_add()
+            if not added and OmegaConf.select(cfg, key, default="__absent__") == "__absent__":
                 raise ConfigError(f"coda-exp {inv.mode}: {o.input_line}: the checkpoint's configuration has no "
                                   f"key {key!r} (prefix + to add one)")
             try:
                 OmegaConf.update(cfg, key, o.value(), merge=True, force_add=True)
             except OmegaConfBaseException as err:
                 raise ConfigError(f"coda-exp {inv.mode}: {o.input_line}: {' '.join(str(err).split())[:200]}") from None
+    appended = [(o.key_or_group, o.input_line) for o in inv.config if o.is_add() and not o.is_force_add()]
+    problems = appended_key_problems(cfg, appended) if appended else []
+    if problems:  # +task.decoding.beam_size=1: a key nothing reads, refused as training refuses it
+        raise ConfigError(f"coda-exp {inv.mode}: " + "\n  ".join(problems))
     return cfg
 
 

@@ -184,3 +184,15 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
                   f"paths.log_dir={tmp_path}/outputs"])
     assert "add preset=none" in capsys.readouterr().err
 
+
+@pytest.mark.parametrize("argv,message", [
+    (["-m", "experiment=quickstart", "scale=fixture", "--cfg", "job"], "drop -m"),
+    (["--info", "-m", "task=snli"], "-m and --info given together"),
+])
+def test_hydra_commands_given_together_are_one_message(argv, message, capsys, monkeypatch):
+    """It used to be Hydra's ValueError("Only one of --run, --multirun, --cfg ..."), a traceback."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "Traceback" not in err, err

@@ -182,6 +182,21 @@ def test_predict_refuses_to_write_over_its_input(tmp_path, capsys):
     assert f"output={tmp_path} is a folder: name the predictions file" in capsys.readouterr().err
 
 
+def test_predict_keeps_another_inputs_predictions_at_the_default_output(tmp_path, capsys):
+    plain = _write(tmp_path / "q.jsonl", [{"text_a": "a", "text_b": "b"}])
+    packed = tmp_path / "q.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    theirs = _write(tmp_path / "q.predictions.jsonl", [{"line": f"{plain}:1", "label": "neutral"}])
+    before = theirs.read_bytes()
+    assert predict_main([f"ckpt_path={tmp_path / 'none.ckpt'}", f"input={packed}"]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert f"the default output {theirs} holds the predictions of {plain}" in err
+    assert f"output={tmp_path / 'q.jsonl.gz.predictions.jsonl'}" in err and theirs.read_bytes() == before
+    # the same input again overwrites its own predictions (here: up to the missing checkpoint)
+    assert predict_main([f"ckpt_path={tmp_path / 'none.ckpt'}", f"input={plain}"]) == USER_ERROR_EXIT
+    assert "holds the predictions" not in capsys.readouterr().err
+
+
 def test_a_corrupt_checkpoint_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"not a checkpoint")
@@ -200,11 +215,14 @@ def _predict(ckpt, inputs, tmp_path, *extra):
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
 
-def test_predict_pair_classification_from_jsonl_and_tsv(snli, tmp_path):
+def test_predict_pair_classification_from_jsonl_and_tsv(snli, tmp_path, capsys, caplog):
     _, _, ckpt = snli
     rows = [{"id": "p1", "text_a": "A man is playing a guitar.", "text_b": "A man plays music."},
             {"id": 7, "text_a": "A dog runs.", "text_b": "A cat sleeps.", "ignored": True}]
+    capsys.readouterr()
     got = _predict(ckpt, _write(tmp_path / "in.jsonl", rows), tmp_path)
+    said = capsys.readouterr().out + capsys.readouterr().err + caplog.text
+    assert said.count("predictions") == 1 and f"wrote 2 predictions to {tmp_path / 'out.jsonl'}" in said  # once
     labels = ["entailment", "neutral", "contradiction"]
     assert [g["id"] for g in got] == ["p1", 7] and [g["line"] for g in got] == [f"{tmp_path}/in.jsonl:1",
                                                                               f"{tmp_path}/in.jsonl:2"]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.predict_io import default_output, prediction_rows, read_inputs
+from coda_exp.predict_io import default_output, other_inputs_output, prediction_rows, read_inputs
 
 
 def test_jsonl_and_tsv_inputs(tmp_path):
@@ -49,6 +51,16 @@ def test_default_output_lies_beside_the_input(tmp_path):
     assert default_output(tmp_path / "q.jsonl") == tmp_path / "q.predictions.jsonl"
     assert default_output(tmp_path / "q.tsv.gz") == tmp_path / "q.predictions.jsonl"
     assert default_output(tmp_path / "inputs") == tmp_path / "inputs.predictions.jsonl"
+
+
+def test_a_default_output_written_for_another_input_is_named(tmp_path):
+    out = tmp_path / "q.predictions.jsonl"
+    assert other_inputs_output(out, tmp_path / "q.jsonl.gz") is None  # none yet
+    out.write_text(json.dumps({"line": f"{tmp_path}/q.jsonl:1", "label": "x"}) + "\n", encoding="utf-8")
+    assert other_inputs_output(out, tmp_path / "q.jsonl.gz") == str(tmp_path / "q.jsonl")
+    assert other_inputs_output(out, tmp_path / "q.jsonl") is None  # its own: a rerun overwrites it
+    out.write_text("not predictions\n", encoding="utf-8")
+    assert other_inputs_output(out, tmp_path / "q.jsonl.gz") is None
 
 
 def test_prediction_rows_by_family():

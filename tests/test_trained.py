@@ -12,10 +12,10 @@ from coda_exp.trained import build_config, parse
 
 def test_the_command_line_is_sorted():
     inv = parse("eval", ["ckpt_path=/a/b.ckpt", "split=test", "data.dir=/d", "trainer=gpu", "paths.log_dir=/l",
-                         "logger=wandb", "task.decoding.beam_size=8", "+data.extra=1"])
+                         "logger=wandb", "task.module.decoding.beam_size=8", "+data.extra=1"])
     assert str(inv.ckpt_path) == "/a/b.ckpt" and inv.command["split"] == "test"
     assert inv.environment == ["trainer=gpu", "paths.log_dir=/l", "logger=wandb"]
-    assert inv.config_strings() == ["data.dir=/d", "task.decoding.beam_size=8", "+data.extra=1"]
+    assert inv.config_strings() == ["data.dir=/d", "task.module.decoding.beam_size=8", "+data.extra=1"]
     inv = parse("predict", ["ckpt_path=x.ckpt", "input=in.jsonl", "output=out.jsonl"])
     assert (inv.command["input"], inv.command["output"]) == ("in.jsonl", "out.jsonl")
 
@@ -67,3 +67,14 @@ def _typed(cfg):
     out = cfg.copy()
     out.data = OmegaConf.merge(OmegaConf.structured(Data), {"eval_batch_size": 3})
     return out
+
+
+def test_an_appended_key_nothing_reads_is_refused_as_in_training(make_cfg):
+    trained = make_cfg("task=iwslt15_envi", "model=transformer", "scale=fixture")
+    resolved = OmegaConf.create(OmegaConf.to_container(trained, resolve=True))
+    with pytest.raises(ConfigError, match=r"did you mean task\.module\.decoding\.beam_size=1\?"):
+        build_config(parse("eval", ["ckpt_path=x", "+task.decoding.beam_size=1"]), resolved)
+    cfg = build_config(parse("eval", ["ckpt_path=x", "task.module.decoding.beam_size=1"]), resolved)
+    assert cfg.task.module.decoding.beam_size == 1
+    cfg = build_config(parse("eval", ["ckpt_path=x", "++task.decoding.beam_size=1"]), resolved)  # added anyway
+    assert cfg.task.decoding.beam_size == 1

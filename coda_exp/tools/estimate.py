@@ -6,9 +6,10 @@ extrapolate to the config (``python scripts/estimate_runtime.py`` in a checkout,
     coda-exp estimate task=snli model=decompatt_coda data.dir=data/snli
 
 Any training override works, one value per key (a sweep's ``seed=1,2`` or ``-m`` is refused: estimate each
-configuration on its own), before or after the options. The first ``--warmup`` steps (JIT compilation, allocator warm-up) are run but not
-timed; then ``--steps`` optimizer steps (data loading included) and ``--eval-batches`` validation batches (free
-decoding included for sequence tasks) are timed on the configured trainer's device. The estimate is
+configuration on its own), before or after the options. The first ``--warmup`` steps (JIT compilation, allocator
+warm-up) are run but not timed; then ``--steps`` optimizer steps (data loading included) and ``--eval-batches``
+validation batches (free decoding included for sequence tasks) are timed on the configured trainer's device. The
+estimate is
   train steps x time per step + (validations x validation batches + test batches) x time per eval batch,
 where train steps = task.max_steps, or task.epochs x batches per epoch; validations = train steps /
 task.val_check_interval for step-based tasks, else epochs. Nothing is written to results/.
@@ -79,9 +80,13 @@ def _refuse_sweeps(overrides: list[str]) -> None:
                             f"pick one{example} and estimate each configuration on its own")
 
 
+#: the module docstring as --help shows it: after the usage line, without its "coda-exp estimate: " or rst quotes
+_DESCRIPTION = "H" + __doc__.replace("``", "").removeprefix("coda-exp estimate: h")
+
+
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser = argparse.ArgumentParser(description=_DESCRIPTION,  # the whole text, once
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="train.py overrides, e.g. task=mlu model=transformer")
     parser.add_argument("--steps", type=int, default=50, help="timed training steps (default 50)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")

@@ -224,10 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", default="all", help="CoDA Transformer: 'all' (default, pooled) or a comma list of "
                     "layer names such as enc.0,dec.1.self,dec.1.cross")
     ap.add_argument("--out", type=Path, default=root_dir() / "results" / "figures" / "figure_2.png")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="every library's log lines and progress bars on the console (quiet by default, as training)")
     args = ap.parse_args(argv)
     extras.require("matplotlib", "coda-exp plot-coda")  # before the model loads
 
+    from coda_exp import console
     from coda_exp.pipeline import load_trained
+
+    console.configure(verbose=args.verbose)  # as a run: no datasets "tokenising" bars while the data is read
 
     cfg, dm, net = load_trained(_checkpoint(ap, args), args.config)
     if hasattr(net, "attention_maps"):  # DecompAtt: its one cross-attention

@@ -63,3 +63,14 @@ def test_estimate_takes_its_options_before_or_after_the_overrides(monkeypatch):
         with pytest.raises(ZeroDivisionError):  # stops where the build would start
             est.main(argv)
     assert seen == [["task=snli", "scale=fixture"]] * 2
+
+
+def test_help_reads_the_whole_description_once(capsys):
+    from coda_exp.tools import estimate as est
+
+    with pytest.raises(SystemExit) as exit_:
+        est.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and out.count("How long would this run take here?") == 1
+    assert "Nothing is written to results/." in out and out.count("Any training override works") == 1
+    assert "``" not in out and "coda-exp estimate: how" not in out

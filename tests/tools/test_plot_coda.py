@@ -188,3 +188,30 @@ def test_missing_checkpoint_layers_and_records_are_clear_errors(plot_coda, mlu_r
     with pytest.raises(SystemExit):
         plot_coda.main(["--ckpt", str(gone)])
     assert f"checkpoint {gone} does not exist" in capsys.readouterr().err
+
+
+def test_the_console_is_quiet_as_in_training(plot_coda, monkeypatch, tmp_path):
+    """The data module's "tokenising" progress bars used to show while the checkpoint's data was read."""
+    import importlib
+
+    import datasets
+
+    import coda_exp.pipeline
+
+    bars = importlib.import_module("datasets.utils.tqdm")  # the module (datasets.utils.tqdm is also a class)
+
+    monkeypatch.setattr(bars, "HF_DATASETS_DISABLE_PROGRESS_BARS", None)  # tests/conftest.py's setting, unset
+    monkeypatch.setattr(bars, "_hf_datasets_progress_bars_disabled", False)  # restored after the test
+    assert datasets.is_progress_bar_enabled()
+    seen = []
+
+    def load_trained(*_):
+        seen.append(datasets.is_progress_bar_enabled())
+        raise SystemExit(0)
+
+    monkeypatch.setattr(coda_exp.pipeline, "load_trained", load_trained)
+    ckpt = tmp_path / "x.ckpt"
+    ckpt.write_bytes(b"")
+    with pytest.raises(SystemExit):
+        plot_coda.main(["--ckpt", str(ckpt)])
+    assert seen == [False]
