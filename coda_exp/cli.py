@@ -216,20 +216,16 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
 
 
 def _check_compatible(cfg: DictConfig) -> None:
-    """``run_checks.check_compatible`` of a single run's composed config (the model fits the task, takes its
-    ``model.*`` keys): one message and exit status 2 before Hydra makes a run folder and starts its logging (the
-    run itself checks again, with the preset's hint, where this is skipped: sweeps, whose other jobs go on)."""
-    from hydra.core.hydra_config import HydraConfig
+    """A single run whose model cannot run its task (``config_checks.family_problem``): one message and exit status
+    2 before Hydra makes a run folder and starts its logging. Imports no Lightning: imported before Hydra sets up
+    logging, Lightning would keep its lines out of the run's train.log. The run checks the model's keys itself."""
+    from coda_exp.config_checks import family_problem
+    from coda_exp.errors import USER_ERROR_EXIT
 
-    from coda_exp.errors import USER_ERROR_EXIT, UserError
-    from coda_exp.run_checks import check_compatible
-
-    try:
-        HydraConfig.instance().set_config(cfg)  # its group choices (the preset's hint); the run sets its own
-        check_compatible(cfg)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        raise SystemExit(USER_ERROR_EXIT) from None
+    problem = family_problem(cfg)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT)
 
 
 def check_job_folder(cfg: DictConfig, multirun: bool) -> None:

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError
+from coda_exp.config_checks import ConfigError, family_problem
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
 from coda_exp.run_folder import RESOLVED_CONFIG
@@ -39,10 +39,9 @@ META_KEYS = ("name", "families")  # config keys that describe a node but are not
 def check_compatible(cfg: DictConfig) -> None:
     """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
     SNLI) and for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv)."""
-    families = cfg.model.get("families")
-    if families is not None and cfg.task.family not in families:
-        raise ConfigError(f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is "
-                         f"{cfg.task.family}, the model serves {list(families)}")
+    problem = family_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
     unknown = unknown_model_keys(cfg)
     if unknown:
         hint = _unknown_keys_hint(cfg, unknown)
