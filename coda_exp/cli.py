@@ -185,7 +185,6 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
 
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
 
     params = cfg.hydra.sweeper.get("params") or {}
     if not params or "MULTIRUN" in str(cfg.hydra.get("mode")):
@@ -247,23 +246,30 @@ def check_job_folder(cfg: DictConfig, multirun: bool) -> None:
         raise SystemExit(USER_ERROR_EXIT) from None
 
 
+def _composed_without(key: str, overrides: list[str]) -> DictConfig | None:
+    """The config composed from ``overrides`` less the one of ``key`` (with Hydra's node: its group choices), for a
+    hint about that override; None where it does not compose either."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
+    try:
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            return compose("train", overrides=rest, return_hydra_config=True)
+    except HydraException:
+        return None
+
+
 def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None) -> str:
     """``did you mean data.<name>=...?`` on a line of its own for a key the config lacks (a key of that name in
     another section, or one spelled almost alike), from the config composed without that override; empty when there
     is none or the config does not compose. ``overrides``: one value each (a sweep's job); ``typed_in``: the
     overrides as typed (``optimizer.lrr=1,2``), whose value the hint repeats."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
     from coda_exp.config_checks import same_name_keys
 
-    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != key]
     typed = next((o for o in typed_in or overrides if o.split("=", 1)[0] == key), f"{key}=")
-    try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            others = same_name_keys(compose("train", overrides=rest), key, close=True)
-    except HydraException:
-        return ""
+    cfg = _composed_without(key, overrides)
+    others = [] if cfg is None else same_name_keys(cfg, key, close=True)  # (the hydra section is left out)
     if not others:
         return ""
     value = typed.split("=", 1)[1]
@@ -273,38 +279,27 @@ def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None
 def _null_group(group: str, overrides: list[str]) -> str:
     """The message for ``debug=null``: a config group takes one of its options' names; its options, and how to
     choose none where the group has no option by default (leave the override out) or a ``none`` option."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
     options = sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
     message = f"{group}=null: the config group {group} takes one of its options ({', '.join(options)}), not null"
     if "none" in options:
         return f"{message}; to choose none: {group}=none"
-    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
-    try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            default = compose("train", overrides=rest, return_hydra_config=True).hydra.runtime.choices.get(group)
-    except HydraException:
+    cfg = _composed_without(group, overrides)
+    if cfg is None:
         return message
-    return message + (f"; it has none by default: leave {group}=null out" if default is None else "")
+    return message + (f"; it has none by default: leave {group}=null out"
+                      if cfg.hydra.runtime.choices.get(group) is None else "")
 
 
 def _other_group(group: str, overrides: list[str]) -> str:
     """For ``model/attention=coda`` where the model has no such group (a Transformer chooses ``model/scoring``):
     which groups of ``model/`` it has, with the override that chooses one, from the config composed without it;
     empty for a group of another section, or when the config does not compose."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-
     section, _, _ = group.rpartition("/")
-    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("~+") != group]
-    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("~+") == group and "=" in o), "")
-    try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            cfg = compose("train", overrides=rest, return_hydra_config=True)
-    except HydraException:
-        return ""
     if section != "model":
+        return ""
+    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("~+") == group and "=" in o), "")
+    cfg = _composed_without(group, overrides)
+    if cfg is None:
         return ""
     own = sorted(g for g, choice in cfg.hydra.runtime.choices.items() if g.startswith("model/"))
     name = cfg.model.get("name")
