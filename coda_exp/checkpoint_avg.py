@@ -81,7 +81,10 @@ def _first_sentence(text: str, limit: int = 200) -> str:
 
 def global_step(path: str | os.PathLike) -> int:
     """The ``global_step`` stored in a checkpoint (memory-mapped: the tensors are not read)."""
-    ckpt = load_checkpoint(Path(path), mmap=True)
+    return _step_of(load_checkpoint(Path(path), mmap=True), path)
+
+
+def _step_of(ckpt: dict, path: str | os.PathLike) -> int:
     if "global_step" not in ckpt:
         raise CheckpointError(f"{path} has no 'global_step'; pass the checkpoints explicitly with --ckpts")
     return int(ckpt["global_step"])
@@ -106,7 +109,7 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
         if "averaged_checkpoints" in ckpt:  # an earlier average (averaged.ckpt): not one of the run's checkpoints
             log.info("%s is an average of %d checkpoints; left out", path, len(ckpt["averaged_checkpoints"]))
             continue
-        step = global_step(path)
+        step = _step_of(ckpt, path)
         if step in by_step:
             keep = by_step[step] if path.name == "last.ckpt" else path
             log.info("%s and %s share global_step %d; using %s", by_step[step], path, step, keep)
@@ -123,6 +126,8 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
 
     Checkpoints are read one at a time (memory: the newest one plus one float64 accumulator).
     """
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
     if not paths:
         raise CheckpointError("no checkpoints to average")
     given = [Path(p) for p in paths]
@@ -130,9 +135,9 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
     if twice:
         raise CheckpointError(f"{', '.join(twice)}: given more than once; give each checkpoint once (a mean over "
                               "repeated checkpoints weights them more)")
-    steps = {p: int(load_checkpoint(p, mmap=True).get("global_step", 0)) for p in given}
-    paths = sorted(given, key=steps.__getitem__)
-    same_run(paths)
+    heads = {p: load_checkpoint(p, mmap=True) for p in given}  # memory-mapped: the step and config, no tensors
+    paths = sorted(given, key=lambda p: int(heads[p].get("global_step", 0)))
+    same_run([(p, heads[p].get(CHECKPOINT_CONFIG)) for p in paths])
     base_path, base = paths[-1], load_checkpoint(paths[-1])
     keys = set(base["state_dict"])
     sums: dict[str, torch.Tensor] = {}
@@ -156,16 +161,15 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
     return out
 
 
-def same_run(paths: Sequence[Path]) -> None:
-    """The checkpoints are of one training run: the same configuration (the config each carries, a longer budget
-    aside: ``run_checks.configuration_changes``) and seed; else a CheckpointError naming the first that differs and
-    the keys (averaging two runs' weights is not T2T's averaging, and the result would pass as the newest one's)."""
+def same_run(configs: Sequence[tuple[Path, dict | None]]) -> None:
+    """The checkpoints (``configs``: each one's path and the config it carries, the newest last) are of one training
+    run: the same configuration (a longer budget aside: ``config_diff.configuration_changes``) and seed; else a
+    CheckpointError naming the first that differs and the keys (averaging two runs' weights is not T2T's averaging,
+    and the result would pass as the newest one's)."""
     from omegaconf import OmegaConf
 
     from coda_exp.config_diff import configuration_changes
-    from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
-    configs = [(p, load_checkpoint(p, mmap=True).get(CHECKPOINT_CONFIG)) for p in paths]
     base_path, base = configs[-1]
     for path, config in configs[:-1]:
         if not isinstance(config, dict) or not isinstance(base, dict):
