@@ -105,17 +105,6 @@ def same_run(mine: dict, folder: Path) -> bool:
     return True
 
 
-def checkpoint_step(path: Path) -> int | None:
-    """The global step of a checkpoint file (``checkpoint_avg.global_step``), None when it is not a checkpoint (cut
-    short, empty, foreign): not one to resume from."""
-    from coda_exp.checkpoint_avg import CheckpointError, global_step
-
-    try:
-        return global_step(path)
-    except CheckpointError:
-        return None
-
-
 def checkpoints(folder: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, str]]]:
     """The ``RESUME_FROM`` files under ``<folder>/checkpoints``: (path, step) of those that can be read, and (path,
     why) of those that cannot (cut short, empty, foreign)."""
