@@ -272,7 +272,6 @@ def composition_error(err: Exception) -> ConfigError:
     return ConfigError(str(err).split("\nConfig search path:")[0].strip())
 
 
-
 def leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     """Every value's dotted path in a (to_container, unresolved) config, with the value."""
     out: dict[str, Any] = {}

@@ -30,17 +30,16 @@ def normalised(config: dict) -> dict:
     return {k: walk(v) for k, v in config.items() if k not in IGNORED}
 
 
-
 def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
     """The keys whose values differ between the resolved config ``trained`` (a checkpoint's) and ``cfg``'s, with
     ``cfg``'s budget keys (``fingerprint.BUDGET_KEYS``: a resumed run may train longer) set to the checkpoint's
     before resolving, so what derives from them (``task.patience``, a schedule's total steps) follows; where a run
     is stored, logged or placed (``fingerprint.OUTPUT_KEYS``), each run's own folder and a callback only one of
     them has (``+callbacks.x=...``, ``callbacks=gate_stats``) do not count."""
-    mine = cfg.copy()
+    mine, node = cfg.copy(), OmegaConf.create(trained)
     with open_dict(mine):
         for key in BUDGET_KEYS:
-            theirs = OmegaConf.select(OmegaConf.create(trained), key, default=None)
+            theirs = OmegaConf.select(node, key, default=None)
             if "." in key and theirs is not None and OmegaConf.select(mine, key, default=None) is not None:
                 OmegaConf.update(mine, key, theirs, merge=False)
     a = leaves(normalised(OmegaConf.to_container(mine, resolve=True)))

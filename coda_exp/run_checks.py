@@ -242,7 +242,8 @@ def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
     changed = configuration_changes(cfg, trained)
     if not changed:
         return
-    shown = "; ".join(f"{k}: {OmegaConf.select(OmegaConf.create(trained), k, default='(absent)')} there, "
+    theirs = OmegaConf.create(trained)
+    shown = "; ".join(f"{k}: {OmegaConf.select(theirs, k, default='(absent)')} there, "
                       f"{OmegaConf.select(cfg, k, default='(absent)')} here" for k in changed[:4])
     more = f" (and {len(changed) - 4} more)" if len(changed) > 4 else ""
     if cfg.get("resume") == "force":
