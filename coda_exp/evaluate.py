@@ -168,18 +168,19 @@ def evaluate(inv: Invocation) -> dict:
 
 def predict(inv: Invocation) -> Path:
     """Run ``coda-exp predict``; return the predictions file (module docstring)."""
-    output = Path(inv.command["output"]) if inv.command["output"] else default_output(Path(inv.command["input"]))
-    if output.expanduser().resolve() == Path(inv.command["input"]).expanduser().resolve():
+    inputs, default = Path(inv.command["input"]), default_output(Path(inv.command["input"]))
+    output = Path(inv.command["output"]) if inv.command["output"] else default
+    if output.expanduser().resolve() == inputs.expanduser().resolve():
         raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
                           f"predictions there would overwrite the inputs; name another output= (the default is "
-                          f"{default_output(Path(inv.command['input']))})")
-    if not inv.command["output"] and (owner := other_inputs_output(output, Path(inv.command["input"]))):
+                          f"{default})")
+    if not inv.command["output"] and (owner := other_inputs_output(output, inputs)):
         raise ConfigError(f"coda-exp predict: the default output {output} holds the predictions of {owner}, not of "
                           f"input={inv.command['input']}: name the output of this input (e.g. "
-                          f"output={output.with_name(Path(inv.command['input']).name + '.predictions.jsonl')})")
+                          f"output={output.with_name(inputs.name + '.predictions.jsonl')})")
     if output.is_dir():
         raise ConfigError(f"coda-exp predict: output={output} is a folder: name the predictions file (e.g. "
-                          f"output={output / default_output(Path(inv.command['input'])).name})")
+                          f"output={output / default.name})")
     prep = prepare(inv)
     datamodule = data_module(prep)
     family = str(prep.cfg.task.get("family", type(datamodule).__name__))
