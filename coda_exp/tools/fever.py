@@ -15,6 +15,7 @@ from coda_exp.data.evidence.retrieval import (
     RetrievalOptions,
     index_path,
     open_ranker,
+    out_of_range,
     range_text,
     retrieved_evidence,
 )
@@ -47,15 +48,13 @@ reports 44.22 / 10.44 / 16.89 on paper_dev for the baseline's retrieval).
 def option(name: str):
     """An argparse type for the retrieval option ``name``: an int in the range task=fever's
     ``data.retrieval.<name>`` allows (:data:`~coda_exp.data.evidence.retrieval.RETRIEVAL_RANGES`)."""
-    low, high = RETRIEVAL_RANGES[name]
-
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or not low <= value <= (high or value):
-            raise argparse.ArgumentTypeError(f"expected {range_text(low, high)}, got {text!r}")
+        if expected := out_of_range(name, value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
 
     parse.__name__ = name  # argparse names the type in some messages

@@ -40,6 +40,15 @@ def range_text(low: int, high: int | None) -> str:
     return f"an integer {low}-{high}" if high is not None else f"an integer >= {low}"
 
 
+def out_of_range(name: str, value) -> str | None:
+    """What the retrieval option ``name`` expects (:data:`RETRIEVAL_RANGES`) where ``value`` is not such an
+    integer, else None: the one check of ``data.retrieval.*`` and of the FEVER commands' options."""
+    low, high = RETRIEVAL_RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= (high or value):
+        return range_text(low, high)
+    return None
+
+
 @dataclass(frozen=True)
 class RetrievalOptions:
     """``pages`` retrieved per claim, ``sentences`` kept from them, n-grams up to ``ngram``, ``2**hash_bits``
@@ -51,10 +60,10 @@ class RetrievalOptions:
     hash_bits: int = 24
 
     def __post_init__(self):
-        for name, (low, high) in RETRIEVAL_RANGES.items():
+        for name in RETRIEVAL_RANGES:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= (high or value):
-                raise DataError(f"data.retrieval.{name}={value!r}: expected {range_text(low, high)}")
+            if expected := out_of_range(name, value):
+                raise DataError(f"data.retrieval.{name}={value!r}: expected {expected}")
 
     def vectorizer(self):
         extras.require("sklearn", "FEVER retrieval (task=fever)")
