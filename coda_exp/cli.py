@@ -82,6 +82,15 @@ def flags_first(argv: list[str]) -> list[str]:
     return flags + rest
 
 
+def sweep_variants(rows: list[list[str]]) -> list[list[str]]:
+    """The override lists to compose for a sweep whose keys take ``rows`` (each key's overrides, one per value): its
+    first job, then each value of each key with the other keys at their first; each once, at most
+    :data:`MAX_COMPOSED` (every composition is one of the sweep's jobs, every swept value is in one)."""
+    first = [row[0] for row in rows]
+    varied = [[value if k == j else first[k] for k in range(len(rows))] for j, row in enumerate(rows) for value in row]
+    return [list(v) for v in dict.fromkeys(tuple(v) for v in [first, *varied])][:MAX_COMPOSED]
+
+
 def check_composition(argv: list[str]) -> None:
     """Hydra's composition of the run's config, before Hydra starts: an unknown group option (``task=snlii``), a key
     the config lacks (``task.max_stepz=5``) or an override Hydra cannot parse is one message and exit status 2 (a
@@ -114,11 +123,8 @@ def check_composition(argv: list[str]) -> None:
         if args.multirun and any(o.is_sweep_override() for o in parsed):
             if any(o.value_type == ValueType.GLOB_CHOICE_SWEEP for o in parsed):
                 return  # glob(...) needs Hydra's loader to expand: Hydra's own report
-            values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
-                      else [o.input_line] for o in parsed]
-            variants = [[value if k == j else row[0] for k, row in enumerate(values)]
-                        for j, column in enumerate(values) for value in column]
-            variants = list(dict.fromkeys(tuple(v) for v in variants))[:MAX_COMPOSED]
+            variants = sweep_variants([[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+                                       if o.is_sweep_override() else [o.input_line] for o in parsed])
         removed = next((o.key_or_group for o in parsed if o.is_delete() and o.key_or_group in REQUIRED), None)
         if removed is not None:
             print(f"error: ~{removed} removes {removed}, which every run reads: give it another value instead "

@@ -23,8 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-
-MAX_COMPOSED = 64  # compositions checked (one per swept value, ~0.1 s each)
+from coda_exp.cli import sweep_variants  # the checkout's package, first on the path
 
 
 def compose(overrides: list[str]):
@@ -46,11 +45,7 @@ def variants(parser, overrides: list[str], params) -> list[list[str]]:
         keys.pop(name.lstrip("~+"), None)  # a later override of a key replaces the earlier (the config's sweep)
         keys[name.lstrip("~+")] = ([f"{name}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
                                    else [o.input_line])
-    rows = list(keys.values())
-    first = [row[0] for row in rows]
-    out = [first] + [[value if k == j else first[k] for k in range(len(rows))]
-                     for j, row in enumerate(rows) for value in row[1:]]
-    return [list(v) for v in dict.fromkeys(tuple(v) for v in out)][:MAX_COMPOSED]
+    return sweep_variants(list(keys.values()))
 
 
 def one_line(message: str) -> str:
