@@ -153,6 +153,8 @@ def check_composition(argv: list[str]) -> None:
                     check_job_folder(cfg, args.multirun)
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
+        if isinstance(err, OverrideParseException):
+            message = _unparsable(args.overrides) + message
         missing = re.match(r"Could not override '([^']+)'", message)
         group = _other_group(missing.group(1), composed) if missing and "/" in missing.group(1) else ""
         if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
@@ -163,6 +165,23 @@ def check_composition(argv: list[str]) -> None:
             message = first + hint + (f"\n{rest}" if rest else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _unparsable(overrides: list[str]) -> str:
+    """Which override Hydra's grammar refused (its own message names a token, not the key), as the start of the
+    message: ``seed=1,: ``, with a word on a trailing comma (a sweep of one value, ``seed=1,2`` with ``-m``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_overrides([override])
+        except OverrideParseException:
+            comma = (" (a value ending in a comma starts a sweep: give one value, or several with -m)"
+                     if override.rstrip().endswith(",") else "")
+            return f"cannot read the override '{override}'{comma}: "
+    return ""
 
 
 def _one_command_only(args) -> str | None:

@@ -97,7 +97,10 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
         "max_len", "max_len_query", "max_len_passage_train", "max_len_passage_eval", "max_len_claim",
         "max_len_evidence", "max_word_len", "max_sentences", "max_vocab", "bucket_width", "num_train",
         "num_validation", "num_test", "nei_sentences", "bpe_vocab_size", "retrieval.pages", "retrieval.sentences",
-        "retrieval.ngram", "retrieval.hash_bits")},
+        "retrieval.ngram")},
+    # 2**hash_bits TF-IDF buckets: above 2**30 the index does not fit (retrieval.RETRIEVAL_RANGES, which a test
+    # pins to this; imported here it would bring the data package in before Hydra's logging starts)
+    "data.retrieval.hash_bits": (lambda v: _int(v) and 1 <= v <= 30, "an int in [1, 30]"),
     **{f"data.{key}": _int_at_least(0, null=True) for key in ("min_freq", "min_words", "bpe_min_frequency")},
     "data.val_fraction": (lambda v: v is None or (_number(v) and 0 <= v < 1), "a number in [0, 1) or null"),
     "data.max_len_a": _NON_NEGATIVE_OR_NULL,

@@ -47,11 +47,23 @@ def test_every_task_default_passes(make_cfg, task):
       "e.g. model.num_heads=2 or model.d_model=129")),
     (["task=mlu", "model=coda_transformer", "model.d_model=130"], "e.g. model.num_heads=5 or model.d_model=132"),
     (["task=imdb", "model=transformer_classifier", "model.num_heads=5"], "model.num_heads=4 or"),
+    # refused only once the data module was built, after start-up
+    (["task=fever", "data.retrieval.hash_bits=31"], "data.retrieval.hash_bits = 31: expected an int in [1, 30]"),
 ])
 def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides, message):
     with pytest.raises(ConfigError) as err:
         check_config(make_cfg(*overrides))
     assert message in str(err.value)
+
+
+def test_the_hash_bits_check_is_the_retrieval_options_own_range():
+    """config_checks keeps its own copy of the bound (importing the data package would come before Hydra's logging)."""
+    from coda_exp.config_checks import CHECKS
+    from coda_exp.data.evidence.retrieval import RETRIEVAL_RANGES
+
+    low, high = RETRIEVAL_RANGES["hash_bits"]
+    ok, _ = CHECKS["data.retrieval.hash_bits"]
+    assert [v for v in range(low - 2, high + 3) if ok(v)] == list(range(low, high + 1))
 
 
 @pytest.mark.parametrize("overrides,message", [
