@@ -87,10 +87,10 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     (["-m", "task=snli", "seed=1,2", "optimizer.lrr=1,2"], [("Could not override 'optimizer.lrr'.\nDid you mean "
                                                              "optimizer.lr=1,2?")]),
     # Hydra's grammar message names a token, not the override: the override comes first
-    (["task=wikiqa", "data.batch_size=[1"], ["error: cannot read the override 'data.batch_size=[1': no viable "
-                                             "alternative at input '[1'"]),
-    (["task=wikiqa", "seed=1,"], ["error: cannot read the override 'seed=1,' (a value ending in a comma starts a "
-                                  "sweep: give one value, or several with -m): mismatched input"]),
+    (["task=wikiqa", "data.batch_size=[1"], [("error: cannot read the override 'data.batch_size=[1': no viable "
+                                              "alternative at input '[1'")]),
+    (["task=wikiqa", "seed=1,"], [("error: cannot read the override 'seed=1,' (a value ending in a comma starts a "
+                                   "sweep: give one value, or several with -m): mismatched input")]),
     (["task=wikiqa,snli"], ["error: Ambiguous value for argument 'task=wikiqa,snli'"]),
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
