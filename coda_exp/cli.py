@@ -366,6 +366,10 @@ def _main(argv: list[str]) -> None:
     sys.argv[1:] = flags_first(training_arguments(argv))  # Hydra parses sys.argv
     check_composition(sys.argv[1:])
     _train()
+    from coda_exp import hydra_callbacks
+
+    if hydra_callbacks.sweep_exit:  # a sweep whose failed jobs it has listed
+        raise SystemExit(hydra_callbacks.sweep_exit)
 
 
 if __name__ == "__main__":

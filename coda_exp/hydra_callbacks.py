@@ -8,9 +8,15 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
 - writes each job's outcome to ``<sweep dir>/.jobs/<num>.json`` (a file, so jobs that a launcher runs in other
   processes are counted too);
 - at the end of a sweep prints every failed job with its overrides, exit status, error and log, and counts apart
-  the jobs that ran nothing because ``resume=auto`` found their run finished already. When a job failed,
-  Hydra raises before its ``on_multirun_end``; the list is then printed when the process exits, after Hydra's
-  report of the first failure.
+  the jobs that ran nothing because ``resume=auto`` found their run finished already; :data:`sweep_exit` is then
+  the sweep's exit status (2 when every failure was a user's mistake, 1 when a job crashed), which the entry point
+  exits with. A sweep stopped some other way (Ctrl-C) lists its jobs when the process exits.
+
+Once a failed job's outcome is written, Hydra is handed the job as done (its ``JobReturn`` status): its sweeper
+would otherwise end the sweep with its own report of the first failure (the message a third time, with the advice
+to set ``HYDRA_FULL_ERROR`` for a traceback, even for a missing data folder) and skip the ``on_multirun_end`` that
+lists them all. (Hydra takes a sweeper only from a ``hydra_plugins`` package, which an editable install may not
+find.)
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class SweepUserError(CompactHydraException):
 JOBS = ".jobs"
 FINISHED_ALREADY = "finished already"  # a job's status when resume=auto found its run finished and ran nothing
 LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
+sweep_exit: int | None = None  # the last sweep's exit status once JobReport has listed its jobs
 
 
 def _exit_status(err: BaseException) -> int:
@@ -111,6 +118,8 @@ class JobReport(Callback):
             outcome = job_outcome(job_return, getattr(auto_resume, "finished_already", None))
             folder = Path(str(config.hydra.sweep.dir)) / JOBS
             atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
+            if job_return.status == JobStatus.FAILED:  # listed at the end (see the module docstring)
+                job_return.status, job_return.return_value = JobStatus.COMPLETED, None
 
     def outcomes(self) -> list[dict]:
         folder = (self.sweep_dir or Path()) / JOBS
@@ -126,9 +135,19 @@ class JobReport(Callback):
         outcomes = self.outcomes()
         if outcomes:
             print(sweep_summary(outcomes), file=sys.stderr, flush=True)
+        global sweep_exit
+        sweep_exit = exit_status(outcomes)
 
     def _report_at_exit(self) -> None:
         try:
             self._report()
         except (OSError, ValueError) as err:  # never mask the sweep's own exit status
             print(f"sweep summary unavailable: {err}", file=sys.stderr)
+
+
+def exit_status(outcomes: list[dict]) -> int:
+    """A sweep's exit status: 0 when no job failed, 2 when every failure was a user's mistake (a job's status 2),
+    else 1."""
+    failed = {o["exit_status"] for o in outcomes if o["status"] == "failed"}
+    return 0 if not failed else 2 if failed == {2} else 1
+

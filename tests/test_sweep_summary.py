@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from hydra.core.utils import JobReturn, JobStatus
+import json
 
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from coda_exp import hydra_callbacks
 from coda_exp.config_checks import ConfigError
-from coda_exp.hydra_callbacks import SweepUserError, job_outcome, sweep_summary
+from coda_exp.data.common.errors import DataError
+from coda_exp.hydra_callbacks import JobReport, SweepUserError, job_outcome, sweep_summary
 
 
 def test_a_config_errors_keys_are_in_the_summary_not_only_its_first_line():
@@ -23,3 +30,28 @@ def test_a_config_errors_keys_are_in_the_summary_not_only_its_first_line():
 def test_a_long_error_is_cut():
     failed = JobReturn(overrides=[], status=JobStatus.FAILED, _return_value=ValueError("x" * 5000))
     assert job_outcome(failed)["error"].endswith("x ...") and len(job_outcome(failed)["error"]) < 2100
+
+
+@pytest.mark.parametrize("errors,status", [([None, None], 0), ([DataError("no folder"), None], 2),
+                                           ([DataError("no folder"), RuntimeError("a bug")], 1)])
+def test_failed_jobs_are_listed_not_raised_and_the_sweep_exits_with_their_status(tmp_path, errors, status, capsys):
+    """Hydra's sweeper used to raise the first failure: its message once more, the advice to set HYDRA_FULL_ERROR for
+    a missing data folder, exit status 1 whatever failed. The job is handed back as done once its outcome is kept;
+    the summary lists it and the entry point exits with the sweep's status."""
+    report = JobReport()
+    cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}}})
+    report.on_multirun_start(cfg)
+    for num, err in enumerate(errors):
+        job = JobReturn(overrides=[f"seed={num}"], status=JobStatus.FAILED if err else JobStatus.COMPLETED,
+                        _return_value=err if err is None or not isinstance(err, DataError)
+                        else SweepUserError(f"DataError: {err}"))
+        if isinstance(err, DataError):
+            job._return_value.code = 2
+        job.hydra_cfg = OmegaConf.create({"hydra": {"job": {"num": num}, "runtime": {"output_dir": str(tmp_path)}}})
+        report.on_job_end(cfg, job)
+        assert job.status == JobStatus.COMPLETED and (err is None or job.return_value is None)
+        assert json.loads((tmp_path / ".jobs" / f"{num}.json").read_text())["status"] == ("failed" if err else
+                                                                                           "completed")
+    report.on_multirun_end(cfg)
+    assert hydra_callbacks.sweep_exit == status
+    assert f"sweep: 2 job(s), {sum(e is not None for e in errors)} failed" in capsys.readouterr().err

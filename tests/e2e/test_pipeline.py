@@ -142,7 +142,7 @@ def test_scale_label_names_budget_overrides(overrides, label):
 def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path):
     proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
                   f"data.dir={tmp_path}/missing1,{FIXTURES}/wikiqa,{tmp_path}/missing2"], tmp_path)
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr[-3000:]  # every failure a user's mistake (a crash: 1)
     recs = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert len(recs) == 1 and recs[0]["task"] == "wikiqa"
     # the end of the sweep lists both failed jobs, with their overrides and exit status
@@ -152,6 +152,8 @@ def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path)
     for line, num, missing in zip(jobs, (0, 2), ("missing1", "missing2")):
         assert line.startswith(f"  job #{num} [task=wikiqa scale=fixture task.epochs=1 data.dir={tmp_path}/{missing} ")
         assert "]: exit status 2: DataError:" in line  # a user's mistake: status 2, a crash's is 1
+    # the summary is the sweep's report: not Hydra's of the first failure before it, nor its HYDRA_FULL_ERROR advice
+    assert proc.stderr.count("WikiQA-train.tsv") == 2 and "Error executing job" not in proc.stderr
     # each failed job's own train.log ends with its error (the files it expected), after "Seed set to": the message
     # alone, no traceback (a DataError is a user's mistake); Hydra's final report is that one message too
     logs = sorted((tmp_path / "outputs" / "multiruns").glob("*/[02]-wikiqa-*/train.log"))
