@@ -80,10 +80,11 @@ class CoDAOptions:
 
     @property
     def gate(self) -> float:
-        """The gate scale g actually applied: ``gate_scale``, or 2 without center_n and 1 with it when None."""
+        """The gate scale g actually applied: ``gate_scale``, or when None 2 for an uncentred ``sigmoid`` f_N (eq. 5:
+        2·sigmoid(N) for N <= 0 spans (0, 1]) and 1 otherwise (eq. 3; Table 9's other f_N as printed, f_E · f_N)."""
         if self.gate_scale is not None:
             return self.gate_scale
-        return 1.0 if self.center_n else 2.0
+        return 2.0 if self.n_fn == "sigmoid" and not self.center_n else 1.0
 
     @property
     def centred(self) -> bool:

@@ -43,6 +43,9 @@ def test_options_are_frozen_coerced_and_resolve_the_gate():
     with pytest.raises(AttributeError):
         opts.alpha = 2.0
     assert CoDAOptions().gate == 2.0 and CoDAOptions(center_n=True).gate == 1.0  # eq. 5 / eq. 3
+    # eq. 5's 2 is sigmoid's (it used to double Table 9's tanh, arctan and algebraic gates too, to (-2, 0])
+    assert [CoDAOptions(n_fn=f).gate for f in ("tanh", "arctan", "algebraic")] == [1.0, 1.0, 1.0]
+    assert CoDAOptions(n_fn="tanh", gate_scale=2).gate == 2.0
     assert CoDAOptions(scale=True, alpha=2.0).temperatures(16) == (0.5, 0.25)
     assert CoDAOptions(scale=False, alpha=2.0).temperatures(16) == (2.0, 1.0)
     assert CoDAOptions().replace(center_e=True).centred and not CoDAOptions().centred

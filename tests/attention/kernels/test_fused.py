@@ -99,7 +99,8 @@ def test_fused_float32_matches_float64_reference(e_fn, n_fn):
     qr, kr = q.requires_grad_(), k.requires_grad_()
     got = coda_matrix(qr, kr, qr, kr, kernel="fused", scale=False, **opts)
     q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
-    want = reference(q64, k64, q64, k64, 0.25, 0.25, e_fn, n_fn, False, False, 2.0, mask)
+    gate = 2.0 if n_fn == "sigmoid" else 1.0  # gate_scale=None: eq. 5 for sigmoid only
+    want = reference(q64, k64, q64, k64, 0.25, 0.25, e_fn, n_fn, False, False, gate, mask)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
     grad = torch.randn(want.shape, generator=gen)
     got_g = torch.autograd.grad(got, (qr, kr), grad)
