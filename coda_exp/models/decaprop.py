@@ -69,7 +69,7 @@ class DecaProp(nn.Module):
     def __init__(self, vocab_size: int, attention: Callable[..., nn.Module] | None = None,
                  embeddings: torch.Tensor | None = None, pad_id: int = 0, char_vocab_size: int | None = None,
                  coda_in_bac: bool = False, coda_in_self_attention: bool = False, embedding_dim: int = 300,
-                 freeze_embeddings: bool | str = True, hidden_size: int = 64, encoder_layers: int = 3,
+                 freeze_embeddings: bool | str = "auto", hidden_size: int = 64, encoder_layers: int = 3,
                  dropout: float = 0.2, fm_factors: int = 32, bac_masking: bool = True, fusion: str = "submult",
                  use_char: bool = False, char_dim: int = 20, char_hidden: int | None = None,
                  use_exact_match: bool = False):

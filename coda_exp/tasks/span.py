@@ -24,7 +24,7 @@ STAGE_SPLITS = {"val": "validation", "test": "test"}
 NEG = -1e30
 
 
-def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, mask: torch.Tensor, max_span: int = 15
+def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, mask: torch.Tensor, max_span: int = 16
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(start (B,), end (B,), score (B,))``: the span ``i <= j < i + max_span`` of unmasked positions with the
     largest ``log_softmax(start)[i] + log_softmax(end)[j]`` (softmaxes over unmasked positions). Batched: the
@@ -46,7 +46,7 @@ def best_spans(start_logits: torch.Tensor, end_logits: torch.Tensor, mask: torch
 class SpanExtractionTask(TaskModule):
     """``answers(split)``: the gold answer strings of each example of ``split`` (by ``index``); ``tokens(split)``:
     its context tokens, each with its trailing whitespace (the predicted text is ``"".join(tokens[i: j + 1])``).
-    ``max_span``: the longest span decoded (DecaProp: 15 tokens).
+    ``max_span``: the longest span decoded (DecaProp: 16 tokens, j - i <= 15).
 
     Test prediction rows: ``index``, ``start``, ``end``, ``prediction`` (text), ``answers``, ``em``, ``f1``.
     """
@@ -56,7 +56,7 @@ class SpanExtractionTask(TaskModule):
         return {"loss", "em", "f1", "em_unigram", "f1_ngram"}  # the last two where the data has ngram_metrics
 
     def __init__(self, model, optimizer, answers: Callable[[str], list[list[str]]],
-                 tokens: Callable[[str], list[list[str]]], ngram_metrics: bool, max_span: int = 15, **kwargs):
+                 tokens: Callable[[str], list[list[str]]], ngram_metrics: bool, max_span: int = 16, **kwargs):
         super().__init__(model, optimizer, **kwargs)
         self.answers, self.tokens, self.ngram_metrics, self.max_span = answers, tokens, ngram_metrics, max_span
         self.val_scores, self.test_scores = IndexedSpanScores(), IndexedSpanScores()

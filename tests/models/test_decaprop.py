@@ -111,7 +111,7 @@ def test_gradient_reaches_every_parameter(kw):
     loss = (torch.nn.functional.cross_entropy(start, torch.tensor([1, 3]))
             + torch.nn.functional.cross_entropy(end, torch.tensor([2, 4]))) / 2
     loss.backward()
-    assert not net.embed.weight.requires_grad  # frozen by default
+    assert net.embed.weight.requires_grad  # no vectors given: random vectors are trained ("auto")
     for name, param in net.named_parameters():
         if param.requires_grad:
             assert param.grad is not None and param.grad.abs().sum() > 0, name
@@ -160,6 +160,9 @@ def test_pretrained_embeddings_frozen_and_their_width_wins():
     assert net.embed.weight.shape == (V, 10) and not net.embed.weight.requires_grad
     assert torch.equal(net.embed.weight, vectors)
     assert DecaProp(V, hidden_size=4, encoder_layers=1, freeze_embeddings=False).embed.weight.requires_grad
+    # random vectors used to be frozen by default: the paper-scale run trained on a fixed random table
+    assert DecaProp(V, hidden_size=4, encoder_layers=1).embed.weight.requires_grad
+    assert not DecaProp(V, hidden_size=4, encoder_layers=1, freeze_embeddings=True).embed.weight.requires_grad
 
 
 @pytest.mark.parametrize("name", ["decaprop", "decaprop_coda"])

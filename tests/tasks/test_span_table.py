@@ -54,13 +54,13 @@ def test_experiment_table_1_sweeps_both_datasets_models_and_seeds():
 @pytest.mark.parametrize("task", ["quasart", "searchqa"])
 def test_task_configs_compose_and_read_their_fixture(make_cfg, task):
     """task=quasart|searchqa at scale=fixture: the data module reads the fixture, the task's settings are the
-    paper's (Adam 1e-3, batch 100 and 10 epochs at scale=paper, max_span 15, monitor val/f1)."""
+    paper's (Adam 1e-3, batch 100 and 10 epochs at scale=paper, max_span 16 (j - i <= 15), monitor val/f1)."""
     from hydra.utils import get_class, instantiate
 
     paper = make_cfg(f"task={task}")
     assert (paper.optimizer.lr, paper.data.batch_size, paper.task.epochs) == (0.001, 100, 10)
     assert paper.task.family == "span_extraction" and paper.task.monitor == "val/f1"
-    assert paper.task.module.max_span == 15 and get_class(paper.task.module._target_).__name__ == "SpanExtractionTask"
+    assert paper.task.module.max_span == 16 and get_class(paper.task.module._target_).__name__ == "SpanExtractionTask"
     assert paper.data.max_len_passage_train == (400 if task == "searchqa" else 200)
     cpu = make_cfg(f"task={task}", "scale=cpu")
     assert (cpu.data.max_train_examples, cpu.data.batch_size, cpu.task.epochs) == (5000, 32, 3)  # < 1 h here
