@@ -23,7 +23,7 @@ and how to select the run records (``coda_exp.results``) for each cell::
 Selection. A record fills cell (row, column) when ``record["task"] == column.task``, the cell's metric is in
 ``record["metrics"]``, and every ``key: value`` of the row's ``match`` merged with the column's ``match`` (the
 column wins on a shared key) equals the record's value. Keys are dotted paths into the record
-(``attention.n_fn``, ``hparams.context_mode``); a missing key never matches, and ``true`` never equals ``1``.
+(``attention.n_fn``, ``hparams.contexts``); a missing key never matches, and ``true`` never equals ``1``.
 ``match: null`` marks a baseline that only the paper reports; an empty ``match`` is refused (it would match
 every run of the task).
 
