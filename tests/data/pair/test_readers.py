@@ -364,7 +364,10 @@ def test_udc_run_reports_recalls(make_cfg, tmp_path):
     from coda_exp import results
     from coda_exp.pipeline import run
 
-    run(make_cfg("task=udc", "scale=fixture", "task.epochs=1", "logger=none"))
+    # eval batches of 7 candidates and a validation cut at 2 batches (and Lightning's 2-batch sanity check): batches
+    # hold whole groups of 10, so no cut leaves a group of fewer than 10 ("r10@1: group 1 has 4 candidates")
+    run(make_cfg("task=udc", "scale=fixture", "task.epochs=1", "logger=none", "data.eval_batch_size=7",
+                 "trainer.limit_val_batches=2"))
     rec = results.load_records(tmp_path / "results" / "runs", strict=True)[0]
     assert {f"{s}/{m}" for s in ("val", "test") for m in ("r10@1", "r10@2", "r10@5", "r2@1")} <= set(rec["metrics"])
     with gzip.open(rec["predictions"], "rt") as f:
