@@ -73,8 +73,11 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "task.gradient_clip_val": _NON_NEGATIVE_OR_NULL,
     "task.monitor_mode": (lambda v: v in ("min", "max"), "min or max"),
     "task.module.label_smoothing": _PROBABILITY,
-    **{f"task.module.{node}.strategy": (lambda v: v in ("greedy", "beam"), "greedy or beam")
-       for node in ("decoding", "val_decoding")},
+    **{f"task.module.{node}.{key}": check for node in ("decoding", "val_decoding") for key, check in (
+        ("strategy", (lambda v: v in ("greedy", "beam"), "greedy or beam")), ("beam_size", _int_at_least(1)),
+        ("max_len", _int_at_least(1)), ("max_len_a", _NON_NEGATIVE_OR_NULL),
+        ("max_len_b", (lambda v: _number(v) and v >= 0, "a number >= 0")),
+        ("length_penalty", (_number, "a number")), ("use_cache", _BOOL))},  # other keys: _decoding_problems
     "trainer.max_epochs": _int_at_least(1, null=True, also=(-1,)),
     "trainer.max_steps": _int_at_least(1, also=(-1,)),
     "trainer.val_check_interval": _interval(1),
@@ -213,6 +216,25 @@ def _heads_problem(cfg: DictConfig) -> str | None:
             f"num_heads dimensions; e.g. model.num_heads={nearest} or model.d_model={-(-width // heads) * heads}")
 
 
+def _decoding_problems(cfg: DictConfig) -> dict[str, str]:
+    """Keys of ``task.module.decoding`` / ``val_decoding`` that their strategy does not take (a misspelt cap, or
+    ``beam_size`` under greedy), which decoding used to ignore without a word (``models.decoding.decoding_problem``).
+    A strategy CHECKS refused is not reported twice."""
+    problems = {}
+    for node in ("decoding", "val_decoding"):
+        key = f"task.module.{node}"
+        value, _ = _value(cfg, key)
+        strategy = value.get("strategy", "greedy") if isinstance(value, DictConfig) else None
+        if strategy not in ("greedy", "beam"):
+            continue
+        from coda_exp.models.decoding import decoding_problem
+
+        problem = decoding_problem({**{str(k): None for k in value}, "strategy": strategy}, key)
+        if problem is not None:
+            problems[key] = problem
+    return problems
+
+
 def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
     """A value where a model's config group puts a node: ``model.attention=coda`` (a dot for the group's slash)
     replaces the attention's node with the string "coda", which the model would try to call once the data had
@@ -262,6 +284,7 @@ def check_config(cfg: DictConfig) -> None:
         if problem is not None:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))
+    bad.update(_decoding_problems(cfg))
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]

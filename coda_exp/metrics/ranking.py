@@ -7,12 +7,14 @@ with the first item relevant give 0.0 there; its rank is 2, so reciprocal rank a
 scores are all <= 0 always gets 0). Our models score with log-odds, which are often negative
 (``tests/metrics/test_metrics.py`` pins torchmetrics' behaviour, so this note fails a test once it changes).
 
-Ties (deterministic, documented):
-
-- MAP and MRR: tied items keep their input order (``order``, default the order of the tensors; a stable sort).
-- R_N@k: *pessimistic*: among tied scores the non-relevant items are ranked first, so a model that scores
-  everything equal gets no credit (a constant scorer has R10@1 = 0, not the 1/10 a random tie-break would
-  give on average, nor the 1 that "relevant first" would give).
+Ties: *pessimistic* in every metric (MAP, MRR and R_N@k alike): among tied scores the non-relevant items rank
+before the relevant ones. The result then depends only on the scores and labels of a group, never on the order
+its candidates arrive in, and a degenerate scorer earns nothing from ties: a constant scorer gets the worst value
+of every metric (R10@1 = 0; MRR = 1/(n_neg + 1) and AP = mean_i i/(n_neg + i) of a group with n_neg
+non-relevant items). Keeping input order instead rewards the data's layout: the UDC reader lists the ground truth
+first and TrecQA's XML lists positives before negatives, so a constant scorer would get MRR = MAP = 1 there
+(trec_eval breaks ties by document id, which is no better). Scores without ties are unaffected; 16-bit scores
+tie now and then, and each tie costs the model, never the data's order.
 
 R_N@k (Lowe et al. 2015, Ubuntu Dialogue Corpus): each query keeps its relevant candidates plus its first
 ``N - #relevant`` non-relevant ones in input order; the recall is the fraction of those relevant candidates
@@ -43,7 +45,7 @@ def _check_names(metrics: Sequence[str]) -> None:
 
 
 def query_recall(scores: list[float], labels: list[bool], n: int, k: int, where: str) -> float:
-    """R_n@k of one query (items in input order), pessimistic ties."""
+    """R_n@k of one query (items in input order: it picks the first non-relevant ones), pessimistic ties."""
     if len(labels) < n:
         raise ValueError(f"r{n}@{k}: {where} has {len(labels)} candidates, fewer than {n}")
     positives = sum(labels)
@@ -56,9 +58,15 @@ def query_recall(scores: list[float], labels: list[bool], n: int, k: int, where:
         elif negatives < n - positives:
             keep.append(i)
             negatives += 1
-    # descending score; among ties non-relevant first (pessimistic), then input order
+    # descending score; among ties non-relevant first (pessimistic); the order among equals changes nothing
     ranked = sorted(keep, key=lambda i: (-scores[i], labels[i], i))
     return sum(labels[i] for i in ranked[:k]) / positives
+
+
+def pessimistic_order(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``labels`` of one group in ranked order: descending score, tied non-relevant items before relevant ones."""
+    by_label = torch.argsort(labels.long(), stable=True)  # non-relevant first ...
+    return labels[by_label][torch.argsort(-scores[by_label], stable=True)]  # ... kept so among tied scores
 
 
 def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
@@ -67,7 +75,8 @@ def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
 
     scores (N,) float, labels (N,) 0/1, groups (N,) int query ids (any order, not necessarily contiguous);
     ``order`` (N,) optional int positions defining the input order (default: tensor order), e.g. the example
-    index, so that results do not depend on how batches were gathered.
+    index, so that results do not depend on how batches were gathered. Only R_N@k with N smaller than a group
+    reads that order (which non-relevant candidates it keeps); ties never do (pessimistic, see the module).
     """
     _check_names(metrics)
     scores, labels, groups = scores.detach().double().cpu(), labels.detach().cpu().bool(), groups.detach().cpu()
@@ -88,7 +97,7 @@ def ranking_scores(scores: torch.Tensor, labels: torch.Tensor, groups: torch.Ten
             continue
         n += 1
         if "map" in sums or "mrr" in sums:
-            ranked = yy[torch.argsort(-ss, stable=True)]  # ties keep input order
+            ranked = pessimistic_order(ss, yy)
             ranks = torch.nonzero(ranked).squeeze(1).double() + 1.0  # 1-based ranks of the relevant items
             hits = torch.arange(1, len(ranks) + 1, dtype=torch.float64)
             if "map" in sums:

@@ -23,17 +23,55 @@ the K alive hypotheses; those among the K best that end with EOS (or all K at th
 alive. Finished hypotheses are kept in a K-best pool; an example stops when no alive hypothesis can still beat its
 best finished one: with lp at most lp(cap), that is when best_finished >= best_alive_logprob / lp(cap) (T2T's
 bound), so the returned hypothesis is exactly the one a search run to the cap would return.
+
+Options of a decoding config (``{"strategy": ..., option: value}``, a ``Seq2SeqTask``'s ``decoding``):
+:data:`STRATEGY_OPTIONS`; :func:`decoding_problem` refuses any other key, a beam option under greedy included.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
 from coda_exp.tokens import strip_special  # noqa: F401  (re-exported: coda_exp.models.strip_special)
+
+#: the keys each strategy of a decoding config takes beside ``strategy``: :func:`greedy_decode`'s and
+#: :func:`beam_search`'s keyword arguments (``return_scores`` aside: generation returns ids only)
+STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "greedy": ("max_len", "max_len_a", "max_len_b", "use_cache"),
+    "beam": ("beam_size", "length_penalty", "max_len", "max_len_a", "max_len_b", "use_cache"),
+}
+
+
+def decoding_problem(options: Mapping, name: str = "decoding") -> str | None:
+    """Why the decoding config ``options`` (``strategy``, default greedy, and its options) cannot be used, or None:
+    an unknown strategy, or keys the strategy does not take, each named with the keys it takes. A beam option
+    under greedy is refused, not ignored (``beam_size=8`` without ``strategy=beam`` would decode greedily).
+    ``name``: the config's name in the message (``task.module.decoding``)."""
+    strategy = options.get("strategy", "greedy")
+    if strategy not in STRATEGY_OPTIONS:
+        return f"{name}.strategy = {strategy!r}: expected {' or '.join(STRATEGY_OPTIONS)}"
+    takes = STRATEGY_OPTIONS[strategy]
+    unknown = [str(k) for k in options if k != "strategy" and k not in takes]
+    if not unknown:
+        return None
+    keys = ", ".join(f"{name}.{k}" for k in unknown)
+    message = (f"{keys}: not {'an option' if len(unknown) == 1 else 'options'} of {name}.strategy={strategy}, "
+               f"which takes {', '.join(takes)}")
+    beam_only = [k for k in unknown if k in STRATEGY_OPTIONS["beam"]]
+    if beam_only:
+        removal = f" ({' '.join(f'~{name}.{k}' for k in beam_only)})" if "." in name else ""  # a config's keys
+        message += (f"; {', '.join(beam_only)} {'is' if len(beam_only) == 1 else 'are'} beam search's: set "
+                    f"{name}.strategy=beam, or remove {'it' if len(beam_only) == 1 else 'them'}{removal}")
+    close = {k: difflib.get_close_matches(k, takes, n=1, cutoff=0.7) for k in unknown if k not in beam_only}
+    hints = [f"{name}.{match[0]} for {name}.{k}" for k, match in close.items() if match]
+    if hints:
+        message += f"; did you mean {', '.join(hints)}?"
+    return message
 
 
 def map_state(state, fn: Callable[[torch.Tensor], torch.Tensor]):

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from coda_exp.models.decoding import beam_search, greedy_decode
+from coda_exp.models.decoding import beam_search, decoding_problem, greedy_decode
 from coda_exp.optim import label_smoothed_nll
 from coda_exp.tasks.base import TaskModule
 from coda_exp.tasks.seq2seq_eval import EVALUATION_METRICS, get_evaluation
@@ -59,6 +59,10 @@ class Seq2SeqTask(TaskModule):
         self.decoding = dict(decoding or {"strategy": "greedy"})
         caps = {k: self.decoding[k] for k in ("max_len_a", "max_len_b") if k in self.decoding}
         self.val_decoding = dict(val_decoding or {"strategy": "greedy", **caps})  # greedy: cheap model selection
+        for name, options in (("decoding", self.decoding), ("val_decoding", self.val_decoding)):
+            problem = decoding_problem(options, name)
+            if problem is not None:
+                raise ValueError(problem)
         self.final_evaluation = False  # set by prepare_final_evaluation: validation decodes like the test
         self._eval: dict[str, list] = {}
 
@@ -86,15 +90,15 @@ class Seq2SeqTask(TaskModule):
 
     def generate(self, batch: dict[str, torch.Tensor], decoding: dict) -> torch.Tensor:
         """Free decoding: ``strategy`` greedy or beam; output length capped per example at
-        ``min(max_len, max_len_a * source length + max_len_b)``; beam options (``beam_size``, ``length_penalty``)."""
+        ``min(max_len, max_len_a * source length + max_len_b)``; ``use_cache``; beam options (``beam_size``,
+        ``length_penalty``). A key the strategy does not take is a ValueError naming it (``decoding_problem``)."""
+        problem = decoding_problem(decoding)
+        if problem is not None:
+            raise ValueError(problem)
         opts = {"max_len": 512, **decoding}
         strategy = opts.pop("strategy", "greedy")
-        if strategy == "greedy":
-            caps = {k: opts[k] for k in ("max_len", "max_len_a", "max_len_b") if k in opts}
-            return greedy_decode(self.model, batch["src_ids"], batch["src_mask"], **caps)
-        if strategy == "beam":
-            return beam_search(self.model, batch["src_ids"], batch["src_mask"], **opts)
-        raise ValueError(f"decoding.strategy must be 'greedy' or 'beam', got {strategy!r}")
+        decode = {"greedy": greedy_decode, "beam": beam_search}[strategy]
+        return decode(self.model, batch["src_ids"], batch["src_mask"], **opts)
 
     # -- evaluation ---------------------------------------------------------------------------------------
     def _start(self, stage: str) -> None:

@@ -5,7 +5,8 @@ The network reads a passage and a question: ``model(p_ids (B, Lp), p_mask, q_ids
 q_chars=..., p_em=..., q_em=...) -> (start logits (B, Lp), end logits (B, Lp))``, masked positions already very
 negative. Loss: the mean of the cross-entropies of start and end. Decoding: the ``(i, j)`` maximising
 ``log p_start(i) + log p_end(j)`` with ``0 <= j - i < max_span`` over unmasked positions, for the whole batch at once
-(:func:`best_spans`). Metrics (fractions in [0, 1], each example once under DDP): ``{val,test}/em``,
+(:func:`best_spans`). ``{val,test}/loss`` is the mean over the examples whose context holds a gold span (the
+others have no target). Metrics (fractions in [0, 1], each example once under DDP): ``{val,test}/em``,
 ``{val,test}/f1`` (SQuAD normalisation, max over the gold answers: :mod:`coda_exp.metrics.squad`) and, with
 ``ngram_metrics`` (SearchQA), ``{val,test}/em_unigram`` and ``{val,test}/f1_ngram``.
 """
@@ -83,10 +84,11 @@ class SpanExtractionTask(TaskModule):
 
     def _eval_step(self, batch, stage: str):
         start_logits, end_logits = self(batch)
-        n, split = batch["index"].numel(), STAGE_SPLITS[stage]
-        if bool((batch["start"] >= 0).any()):
+        split = STAGE_SPLITS[stage]
+        answerable = int((batch["start"] >= 0).sum())  # the loss is their mean: they are its weight in the epoch's
+        if answerable:  # mean (a batch without any has weight 0: not logged, its loss is undefined)
             loss = self.loss(start_logits, end_logits, batch["start"], batch["end"])
-            self.log(f"{stage}/loss", loss, on_epoch=True, batch_size=n, sync_dist=True)
+            self.log(f"{stage}/loss", loss, on_epoch=True, batch_size=answerable, sync_dist=True)
         start, end, _ = best_spans(start_logits, end_logits, batch["p_mask"], self.max_span)
         texts = self.texts(split, batch["index"], start, end)
         answers = self.answers(split)

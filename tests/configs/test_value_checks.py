@@ -29,6 +29,25 @@ def test_every_task_default_passes(make_cfg, task):
     # the next two used to fail at the first validation, after the data had loaded
     (["task=mlu", "model=transformer", "task.module.decoding.strategy=beem"],
      "task.module.decoding.strategy = 'beem': expected greedy or beam"),
+    # decoding options a strategy does not take used to be ignored under greedy (a TypeError under beam, at the
+    # first decoding); iwslt15_envi's beam options under greedy are named with the two ways out
+    (["task=mlu", "model=transformer", "+task.module.decoding.max_length=20"],
+     ("task.module.decoding.max_length: not an option of task.module.decoding.strategy=greedy, which takes max_len, "
+      "max_len_a, max_len_b, use_cache; did you mean task.module.decoding.max_len for "
+      "task.module.decoding.max_length?")),
+    (["task=mlu", "model=transformer", "+task.module.decoding.beam_size=8"],
+     ("beam_size is beam search's: set task.module.decoding.strategy=beam, or remove it "
+      "(~task.module.decoding.beam_size)")),
+    (["task=iwslt15_envi", "model=transformer", "task.module.decoding.strategy=greedy"],
+     "task.module.decoding.beam_size, task.module.decoding.length_penalty: not options of"),
+    (["task=iwslt15_envi", "model=transformer", "+task.module.decoding.max_lenght=50"],
+     "task.module.decoding.max_lenght: not an option of task.module.decoding.strategy=beam"),
+    (["task=mlu", "model=transformer", "task.module.val_decoding={strategy: beam, beam_sizes: 2}"],
+     "task.module.val_decoding.beam_sizes: not an option of task.module.val_decoding.strategy=beam"),
+    (["task=iwslt15_envi", "model=transformer", "task.module.decoding.beam_size=0"],
+     "task.module.decoding.beam_size = 0: expected an int >= 1"),
+    (["task=mlu", "model=transformer", "+task.module.decoding.use_cache=no"],
+     "task.module.decoding.use_cache = 'no': expected true or false"),
     (["task=mlu", "model=transformer", "task.module.label_smoothing=2"],
      "task.module.label_smoothing = 2: expected a probability in [0, 1)"),
     # Lightning's seed_everything used to raise its own traceback
@@ -102,6 +121,9 @@ def test_another_models_group_names_this_models_own(make_cfg):
                                        ["task=iwslt15_envi", "task.monitor=val/bleu"],
                                        ["task=searchqa", "task.monitor=val/f1_ngram"],
                                        ["task=mlu", "task.module.decoding.strategy=beam", "seed=4294967295"],
+                                       ["task=mlu", "task.module.decoding.strategy=beam",
+                                        "+task.module.decoding.beam_size=2", "+task.module.decoding.use_cache=false"],
+                                       ["task=iwslt15_envi", "task.module.val_decoding={strategy: beam, beam_size: 2}"],
                                        ["task=snli", "save_record=false", "test_after_fit=false", "seed=0"]])
 def test_valid_values_pass(make_cfg, overrides):
     check_config(make_cfg(*overrides))

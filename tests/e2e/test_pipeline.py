@@ -7,10 +7,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hydra.errors import MissingConfigException
 
 from coda_exp import pipeline, results, table_render, tables
 from coda_exp.fingerprint import GRID_FINGERPRINT, scale_label
+from coda_exp.metrics import ranking_scores
 from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
 from tests.e2e.helpers import train
@@ -317,6 +319,9 @@ def test_ddp_on_cpu_tests_every_example_once(tmp_path, task, model, extra):
     assert sorted(r["index"] for r in rows) == list(range(rec["data"]["test_examples"]))
     if task == "mlu":
         assert rec["metrics"]["test/acc_seq"] == pytest.approx(sum(r["exact"] for r in rows) / len(rows))
+    if task == "wikiqa":  # each rank scored whole questions: MAP/MRR are those of the gathered predictions
+        out = ranking_scores(*(torch.tensor([r[k] for r in rows]) for k in ("score", "label", "group")))
+        assert (rec["metrics"]["test/map"], rec["metrics"]["test/mrr"]) == pytest.approx((out["map"], out["mrr"]))
     if task == "snli":  # accuracy over every example once, not over the padded shards
         correct = sum(r["prediction"] == r["label"] for r in rows) / len(rows)
         assert rec["metrics"]["test/acc"] == pytest.approx(correct)

@@ -39,14 +39,62 @@ def test_all_negative_scores_are_ranked_correctly():
     assert out["map"] == 1.0 and out["mrr"] == 1.0
 
 
-def test_groups_need_not_be_contiguous_and_ties_keep_input_order():
-    scores = torch.tensor([0.5, 1.0, 0.5, 0.2])
-    labels = torch.tensor([0, 1, 1, 0])
-    groups = torch.tensor([7, 3, 7, 3])
-    # group 3: [pos 1.0, neg 0.2] -> 1 ; group 7: tie 0.5/0.5, input order neg then pos -> AP 1/2
+def test_groups_need_not_be_contiguous_and_ties_count_against_the_relevant_items():
+    # formerly "ties keep input order": with the relevant item listed first (UDC's and TrecQA's layout) that gave
+    # tied relevant items the best rank; ties are now pessimistic in every metric, whatever the order
+    scores = torch.tensor([0.5, 1.0, 0.5, 0.2, 0.7, 0.7])
+    labels = torch.tensor([0, 1, 1, 0, 1, 0])
+    groups = torch.tensor([7, 3, 7, 3, 9, 9])
+    # group 3: [pos 1.0, neg 0.2] -> 1 ; group 7: tie 0.5/0.5 (neg listed first) -> AP 1/2;
+    # group 9: tie 0.7/0.7 with the positive listed first -> still AP 1/2
     out = ranking_scores(scores, labels, groups)
-    assert out["map"] == pytest.approx(0.75)
-    assert out["mrr"] == pytest.approx(0.75)
+    assert out["map"] == pytest.approx(2 / 3)
+    assert out["mrr"] == pytest.approx(2 / 3)
+
+
+def _worst_case(scores: list[float], labels: list[int]) -> tuple[float, float]:
+    """AP and RR by hand: rank of a relevant item = 1 + items scored higher + non-relevant items tied with it
+    + relevant items tied with it and counted before it."""
+    ranks = sorted(1 + sum(t > s for t in scores) + sum(t == s and not y for t, y in zip(scores, labels))
+                   + sum(t == s and y for t, y in zip(scores[:i], labels[:i]))
+                   for i, (s, y) in enumerate(zip(scores, labels)) if y)
+    return sum((h + 1) / r for h, r in enumerate(ranks)) / len(ranks), 1 / ranks[0]
+
+
+def test_constant_scorer_gets_the_worst_value_of_every_metric():
+    """A UDC-like group (ground truth first) and a TrecQA-like one (positives first): a constant scorer is ranked
+    as if every relevant item came last, on MAP, MRR and R_N@k alike (it got MAP = MRR = 1 before)."""
+    udc = ranking_scores(torch.zeros(20), torch.tensor(([1] + [0] * 9) * 2), torch.tensor([0] * 10 + [1] * 10),
+                         ["r10@1", "r10@5", "r2@1", "mrr", "map"])
+    assert udc == {"r10@1": 0.0, "r10@5": 0.0, "r2@1": 0.0, "mrr": pytest.approx(0.1), "map": pytest.approx(0.1),
+                   "queries": 2, "skipped_queries": 0}
+    trec = ranking_scores(torch.zeros(5), torch.tensor([1, 1, 0, 0, 0]), torch.zeros(5, dtype=torch.long))
+    assert trec["mrr"] == pytest.approx(1 / 4) and trec["map"] == pytest.approx((1 / 4 + 2 / 5) / 2)
+    for bf16 in (torch.full((5,), -0.048095703125, dtype=torch.bfloat16), torch.full((5,), 3.0)):
+        assert ranking_scores(bf16, torch.tensor([1, 1, 0, 0, 0]), torch.zeros(5, dtype=torch.long)) == trec
+
+
+def test_ties_do_not_depend_on_input_order():
+    """Random groups with many ties: every metric equals the hand-computed pessimistic value and is unchanged by
+    shuffling the input (R10@k with whole groups of ten reads no input order)."""
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        groups = torch.arange(4).repeat_interleave(10)
+        scores = torch.randint(0, 3, (40,), generator=gen).float()
+        labels = (torch.rand(40, generator=gen) < 0.3).long()
+        labels[::10] = 1  # every group has a relevant item
+        names = ["map", "mrr", "r10@1", "r10@2", "r10@5"]
+        out = ranking_scores(scores, labels, groups, names)
+        hand = [_worst_case(scores[g * 10:(g + 1) * 10].tolist(), labels[g * 10:(g + 1) * 10].tolist())
+                for g in range(4)]
+        assert out["map"] == pytest.approx(sum(ap for ap, _ in hand) / 4)
+        assert out["mrr"] == pytest.approx(sum(rr for _, rr in hand) / 4)
+        perm = torch.randperm(40, generator=gen)
+        assert ranking_scores(scores[perm], labels[perm], groups[perm], names) == pytest.approx(out)
+        m = GroupedRanking(names)
+        for chunk in torch.split(perm, 7):  # batches in any order, with or without example ids
+            m.update(scores[chunk], labels[chunk], groups[chunk], chunk)
+        assert {k: v.item() for k, v in m.compute().items()} == pytest.approx({k: out[k] for k in names})
 
 
 def test_metric_accumulates_batches():

@@ -114,3 +114,32 @@ def test_data_modules_give_unk_id_and_raw_references(name):
         assert dm.tgt_tokenizer.decode(dm.splits["test"][0]["tgt"]) == "tôi thấy một <unk> ."
     else:
         assert kwargs["targets"]("test")[1]["tests"] == dm.examples["test"][1]["tests"]
+
+
+def test_decoding_keys_a_strategy_does_not_take_are_refused_and_use_cache_reaches_greedy(monkeypatch):
+    """Greedy used to drop beam options and misspelt caps without a word (max_length: decoding up to 512 tokens)
+    and beam raised a TypeError on them: both strategies now refuse them, naming the keys the strategy takes."""
+    from coda_exp.tasks import seq2seq
+
+    with pytest.raises(ValueError, match=r"decoding\.max_length, decoding\.beam_size: not options of "
+                                         r"decoding\.strategy=greedy, which takes max_len, max_len_a, max_len_b, "
+                                         r"use_cache; beam_size is beam search's: set decoding\.strategy=beam"):
+        make_task(decoding={"strategy": "greedy", "max_length": 3, "beam_size": 8})
+    with pytest.raises(ValueError, match=r"val_decoding\.max_length: not an option of val_decoding\.strategy=beam, "
+                                         r"which takes beam_size, .*did you mean val_decoding\.max_len"):
+        make_task(val_decoding={"strategy": "beam", "max_length": 3})
+    task = make_task()  # val_decoding null: greedy with decoding's caps, its beam options left out
+    calls = []
+    for name in ("greedy_decode", "beam_search"):
+        monkeypatch.setattr(seq2seq, name, lambda model, src, mask, _n=name, **kw: calls.append((_n, kw)))
+    batch = {"src_ids": torch.ones(1, 3, dtype=torch.long), "src_mask": torch.ones(1, 3, dtype=torch.bool)}
+    task.generate(batch, {"strategy": "greedy", "max_len": 7, "use_cache": False})
+    task.generate(batch, task.eval_decoding("val"))
+    task.generate(batch, task.eval_decoding("test"))
+    assert calls == [("greedy_decode", {"max_len": 7, "use_cache": False}),
+                     ("greedy_decode", {"max_len": 512, "max_len_a": 1.5, "max_len_b": 10}),
+                     ("beam_search", {"max_len": 512, **{k: v for k, v in BEAM.items() if k != "strategy"}})]
+    with pytest.raises(ValueError, match=r"decoding\.length_penalty: not an option of decoding\.strategy=greedy"):
+        task.generate(batch, {"strategy": "greedy", "length_penalty": 0.6})
+    with pytest.raises(ValueError, match=r"decoding\.strategy = 'beem': expected greedy or beam"):
+        task.generate(batch, {"strategy": "beem"})

@@ -73,6 +73,33 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropy_and_skips_missing_spans
     assert SpanExtractionTask.loss(s, e, start, end).item() == pytest.approx(want.item())
 
 
+def test_evaluation_loss_is_the_mean_over_answerable_examples(monkeypatch):
+    """Batch losses 5.0 (1 of 10 examples answerable) and 1.0 (10 of 10), and a batch with none: the epoch's
+    val/loss is (5 + 10 * 1) / 11, not the mean weighted by whole batches (3.0)."""
+    def batch(answerable: int, first: int) -> dict:
+        start = torch.tensor([1] * answerable + [-1] * (10 - answerable))
+        return {"p_ids": torch.ones(10, 4, dtype=torch.long), "p_mask": torch.ones(10, 4, dtype=torch.bool),
+                "q_ids": torch.ones(10, 2, dtype=torch.long), "q_mask": torch.ones(10, 2, dtype=torch.bool),
+                "start": start, "end": start.clone(), "index": torch.arange(first, first + 10)}
+
+    class Fixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(()))
+
+        def forward(self, p_ids, p_mask, *args, **kwargs):
+            return (p_ids.float() * self.w,) * 2
+
+    losses = iter([5.0, 1.0])
+    monkeypatch.setattr(SpanExtractionTask, "loss", staticmethod(lambda *args: torch.tensor(next(losses))))
+    task = SpanExtractionTask(Fixed(), functools.partial(torch.optim.Adam, lr=0.05), ngram_metrics=False,
+                              answers=lambda split: [["a"]] * 30, tokens=lambda split: [["a ", "b "]] * 30)
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
+    loader = torch.utils.data.DataLoader([batch(1, 0), batch(10, 10), batch(0, 20)], batch_size=None)
+    (metrics,) = trainer.validate(task, loader, verbose=False)
+    assert metrics["val/loss"] == pytest.approx((5.0 + 10 * 1.0) / 11)
+
+
 class StandIn(nn.Module):
     """A linear scorer of each passage word and its question-match feature (the DecaProp model's interface)."""
 

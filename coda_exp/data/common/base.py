@@ -25,7 +25,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from coda_exp.data.common.batching import EpochShuffleSampler, TokenBatchSampler
+from coda_exp.data.common.batching import EpochShuffleSampler, GroupBatchSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
 from coda_exp.errors import cause_of, full_disk, what_to_free
@@ -180,15 +180,19 @@ class DataModule(pl.LightningDataModule, ABC):
         return [examples[i] for i in keep]
 
     def loader(self, ds: Dataset, train: bool, lengths: Sequence[int] | None = None, collate: Callable | None = None,
-               drop_last: bool = False, pin_memory: bool = False) -> DataLoader:
+               drop_last: bool = False, pin_memory: bool = False, groups: Sequence[int] | None = None) -> DataLoader:
         """A DataLoader over ``ds``: token-based batches when ``max_tokens`` is set and ``lengths`` given,
         else ``batch_size`` (train, shuffled anew each epoch from ``(seed, epoch)``) or ``eval_batch_size`` (in order).
+        ``groups`` (evaluation of a ranking split: a group id per example) makes batches of whole groups of up to
+        ``eval_batch_size`` examples (``GroupBatchSampler``), so a truncated evaluation never cuts a group.
         ``collate`` replaces the family's ``collate``; ``drop_last`` and ``pin_memory`` are DataLoader's."""
         common = {"collate_fn": collate or self.collate, "num_workers": self.num_workers,
                   "persistent_workers": self.num_workers > 0, "pin_memory": pin_memory}
         size = self.batch_size if train else self.eval_batch_size
         if isinstance(ds, IterableDataset):
             return DataLoader(ds, batch_size=size, **common)
+        if groups is not None and not train:  # Lightning shards it under DDP, as token batches
+            return DataLoader(ds, batch_sampler=GroupBatchSampler(groups, size), **common)
         if self.max_tokens is not None and lengths is not None:
             kwargs = {"shuffle": train, "seed": self.seed, "bucket_width": self.bucket_width,
                       **(self.shard() if train else {})}  # evaluation: Lightning shards it under DDP

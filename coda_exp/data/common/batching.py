@@ -14,7 +14,12 @@ repeated); with ``drop_last`` the surplus batches are dropped instead. Under Lig
 Lightning re-creates this sampler with a ``DistributedSampler`` as ``sampler`` and the replica count, rank and
 epoch are read from it.
 
-Resuming mid-epoch: both samplers take ``skip``, what the next pass leaves out from its start (this rank's
+Ranking evaluation: :class:`GroupBatchSampler` packs whole groups (a query and its candidates) into batches of at
+most ``max_examples`` examples, a larger group alone in its batch, so a truncated evaluation (Lightning's sanity
+check, ``limit_val_batches``) cuts between groups, never inside one. Under DDP each rank takes every
+``num_replicas``-th batch (whole groups again, each on one rank).
+
+Resuming mid-epoch: both training samplers take ``skip``, what the next pass leaves out from its start (this rank's
 examples or batches already trained on), and then 0. :class:`TokenBatchSampler` takes it as a constructor argument
 so that it survives Lightning's re-creation under DDP; :class:`EpochShuffleSampler` is itself a
 ``DistributedSampler``, which Lightning keeps as it is.
@@ -148,3 +153,67 @@ class TokenBatchSampler(BatchSampler):
 
     def __len__(self) -> int:
         return len(self._local())
+
+
+class GroupBatchSampler(BatchSampler):
+    """Evaluation batches of whole groups: ``groups`` (one group id per dataset index) in order of first
+    appearance, each group's members in index order, consecutive groups packed while a batch holds at most
+    ``max_examples`` examples; a group larger than that is a batch of its own. Nothing is shuffled.
+
+    Under DDP (``num_replicas``, ``rank``, or Lightning's injected ``DistributedSampler`` as ``sampler``, read as
+    :class:`TokenBatchSampler` reads it) rank ``r`` takes batches r, r + R, ...; to give every rank the same number
+    of batches, batches of several groups are split between groups (largest first), and only where none is left
+    to split are batches repeated from the start (as ``DistributedSampler`` pads: the metrics count an example id
+    once)."""
+
+    def __init__(self, groups: Sequence[int], max_examples: int, num_replicas: int | None = None,
+                 rank: int | None = None, sampler: Sampler | None = None):
+        if max_examples < 1:
+            raise ValueError(f"max_examples ({max_examples}) must be positive")
+        members: dict[int, list[int]] = {}
+        for i, g in enumerate(groups):
+            members.setdefault(int(g), []).append(i)
+        if not members:
+            raise ValueError("GroupBatchSampler got no examples")
+        if isinstance(sampler, DistributedSampler):  # injected by Lightning under DDP
+            num_replicas = sampler.num_replicas if num_replicas is None else num_replicas
+            rank = sampler.rank if rank is None else rank
+        self.num_replicas = 1 if num_replicas is None else int(num_replicas)
+        self.rank = 0 if rank is None else int(rank)
+        if not 0 <= self.rank < self.num_replicas:
+            raise ValueError(f"rank {self.rank} outside 0..{self.num_replicas - 1}")
+        self.max_examples, self.drop_last = int(max_examples), False
+        self.sampler = sampler if sampler is not None else range(len(groups))
+        batches: list[list[list[int]]] = []  # each batch a list of groups
+        for group in members.values():
+            if batches and sum(map(len, batches[-1])) + len(group) <= self.max_examples:
+                batches[-1].append(group)
+            else:
+                batches.append([group])
+        self.batches = [[i for group in batch for i in group] for batch in self._even_out(batches)]
+
+    def _even_out(self, batches: list[list[list[int]]]) -> list[list[list[int]]]:
+        r = self.num_replicas
+        while len(batches) % r:
+            j = max(range(len(batches)), key=lambda i: (len(batches[i]) > 1, sum(map(len, batches[i])), -i))
+            b = batches[j]
+            if len(b) < 2:  # every batch is one group: repeat batches from the start
+                batches += [batches[k % len(batches)] for k in range(r - len(batches) % r)]
+                break
+            half = (len(b) + 1) // 2
+            batches[j: j + 1] = [b[:half], b[half:]]
+        return batches
+
+    @property
+    def batch_size(self) -> int:  # the most examples a batch of several groups holds (for code that asks for one)
+        return self.max_examples
+
+    def global_batches(self) -> list[list[int]]:
+        """Every rank's batches (before sharding): rank r gets items r, r + R, r + 2R, ..."""
+        return self.batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.batches[self.rank:: self.num_replicas]
+
+    def __len__(self) -> int:
+        return len(self.batches[self.rank:: self.num_replicas])

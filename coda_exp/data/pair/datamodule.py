@@ -225,8 +225,11 @@ class PairDataModule(LabelledDataModule):
 
     # -- loaders ------------------------------------------------------------------------------------------
     def split_loader(self, split: str) -> DataLoader:
+        """Ranking evaluation batches hold whole groups (up to ``eval_batch_size`` candidates, a larger group
+        alone): the sanity check and ``limit_val_batches`` then cut between groups, never inside one."""
         ds = self.splits[split].select_columns(["a_ids", "b_ids", "label", "group_idx", "index"])
-        return self.loader(ds, train=split == "train")
+        train = split == "train"
+        return self.loader(ds, train=train, groups=ds["group_idx"] if self.ranking and not train else None)
 
     def test_dataloader(self) -> DataLoader | list[DataLoader]:
         """One loader per test set (a list when there are several; their order is ``task_kwargs()["test_sets"]``)."""

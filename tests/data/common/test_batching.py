@@ -202,3 +202,55 @@ def test_a_resumed_rank_leaves_out_its_batches_of_the_epoch_already_trained_on(m
         assert resumed == whole[2:]
     shards = [_Rows(2, r, 0, max_tokens).batches(lens) for r in range(2)]
     assert sorted(i for s in shards for b in s for i in b) == list(range(30))  # every example once
+
+
+def test_group_batches_hold_whole_groups_up_to_the_size():
+    """Evaluation of a ranking split: consecutive groups packed up to ``max_examples``, a larger group alone, every
+    example once and in index order; so cutting the batch list anywhere (a sanity check, ``limit_val_batches``)
+    cuts between groups."""
+    from coda_exp.data.common.batching import GroupBatchSampler
+
+    groups = [0] * 10 + [1] * 10 + [2] * 3 + [3] * 12 + [4] * 2 + [5] * 4
+    s = GroupBatchSampler(groups, 7)
+    batches = list(s)
+    assert batches == [list(range(10)), list(range(10, 20)), list(range(20, 23)), list(range(23, 35)),
+                       list(range(35, 41))]  # 10, 10 and 12 alone; 3 (+ 12 > 7); 2 + 4 together
+    assert len(s) == 5 and s.batch_size == 7
+    for batch in batches:  # no group is split between batches
+        assert all(groups.count(groups[b]) == sum(groups[i] == groups[b] for i in batch) for b in batch)
+    udc = [g for g in range(6) for _ in range(10)]
+    assert [len(b) for b in GroupBatchSampler(udc, 25)] == [20, 20, 20]
+    assert [len(b) for b in GroupBatchSampler(udc, 500)] == [60]
+    scattered = [1, 0, 1, 0]  # groups need not be contiguous: first appearance, index order within a group
+    assert list(GroupBatchSampler(scattered, 2)) == [[0, 2], [1, 3]]
+    with pytest.raises(ValueError, match="no examples"):
+        GroupBatchSampler([], 7)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4, 8])
+def test_group_batches_under_ddp_put_each_group_on_one_rank_and_even_out(world):
+    """Lightning injects its DistributedSampler; every rank gets the same number of batches; each group is
+    evaluated whole on one rank (a repeat only where there are fewer groups than ranks, counted once by id)."""
+    from lightning_fabric.utilities.data import _replace_dunder_methods
+    from pytorch_lightning.utilities.data import _update_dataloader
+    from torch.utils.data import BatchSampler
+
+    from coda_exp.data.common.batching import GroupBatchSampler
+
+    groups = [g for g, n in enumerate([10, 10, 3, 2, 4, 10]) for _ in range(n)]
+    data = list(range(len(groups)))
+    with _replace_dunder_methods(DataLoader, "dataset"), _replace_dunder_methods(BatchSampler):
+        loader = DataLoader(data, batch_sampler=GroupBatchSampler(groups, 20), collate_fn=lambda rows: rows)
+    shards = []
+    for rank in range(world):
+        new = _update_dataloader(loader, DistributedSampler(data, num_replicas=world, rank=rank, shuffle=False))
+        assert (new.batch_sampler.num_replicas, new.batch_sampler.rank) == (world, rank)
+        shards.append(list(new))
+    assert len({len(s) for s in shards}) == 1
+    seen = [i for s in shards for b in s for i in b]
+    assert set(seen) == set(data)
+    for s in shards:
+        for b in s:
+            assert sorted(b) == [i for i in data if groups[i] in {groups[j] for j in b}]  # whole groups
+    if world <= 4:  # enough groups to split batches between them: no example repeated
+        assert sorted(seen) == data

@@ -35,6 +35,27 @@ def test_wikiqa_groups_and_answered_filter(tmp_path, dm):
     assert len(m2.splits["validation"]) > len(val)
 
 
+@pytest.mark.parametrize("name", ["udc", "wikiqa", "trecqa"])
+def test_ranking_evaluation_batches_hold_whole_groups(tmp_path, dm, name):
+    """An eval batch size that cuts groups (UDC's groups of 10 in batches of 7): every evaluation batch holds whole
+    groups, so the first two batches (Lightning's sanity check, limit_val_batches=2) score complete groups only."""
+    from coda_exp.metrics import ranking_scores
+
+    m = dm(tmp_path, name, eval_batch_size=7)
+    for split, loader in (("validation", m.val_dataloader()), ("test", m.test_dataloader())):
+        sizes = torch.bincount(torch.tensor(m.splits[split]["group_idx"]))
+        batches = list(loader)
+        assert sorted(i for b in batches for i in b["index"].tolist()) == list(range(len(m.splits[split])))
+        for b in batches:
+            groups, counts = torch.unique(b["group"], return_counts=True)
+            assert counts.tolist() == sizes[groups].tolist()  # each group in the batch is complete
+            assert len(b["group"]) <= 7 or len(groups) == 1
+        if name == "udc":
+            first = {k: torch.cat([b[k] for b in batches[:2]]) for k in ("label", "group", "index")}
+            ranking_scores(torch.zeros(len(first["label"])), first["label"], first["group"], ["r10@1"],
+                           first["index"])  # no "fewer than 10" error
+
+
 def test_batches_are_padded_with_masks(tmp_path, dm):
     m = dm(tmp_path, batch_size=5)
     b = next(iter(m.train_dataloader()))
