@@ -57,7 +57,7 @@ class Seq2SeqTask(TaskModule):
         self.run_info = run_info if run_info is not None else {}
         self.label_smoothing = label_smoothing
         self.decoding = dict(decoding or {"strategy": "greedy"})
-        caps = {k: self.decoding[k] for k in ("max_len_a", "max_len_b") if k in self.decoding}
+        caps = {k: self.decoding[k] for k in ("max_len", "max_len_a", "max_len_b") if k in self.decoding}
         self.val_decoding = dict(val_decoding or {"strategy": "greedy", **caps})  # greedy: cheap model selection
         for name, options in (("decoding", self.decoding), ("val_decoding", self.val_decoding)):
             problem = decoding_problem(options, name)

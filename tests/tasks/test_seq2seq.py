@@ -40,6 +40,9 @@ def test_final_validation_decodes_like_the_test():
     task.prepare_final_evaluation()
     assert task.eval_decoding("val") == BEAM and task.eval_decoding("test") == BEAM
     TaskModule.prepare_final_evaluation(task)  # the base hook exists and does nothing
+    # val_decoding null takes every length cap of decoding (max_len used to be left out: greedy ran to 512 tokens)
+    capped = make_task(decoding={**BEAM, "max_len": 24})
+    assert capped.eval_decoding("val") == {"strategy": "greedy", "max_len": 24, "max_len_a": 1.5, "max_len_b": 10}
 
 
 def test_final_validation_generates_with_the_test_decoding(monkeypatch):
