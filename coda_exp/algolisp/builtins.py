@@ -11,7 +11,8 @@ import math
 from coda_exp.algolisp.syntax import AlgoLispError
 
 DEFAULT_MAX_STEPS = 100_000
-MAX_DEPTH = 200
+MAX_DEPTH = 1000  # nested calls of any kind: the interpreter's own guard (run_program raises Python's limit)
+MAX_LAMBDA_DEPTH = 110  # nested lambda calls: the reference executor's MAX_STACK_DEPTH (nearai code_lisp.py)
 MAX_INT_BITS = 1024
 MAX_LEN = 100_000
 MAX_RANGE = 1000

@@ -13,7 +13,9 @@ a list is a call ``(f x y ...)``. Semantics (chosen to agree with the executor t
   empty array is an error; ``(range lo hi)`` is ``[lo, hi)`` with at most 1000 elements; ``(str_index i s)`` takes
   the index first; ``(str_split s d)`` drops empty pieces; ``(digits n)`` lists the digits of ``|n|``;
 * every evaluation step, and every element a built-in touches, costs one unit of a step budget; running out, an
-  integer over 1024 bits, a string or array over 100,000 items or nesting deeper than 200 calls is an error.
+  integer over 1024 bits, a string or array over 100,000 items, lambda calls nested deeper than 110 (the limit of
+  the executor that made the dataset, which counts lambda scopes only) or any calls nested deeper than 1000 is an
+  error.
 
 Every failure is an :class:`AlgoLispError`; execution accuracy (:mod:`coda_exp.metrics.algolisp_exec`) counts it as a failed test, never crashes.
 """
@@ -21,18 +23,27 @@ Every failure is an :class:`AlgoLispError`; execution accuracy (:mod:`coda_exp.m
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 
-from coda_exp.algolisp.builtins import BUILTINS, DEFAULT_MAX_STEPS, MAX_DEPTH, _arity, _check
+from coda_exp.algolisp.builtins import (
+    BUILTINS,
+    DEFAULT_MAX_STEPS,
+    MAX_DEPTH,
+    MAX_LAMBDA_DEPTH,
+    _arity,
+    _check,
+)
 from coda_exp.algolisp.syntax import AlgoLispError
 
 _INT_RE = re.compile(r"^-?[0-9]+$")
+_PYTHON_FRAMES = 6 * MAX_DEPTH  # Python's recursion limit while a program runs: room for MAX_DEPTH nested calls
 CONSTANTS = {"true": True, "false": False, "inf": float("inf")}
 
 
 class _Interp:
     def __init__(self, max_steps: int):
-        self.max_steps, self.steps, self.depth = max_steps, 0, 0
+        self.max_steps, self.steps, self.depth, self.lambdas = max_steps, 0, 0, 0
 
     def tick(self, n: int = 1) -> None:
         self.steps += n
@@ -113,12 +124,16 @@ class _Closure:
         env.update(zip(("arg1", "arg2"), values))
         env["self"] = self
         self.it.depth += 1
+        self.it.lambdas += 1
         try:
+            if self.it.lambdas > MAX_LAMBDA_DEPTH:
+                raise AlgoLispError(f"lambda calls nested deeper than {MAX_LAMBDA_DEPTH}")
             if self.it.depth > MAX_DEPTH:
                 raise AlgoLispError(f"calls nested deeper than {MAX_DEPTH}")
             return self.it.eval(self.body, env)
         finally:
             self.it.depth -= 1
+            self.it.lambdas -= 1
 
 
 def run_program(tree, inputs: dict, max_steps: int = DEFAULT_MAX_STEPS):
@@ -128,6 +143,8 @@ def run_program(tree, inputs: dict, max_steps: int = DEFAULT_MAX_STEPS):
     of bounds, division by zero, step budget exhausted, too deep a recursion.
     """
     it = _Interp(max_steps)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _PYTHON_FRAMES))  # MAX_DEPTH nested calls, a few Python frames each
     try:
         return it.eval(tree, dict(inputs))
     except AlgoLispError:
@@ -136,6 +153,8 @@ def run_program(tree, inputs: dict, max_steps: int = DEFAULT_MAX_STEPS):
         raise AlgoLispError("Python recursion limit reached") from None
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError) as e:
         raise AlgoLispError(f"{type(e).__name__}: {e}") from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _same(value, expected) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -71,6 +72,20 @@ def test_hand_computed_programs(src, inputs, expected):
 def test_runtime_errors_are_algolisp_errors(src, message):
     with pytest.raises(AlgoLispError, match=message):
         run(src, a=[1, 2, 3])
+
+
+def test_recursion_goes_as_deep_as_the_reference_executor():
+    """The dataset's executor allows 110 nested lambda scopes (nearai code_lisp.py's MAX_STACK_DEPTH) and counts
+    nothing else; 200 nested calls of any kind used to fail a correct program from a recursion depth of 66."""
+    count_down = "( invoke1 ( lambda1 ( if ( <= arg1 0 ) 0 ( + 1 ( self ( - arg1 1 ) ) ) ) ) a )"
+    assert run(count_down, a=109) == 109  # 110 nested lambda calls
+    with pytest.raises(AlgoLispError, match="lambda calls nested deeper than 110"):
+        run(count_down, a=110)
+    nested = "a"
+    for _ in range(900):  # built-in calls nest deep without a lambda, and Python's own limit is restored after
+        nested = f"( + 1 {nested} )"
+    limit = sys.getrecursionlimit()
+    assert run(nested, a=0) == 900 and sys.getrecursionlimit() == limit
 
 
 def test_flatten_parse_round_trip():
