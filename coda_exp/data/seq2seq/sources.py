@@ -64,8 +64,8 @@ class IWSLTDataModule(Seq2SeqDataModule):
     ``tokenizer="word"`` uses the release's own vocabularies ``vocab.{en,vi}`` on its tokenised text (the
     setting of the paper's Table 4 and Luong & Manning); ``"bpe"`` trains a joint BPE of ``bpe_vocab_size``
     locally on the training text (cached). The task scores decoded hypotheses against the *raw* reference lines
-    (``bleu`` evaluation: tokenized BLEU ``bleu_tok``, the paper's metric, and sacreBLEU ``bleu`` on detokenized
-    text). ``max_len`` drops training pairs longer than that many tokens on either side (evaluation keeps
+    (``bleu`` evaluation: ``bleu_t2t``, t2t-bleu, the paper's metric; ``bleu_tok``, multi-bleu.perl; sacreBLEU
+    ``bleu`` on detokenized text). ``max_len`` drops training pairs longer than that many tokens on either side (evaluation keeps
     everything).
     """
 
