@@ -211,7 +211,7 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
         # the saved references are the raw tst2013.vi lines (no <unk>): BLEU recomputes from the predictions
         lines = (FIXTURES / task / "tst2013.vi").read_text(encoding="utf-8").splitlines()
         assert [r["reference"] for r in rows] == lines and "<unk>" not in lines[0]
-        assert not rows[0]["exact"]  # its reference holds an out-of-vocabulary word: never an exact match
+        assert not rows[0]["exact"]  # its reference holds characters the BPE never saw (<unk>): never an exact match
         bleu = t2t_bleu([r["hypothesis"] for r in rows], [r["reference"] for r in rows])  # the paper's metric
         assert bleu == pytest.approx(rec["metrics"]["test/bleu_t2t"])
     if task == "algolisp":  # per-example execution outcomes, for Table 7's paired test
