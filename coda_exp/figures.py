@@ -24,7 +24,8 @@ METRICS = {
     "acc": "accuracy", "acc_seq": "sequence accuracy", "acc_exec": "execution accuracy",
     "acc_seq_tf": "sequence accuracy (teacher-forced)", "acc_tok_tf": "token accuracy (teacher-forced)",
     "acc_tok": "token accuracy",
-    "bleu": "BLEU", "bleu_tok": "tokenized BLEU", "map": "MAP", "mrr": "MRR", "em": "exact match",
+    "bleu": "BLEU", "bleu_tok": "tokenized BLEU", "bleu_t2t": "BLEU (t2t-bleu)", "map": "MAP", "mrr": "MRR",
+    "em": "exact match",
     "em_unigram": "exact match (one-word answers)", "f1": "F1", "fever_score": "FEVER score",
 }
 _RECALL = re.compile(r"r(\d+)@(\d+)")

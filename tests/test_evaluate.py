@@ -298,6 +298,24 @@ def test_predict_each_family_from_a_fixture_model(tmp_path, compose, task, model
     assert len(got) == len(rows) and check(got), got
 
 
+def test_eval_and_predict_of_a_translation_model_with_its_one_vocabulary(tmp_path, compose):
+    """IWSLT's joint BPE vocabulary rides in the checkpoint as one tokenizer for both sides (and the model has one
+    embedding for both): the evaluation scores tst2013 again with it (t2t-bleu, the paper's metric, beside bleu_tok
+    and sacreBLEU) and predict translates new English."""
+    trained, ckpt = _train(compose, tmp_path / "train", "task=iwslt15_envi", "model=coda_transformer",
+                           "task.max_steps=4", "task.val_check_interval=2", "save_predictions=false")
+    assert trained["data"]["shared_vocab"]
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", *_paths(out)]) == 0
+    (record,) = _records(out, "eval")
+    assert record["data"]["shared_vocab"]  # the restored tokenizers: one object again
+    for name in ("test/bleu_t2t", "test/bleu_tok", "test/bleu"):
+        assert record["metrics"][name] == pytest.approx(trained["metrics"][name], abs=1e-6), name
+    rows = [{"src": "we like a new song , it &apos;s true ."}, {"src": "i see a zebra ."}]
+    got = _predict(ckpt, _write(tmp_path / "in.jsonl", rows), tmp_path)
+    assert len(got) == 2 and all(isinstance(g["hypothesis"], str) for g in got)
+
+
 def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli, tmp_path):
     """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
     tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""

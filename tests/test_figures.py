@@ -26,6 +26,7 @@ from coda_exp.figures import (
     ("test/acc_matched", True, "test accuracy (matched) (%)"),
     ("test/r10@1", False, "test R10@1"),
     ("val/bleu_tok", False, "validation tokenized BLEU"),
+    ("test/bleu_t2t", False, "test BLEU (t2t-bleu)"),
     ("train_loss", False, "training loss"),
     ("val/something_new", False, "validation something_new"),  # unknown: shown as it is
 ])

@@ -1,18 +1,31 @@
-"""Corpus BLEU (Papineni et al. 2002) two ways, both with sacreBLEU: on tokens as ``multi-bleu.perl``, and on
-detokenized text with sacreBLEU's own tokenization.
+"""Corpus BLEU (Papineni et al. 2002) three ways, all from sacreBLEU's n-gram statistics.
 
-The CoDA paper's IWSLT'15 En→Vi numbers (Table 4: Transformer 28.43, CoDA 29.84; Tables 8-9) are *tokenized*
-BLEU: computed by Tensor2Tensor / ``multi-bleu.perl`` on the Stanford release, whose references are already
-Moses-tokenized (with ``&apos;``-style escapes). :func:`tokenized_bleu` computes exactly that with sacreBLEU's
-``tokenize="none"`` (the text is split on whitespace and nothing else; case-sensitive unless ``lowercase``) and no
-smoothing (any zero n-gram precision gives 0), brevity penalty ``exp(1 - r/c)`` when the hypothesis corpus is
-shorter, as ``multi-bleu.perl`` does. :func:`sacrebleu_score` is the modern, comparable-across-papers number
-(sacreBLEU defaults: 13a tokenization, exp smoothing) on *detokenized* text, reported beside the tokenized score
-with its signature; :func:`detokenize` undoes the Moses tokenization with ``sacremoses``' own detokenizer.
+- :func:`t2t_bleu` (``bleu_t2t``): Tensor2Tensor's ``t2t-bleu`` (``tensor2tensor.utils.bleu_hook.bleu_wrapper``),
+  the metric of the CoDA paper's IWSLT'15 En→Vi numbers (Table 4: Transformer 28.43, the stefan-it/nmt-en-vi
+  result of T2T 1.9.0 ``translate_envi_iwslt32k`` with checkpoint averaging, "cased"; CoDA 29.84; Tables 8-9).
+  t2t-bleu reads the decoded text and the reference line as they are: on the Stanford release both are
+  Moses-tokenized text with the ``&apos;``-style escapes left in (T2T's subword decoder gives back text in the
+  training files' form), and it unescapes nothing. Both sides are split with mteval-v14's international
+  tokenization (T2T's ``bleu_tokenize``: punctuation split off unless it stands between digits, every symbol split
+  off), which is sacreBLEU's ``tokenize="intl"`` (its regexes say ``\\P{N}`` where T2T's say ``[^\\d]``: they differ
+  only beside numbers that are not decimal digits, such as ``½``): ``it &apos;s`` is the five tokens
+  ``it & apos ; s`` and ``mat.`` the two ``mat .``. The score is T2T's ``compute_bleu``: corpus BLEU-4 on clipped
+  counts, brevity penalty ``exp(1 - r/c)`` when the hypotheses are shorter; an order with n-grams but no match gets
+  T2T's smoothing ``1 / (2**k * total)`` (its k-th such order), an order with no n-gram at all (every sentence
+  shorter than n tokens) is left out of the sum of logs, which is still divided by 4. On a real test set every
+  order has matches and the score is sacreBLEU's with ``smooth_method="none"``. Case-sensitive (t2t-bleu's
+  "cased", the 28.43) unless ``lowercase`` (its "uncased").
+- :func:`tokenized_bleu` (``bleu_tok``): the usual tokenized BLEU of this corpus, ``multi-bleu.perl`` on the
+  release's whitespace tokens (sacreBLEU's ``tokenize="none"``, no smoothing: any zero n-gram precision gives 0),
+  case-sensitive unless ``lowercase``. Not the paper's metric: ``it &apos;s`` is two tokens here, five for t2t-bleu.
+- :func:`sacrebleu_score` (``bleu``): the modern, comparable-across-papers number (sacreBLEU defaults: 13a
+  tokenization, exp smoothing) on *detokenized* text, reported with its signature; :func:`detokenize` undoes the
+  Moses tokenization with ``sacremoses``' own detokenizer.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -73,8 +86,43 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False
 
 
 def tokenized_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> float:
-    """Corpus BLEU (0-100) on already-tokenized text, as ``multi-bleu.perl`` (the paper's Table 4 metric)."""
+    """Corpus BLEU (0-100) on already-tokenized text, as ``multi-bleu.perl`` (not the paper's metric: see
+    :func:`t2t_bleu`)."""
     return multi_bleu(hyps, refs, lowercase=lowercase).score
+
+
+def t2t_combine(matches: Sequence[int], totals: Sequence[int], hyp_len: int, ref_len: int) -> BleuStats:
+    """T2T ``compute_bleu``'s score from corpus statistics (clipped n-gram matches and n-gram counts per order,
+    hypothesis and reference lengths): see the module docstring for its smoothing and brevity penalty."""
+    precisions, smooth = [], 1.0
+    for m, n in zip(matches, totals):
+        if n == 0:
+            precisions.append(0.0)  # no n-gram of this order: left out of the logs below
+        elif m == 0:
+            smooth *= 2
+            precisions.append(1.0 / (smooth * n))
+        else:
+            precisions.append(m / n)
+    geo_mean = math.exp(sum(math.log(p) for p in precisions if p) / len(precisions)) if max(precisions) > 0 else 0.0
+    ratio = hyp_len / ref_len if ref_len else 0.0
+    bp = 1.0 if not ref_len or ratio >= 1.0 else (math.exp(1 - 1 / ratio) if ratio > 0 else 0.0)
+    return BleuStats(100 * geo_mean * bp, tuple(100 * p for p in precisions), bp, ratio, hyp_len, ref_len)
+
+
+def t2t_bleu_stats(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> BleuStats:
+    """:func:`t2t_bleu` with its intermediate numbers (precisions after T2T's smoothing, 0-100)."""
+    from sacrebleu.metrics import BLEU
+
+    _check(hyps, refs)
+    s = BLEU(tokenize="intl", smooth_method="none", lowercase=lowercase, force=True).corpus_score(list(hyps),
+                                                                                                  [list(refs)])
+    return t2t_combine(s.counts, s.totals, s.sys_len, s.ref_len)
+
+
+def t2t_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> float:
+    """Corpus BLEU (0-100) as Tensor2Tensor's ``t2t-bleu`` computes it (the paper's IWSLT metric): on the text as it
+    is, with mteval-v14's international tokenization; cased unless ``lowercase`` (module docstring)."""
+    return t2t_bleu_stats(hyps, refs, lowercase=lowercase).score
 
 
 def sacrebleu_score(hyps: Sequence[str], refs: Sequence[str]) -> tuple[float, str]:

@@ -29,8 +29,9 @@ class Seq2SeqTask(TaskModule):
       Tensor2Tensor's ``accuracy_per_sequence`` metric computes during evaluation;
     - ``acc_tok_tf``: teacher-forced per-token accuracy; ``loss``: label-smoothed loss; ``nll``;
     - each of ``evaluations`` (:mod:`coda_exp.tasks.seq2seq_eval`), scored against the *raw* examples:
-      BLEU for MT (``bleu``: ``bleu``, ``bleu_tok``), execution accuracy for AlgoLisp (``execution``:
-      ``acc_exec``, and per example ``exec``, saved in the test predictions for paired significance tests).
+      BLEU for MT (``bleu``: ``bleu_t2t``, the paper's, ``bleu_tok`` and ``bleu``), execution accuracy for
+      AlgoLisp (``execution``: ``acc_exec``, and per example ``exec``, saved in the test predictions for paired
+      significance tests).
 
     ``decode_text`` maps target ids to text (predictions and evaluations). ``targets(split)`` gives the raw
     examples of a split in index order (``tgt``: the target text as in the data files) where the data holds

@@ -8,6 +8,7 @@ import torch
 from hydra.utils import instantiate
 
 from coda_exp import pipeline
+from coda_exp.data.common.errors import DataError
 from tests import FIXTURES, ROOT
 
 CONFIGS = ROOT / "configs"
@@ -79,6 +80,22 @@ def test_cpu_scale_of_sequence_tasks_warms_up_early_to_the_presets_peak(make_cfg
     if task != "mlu":  # (MLU's generated epoch is 12M examples long)
         assert cpu.task.epochs == paper.task.epochs  # not scale=cpu's 3 epochs: the step budget decides
         assert cpu.data.max_eval_examples <= 1000
+
+
+def test_iwslt_is_one_joint_subword_vocabulary_and_one_embedding_as_t2t(make_cfg, build):
+    """translate_envi_iwslt32k: one subword vocabulary of ~2**15 for both languages, so T2T's transformer_base shares
+    the source embedding, the target embedding and the softmax; the release's word lists stay an option."""
+    paper = make_cfg("task=iwslt15_envi", "model=coda_transformer")
+    assert (paper.data.tokenizer, paper.data.shared_vocab, paper.data.bpe_vocab_size, paper.data.max_len) == (
+        "bpe", True, 2**15, 256)
+    assert paper.model.shared_embeddings is True and paper.model.tie_output and paper.task.monitor == "val/bleu_t2t"
+    net = build(make_cfg("task=iwslt15_envi", "model=coda_transformer", "scale=fixture"))["model"]
+    assert net.src_embed.embedding is net.tgt_embed.embedding and net.output is None  # one matrix, three uses
+    words = build(make_cfg("task=iwslt15_envi", "model=transformer", "scale=fixture", "data.tokenizer=word",
+                           "data.shared_vocab=false"))["model"]
+    assert words.src_embed.embedding is not words.tgt_embed.embedding
+    with pytest.raises(DataError, match=r"data\.shared_vocab=false"):  # one message, before any data loads
+        pipeline.build_data(make_cfg("task=iwslt15_envi", "scale=fixture", "data.tokenizer=word"))
 
 
 def test_every_table_experiment_sweeps_three_seeds(make_cfg):

@@ -90,7 +90,7 @@ def test_iwslt_swapped_vocabularies_are_a_warning_with_the_unknown_share(tmp_pat
     from coda_exp.data.seq2seq.sources import IWSLTDataModule
 
     def built(folder):
-        dm = IWSLTDataModule(dir=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=4)
+        dm = IWSLTDataModule(dir=str(folder), cache_dir=str(tmp_path / "cache"), batch_size=4, tokenizer="word")
         dm.setup("fit")
         return dm
 

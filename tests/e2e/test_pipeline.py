@@ -184,7 +184,7 @@ def test_coda_run_and_figure_2(make_cfg, tmp_path):
 @pytest.mark.parametrize("task,model", [("mlu", "coda_transformer"), ("iwslt15_envi", "transformer"),
                                         ("algolisp", "coda_transformer")])
 def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, task, model):
-    from coda_exp.metrics.bleu import tokenized_bleu
+    from coda_exp.metrics.bleu import t2t_bleu
     from coda_exp.tasks import Seq2SeqTask
 
     decoded, generate = [], Seq2SeqTask.generate
@@ -205,7 +205,7 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
     # the saved per-example outcomes reproduce the recorded exact-match accuracy (for paired tests)
     assert sum(r["exact"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_seq"])
     if task == "iwslt15_envi":  # BLEU against the raw references, and checkpoint averaging before the test
-        assert {"test/bleu", "test/bleu_tok", "val/bleu_tok"} <= set(rec["metrics"])
+        assert {"test/bleu", "test/bleu_tok", "test/bleu_t2t", "val/bleu_t2t"} <= set(rec["metrics"])
         assert rec["checkpoints_averaged"] >= 1 and rec["best_checkpoint"].endswith("averaged.ckpt")
         # model selection decodes greedily; the final validation of the tested checkpoint decodes as the test
         assert {s for fn, s in decoded if fn == "fit"} == {"greedy"}
@@ -213,9 +213,9 @@ def test_seq2seq_run_records_sequence_metrics(make_cfg, tmp_path, monkeypatch, t
         # the saved references are the raw tst2013.vi lines (no <unk>): BLEU recomputes from the predictions
         lines = (FIXTURES / task / "tst2013.vi").read_text(encoding="utf-8").splitlines()
         assert [r["reference"] for r in rows] == lines and "<unk>" not in lines[0]
-        assert not rows[0]["exact"]  # its reference holds an out-of-vocabulary word: never an exact match
-        bleu = tokenized_bleu([r["hypothesis"] for r in rows], [r["reference"] for r in rows])
-        assert bleu == pytest.approx(rec["metrics"]["test/bleu_tok"])
+        assert not rows[0]["exact"]  # its reference holds characters the BPE never saw (<unk>): never an exact match
+        bleu = t2t_bleu([r["hypothesis"] for r in rows], [r["reference"] for r in rows])  # the paper's metric
+        assert bleu == pytest.approx(rec["metrics"]["test/bleu_t2t"])
     if task == "algolisp":  # per-example execution outcomes, for Table 7's paired test
         assert sum(r["exec"] for r in rows) / len(rows) == pytest.approx(rec["metrics"]["test/acc_exec"])
         assert rows[0]["reference"].startswith("( ")

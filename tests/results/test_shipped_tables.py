@@ -70,14 +70,14 @@ def test_shipped_paper_numbers_match_spec_md(shipped, key):
 def test_shipped_selection_details(shipped):
     t8 = shipped["table_8"]
     assert t8.columns[0].match == {"model": "coda_transformer", "attention.gate_scale": None}
-    assert t8.columns[0].metric == "val/bleu_tok"
+    assert t8.columns[0].metric == "val/bleu_t2t"  # t2t-bleu: the paper's metric (coda_exp.metrics.bleu)
     # the row's own f_N(N) gate: 2·sigmoid(N) uncentred (eq. 5), sigmoid(N′) as printed when N is centred
     assert [(r.match["attention.center_e"], r.match["attention.center_n"], r.match["attention.gate_scale"])
             for r in t8.rows] == [(False, False, 2.0), (True, False, 2.0), (True, True, 1.0)]
     assert all(c.metric.startswith("val/") for c in t8.columns)
     t9 = shipped["table_9"]
     assert all(not r.match["attention.center_e"] and not r.match["attention.center_n"] for r in t9.rows)
-    assert t9.columns[0].metric == "val/bleu_tok" and shipped["table_4"].columns[0].metric == "test/bleu_tok"
+    assert t9.columns[0].metric == "val/bleu_t2t" and shipped["table_4"].columns[0].metric == "test/bleu_t2t"
     assert {(r.match["attention.e_fn"], r.match["attention.n_fn"]) for r in t9.rows} == {
         (e, n) for e in ("tanh", "sigmoid") for n in ("sigmoid", "tanh", "arctan", "algebraic")
     }

@@ -127,8 +127,8 @@ class Seq2SeqDataModule(DataModule):
 
     def restore_encoders(self, state: dict) -> None:
         self.restored = check_state(state, "seq2seq")
-        self.src_tokenizer = tokenizer_from_state(state["src"])
-        self.tgt_tokenizer = tokenizer_from_state(state["tgt"])
+        self.src_tokenizer = tokenizer_from_state(state["src"])  # one object when the model shared one vocabulary
+        self.tgt_tokenizer = self.src_tokenizer if state["tgt"] == state["src"] else tokenizer_from_state(state["tgt"])
 
     def encode_inputs(self, rows: list[dict]) -> list[dict]:
         return [{"src": self.src_tokenizer.encode(r["src"]), "tgt": [], "index": i} for i, r in enumerate(rows)]

@@ -3,7 +3,8 @@
 Local layout (https://nlp.stanford.edu/projects/nmt/, "IWSLT'15 English-Vietnamese"): one directory holding
 ``train.{en,vi}`` (133,317 pairs), ``tst2012.{en,vi}`` (1,553, our validation split), ``tst2013.{en,vi}``
 (1,268, our test split) and ``vocab.{en,vi}``. The text is already tokenized (Moses tokenizer, with ``&apos;``
-/ ``&quot;`` escapes): the paper's BLEU is tokenized BLEU on these files (see ``coda_exp.metrics.bleu``).
+/ ``&quot;`` escapes): the paper's BLEU is Tensor2Tensor's t2t-bleu of text in this form against these reference
+lines, escapes and all (``coda_exp.metrics.bleu.t2t_bleu``).
 Files are parallel line by line; a UTF-8 byte-order mark and a missing final newline are tolerated, lines are
 split on ``"\\n"`` only (``\\r`` stripped) so that line numbers agree with ``wc -l`` and the references.
 
