@@ -66,6 +66,18 @@ class EpochShuffleSampler(DistributedSampler):
         yield from order[self.rank: self.total_size: self.num_replicas][skip:]
 
 
+def replicas_and_rank(num_replicas: int | None, rank: int | None, sampler) -> tuple[int, int]:
+    """(processes, this one's rank) of a batch sampler: as given, else from Lightning's ``DistributedSampler``
+    injected as ``sampler`` under DDP, else one process."""
+    if isinstance(sampler, DistributedSampler):  # injected by Lightning under DDP
+        num_replicas = sampler.num_replicas if num_replicas is None else num_replicas
+        rank = sampler.rank if rank is None else rank
+    num_replicas, rank = 1 if num_replicas is None else int(num_replicas), 0 if rank is None else int(rank)
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank {rank} outside 0..{num_replicas - 1}")
+    return num_replicas, rank
+
+
 class TokenBatchSampler(BatchSampler):
     """Yields lists of dataset indices whose padded size ``len(batch) × max length`` is at most ``max_tokens``."""
 
@@ -82,13 +94,7 @@ class TokenBatchSampler(BatchSampler):
             i = int(self.lengths.argmax())
             raise ValueError(f"example {i} has {longest} tokens, more than max_tokens={max_tokens}; truncate the "
                              f"inputs (max_len) or raise max_tokens")
-        if isinstance(sampler, DistributedSampler):  # injected by Lightning under DDP
-            num_replicas = sampler.num_replicas if num_replicas is None else num_replicas
-            rank = sampler.rank if rank is None else rank
-        self.num_replicas = 1 if num_replicas is None else int(num_replicas)
-        self.rank = 0 if rank is None else int(rank)
-        if not 0 <= self.rank < self.num_replicas:
-            raise ValueError(f"rank {self.rank} outside 0..{self.num_replicas - 1}")
+        self.num_replicas, self.rank = replicas_and_rank(num_replicas, rank, sampler)
         self.max_tokens, self.shuffle, self.seed = int(max_tokens), shuffle, int(seed)
         self.bucket_width, self.drop_last = int(bucket_width), drop_last
         # the epoch lives on ``sampler``: Lightning's DistributedSampler, or our own counter
@@ -175,13 +181,7 @@ class GroupBatchSampler(BatchSampler):
             members.setdefault(int(g), []).append(i)
         if not members:
             raise ValueError("GroupBatchSampler got no examples")
-        if isinstance(sampler, DistributedSampler):  # injected by Lightning under DDP
-            num_replicas = sampler.num_replicas if num_replicas is None else num_replicas
-            rank = sampler.rank if rank is None else rank
-        self.num_replicas = 1 if num_replicas is None else int(num_replicas)
-        self.rank = 0 if rank is None else int(rank)
-        if not 0 <= self.rank < self.num_replicas:
-            raise ValueError(f"rank {self.rank} outside 0..{self.num_replicas - 1}")
+        self.num_replicas, self.rank = replicas_and_rank(num_replicas, rank, sampler)
         self.max_examples, self.drop_last = int(max_examples), False
         self.sampler = sampler if sampler is not None else range(len(groups))
         batches: list[list[list[int]]] = []  # each batch a list of groups
