@@ -11,12 +11,16 @@ a legend outside the axes.
 - :func:`legend_outside`: the legend below the axes (``fig.legend(loc="outside lower center")`` of a
   constrained-layout figure, which makes room for it), the figure taller by one line per legend row: it never
   covers a curve however many series there are.
+- :func:`default_figure`: where a figure of runs goes without ``--out``: ``figures/`` of the records' results
+  folder (``results/figures`` for ``results/runs``, ``outputs/fixture_results/figures`` for fixture runs), never
+  beside the committed figures for fixture records.
 Matplotlib is imported only inside the functions that draw.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 SPLITS = {"train": "training", "val": "validation", "test": "test"}
 METRICS = {
@@ -112,3 +116,26 @@ def legend_outside(fig, ax, title: str | None = None, fontsize: float = 8):
     fig.set_figheight(fig.get_figheight() + rows * LEGEND_LINE_IN * fontsize / 8)
     return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=fontsize, title=title,
                       title_fontsize=fontsize, frameon=False)
+
+
+def is_fixture_scale(scale) -> bool:
+    """Whether a record's ``scale`` is a smoke test's (``fixture``, ``fixture (task.epochs=1)``)."""
+    return str(scale or "").split(" ", 1)[0] == "fixture"
+
+
+def default_figure(name: str, record_files: list[Path] | None = None, scales: list | None = None,
+                   results_dir: Path | None = None) -> Path:
+    """``figures/<name>`` of the records' results folder: the folder holding their ``runs/`` (the first record's),
+    else ``results_dir`` (a run's ``paths.results_dir``), else ``results/`` under the project root. Records all of
+    a fixture scale that lie in the tracked ``results/`` go to ``outputs/fixture_results/figures`` instead: a smoke
+    figure never lands beside (or over) the committed ones."""
+    from coda_exp.environment import root_dir
+
+    root = root_dir()
+    home = results_dir or root / "results"
+    if record_files:
+        first = Path(record_files[0])
+        home = first.parent.parent if first.parent.name == "runs" else first.parent
+    if scales and all(is_fixture_scale(s) for s in scales) and Path(home).resolve() == (root / "results").resolve():
+        home = root / "outputs" / "fixture_results"
+    return Path(home) / "figures" / name

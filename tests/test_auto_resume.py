@@ -220,3 +220,14 @@ def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoint
     assert resumed["output_dir"] == str(first) and resumed["resumed_from"].endswith("interrupted.ckpt")
     assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
     assert (first / "config_resolved.yaml").is_file()
+
+
+def test_a_run_of_before_paths_results_root_is_the_same_run():
+    """paths.results_root only feeds paths.results_dir, which is compared: a run stopped before the key existed is
+    still found by resume=auto."""
+    from coda_exp.config_diff import normalised
+
+    now = {"seed": 1, "paths": {"results_root": "/r", "results_dir": "/r", "output_dir": "/o/a"}}
+    before = {"seed": 1, "paths": {"results_dir": "/r", "output_dir": "/o/b"}}
+    assert normalised(now) == normalised(before)
+    assert normalised(now) != normalised({**before, "paths": {"results_dir": "/elsewhere", "output_dir": "/o/b"}})

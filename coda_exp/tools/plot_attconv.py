@@ -17,7 +17,9 @@ line says which evidence its runs had.
 A system is the record's model, attention (the paper's softmax or CoDA), FEVER's ``contexts`` and evidence; the
 runs of one system (seeds) are pooled: each group's accuracy is the mean over seeds, the line is labelled with the
 number of runs. A run's predictions are read from its record's ``predictions`` path, else from
-``<--predictions-dir>/<run_id>.jsonl.gz``. Output: ``--out`` (default ``results/figures/attconv_figure_<N>.png``).
+``<--predictions-dir>/<run_id>.jsonl.gz``. Output: ``--out`` (default ``figures/attconv_figure_<N>.png`` of the
+records' results folder, beside their ``runs/``: ``results/figures`` for ``results/runs``,
+``outputs/fixture_results/figures`` for fixture runs, which never go beside the committed figures).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import statistics
 from pathlib import Path
 
 from coda_exp import extras
-from coda_exp.environment import root_dir
+from coda_exp.figures import default_figure
 
 TITLES = {5: "Figure 5: Yelp test accuracy by text length", 8: "Figure 8: FEVER accuracy by gold evidence sentences"}
 NEEDS = {5: "length", 8: "num_gold_evidence"}
@@ -152,7 +154,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--predictions-dir", type=Path, default=None, help="where <run_id>.jsonl.gz lie otherwise")
     parser.add_argument("--groups", type=int, default=10, help="Figure 5: groups of texts (10)")
     parser.add_argument("--max-sentences", type=int, default=5, help="Figure 8: this many or more pooled (5)")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the PNG to write (default: figures/ of the records' results folder, beside their runs/)")
     args = parser.parse_args(argv)
     extras.require("matplotlib", "coda-exp plot-attconv")  # before any prediction is read
     if args.groups < 1 or args.max_sentences < 1:
@@ -166,6 +169,7 @@ def main(argv: list[str] | None = None) -> Path:
         lines = series(records, args.figure, args.predictions_dir, args.groups, args.max_sentences)
     except ValueError as err:
         parser.error(str(err))
-    out = args.out or root_dir() / "results" / "figures" / f"attconv_figure_{args.figure}.png"
+    out = args.out or default_figure(f"attconv_figure_{args.figure}.png", [Path(p) for p in args.records],
+                                     [r.get("scale") for r in records])
     print(plot(lines, args.figure, out))
     return out

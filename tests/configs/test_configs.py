@@ -2,6 +2,7 @@
 That every file under configs/ is instantiated is test_coverage.py's job."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -150,3 +151,20 @@ def test_fixture_runs_and_their_tables_stay_out_of_results():
     quick = subprocess.run(["make", "-n", "-o", ".venv/.installed", "quickstart"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout
     assert "--runs outputs/fixture_results/runs" in quick
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_scale_fixture_wins_over_an_experiments_results_folder(experiment, monkeypatch, tmp_path):
+    """experiment=mlu_gate_ablation names its own results folder: under the scale's (results/mlu_gate_ablation at
+    scale=cpu, outputs/fixture_results/mlu_gate_ablation at scale=fixture), so a smoke run never writes its records
+    into the tracked results/; every other experiment keeps the scale's folder."""
+    from hydra import compose, initialize_config_dir
+
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+        for scale, root in (("fixture", tmp_path / "outputs" / "fixture_results"), ("cpu", tmp_path / "results")):
+            cfg = compose("train", overrides=[f"experiment={experiment}", f"scale={scale}"])
+            folder = Path(cfg.paths.results_dir)
+            assert folder == root or folder.parent == root, (scale, folder)
+            if experiment == "mlu_gate_ablation":
+                assert folder == root / "mlu_gate_ablation"

@@ -89,3 +89,22 @@ def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
     (tmp_path / f"{record['run_id']}.jsonl.gz").unlink()
     with pytest.raises(SystemExit, match="no saved test predictions"):
         plot.main(["--figure", "5", "--records", str(path)])
+
+
+def test_the_figure_goes_beside_the_records_not_into_the_committed_figures(plot, tmp_path, monkeypatch):
+    """Without --out: figures/ of the records' results folder; fixture records in the tracked results/ go to
+    outputs/fixture_results/figures."""
+    root = tmp_path / "root"
+    monkeypatch.setenv("CODA_EXP_ROOT", str(root))
+    fixture = root / "outputs" / "fixture_results" / "runs"
+    fixture.mkdir(parents=True)
+    _, path = saved_run(fixture, "yelp", "attconv_light", 1, yelp_rows(3), scale="fixture")
+    out = plot.main(["--figure", "5", "--records", str(path), "--groups", "2"])
+    assert out == root / "outputs" / "fixture_results" / "figures" / "attconv_figure_5.png" and out.is_file()
+    tracked = root / "results" / "runs"
+    tracked.mkdir(parents=True)
+    _, path = saved_run(tracked, "yelp", "attconv_light", 1, yelp_rows(3), scale="fixture")
+    assert plot.main(["--figure", "5", "--records", str(path), "--groups", "2"]) == out
+    _, path = saved_run(tracked, "yelp", "attconv_light", 2, yelp_rows(3), scale="paper")
+    assert plot.main(["--figure", "5", "--records", str(path), "--groups", "2"]) == (
+        root / "results" / "figures" / "attconv_figure_5.png")
