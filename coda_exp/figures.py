@@ -11,6 +11,7 @@ a legend outside the axes.
 - :func:`legend_outside`: the legend below the axes (``fig.legend(loc="outside lower center")`` of a
   constrained-layout figure, which makes room for it), the figure taller by one line per legend row: it never
   covers a curve however many series there are.
+- :func:`scale_title`: a figure of fixture-scale runs says in its title that it is a smoke test.
 - :func:`default_figure`: where a figure of runs goes without ``--out``: ``figures/`` of the records' results
   folder (``results/figures`` for ``results/runs``, ``outputs/fixture_results/figures`` for fixture runs), never
   beside the committed figures for fixture records.
@@ -123,19 +124,27 @@ def is_fixture_scale(scale) -> bool:
     return str(scale or "").split(" ", 1)[0] == "fixture"
 
 
-def default_figure(name: str, record_files: list[Path] | None = None, scales: list | None = None,
+def default_figure(name: str, records_folder: Path | None = None, scales: list | None = None,
                    results_dir: Path | None = None) -> Path:
-    """``figures/<name>`` of the records' results folder: the folder holding their ``runs/`` (the first record's),
-    else ``results_dir`` (a run's ``paths.results_dir``), else ``results/`` under the project root. Records all of
-    a fixture scale that lie in the tracked ``results/`` go to ``outputs/fixture_results/figures`` instead: a smoke
-    figure never lands beside (or over) the committed ones."""
+    """``figures/<name>`` of the records' results folder: the folder holding ``records_folder`` where that is a
+    ``runs/`` (else that folder itself), else ``results_dir`` (a run's ``paths.results_dir``), else ``results/``
+    under the project root. Records all of a fixture scale that lie in the tracked ``results/`` go to
+    ``outputs/fixture_results/figures`` instead: a smoke figure never lands beside (or over) the committed ones."""
     from coda_exp.environment import root_dir
 
     root = root_dir()
     home = results_dir or root / "results"
-    if record_files:
-        first = Path(record_files[0])
-        home = first.parent.parent if first.parent.name == "runs" else first.parent
+    if records_folder is not None:
+        home = records_folder.parent if records_folder.name == "runs" else records_folder
     if scales and all(is_fixture_scale(s) for s in scales) and Path(home).resolve() == (root / "results").resolve():
         home = root / "outputs" / "fixture_results"
     return Path(home) / "figures" / name
+
+
+def scale_title(title: str, scales) -> str:
+    """``title`` with a second line saying the runs are a smoke test where every scale of ``scales`` (one, or a
+    list) is a fixture scale (tiny fixture data: no result to compare with a paper's)."""
+    scales = sorted({str(s) for s in scales}) if isinstance(scales, (list, tuple, set)) else [str(scales)]
+    if not scales or not all(is_fixture_scale(s) for s in scales):
+        return title
+    return f"{title}\nsmoke test: {', '.join(scales)} runs on the tiny fixture data, not a result"

@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no attention values collected")
     if args.out is None:
         record = json.loads(args.record.read_text()) if args.record else {}
-        args.out = default_figure("figure_2.png", [args.record] if args.record else None,
+        args.out = default_figure("figure_2.png", args.record.parent if args.record else None,
                                   [record.get("scale", cfg.get("scale_name"))], Path(cfg.paths.results_dir))
     print(plot(values, args.out, title, options))
     return 0
