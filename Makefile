@@ -127,7 +127,9 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 
 # One rule for every paper table: `make reproduce-table-2` runs configs/experiment/table_2*.yaml (Table 8: table_8
 # and table_8_nmt), each as a sweep, then prints configs/tables/table_2.yaml. A new table joins by adding its
-# experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
+# experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3). A sweep with failed jobs
+# does not stop the rule: every experiment runs, the table is made from the runs that finished, then make exits with
+# the worst sweep status (1: a job crashed, 2: only user errors); a sweep stopped by a signal stops it at once.
 # scale=fixture writes its records under outputs/fixture_results (RESULTS_OF_SCALE): smoke runs stay out of results/
 SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
@@ -138,11 +140,18 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 	for experiment in $$experiments; do \
 		$(PY) scripts/check_sweep_data.py experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
+	status=0; \
 	for experiment in $$experiments; do \
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
-		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
+		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS); code=$$?; \
+		if [ $$code -gt 128 ]; then exit $$code; fi; \
+		case "$$status:$$code" in 1:*|*:0) ;; *) status=$$code;; esac; \
 	done; \
-	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print
+	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print || exit $$?; \
+	if [ $$status -ne 0 ]; then \
+		echo "reproduce-$*: some sweep jobs failed (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); the table holds the runs that finished, each sweep's summary above lists its failed jobs and logs" >&2; \
+		exit $$status; \
+	fi
 
 results-index: $(STAMP) ## rewrite results/README.md: each results folder, its question, command, status and records
 	$(PY) scripts/results_index.py
