@@ -165,7 +165,14 @@ def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from coda_exp.figures import axis_label, legend_outside, round_numbers, scale_title, series_styles
+    from coda_exp.figures import (
+        axis_label,
+        clamp_percent_axis,
+        legend_outside,
+        round_numbers,
+        scale_title,
+        series_styles,
+    )
 
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
     for (name, (labels, accs, n)), style in zip(sorted(lines.items()), series_styles(len(lines))):
@@ -173,6 +180,7 @@ def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: 
         ax.set_xticks(range(len(labels)), labels, rotation=30 if figure_number == 5 else 0)
     ax.set_xlabel("text length (tokens), groups of equal size" if figure_number == 5 else "gold evidence sentences")
     ax.set_ylabel(axis_label("test/acc", percent=True))
+    clamp_percent_axis(ax)
     ax.set_title(scale_title(TITLES[figure_number], scale))
     ax.grid(alpha=0.3)
     legend_outside(fig, ax)

@@ -37,6 +37,7 @@ from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.figures import (
     axis_label,
+    clamp_percent_axis,
     display_labels,
     legend_outside,
     round_numbers,
@@ -184,6 +185,8 @@ def figure(groups: dict[str, list[tuple[dict, Curve]]], metric: str, title: str)
     ax.set_xlabel(X_LABELS[kind])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(axis_label(metric, percent))
+    if percent:
+        clamp_percent_axis(ax)
     ax.set_title(round_numbers(title))
     ax.grid(alpha=0.3)
     legend_outside(fig, ax, title="thin lines: single seeds of a mean" if several_anywhere else None)

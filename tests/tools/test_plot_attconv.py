@@ -72,6 +72,7 @@ def test_figure_5_averages_the_seeds_of_each_system(plot, tmp_path):
     assert [t.get_text() for t in legend.get_texts()] == ["attconv_light (n=2)", "attconv_light + CoDA (n=1)"]
     assert len({line.get_color() for line in legend.get_lines()}) == 2
     assert fig.axes[0].get_ylabel() == "test accuracy (%)"
+    assert 0 <= fig.axes[0].get_ylim()[0] and fig.axes[0].get_ylim()[1] <= 100  # 100 % runs: no 104 % tick
 
 
 def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
