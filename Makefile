@@ -9,9 +9,10 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 export OMP_WAIT_POLICY ?= PASSIVE
-# make mlu-gate-ablation: where it writes runs, tables and figures, and its scale (the CPU recipe, not SCALE's paper)
-ABLATION_DIR ?= results/mlu_gate_ablation
+# make mlu-gate-ablation: where it writes runs, tables and figures, and its scale (the CPU recipe, not SCALE's paper);
+# ABLATION_SCALE=fixture (a smoke run) writes under the git-ignored outputs/fixture_results/, as scale=fixture does
 ABLATION_SCALE ?= cpu
+ABLATION_DIR ?= $(call results_of,$(ABLATION_SCALE))/mlu_gate_ablation
 ABLATION_ARGS ?=
 # overrides added to the training commands of the run targets, e.g. RUN_ARGS=resume=auto (a sweep run again goes on
 # where it stopped: finished jobs skipped, stopped ones resumed) or RUN_ARGS=trainer=gpu
@@ -27,12 +28,16 @@ PROBES_DIR ?= results/mlu_coda_recipe_probes
 # wanted first; a later call resumes them), where its records go, where its runs' folders are, more script arguments
 # (e.g. TABLE6_ARGS="--no-mps --seeds 1" or train.py overrides after "--")
 TABLE6_BUDGET_S ?= 660
-TABLE6_DIR ?= results/table_6_gpu
+TABLE6_DIR ?= $(RESULTS_OF_SCALE)/table_6_gpu
 TABLE6_OUTPUTS ?= outputs/table_6_gpu
 TABLE6_ARGS ?=
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
 TORCH_INDEX ?=
 SCALE ?= paper
+# the results folder of a scale: scale=fixture writes its records there (configs/scale/fixture.yaml), so smoke runs
+# stay out of the tracked results/
+results_of = $(if $(filter fixture,$(1)),outputs/fixture_results,results)
+RESULTS_OF_SCALE = $(call results_of,$(SCALE))
 
 .DEFAULT_GOAL := help
 .PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
@@ -71,7 +76,7 @@ reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 
 mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
 	$(gate_ablation)
 
-mlu-gate-ablation-10k: ABLATION_DIR := results/mlu_gate_ablation_10k
+mlu-gate-ablation-10k: ABLATION_DIR := $(call results_of,$(ABLATION_SCALE))/mlu_gate_ablation_10k
 mlu-gate-ablation-10k: ABLATION_ARGS := task.max_steps=10000 task.val_check_interval=500
 mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu
 	$(gate_ablation)
@@ -111,7 +116,7 @@ test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST
 test-full: $(STAMP) ## every test, the slow ones included
 	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
-tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json
+tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs
 	$(PY) scripts/make_tables.py
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
@@ -122,9 +127,10 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 
 # One rule for every paper table: `make reproduce-table-2` runs configs/experiment/table_2*.yaml (Table 8: table_8
 # and table_8_nmt), each as a sweep, then prints configs/tables/table_2.yaml. A new table joins by adding its
-# experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3).
-# scale=fixture writes its records there (configs/scale/fixture.yaml): smoke runs stay out of results/
-RESULTS_OF_SCALE = $(if $(filter fixture,$(SCALE)),outputs/fixture_results,results)
+# experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3). A sweep with failed jobs
+# does not stop the rule: every experiment runs, the table is made from the runs that finished, then make exits with
+# the worst sweep status (1: a job crashed, 2: only user errors); a sweep stopped by a signal stops it at once.
+# scale=fixture writes its records under outputs/fixture_results (RESULTS_OF_SCALE): smoke runs stay out of results/
 SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
 	@case " $(SCALES) " in *" $(SCALE) "*) ;; *) echo "error: SCALE=$(SCALE): expected one of: $(SCALES)" >&2; exit 2;; esac; \
@@ -134,11 +140,18 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 	for experiment in $$experiments; do \
 		$(PY) scripts/check_sweep_data.py experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
+	status=0; \
 	for experiment in $$experiments; do \
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
-		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
+		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS); code=$$?; \
+		if [ $$code -gt 128 ]; then exit $$code; fi; \
+		case "$$status:$$code" in 1:*|*:0) ;; *) status=$$code;; esac; \
 	done; \
-	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print
+	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print || exit $$?; \
+	if [ $$status -ne 0 ]; then \
+		echo "reproduce-$*: some sweep jobs failed (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); the table holds the runs that finished, each sweep's summary above lists its failed jobs and logs" >&2; \
+		exit $$status; \
+	fi
 
 results-index: $(STAMP) ## rewrite results/README.md: each results folder, its question, command, status and records
 	$(PY) scripts/results_index.py

@@ -29,7 +29,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.config_diff import IGNORED, normalised  # noqa: F401 (IGNORED: part of this module's API)
-from coda_exp.run_folder import RESOLVED_CONFIG, OutputDirError, live_owner
+from coda_exp.run_folder import FINISHED_IN, RESOLVED_CONFIG, OutputDirError, live_owner
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ def apply(cfg: DictConfig) -> dict | None:
     decision = decide(cfg, Path(cfg.paths.output_dir))
     if decision.finished is not None:
         finished_already = decision.finished
-        log.warning("resume=auto: this run finished already in %s (record %s): nothing to run", decision.finished,
+        log.warning("resume=auto: %s %s (record %s): nothing to run", FINISHED_IN, decision.finished,
                     decision.record["path"])
         return decision.record
     if decision.checkpoint is not None:

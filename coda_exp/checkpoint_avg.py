@@ -8,9 +8,11 @@ and ``pipeline.load_trained`` load the result as any checkpoint. The output is w
 In a run (``task.average_last = N``): :func:`periodic_checkpoints` keeps the last N, :func:`average_last` averages
 them after training (``checkpoints/averaged.ckpt``, tested instead of the best checkpoint).
 
-Command: ``coda-exp average-checkpoints --dir RUN/checkpoints --last 5 --out RUN/checkpoints/avg.ckpt`` or
-``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
-checkout).
+Command: ``coda-exp average-checkpoints --dir RUN/checkpoints/periodic --last 5 --out RUN/checkpoints/avg.ckpt``
+or ``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
+checkout). A run's ``checkpoints/`` itself holds its best checkpoint, ``last.ckpt`` and perhaps an earlier process's
+``interrupted.ckpt``, not the last N of anything: ``--dir RUN/checkpoints`` averages its ``periodic/`` (and says
+so), and is refused, naming what it holds, where the run kept no periodic checkpoints (:func:`averaging_folder`).
 """
 
 from __future__ import annotations
@@ -119,6 +121,27 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
         raise CheckpointError(f"{directory} holds {len(by_step)} checkpoints with distinct global steps, fewer "
                               f"than --last {last}")
     return [by_step[s] for s in sorted(by_step)[-last:]]
+
+
+def averaging_folder(directory: str | os.PathLike) -> Path:
+    """The folder ``--dir`` averages: a folder with a ``periodic/`` of checkpoints (a run's ``checkpoints/``) is
+    averaged from it, said on the console; a run's ``checkpoints/`` without one (its best, ``last.ckpt``,
+    ``interrupted.ckpt``) is a CheckpointError naming them; any other folder is itself."""
+    from coda_exp.run_folder import is_run_folder
+
+    folder = Path(directory)
+    periodic = folder / PERIODIC.name
+    if periodic.is_dir() and any(periodic.glob("*.ckpt")):
+        print(f"--dir {folder}: a run's checkpoints folder; averaging its periodic checkpoints ({periodic}), not its "
+              "best checkpoint, last.ckpt or interrupted.ckpt")
+        return periodic
+    if folder.name == PERIODIC.parent.name and folder.is_dir() and is_run_folder(folder.parent):
+        held = ", ".join(sorted(p.name for p in folder.glob("*.ckpt"))) or "no checkpoint"
+        raise CheckpointError(f"--dir {folder}: a run's checkpoints folder, holding {held}: its best and latest "
+                              f"checkpoints (and a stopped process's), not the last N of a run; a run keeps those "
+                              f"with task.average_last=N (in {periodic}): average them with --dir {periodic}, or name "
+                              "the files with --ckpts")
+    return folder
 
 
 def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict:
@@ -234,12 +257,15 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description="Average the weights of the last N Lightning checkpoints "
                                                  "(T2T avg_checkpoints).")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dir", help="folder of *.ckpt files; the last N by global_step are averaged")
+    source.add_argument("--dir", help="folder of *.ckpt files, e.g. RUN/checkpoints/periodic (a run's periodic "
+                                      "checkpoints, task.average_last; a run's checkpoints/ is read from its "
+                                      "periodic/); the last N by global_step are averaged")
     source.add_argument("--ckpts", nargs="+", help="explicit checkpoint files")
     parser.add_argument("--last", type=int, default=5, help="with --dir: how many checkpoints (default 5)")
     parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")
     args = parser.parse_args(argv)
-    paths = select_last(args.dir, args.last, exclude=[args.out]) if args.dir else [Path(p) for p in args.ckpts]
+    paths = (select_last(averaging_folder(args.dir), args.last, exclude=[args.out]) if args.dir
+             else [Path(p) for p in args.ckpts])
     if any(Path(args.out).resolve() == p.resolve() for p in paths):
         raise CheckpointError(f"--out {args.out} is one of the checkpoints averaged: writing there would replace it; "
                               "name another file")

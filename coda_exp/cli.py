@@ -200,36 +200,16 @@ def _one_command_only(args) -> str | None:
 
 
 def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str]) -> str | None:
-    """Why a run without ``-m`` of a config whose experiment is a sweep (``hydra.sweeper.params``, which only a
-    sweep applies) is a mistake, or None. It is one when the user named none of the sweep's keys (``experiment=
-    table_6`` alone: one of its runs, silently), or when a key the user did not name is at a value none of the
-    sweep's jobs has (``model=decompatt`` under Table 6's ``model: transformer,coda_transformer``: a run of no
-    job). A run that names its job (``experiment=table_6 model=transformer seed=2``, or ``model=transformer``
-    alone: seed 1, the grid's first) is one job of the sweep: not a mistake."""
+    """Why a run without ``-m`` of an experiment that is a sweep is a mistake (:func:`coda_exp.sweeps.sweep_problem`),
+    with the command to run it as a sweep, or None."""
     from pathlib import Path
 
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from coda_exp.sweeps import sweep_problem
 
-    params = cfg.hydra.sweeper.get("params") or {}
-    if not params or "MULTIRUN" in str(cfg.hydra.get("mode")):
+    found = sweep_problem(cfg, parsed)
+    if found is None:
         return None
-    parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
-    sweep = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
-    named = {o.key_or_group for o in parsed}
-    choices, runs, off, first = cfg.hydra.runtime.choices, 1, [], []
-    for o in sweep:
-        values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
-        runs *= len(values)
-        first.append(f"{o.key_or_group}={values[0]}")
-        if o.key_or_group in named:
-            continue
-        now = choices[o.key_or_group] if o.key_or_group in choices else OmegaConf.select(cfg, o.key_or_group)
-        if not any(now == v or str(now) == str(v) for v in values):
-            off.append(f"{o.key_or_group}={now}")
-    if not off and (runs == 1 or named & {o.key_or_group for o in sweep}):
-        return None
-    experiment = choices.get("experiment") or "this experiment"
+    experiment, runs, first, off = found
     program = {"train.py": "python train.py", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
                                                                                        "coda-exp")
     typed = " ".join(shlex.quote(o) for o in overrides)

@@ -11,11 +11,14 @@ from coda_exp.config_checks import leaves
 from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
 
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
+# ``paths`` keys that only feed others which are compared (``paths.results_dir`` follows ``results_root``): a run of
+# code before them is the same run
+DERIVED_PATHS = ("results_root",)
 
 
 def normalised(config: dict) -> dict:
     """The config with the run's own folder (its ``paths.output_dir``, as it was written there: a path through a
-    symbolic link stays one) replaced by a placeholder and the ignored keys left out."""
+    symbolic link stays one) replaced by a placeholder and the ignored keys (and :data:`DERIVED_PATHS`) left out."""
     folder = str((config.get("paths") or {}).get("output_dir") or "") or "\0"
 
     def walk(value):
@@ -27,7 +30,10 @@ def normalised(config: dict) -> dict:
             return value.replace(folder, "<run>")
         return value
 
-    return {k: walk(v) for k, v in config.items() if k not in IGNORED}
+    out = {k: walk(v) for k, v in config.items() if k not in IGNORED}
+    if isinstance(out.get("paths"), dict):
+        out["paths"] = {k: v for k, v in out["paths"].items() if k not in DERIVED_PATHS}
+    return out
 
 
 def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:

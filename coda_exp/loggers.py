@@ -14,17 +14,26 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
   checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
   mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
   units), found by the tables' own selection rules (:func:`table_cells`).
+
+The CSV and TensorBoard loggers of a resumed run (``ckpt_path=``, ``resume=auto``) continue in the latest version
+folder the run already has (``csv/version_0``), as the W&B run continues, instead of starting ``version_1`` beside it
+and splitting the run's metrics (:func:`resumed_version`): the CSV logger keeps the ``metrics.csv`` rows up to the
+step the run resumes from (Lightning's writer deleted the file; the later rows, of steps the resumed run trains
+again, are dropped: :class:`ResumedCSVLogger`), TensorBoard hides the events from that step on (``purge_step``).
 """
 
 from __future__ import annotations
 
+import csv
 import logging
 import secrets
 from pathlib import Path
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +67,82 @@ def wandb_run_id(folder: Path, resume: bool) -> str:
     return new
 
 
+def resumed_version(logger_cfg) -> int | None:
+    """The latest ``version_N`` folder a logger (``save_dir``/``name``) already has, None where it has none."""
+    save_dir = logger_cfg.get("save_dir")
+    if save_dir is None:
+        return None
+    root = Path(str(save_dir)) / str(logger_cfg.get("name") or "")
+    numbers = [int(d.name[8:]) for d in root.glob("version_*") if d.is_dir() and d.name[8:].isdigit()]
+    return max(numbers) if numbers else None
+
+
+class _KeptMetricsWriter(ExperimentWriter):
+    """Lightning's CSV writer for a resumed run: its ``metrics.csv`` is kept, the rows before ``resume_step`` (those
+    of the batches the checkpoint holds; Lightning's writer deletes the file), with its columns, so the resumed
+    run's rows follow its earlier ones in the same file."""
+
+    def __init__(self, log_dir: str, resume_step: int) -> None:
+        self.resume_step = resume_step
+        super().__init__(log_dir)
+
+    def _check_log_dir_exists(self) -> None:
+        if not self._fs.isfile(self.metrics_file_path):
+            return
+        with self._fs.open(self.metrics_file_path, "r", newline="") as f:
+            reader = csv.DictReader(f)
+            header, rows = list(reader.fieldnames or []), list(reader)
+
+        def step(row: dict) -> float:
+            try:
+                return float(row.get("step") or 0)
+            except ValueError:
+                return 0.0
+
+        with self._fs.open(self.metrics_file_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=header)
+            writer.writeheader()
+            writer.writerows(r for r in rows if step(r) < self.resume_step)  # batch i logs at step i
+        self.metrics_keys = header
+
+
+class ResumedCSVLogger(pl.loggers.CSVLogger):
+    """Lightning's CSVLogger continuing a resumed run's version folder: its metrics before ``resume_step`` kept."""
+
+    def __init__(self, *args, resume_step: int = 0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.resume_step = resume_step
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _KeptMetricsWriter(self.log_dir, self.resume_step)
+        return self._experiment
+
+
+def _resumed(c, cfg: DictConfig) -> tuple[object, dict]:
+    """A CSV or TensorBoard logger config ``c`` of a resumed run, and its extra arguments: the latest version it
+    has, and what keeps its metrics up to the checkpoint's step (module docstring); ``c`` unchanged, {} otherwise."""
+    target = str(c.get("_target_", ""))
+    kind = "csv" if target.endswith(".CSVLogger") else "tb" if target.endswith(".TensorBoardLogger") else None
+    version = resumed_version(c) if kind and c.get("version") is None else None
+    if version is None:
+        return c, {}
+    from coda_exp.checkpoint_avg import CheckpointError, global_step
+
+    try:
+        step = global_step(cfg.ckpt_path)
+    except CheckpointError:  # the run's checks name it; no step: a new version, as before
+        return c, {}
+    if kind == "tb":
+        return c, {"version": version, "purge_step": step}  # the resumed run logs from step `step` on
+    node = OmegaConf.to_container(c, resolve=True)  # its paths resolved where it lies in the run's config
+    node["_target_"] = f"{__name__}.ResumedCSVLogger"
+    return OmegaConf.create(node), {"version": version, "resume_step": step}
+
+
 def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str = "train") -> list:
     """The loggers of ``cfg.logger``; a W&B one with its id, group and job type (module docstring).
     ``identity``: the run's (``coda_exp.run_record.run_identity``); None: no group is derived."""
@@ -66,6 +151,8 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
         if c is None:
             continue
         extra = {}
+        if cfg.get("ckpt_path") and job_type == "train":  # a resumed run: its CSV / TensorBoard version goes on
+            c, extra = _resumed(c, cfg)
         if is_wandb(c):
             if "mode" not in c:
                 # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline

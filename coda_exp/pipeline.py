@@ -211,7 +211,9 @@ def run(cfg: DictConfig) -> float | None:
         if leave is not None:
             log.warning("output folder %s belongs to another run (%s); this run writes to %s", hydra_dir,
                         run_folder.owner_of(hydra_dir) or "unknown owner", folder)
-        if folder is not None:
+        if folder is not None and leave is None:  # resumed in its checkpoint's folder (coda-exp runs reads the line)
+            log.info("%s %s (its Hydra folder %s keeps only this log)", run_folder.RESUMED_IN, folder, hydra_dir)
+        elif folder is not None:
             log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
         try:
             return _train_and_record(cfg, start)

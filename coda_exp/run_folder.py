@@ -204,6 +204,11 @@ def check_creatable(key: str, folder: str | os.PathLike) -> None:
 
 
 RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) logs last: coda-exp runs reads it
+# what a job logs when its run lies in another folder, so its own Hydra folder keeps only a train.log: the run resumed
+# in its checkpoint's folder, or (resume=auto) it had finished already there and nothing ran. coda-exp runs reads these
+# lines: such a folder is no failed run.
+RESUMED_IN = "this job resumes its run in"  # + " <folder> (its Hydra folder <folder> keeps only this log)"
+FINISHED_IN = "this run finished already in"  # + " <folder> (record <file>): nothing to run"
 
 
 class LogFile(logging.FileHandler):

@@ -23,6 +23,7 @@ def _records(tmp_path):
 
 def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(compose, tmp_path, monkeypatch,
                                                                              caplog):
+    caplog.set_level("INFO", logger="coda_exp.pipeline")
     whole_dir = tmp_path / "whole"
     run(compose([o.replace("step=7", "step=1000") for o in BASE], whole_dir))  # never stopped
     (whole,) = _records(whole_dir)
@@ -38,6 +39,10 @@ def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(com
     assert resumed["output_dir"] == str(tmp_path / "runs" / "first")  # went on in the stopped run's folder
     assert resumed["resumed_from"] == str(tmp_path / "runs" / "first" / "checkpoints" / "interrupted.ckpt")
     assert "resume=auto: resuming the same run from" in caplog.text
+    from coda_exp.run_folder import FINISHED_IN, RESUMED_IN
+
+    # the line coda-exp runs reads: the second Hydra folder keeps only this log, and is no failed run
+    assert f"{RESUMED_IN} {tmp_path / 'runs' / 'first'} (its Hydra folder {tmp_path / 'runs' / 'second'}" in caplog.text
     for key in ("steps", "val_curve", "val_curve_steps", "metrics"):
         assert resumed[key] == whole[key], key
     from coda_exp.fingerprint import fingerprint
@@ -47,7 +52,7 @@ def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(com
     monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("a finished run ran again"))
     value = run(compose([*auto, f"paths.output_dir={tmp_path}/runs/third"], tmp_path))
     assert value == resumed["metrics"]["val/loss"] and len(_records(tmp_path)) == 1
-    assert "resume=auto: this run finished already in" in caplog.text
+    assert f"resume=auto: {FINISHED_IN} {tmp_path / 'runs' / 'first'} (record " in caplog.text
     from coda_exp import auto_resume
 
     assert auto_resume.finished_already == tmp_path / "runs" / "first"  # a sweep's summary counts it apart
@@ -215,3 +220,14 @@ def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoint
     assert resumed["output_dir"] == str(first) and resumed["resumed_from"].endswith("interrupted.ckpt")
     assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
     assert (first / "config_resolved.yaml").is_file()
+
+
+def test_a_run_of_before_paths_results_root_is_the_same_run():
+    """paths.results_root only feeds paths.results_dir, which is compared: a run stopped before the key existed is
+    still found by resume=auto."""
+    from coda_exp.config_diff import normalised
+
+    now = {"seed": 1, "paths": {"results_root": "/r", "results_dir": "/r", "output_dir": "/o/a"}}
+    before = {"seed": 1, "paths": {"results_dir": "/r", "output_dir": "/o/b"}}
+    assert normalised(now) == normalised(before)
+    assert normalised(now) != normalised({**before, "paths": {"results_dir": "/elsewhere", "output_dir": "/o/b"}})

@@ -11,6 +11,7 @@ import pytest
 
 from coda_exp.figures import (
     axis_label,
+    clamp_percent_axis,
     display_labels,
     format_number,
     legend_outside,
@@ -79,4 +80,17 @@ def test_the_legend_is_outside_the_axes(series, label):
     plt.close(fig)
     fig, ax = plt.subplots()
     assert legend_outside(fig, ax) is None  # nothing labelled: no legend
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("values, limits", [([100.0] * 5, (94.5, 100.0)), ([0.0] * 5, (0.0, 1.0)),
+                                            ([0.0, 50.0, 100.0], (0.0, 100.0)), ([40.0, 60.0], (39.0, 61.0))])
+def test_a_percent_axis_stays_within_0_and_100(values, limits):
+    """Saturated runs used to get an axis from 94.5 % to 105.5 % (or -0.055 % to 0.055 %): percentages past the
+    range."""
+    fig, ax = plt.subplots()
+    ax.plot(range(len(values)), values, marker="o")
+    lo, hi = clamp_percent_axis(ax)
+    assert (lo, hi) == pytest.approx(limits) and ax.get_ylim() == pytest.approx(limits)
+    assert 0.0 <= lo and hi <= 100.0 and hi - lo >= 1.0 and not ax.get_lines()[0].get_clip_on()
     plt.close(fig)

@@ -123,3 +123,32 @@ def test_offline_run_then_resume_continue_one_wandb_run(compose, tmp_path, monke
     ids = _offline_ids(tmp_path / "run")
     assert len(ids) == 2 and set(ids) == set(first)  # a second offline run directory, the same id
     assert codes == [130, 0]
+
+
+@pytest.mark.parametrize("logger", ["csv", "tensorboard"])
+def test_a_resumed_run_continues_its_csv_and_tensorboard_version(compose, tmp_path, logger):
+    """A run stopped (Ctrl-C at step 7) and resumed from its last.ckpt (step 5, the first epoch's validation; from
+    another Hydra folder) logs into one version folder, as its W&B run is one: it used to start version_1 beside
+    version_0, splitting the run's metrics. Each step's training loss is there once: the first process's up to the
+    checkpoint, then the resumed run's (the steps it trains again are not doubled)."""
+    import csv
+
+    base = ["task=snli", "scale=fixture", f"logger={logger}", "save_record=false", "save_predictions=false",
+            "task.epochs=2", "trainer.log_every_n_steps=1"]
+    with pytest.raises(SystemExit):
+        run(compose([*base, "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=7",
+                     "+callbacks.sig.signum=2"], tmp_path))
+    folder = tmp_path / "run" / logger
+    run(compose([*base, f"ckpt_path={tmp_path}/run/checkpoints/last.ckpt", f"paths.output_dir={tmp_path}/resumed"],
+                tmp_path))
+    assert sorted(p.name for p in folder.iterdir()) == ["version_0"]
+    if logger == "csv":
+        with open(folder / "version_0" / "metrics.csv", newline="") as f:
+            steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss_step")]
+    else:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(folder / "version_0"))
+        events.Reload()
+        steps = [e.step for e in events.Scalars("train/loss_step")]
+    assert steps == list(range(10)), steps  # 2 epochs of 5 steps, each once

@@ -3,6 +3,7 @@
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -144,6 +145,34 @@ def test_cli(tmp_path):
         select_last(tmp_path, 5, exclude=[tmp_path / "avg.ckpt", tmp_path / "one.ckpt"])
     # an earlier average lying in the folder (a run's averaged.ckpt) is never one of the checkpoints averaged
     assert [p.name for p in select_last(tmp_path, 2)] == ["epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"]
+
+
+def test_a_runs_checkpoints_folder_is_averaged_from_its_periodic_checkpoints(tmp_path, capsys):
+    """--dir RUN/checkpoints (the docstring's example) averaged the best checkpoint, last.ckpt and an earlier
+    process's interrupted.ckpt; the last N are in checkpoints/periodic. Without them: one message naming them."""
+    from coda_exp import commands
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "periodic").mkdir(parents=True)
+    (run / "config_resolved.yaml").write_text("seed: 1\n")
+    for name, step, value in [("epoch001-step50.ckpt", 50, 100.0), ("interrupted.ckpt", 173, 100.0),
+                              ("last.ckpt", 200, 3.0)]:
+        fake_ckpt(run / "checkpoints" / name, step, value)
+    for step, value in [(100, 1.0), (150, 2.0), (200, 3.0)]:
+        fake_ckpt(run / "checkpoints" / "periodic" / f"step{step}.ckpt", step, value)
+    out = main(["--dir", str(run / "checkpoints"), "--last", "3", "--out", str(tmp_path / "avg.ckpt")])
+    avg = torch.load(out, weights_only=False)
+    assert [Path(p).name for p in avg["averaged_checkpoints"]] == ["step100.ckpt", "step150.ckpt", "step200.ckpt"]
+    assert torch.equal(avg["state_dict"]["model.w"], torch.full((2, 3), 2.0))
+    assert f"averaging its periodic checkpoints ({run / 'checkpoints' / 'periodic'})" in capsys.readouterr().out
+    for p in (run / "checkpoints" / "periodic").iterdir():
+        p.unlink()
+    argv = ["--dir", str(run / "checkpoints"), "--last", "3", "--out", str(tmp_path / "again.ckpt")]
+    assert commands.run_command("average-checkpoints", argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --dir {run / 'checkpoints'}: a run's checkpoints folder, holding "
+                          "epoch001-step50.ckpt, interrupted.ckpt, last.ckpt: ") and "task.average_last=N" in err
+    assert not (tmp_path / "again.ckpt").exists()
 
 
 @pytest.mark.parametrize("argv,message", [

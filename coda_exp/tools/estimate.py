@@ -6,7 +6,11 @@ extrapolate to the config (``python scripts/estimate_runtime.py`` in a checkout,
     coda-exp estimate task=snli model=decompatt_coda data.dir=data/snli
 
 Any training override works, one value per key (a sweep's ``seed=1,2`` or ``-m`` is refused: estimate each
-configuration on its own), before or after the options. The first ``--warmup`` steps (JIT compilation, allocator
+configuration on its own), before or after the options. An experiment that is a sweep (``experiment=table_3``) is
+refused as ``train.py`` refuses it without ``-m``, naming its first run: estimate one of its runs
+(``experiment=table_3 task=snli model=decompatt``; seeds take the same time). Estimating every job instead would
+load each task's data and time each job's steps, a table's worth of the work, to repeat numbers that differ only
+by task and model. The first ``--warmup`` steps (JIT compilation, allocator
 warm-up) are run but not timed; then ``--steps`` optimizer steps (data loading included) and ``--eval-batches``
 validation batches (free decoding included for sequence tasks) are timed on the configured trainer's device. The
 estimate is
@@ -80,6 +84,37 @@ def _refuse_sweeps(overrides: list[str]) -> None:
                             f"pick one{example} and estimate each configuration on its own")
 
 
+def _refuse_experiment_sweeps(overrides: list[str]) -> None:
+    """An experiment that is a sweep chosen without naming one of its runs (``experiment=table_3``, or
+    ``experiment=table_6`` whose model would be the config's own decompatt): the entry point's check
+    (:func:`coda_exp.sweeps.sweep_problem`), a UserError naming the sweep's first run. A config Hydra cannot compose
+    is left to the build's own message."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from coda_exp.environment import config_dir
+    from coda_exp.errors import UserError
+    from coda_exp.sweeps import sweep_problem
+
+    GlobalHydra.instance().clear()
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            found = sweep_problem(compose("train", overrides=list(overrides), return_hydra_config=True), parsed)
+    except HydraException:
+        return
+    finally:
+        GlobalHydra.instance().clear()
+    if found is not None:
+        experiment, runs, first, off = found
+        why = (f"; as given, the run would have the config's own {' '.join(off)}, which is none of the sweep's runs"
+               if off else "")
+        raise UserError(f"experiment={experiment} is a sweep of {runs} run{'s' * (runs > 1)}: estimate times one "
+                        f"configuration; name one of its runs ({' '.join(first)}){why}")
+
+
 #: the module docstring as --help shows it: after the usage line, without its "coda-exp estimate: " or rst quotes
 _DESCRIPTION = "H" + __doc__.replace("``", "").removeprefix("coda-exp estimate: h")
 
@@ -101,6 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.steps < 1 or args.warmup < 1 or args.eval_batches < 1:
         parser.error("--steps, --warmup and --eval-batches must be >= 1")
     _refuse_sweeps(args.overrides)
+    _refuse_experiment_sweeps(args.overrides)
 
     import torch
     from hydra.utils import instantiate

@@ -1,6 +1,7 @@
 """``coda-exp plot-attconv``: Figures 5 and 8 of the AttConv paper, to PNG, from the test predictions the runs saved
 (``python scripts/plot_attconv.py`` in a checkout; needs ``coda-exp[plots]``).
 
+    coda-exp plot-attconv --figure 5 --runs results                # every AttConv Yelp run of results/runs
     coda-exp plot-attconv --figure 5 --records results/runs/*yelp_attconv*.json
     coda-exp plot-attconv --figure 8 --records results/runs/*fever_attconv*.json [--max-sentences 5]
 
@@ -16,18 +17,26 @@ line says which evidence its runs had.
 
 A system is the record's model, attention (the paper's softmax or CoDA), FEVER's ``contexts`` and evidence; the
 runs of one system (seeds) are pooled: each group's accuracy is the mean over seeds, the line is labelled with the
-number of runs. A run's predictions are read from its record's ``predictions`` path, else from
-``<--predictions-dir>/<run_id>.jsonl.gz``. Output: ``--out`` (default ``results/figures/attconv_figure_<N>.png``).
+number of runs. Which runs, as the tables pool them (:func:`select`): training runs (``coda-exp eval``'s records
+re-evaluate a run: not one more seed), of the grid's configuration (a run with ``optimizer.lr=...`` is another
+configuration), of one scale (``--scale``, else as the tables choose: ``paper`` where there is one, else the scale
+with the most runs), and of each system and seed the latest run (an earlier one is superseded); each run left out is
+named. ``--runs`` reads every record of a results folder (``coda_exp.curves.load_run_records``) and keeps the
+AttConv runs of the figure's task. A figure of fixture runs says it is a smoke test. A run's predictions are read from its record's ``predictions`` path, else from
+``<--predictions-dir>/<run_id>.jsonl.gz``. Output: ``--out`` (default ``figures/attconv_figure_<N>.png`` of the
+records' results folder, beside their ``runs/``: ``results/figures`` for ``results/runs``,
+``outputs/fixture_results/figures`` for fixture runs, which never go beside the committed figures).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from pathlib import Path
 
 from coda_exp import extras
-from coda_exp.environment import root_dir
+from coda_exp.figures import default_figure
 
 TITLES = {5: "Figure 5: Yelp test accuracy by text length", 8: "Figure 8: FEVER accuracy by gold evidence sentences"}
 NEEDS = {5: "length", 8: "num_gold_evidence"}
@@ -92,6 +101,43 @@ def evidence_groups(rows: list[dict], max_sentences: int) -> list[tuple[str, flo
     return [(f"{k}+" if k == max_sentences else str(k), _accuracy(v), len(v)) for k, v in sorted(by_count.items())]
 
 
+def select(records: list[dict], scale: str | None = None) -> tuple[list[dict], list[str], str | None]:
+    """(the runs to plot, a line per run left out and why, their scale): training runs (not ``mode: eval``), of the
+    grid's configuration, of one scale (``scale``, else :func:`coda_exp.tables.choose_scale`'s), the latest per seed
+    of each system (:func:`coda_exp.curves.latest_per_seed`)."""
+    from coda_exp.curves import latest_per_seed, off_grid_overrides
+    from coda_exp.tables import choose_scale
+
+    kept, left_out, seen = [], [], set()
+    for record in records:
+        if record["run_id"] in seen:
+            continue
+        seen.add(record["run_id"])
+        if record.get("mode") == "eval":
+            left_out.append(f"{record['run_id']}: a re-evaluation (coda-exp eval) of "
+                            f"{record.get('trained_run_id') or 'a checkpoint'}")
+        elif other := off_grid_overrides(record):
+            left_out.append(f"{record['run_id']}: another configuration ({' '.join(other)})")
+        else:
+            kept.append(record)
+    counts: dict[str, int] = {}
+    for record in kept:
+        counts[str(record.get("scale"))] = counts.get(str(record.get("scale")), 0) + 1
+    chosen = scale if scale is not None else choose_scale(counts) if counts else None
+    left_out += [f"{r['run_id']}: scale {r.get('scale')} (the figure's: {chosen})" for r in kept
+                 if str(r.get("scale")) != chosen]
+    by_system: dict[str, list[dict]] = {}
+    for record in kept:
+        if str(record.get("scale")) == chosen:
+            by_system.setdefault(system_name(record), []).append(record)
+    out = []
+    for runs in by_system.values():
+        latest, superseded = latest_per_seed(runs)
+        out += latest
+        left_out += superseded
+    return out, left_out, chosen
+
+
 def series(records: list[dict], figure: int, predictions_dir: Path | None, groups: int = 10,
            max_sentences: int = 5) -> dict[str, tuple[list[str], list[float], int]]:
     """{system: (group labels, accuracy per group averaged over its runs, runs)}; every run of a system must give
@@ -111,7 +157,7 @@ def series(records: list[dict], figure: int, predictions_dir: Path | None, group
     return out
 
 
-def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int):
+def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, scale: str | None = None):
     """One style per system (``coda_exp.figures.series_styles``), the legend below the axes, accuracy in percent."""
     extras.require("matplotlib", "coda-exp plot-attconv")
     import matplotlib
@@ -119,7 +165,14 @@ def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from coda_exp.figures import axis_label, legend_outside, round_numbers, series_styles
+    from coda_exp.figures import (
+        axis_label,
+        clamp_percent_axis,
+        legend_outside,
+        round_numbers,
+        scale_title,
+        series_styles,
+    )
 
     fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
     for (name, (labels, accs, n)), style in zip(sorted(lines.items()), series_styles(len(lines))):
@@ -127,16 +180,18 @@ def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: 
         ax.set_xticks(range(len(labels)), labels, rotation=30 if figure_number == 5 else 0)
     ax.set_xlabel("text length (tokens), groups of equal size" if figure_number == 5 else "gold evidence sentences")
     ax.set_ylabel(axis_label("test/acc", percent=True))
-    ax.set_title(TITLES[figure_number])
+    clamp_percent_axis(ax)
+    ax.set_title(scale_title(TITLES[figure_number], scale))
     ax.grid(alpha=0.3)
     legend_outside(fig, ax)
     return fig
 
 
-def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, out: Path) -> Path:
+def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, out: Path,
+         scale: str | None = None) -> Path:
     import matplotlib.pyplot as plt
 
-    fig = figure(lines, figure_number)
+    fig = figure(lines, figure_number, scale)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -148,24 +203,47 @@ def main(argv: list[str] | None = None) -> Path:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--figure", type=int, choices=sorted(TITLES), required=True)
-    parser.add_argument("--records", nargs="+", required=True, help="run record JSON files (results/runs/*.json)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--records", nargs="+", help="run record JSON files (results/runs/*.json)")
+    source.add_argument("--runs", type=Path, action="append",
+                        help="a results folder (or its runs/): its AttConv runs of the figure's task (repeatable)")
+    parser.add_argument("--scale", default=None,
+                        help="the runs' scale (default: as the tables choose: paper, else the one with most runs)")
     parser.add_argument("--predictions-dir", type=Path, default=None, help="where <run_id>.jsonl.gz lie otherwise")
     parser.add_argument("--groups", type=int, default=10, help="Figure 5: groups of texts (10)")
     parser.add_argument("--max-sentences", type=int, default=5, help="Figure 8: this many or more pooled (5)")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the PNG to write (default: figures/ of the records' results folder, beside their runs/)")
     args = parser.parse_args(argv)
     extras.require("matplotlib", "coda-exp plot-attconv")  # before any prediction is read
     if args.groups < 1 or args.max_sentences < 1:
         parser.error("--groups and --max-sentences must be >= 1")
     task = "yelp" if args.figure == 5 else "fever"
-    records = [read_record(p) for p in args.records]
+    if args.runs:
+        from coda_exp.curves import load_run_records, runs_folder
+
+        try:
+            records = [r for r in load_run_records(args.runs) if r["task"] == task and r["model"].startswith("attconv")]
+        except (OSError, ValueError) as err:
+            parser.error(str(err))
+        folder = runs_folder(args.runs[0])  # the figure goes beside the first folder's records
+    else:
+        records, folder = [read_record(p) for p in args.records], Path(args.records[0]).parent
     wrong = [r["run_id"] for r in records if r["task"] != task]
     if wrong:
         parser.error(f"Figure {args.figure} plots {task} runs; not: {', '.join(wrong)}")
+    chosen, left_out, scale = select(records, args.scale)
+    if not chosen:
+        parser.error(f"no {task} run to plot among {len(records)} record(s)"
+                     + (f" ({'; '.join(left_out[:5])})" if left_out else ""))
     try:
-        lines = series(records, args.figure, args.predictions_dir, args.groups, args.max_sentences)
+        lines = series(chosen, args.figure, args.predictions_dir, args.groups, args.max_sentences)
     except ValueError as err:
         parser.error(str(err))
-    out = args.out or root_dir() / "results" / "figures" / f"attconv_figure_{args.figure}.png"
-    print(plot(lines, args.figure, out))
+    out = args.out or default_figure(f"attconv_figure_{args.figure}.png", folder, [scale])
+    print(plot(lines, args.figure, out, scale))
+    for name, (_, _, n) in sorted(lines.items()):
+        print(f"  {name}: {n} run(s), scale {scale}")
+    if left_out:
+        print(f"  left out {len(left_out)} record(s): " + "; ".join(left_out), file=sys.stderr)
     return out

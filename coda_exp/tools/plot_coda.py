@@ -28,8 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from coda_exp import extras
-from coda_exp.environment import root_dir
-from coda_exp.figures import format_number, round_numbers
+from coda_exp.figures import default_figure, format_number, round_numbers
 
 KEYS = ("f_E", "f_N", "weights")  # AttentionMaps fields, one panel each: f_E(E), f_N(N), M
 CAPTURED = ("f_E", "f_N", "gate", "weights")  # what the Transformer hooks keep: f_E(E), f_N(N), the gate, M
@@ -223,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=20, help="validation batches to collect (default 20)")
     ap.add_argument("--layers", default="all", help="CoDA Transformer: 'all' (default, pooled) or a comma list of "
                     "layer names such as enc.0,dec.1.self,dec.1.cross")
-    ap.add_argument("--out", type=Path, default=root_dir() / "results" / "figures" / "figure_2.png")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the PNG to write (default: figures/figure_2.png of the run's results folder: beside the "
+                         "record's runs/, else the run's paths.results_dir; results/figures for a paper-scale run, "
+                         "outputs/fixture_results/figures for a fixture run)")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="every library's log lines and progress bars on the console (quiet by default, as training)")
     args = ap.parse_args(argv)
@@ -248,5 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         values, options, title = _transformer_values(ap, args, cfg, dm, net)
     if "weights" not in values or not len(values["weights"]):
         ap.error("no attention values collected")
+    if args.out is None:
+        record = json.loads(args.record.read_text()) if args.record else {}
+        args.out = default_figure("figure_2.png", args.record.parent if args.record else None,
+                                  [record.get("scale", cfg.get("scale_name"))], Path(cfg.paths.results_dir))
     print(plot(values, args.out, title, options))
     return 0

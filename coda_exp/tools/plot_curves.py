@@ -35,11 +35,19 @@ from coda_exp import extras
 from coda_exp.curves import GROUP_BY, Curve, group_label, latest_per_seed, load_run_records, validation_curve
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
+from coda_exp.figures import (
+    axis_label,
+    clamp_percent_axis,
+    display_labels,
+    legend_outside,
+    round_numbers,
+    scale_title,
+    series_styles,
+)
 from coda_exp.io import atomic_write, output_problem, write_problem
 
 X_LABELS = {"steps": "training step", "interval": "training step (from the validation interval where not recorded)",
             "index": "validation (steps not recorded)"}
-from coda_exp.figures import axis_label, display_labels, legend_outside, round_numbers, series_styles
 
 
 def table_run_ids(table: str, records: list[dict], specs: Path | None = None) -> set[str]:
@@ -177,6 +185,8 @@ def figure(groups: dict[str, list[tuple[dict, Curve]]], metric: str, title: str)
     ax.set_xlabel(X_LABELS[kind])
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(axis_label(metric, percent))
+    if percent:
+        clamp_percent_axis(ax)
     ax.set_title(round_numbers(title))
     ax.grid(alpha=0.3)
     legend_outside(fig, ax, title="thin lines: single seeds of a mean" if several_anywhere else None)
@@ -221,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT
     tasks = sorted({r["task"] for r in kept})
-    title = args.title or (f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
-                           f"{axis_label(metric)} during training")
+    title = args.title or scale_title(f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
+                                      f"{axis_label(metric)} during training", [r.get("scale") for r in kept])
     try:
         print(plot(groups, metric, args.out, title))
     except OSError as err:  # its folder: no permission, a full disk

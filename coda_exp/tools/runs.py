@@ -20,14 +20,22 @@ checkpoint's config gives, if any. Its state:
   (:data:`~coda_exp.run_folder.RUN_ENDED`): ``debug`` where its config is a debug run's (``debug=fdr``,
   ``overfit``, ``limit``: ``trainer.fast_dev_run``, ``overfit_batches`` or ``limit_train_batches``), else
   ``unrecorded``; by design no record (and for ``debug=fdr`` no checkpoint);
-- ``failed``: none of these (it stopped before its first checkpoint); the table shows the last error line of
-  its ``train.log``.
+- ``resumed`` / ``skipped``: a job's own Hydra folder that holds only its ``train.log`` because its run went on
+  elsewhere: resumed in its checkpoint's folder (``ckpt_path=``, ``resume=auto``; the note names that folder, which
+  is listed on its own), or finished already there (``resume=auto`` ran nothing; the note names it, with its
+  record): no failure, and not listed by ``--left``;
+- ``failed``: none of these (it stopped before its first checkpoint); the table shows the last error of its
+  ``train.log`` (with the lines a user's error lists after its first: the bad keys of a ConfigError).
+
+A folder that left no resolved config (a job that failed before it) is named by its Hydra config
+(``.hydra/config.yaml``, composed before the job started), else by its folder's name.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,9 +82,9 @@ def states(log_dir: Path) -> list[RunState]:
     folders = run_folders(log_dir)
     configs, missing = {}, set()
     for folder in folders:
-        if not (folder / "config_resolved.yaml").is_file():  # deleted: its checkpoint's config, if any
+        if not (folder / "config_resolved.yaml").is_file():  # deleted or never written: its checkpoint's config
             missing.add(folder)
-            configs[folder] = run_config(folder)[0] or {}
+            configs[folder] = run_config(folder)[0] or _job_names(folder)
             continue
         try:
             configs[folder] = OmegaConf.to_container(OmegaConf.load(folder / "config_resolved.yaml"), resolve=False)
@@ -99,7 +107,10 @@ def states(log_dir: Path) -> list[RunState]:
             state, step, checkpoint = "stopped", point[1], str(point[0])
         log_end = _log_tail(folder)
         notes = ["no config_resolved.yaml"] if folder in missing else []
-        if state == "failed" and cfg.get("save_record") is False and (ended := _ended(log_end)) is not None:
+        moved = _elsewhere(log_end, folder) if state == "failed" and folder in missing else None
+        if moved is not None:  # its run went on in another folder: this one holds only the job's log
+            state, notes, record = moved[0], [moved[1]], moved[2]
+        elif state == "failed" and cfg.get("save_record") is False and (ended := _ended(log_end)) is not None:
             trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
             debug = _debug(trainer)
             state, step = ("debug" if debug else "unrecorded"), ended
@@ -110,6 +121,51 @@ def states(log_dir: Path) -> list[RunState]:
         out.append(RunState(str(folder), task, model, cfg.get("seed"), cfg.get("scale_name"), state, step,
                             checkpoint, record, "; ".join(notes) or None))
     return out
+
+
+def _job_names(folder: Path) -> dict:
+    """Task, model, seed and scale of a job that left no resolved config nor checkpoint (as a config's keys): its Hydra
+    config (``.hydra/config.yaml``, composed before the job ran), else its folder's name (a sweep job's
+    ``<num>-<task>-<model>-s<seed>``, a single run's ``runs/<task>-<model>/<time>-s<seed>``); {} where neither says."""
+    from omegaconf import OmegaConf
+
+    try:
+        composed = OmegaConf.load(folder / ".hydra" / "config.yaml")
+        names = {key: OmegaConf.select(composed, key, default=None, throw_on_resolution_failure=False)
+                 for key in ("task.name", "model.name", "seed", "scale_name")}
+    except Exception:  # noqa: BLE001 - no Hydra config (hydra.output_subdir=null), or an unreadable one
+        names = {}
+    if names.get("task.name") is None or names.get("model.name") is None:
+        job = re.fullmatch(r"\d+-([^-]+)-(.+)-s(\d+)(?:-\d+)?", folder.name)
+        single = folder.parent.parent.name == "runs" and re.search(r"-s\d+(?:-\d+)?$", folder.name)
+        run = re.fullmatch(r"([^-]+)-(.+)", folder.parent.name) if single else None
+        if job or run:
+            seed = re.search(r"-s(\d+)(?:-\d+)?$", folder.name)
+            names = {"task.name": (job or run).group(1), "model.name": (job or run).group(2),
+                     "seed": int(seed.group(1)) if seed else None, "scale_name": names.get("scale_name")}
+    if not names:
+        return {}
+    return {"task": {"name": names.get("task.name")}, "model": {"name": names.get("model.name")},
+            "seed": names.get("seed"), "scale_name": names.get("scale_name")}
+
+
+def _elsewhere(lines: list[str], folder: Path) -> tuple[str, str, str | None] | None:
+    """(state, note, record) of a job's Hydra folder whose log says its run went on in another folder
+    (``run_folder.RESUMED_IN``, ``FINISHED_IN``): ``resumed`` there, or ``skipped`` (finished already there, with
+    its record); None where it says neither (or names this folder itself)."""
+    from coda_exp.run_folder import FINISHED_IN, RESUMED_IN
+
+    for line in reversed(lines):
+        if f" - {RESUMED_IN} " in line:
+            there = line.split(f" - {RESUMED_IN} ", 1)[1].split(" (its Hydra folder ", 1)[0].strip()
+            if Path(there).resolve() != folder.resolve():
+                return "resumed", f"resumed in {there}", None
+        elif f" {FINISHED_IN} " in line:
+            there, _, rest = line.split(f" {FINISHED_IN} ", 1)[1].rpartition(" (record ")
+            record = rest.rsplit("): nothing to run", 1)[0].strip() or None
+            if there and Path(there).resolve() != folder.resolve():
+                return "skipped", f"finished already in {there}: nothing ran", record
+    return None
 
 
 def _debug(trainer: dict) -> bool:
@@ -141,8 +197,9 @@ def _ended(lines: list[str]) -> int | None:
     return None
 
 
-def _last_error(lines: list[str], width: int = 200) -> str | None:
-    """The last error of a log: its last ``[ERROR]`` line's message, else its last line (a traceback's end)."""
+def _last_error(lines: list[str], width: int = 400) -> str | None:
+    """The last error of a log: its last ``[ERROR]`` line's message with the indented lines after it (a user's
+    error: a ConfigError's bad keys), joined by "; ", else its last line (a traceback's end)."""
     at = next((i for i in range(len(lines) - 1, -1, -1) if "][ERROR] - " in lines[i]), None)
     after = lines[at + 1:] if at is not None else lines
     end = next((line.strip() for line in reversed(after) if line.strip() and not line[0].isspace()
@@ -150,6 +207,15 @@ def _last_error(lines: list[str], width: int = 200) -> str | None:
     shown = end if at is None else lines[at].split("][ERROR] - ", 1)[1]
     if at is not None and end is not None and any(line.startswith("Traceback") for line in after):
         shown = f"{shown}: {end}"
+    elif at is not None:  # the message's further lines, up to the log's next line
+        more = []
+        for line in after:
+            if line.startswith(("[", "Traceback")) or not line.strip():
+                break
+            more.append(line.strip())
+        if more:
+            head = shown.rstrip()
+            shown = head + (" " if head.endswith(":") else ": ") + "; ".join(more)
     return None if shown is None else shown if len(shown) <= width else shown[:width - 3] + "..."
 
 
@@ -166,7 +232,8 @@ def _table(rows: list[RunState]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The run folders under outputs/ and where each one stands: "
-                                     "finished, running, stopped (resumable), debug (no record) or failed.")
+                                     "finished, running, stopped (resumable), debug (no record) or failed; a job's "
+                                     "folder whose run went on elsewhere: resumed or skipped.")
     parser.add_argument("--log-dir", type=Path, default=root_dir() / "outputs",
                         help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's, or the "
                              "current folder's with an installed package)")
@@ -177,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--log-dir {args.log_dir}: no such folder (the runs' paths.log_dir; default: outputs/ where "
                         "runs go)")
     rows = states(args.log_dir)
-    if args.left:
+    if args.left:  # a resumed or skipped job's folder is none: its run is listed in its own folder
         rows = [r for r in rows if r.state in ("stopped", "failed")]
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
@@ -186,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(_table(rows))
     counts = {s: sum(r.state == s for r in rows)
-              for s in ("finished", "diverged", "debug", "unrecorded", "running", "stopped", "failed")}
+              for s in ("finished", "diverged", "debug", "unrecorded", "running", "stopped", "failed", "resumed",
+                        "skipped")}
     print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if counts["stopped"]:
         print("a stopped run goes on from its checkpoint with the same command and resume=auto (docs/running.md)")

@@ -2,6 +2,7 @@
 That every file under configs/ is instantiated is test_coverage.py's job."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -158,6 +159,32 @@ def test_one_make_rule_reproduces_each_table(table):
     assert "make_tables.py --runs results/runs --out results/tables --tables $table" in out.stdout
 
 
+@pytest.mark.parametrize("codes,status", [((2, 1), 1), ((1, 2), 1), ((2, 0), 2), ((0, 0), 0), ((130, 0), 130)])
+def test_a_failed_sweep_still_runs_the_others_and_makes_the_table(codes, status, tmp_path):
+    """Table 8's two sweeps, the first with failed jobs: the second still runs, the table is still made from the
+    runs that finished, then the rule fails with the worst status (1: a job crashed, over 2: user errors; make names
+    it, "Error 1"); a sweep stopped by a signal (130) stops it there. It used to stop at the first failed sweep,
+    with no table."""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\ncase "$*" in\n'
+                    f'  *train.py*experiment=table_8_nmt*) exit {codes[1]};;\n'
+                    f'  *train.py*experiment=table_8*) exit {codes[0]};;\nesac\nexit 0\n')
+    fake.chmod(0o755)
+    out = subprocess.run(["make", "-s", "-o", ".venv/.installed", "reproduce-table-8", "SCALE=cpu", f"PY={fake}"],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    calls = [line.split()[0].rsplit("/", 1)[-1] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert (out.returncode == 0) == (status == 0), out.stderr  # make's own status is 2 for any failed rule
+    assert (f"reproduce-table-8] Error {status}" in out.stderr) == (status != 0), out.stderr  # the rule's, named
+    if status > 128:
+        assert calls == ["check_sweep_data.py"] * 2 + ["train.py"]
+        return
+    assert calls == ["check_sweep_data.py"] * 2 + ["train.py"] * 2 + ["make_tables.py"]
+    said = [line for line in out.stderr.splitlines() if line.startswith("reproduce-table-8: some sweep jobs failed")]
+    assert len(said) == (status != 0)
+    if status:
+        assert f"(exit status {status}: {'a job crashed' if status == 1 else 'user errors'})" in said[0]
+
+
 def test_fixture_runs_and_their_tables_stay_out_of_results():
     """scale=fixture (make quickstart, reproduce-* SCALE=fixture) writes records and tables under the git-ignored
     outputs/fixture_results/, not beside the committed results."""
@@ -167,3 +194,20 @@ def test_fixture_runs_and_their_tables_stay_out_of_results():
     quick = subprocess.run(["make", "-n", "-o", ".venv/.installed", "quickstart"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout
     assert "--runs outputs/fixture_results/runs" in quick
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_scale_fixture_wins_over_an_experiments_results_folder(experiment, monkeypatch, tmp_path):
+    """experiment=mlu_gate_ablation names its own results folder: under the scale's (results/mlu_gate_ablation at
+    scale=cpu, outputs/fixture_results/mlu_gate_ablation at scale=fixture), so a smoke run never writes its records
+    into the tracked results/; every other experiment keeps the scale's folder."""
+    from hydra import compose, initialize_config_dir
+
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+        for scale, root in (("fixture", tmp_path / "outputs" / "fixture_results"), ("cpu", tmp_path / "results")):
+            cfg = compose("train", overrides=[f"experiment={experiment}", f"scale={scale}"])
+            folder = Path(cfg.paths.results_dir)
+            assert folder == root or folder.parent == root, (scale, folder)
+            if experiment == "mlu_gate_ablation":
+                assert folder == root / "mlu_gate_ablation"

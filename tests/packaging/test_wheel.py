@@ -108,8 +108,9 @@ def test_the_fixture_smoke_run_works_from_any_folder(venv, tmp_path):
     # the commands are installed too: the smoke run's table, from the default folders under the current one
     tables = sh(venv / "bin" / "coda-exp", "tables", "--runs", "outputs/fixture_results/runs", "--tables", "table_2",
                 cwd=tmp_path, env=env)
-    assert (tmp_path / "results" / "tables" / "table_2.md").is_file(), tables.stdout
-    assert "Smoke test" in (tmp_path / "results" / "tables" / "table_2.md").read_text(encoding="utf-8")
+    written = tmp_path / "outputs" / "fixture_results" / "tables" / "table_2.md"  # beside the runs read
+    assert written.is_file() and not (tmp_path / "results" / "tables").exists(), tables.stdout
+    assert "Smoke test" in written.read_text(encoding="utf-8")
     help_ = sh(venv / "bin" / "coda-exp", "--help", cwd=tmp_path, env=env).stdout
     assert "tables" in help_ and "scale=fixture" in help_
     # its learning curve, and its checkpoint evaluated again: the training record's test metrics

@@ -7,7 +7,7 @@ import pytest
 from coda_exp.results import write_record
 from coda_exp.table_render import render_markdown
 from coda_exp.tables import NO_RUN, build_table
-from tests.results.records import md_row, rec
+from tests.results.records import md_row, mlu_rec, rec
 
 # ---- the shipped specs ---------------------------------------------------------------------------
 
@@ -123,6 +123,25 @@ def test_cli_writes_tables(tmp_path, capsys, cli):
     assert "86.00 ± 1.00 (n=3, cpu)" in printed and "# Table 9" in printed
 
 
+def test_cli_writes_beside_the_runs_it_reads(tmp_path, monkeypatch, capsys, cli):
+    """--out follows --runs: fixture records (outputs/fixture_results) never overwrite the committed
+    results/tables; the default --runs (results/runs) still writes results/tables."""
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path / "root"))
+    committed = tmp_path / "root" / "results" / "tables" / "table_3.md"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("the committed table\n")
+    fixture = tmp_path / "root" / "outputs" / "fixture_results"
+    write_record(rec(seed=1, scale="fixture", metrics={"test/acc": 0.85}, run_id="fx-1"), fixture / "runs")
+    assert cli.main(["--runs", str(fixture), "--tables", "table_3"]) == 0
+    assert committed.read_text() == "the committed table\n"
+    assert (fixture / "tables" / "table_3.md").is_file() and (fixture / "tables" / "table_3.csv").is_file()
+    assert cli.main(["--runs", str(fixture / "runs"), "--tables", "table_2"]) == 0  # its runs/ itself: the same
+    assert (fixture / "tables" / "table_2.md").is_file()
+    write_record(rec(seed=1, metrics={"test/acc": 0.85}, run_id="cpu-1"), tmp_path / "root" / "results" / "runs")
+    assert cli.main(["--tables", "table_3"]) == 0  # the defaults: results/runs -> results/tables
+    assert "85.00 (n=1, cpu)" in committed.read_text()
+
+
 def test_cli_reads_a_results_folder_from_its_runs(tmp_path, capsys, cli):
     """--runs results/ (runs/ and predictions/ inside, as plot-curves takes it): its runs/, said so; not 0 records."""
     for s, a in enumerate([0.85, 0.86, 0.87]):
@@ -139,9 +158,21 @@ def test_cli_reads_a_results_folder_from_its_runs(tmp_path, capsys, cli):
 
 
 def test_cli_all_tables_and_unknown_id(tmp_path, capsys, cli):
-    (tmp_path / "none").mkdir()  # no records: `no run` cells
+    """Every table: those no record fills are named as skipped, not written as all-`no run` files; a table named
+    with --tables is written even so."""
+    (tmp_path / "none").mkdir()
     assert cli.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "all")]) == 0
-    assert len(list((tmp_path / "all").glob("*.md"))) == len(EXPECTED_IDS)
+    assert not (tmp_path / "all").exists() or not list((tmp_path / "all").iterdir())
+    assert f"skipped {len(EXPECTED_IDS)} table(s) without any run" in capsys.readouterr().err
+    write_record(rec(seed=1, metrics={"test/acc": 0.85}, run_id="snli-1"), tmp_path / "some")  # Table 3's SNLI
+    write_record(mlu_rec(model="transformer", status="diverged", diverged_at_step=5, metrics={}, run_id="mlu-1"),
+                 tmp_path / "some")  # a diverged run is listed under Table 6: it is written
+    assert cli.main(["--runs", str(tmp_path / "some"), "--out", str(tmp_path / "all")]) == 0
+    written = {p.stem for p in (tmp_path / "all").glob("*.md")}
+    assert {"table_3", "table_6"} <= written and "table_8" not in written and "attconv_table_5" not in written
+    assert "table_8" in capsys.readouterr().err.split("without any run", 1)[1]
+    assert cli.main(["--runs", str(tmp_path / "none"), "--out", str(tmp_path / "named"), "--tables", "table_8"]) == 0
+    assert (tmp_path / "named" / "table_8.md").is_file()
     assert cli.main(["--out", str(tmp_path / "x"), "--tables", "table_42"]) == 2
     assert "table_42" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()

@@ -39,6 +39,19 @@ def test_the_study_runs_at_the_cpu_recipe_into_its_own_folder_whatever_scale_say
     assert "seed=2" in train_args(dry_run("mlu-gate-ablation", "RUN_ARGS=seed=2"))
 
 
+def test_a_fixture_study_stays_out_of_the_tracked_results():
+    """ABLATION_SCALE=fixture (a smoke run of the study) writes under outputs/fixture_results/, as scale=fixture
+    does, never into the committed results/mlu_gate_ablation*/; so does reproduce-table-6-gpu SCALE=fixture."""
+    for target, folder in (("mlu-gate-ablation", "mlu_gate_ablation"), ("mlu-gate-ablation-10k", "mlu_gate_ablation_10k")):
+        lines = dry_run(target, "ABLATION_SCALE=fixture")
+        assert {"scale=fixture", f"paths.results_dir=outputs/fixture_results/{folder}"} <= set(train_args(lines))
+        outs = [x[x.index("--out") + 1] for x in lines if "--out" in x]
+        assert outs and all(o.startswith(f"outputs/fixture_results/{folder}/") for o in outs), outs
+    gpu = dry_run("reproduce-table-6-gpu", "SCALE=fixture")
+    assert [x[x.index("--results") + 1] for x in gpu if "--results" in x] == ["outputs/fixture_results/table_6_gpu"]
+    assert all(x[x.index("--out") + 1].startswith("outputs/fixture_results/table_6_gpu/") for x in gpu if "--out" in x)
+
+
 def test_the_10k_study_stretches_the_recipe_and_keeps_its_records_apart(compose, tmp_path):
     lines = dry_run("mlu-gate-ablation-10k", "RUN_ARGS=trainer=gpu")
     args = train_args(lines)

@@ -54,6 +54,38 @@ def test_estimate_refuses_a_sweep_naming_it_not_hydras_multirun_advice(argv, mes
     assert (err == message if message.endswith("\n") else message in err) and "multirun" not in err, err
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["experiment=table_3", "scale=fixture"], ("error: experiment=table_3 is a sweep of 24 runs: estimate times one "
+                                               "configuration; name one of its runs (task=snli model=decompatt "
+                                               "seed=1); as given, the run would have the config's own task=wikiqa, "
+                                               "which is none of the sweep's runs\n")),
+    (["experiment=table_6", "scale=fixture"], ("error: experiment=table_6 is a sweep of 6 runs: estimate times one "
+                                               "configuration; name one of its runs (model=transformer seed=1); as "
+                                               "given, the run would have the config's own model=decompatt, which is "
+                                               "none of the sweep's runs\n")),
+])
+def test_an_experiment_that_is_a_sweep_is_refused_as_train_py_refuses_it(argv, message, capsys, monkeypatch):
+    """experiment=table_3 used to estimate wikiqa x decompatt, a run not in Table 3; experiment=table_6 failed on
+    model=decompatt, a model the user never named."""
+    from coda_exp import commands
+
+    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda *a, **k: pytest.fail("estimated a run of no job"))
+    assert commands.run_command("estimate", argv) == 2
+    err = capsys.readouterr().err
+    assert err == message and "-m" not in err, err
+
+
+def test_one_run_of_an_experiment_sweep_is_estimated(monkeypatch):
+    from coda_exp.tools import estimate as est
+
+    seen = []
+    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda overrides, **k: seen.append(overrides) or 1 / 0)
+    for argv in (["experiment=table_3", "task=mnli", "model=decompatt_coda"], ["experiment=table_6", "model=transformer"]):
+        with pytest.raises(ZeroDivisionError):  # passed the check: the build starts
+            est.main([*argv, "scale=fixture"])
+    assert len(seen) == 2
+
+
 def test_estimate_takes_its_options_before_or_after_the_overrides(monkeypatch):
     from coda_exp.tools import estimate as est
 

@@ -72,6 +72,7 @@ def test_figure_5_averages_the_seeds_of_each_system(plot, tmp_path):
     assert [t.get_text() for t in legend.get_texts()] == ["attconv_light (n=2)", "attconv_light + CoDA (n=1)"]
     assert len({line.get_color() for line in legend.get_lines()}) == 2
     assert fig.axes[0].get_ylabel() == "test accuracy (%)"
+    assert 0 <= fig.axes[0].get_ylim()[0] and fig.axes[0].get_ylim()[1] <= 100  # 100 % runs: no 104 % tick
 
 
 def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
@@ -89,3 +90,58 @@ def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
     (tmp_path / f"{record['run_id']}.jsonl.gz").unlink()
     with pytest.raises(SystemExit, match="no saved test predictions"):
         plot.main(["--figure", "5", "--records", str(path)])
+
+
+def test_the_figure_goes_beside_the_records_not_into_the_committed_figures(plot, tmp_path, monkeypatch):
+    """Without --out: figures/ of the records' results folder; fixture records in the tracked results/ go to
+    outputs/fixture_results/figures."""
+    root = tmp_path / "root"
+    monkeypatch.setenv("CODA_EXP_ROOT", str(root))
+    fixture = root / "outputs" / "fixture_results" / "runs"
+    fixture.mkdir(parents=True)
+    _, path = saved_run(fixture, "yelp", "attconv_light", 1, yelp_rows(3), scale="fixture")
+    out = plot.main(["--figure", "5", "--records", str(path), "--groups", "2"])
+    assert out == root / "outputs" / "fixture_results" / "figures" / "attconv_figure_5.png" and out.is_file()
+    tracked = root / "results" / "runs"
+    tracked.mkdir(parents=True)
+    _, path = saved_run(tracked, "yelp", "attconv_light", 1, yelp_rows(3), scale="fixture")
+    assert plot.main(["--figure", "5", "--records", str(path), "--groups", "2"]) == out
+    _, path = saved_run(tracked, "yelp", "attconv_light", 2, yelp_rows(3), scale="paper")
+    assert plot.main(["--figure", "5", "--records", str(path), "--groups", "2"]) == (
+        root / "results" / "figures" / "attconv_figure_5.png")
+
+
+def test_the_runs_are_those_a_table_would_pool(plot, tmp_path, capsys):
+    """A re-evaluation (coda-exp eval) of a run, a superseded rerun of its seed, a run of another configuration and
+    one of another scale are left out and named: one trained model is one run (n=1), as the tables count it; a
+    figure of fixture runs says it is a smoke test."""
+    from coda_exp.fingerprint import GRID_FINGERPRINT
+
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    grid = {"scale": "fixture", "fingerprint": GRID_FINGERPRINT, "fingerprint_overrides": []}
+    old, a = saved_run(runs, "yelp", "attconv_light", 1, yelp_rows(20), created="2025-01-01T00:00:00+00:00", **grid)
+    new, b = saved_run(runs, "yelp", "attconv_light", 1, yelp_rows(10), created="2025-01-02T00:00:00+00:00", **grid)
+    again, c = saved_run(runs, "yelp", "attconv_light", 1, yelp_rows(10), mode="eval", trained_run_id=new["run_id"],
+                         created="2025-01-03T00:00:00+00:00", **grid)
+    other, d = saved_run(runs, "yelp", "attconv_light", 2, yelp_rows(0), fingerprint="x",
+                         fingerprint_overrides=["optimizer.lr=0.1"], scale="fixture")
+    cpu, e = saved_run(runs, "yelp", "attconv_light", 3, yelp_rows(0), scale="cpu (task.epochs=1)")
+    out = plot.main(["--figure", "5", "--records", *map(str, (a, b, c, d, e)), "--groups", "4"])
+    assert out == tmp_path / "results" / "figures" / "attconv_figure_5.png" and out.is_file()
+    printed = capsys.readouterr()
+    assert "attconv_light: 1 run(s), scale fixture" in printed.out
+    reevaluation = f"a re-evaluation (coda-exp eval) of {new['run_id']}"
+    for record, why in ((old, f"superseded by {new['run_id']}"), (again, reevaluation),
+                        (other, "another configuration (optimizer.lr=0.1)"), (cpu, "scale cpu (task.epochs=1)")):
+        assert why in printed.err and record["run_id"] in printed.err, why
+    chosen, _, scale = plot.select([old, new, again, other, cpu])
+    assert [r["run_id"] for r in chosen] == [new["run_id"]] and scale == "fixture"
+    lines = plot.series(chosen, 5, None, groups=4)
+    assert lines["attconv_light"] == (["1-5", "6-10", "11-15", "16-20"], [0.0, 0.0, 1.0, 1.0], 1)
+    assert "smoke test: fixture runs" in plot.figure(lines, 5, scale).axes[0].get_title()
+    assert "smoke test" not in plot.figure(lines, 5, "paper").axes[0].get_title()
+    assert [r["run_id"] for r in plot.select([old, new, again, other, cpu], "cpu (task.epochs=1)")[0]] == [
+        cpu["run_id"]]
+    assert plot.main(["--figure", "5", "--runs", str(tmp_path / "results"), "--groups", "4"]) == out  # the folder
+    assert "attconv_light: 1 run(s), scale fixture" in capsys.readouterr().out

@@ -142,6 +142,10 @@ def test_coda_transformer_figure_from_its_record(plot_coda, mlu_run, tmp_path, m
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "coda_transformer on mlu, all 6 CoDA layers" in titles[0]
     assert "layers enc.1, dec.0.cross (" in titles[1]
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path / "root"))  # without --out: beside the record, not results/
+    assert plot_coda.main(["--record", str(record), "--batches", "1", "--layers", "enc.0"]) == 0
+    assert (record.parent.parent / "figures" / "figure_2.png").is_file()
+    assert not (tmp_path / "root").exists()
 
 
 def test_coda_transformer_values_exclude_padding_and_the_future(plot_coda, mlu_run):

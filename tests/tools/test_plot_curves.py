@@ -190,3 +190,13 @@ def test_the_default_metric_is_the_runs_own(plot, tmp_path, capsys):
     assert plot.main(["--runs", str(folder), "--metric", "val/map", "--out", str(tmp_path / "m.png")]) == 0
     assert "left out 1 record(s)" in capsys.readouterr().err
     assert plot.curve_metric([wikiqa(1)], None) == "val/map"
+
+
+def test_a_figure_of_fixture_runs_says_it_is_a_smoke_test(plot, tmp_path, monkeypatch):
+    titles = []
+    monkeypatch.setattr(plot, "plot", lambda groups, metric, out, title: titles.append(title) or out)
+    folder = saved(tmp_path / "runs", mlu_rec(seed=1, scale="fixture"), mlu_rec(seed=2, scale="fixture"))
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "c.png")]) == 0
+    cpu = saved(tmp_path / "cpu", mlu_rec(seed=1))
+    assert plot.main(["--runs", str(cpu), "--out", str(tmp_path / "c.png")]) == 0
+    assert "smoke test: fixture runs" in titles[0] and "smoke test" not in titles[1]

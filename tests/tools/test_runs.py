@@ -104,13 +104,61 @@ def test_a_debug_run_is_no_failure_and_a_job_failed_before_its_config_is_listed(
     assert rows["a-s1"]["note"] == "ended; save_record=false: no record"
     assert (rows["b-s2"]["state"], rows["b-s2"]["note"]) == ("failed", "run failed: ValueError: boom")
     job_row = rows["0-mlu-decompatt-s1"]
-    assert job_row["state"] == "failed" and job_row["task"] is None
+    assert job_row["state"] == "failed" and (job_row["task"], job_row["model"], job_row["seed"]) == (
+        "mlu", "decompatt", 1)  # named by its folder: no config of any kind
     assert job_row["note"] == ("no config_resolved.yaml; job failed: ConfigError: model=decompatt does not fit "
                                "task=mlu")
     out = capsys.readouterr().out
     assert "1 debug, 2 failed" in out and f"{job}  (no config_resolved.yaml; job failed: ConfigError" in out
     assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]] == ["failed", "failed"]
+
+
+def test_a_job_whose_run_went_on_elsewhere_is_no_failure(tmp_path, capsys):
+    """resume=auto run again: each job's new Hydra folder keeps only a train.log, whose lines say the run resumed in
+    its earlier folder or had finished there: listed as resumed / skipped with that folder, not as failed, and left
+    out of --left; a failed job's note keeps the bad keys its error lists on the next lines, and its names are its
+    Hydra config's."""
+    from coda_exp.run_folder import FINISHED_IN, RESUMED_IN
+
+    log_dir, results = tmp_path / "outputs", tmp_path / "results"
+    earlier = _folder(log_dir / "runs" / "snli-decompatt", "a-s1", 1, results)
+    skipped = log_dir / "multiruns" / "2027" / "0-snli-decompatt-s1"
+    resumed = log_dir / "runs" / "snli-decompatt" / "b-s2"
+    failed = log_dir / "multiruns" / "2027" / "1-wikiqa-decompatt-s7"
+    for folder in (skipped, resumed, failed):
+        (folder / ".hydra").mkdir(parents=True)
+    record = results / "runs" / "r1.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"schema_version": 1, "run_id": "r1", "task": "snli", "model": "decompatt",
+                                  "attention": {}, "seed": 1, "scale": "fixture", "metrics": {}, "steps": 15,
+                                  "epochs": 3, "wall_time_s": 1.0, "device": "cpu", "git_commit": None,
+                                  "overrides": [], "created": "2027-01-01T00:00:00+00:00", "status": "finished",
+                                  "output_dir": str(earlier)}))
+    (skipped / "train.log").write_text(f"[2027][coda_exp.auto_resume][WARNING] - resume=auto: {FINISHED_IN} "
+                                       f"{earlier} (record {record}): nothing to run\n")
+    (resumed / "train.log").write_text(f"[2027][coda_exp.pipeline][INFO] - {RESUMED_IN} {earlier} (its Hydra folder "
+                                       f"{resumed} keeps only this log)\n[2027][x][INFO] - run ended: stopped\n")
+    OmegaConf.save({"task": {"name": "wikiqa"}, "model": {"name": "decompatt"}, "seed": 7, "scale_name": "fixture",
+                    "paths": {"output_dir": "${hydra:runtime.output_dir}"}}, failed / ".hydra" / "config.yaml")
+    (failed / "train.log").write_text("[2027][coda_exp.hydra_callbacks][ERROR] - job failed: SweepUserError: "
+                                      "ConfigError: invalid config values (fix the override or the YAML):\n"
+                                      "  model.dropout = 1.5: expected a probability in [0, 1)\n")
+    assert runs.main(["--log-dir", str(log_dir), "--json", str(tmp_path / "runs.json")]) == 0
+    rows = {Path(r["folder"]).name: r for r in json.loads((tmp_path / "runs.json").read_text())}
+    assert (rows["0-snli-decompatt-s1"]["state"], rows["0-snli-decompatt-s1"]["record"]) == ("skipped", str(record))
+    assert rows["0-snli-decompatt-s1"]["note"] == f"finished already in {earlier}: nothing ran"
+    assert (rows["b-s2"]["state"], rows["b-s2"]["note"]) == ("resumed", f"resumed in {earlier}")
+    assert (rows["b-s2"]["task"], rows["b-s2"]["model"], rows["b-s2"]["seed"]) == ("snli", "decompatt", 2)
+    bad = rows["1-wikiqa-decompatt-s7"]
+    assert (bad["state"], bad["task"], bad["model"], bad["seed"], bad["scale"]) == (
+        "failed", "wikiqa", "decompatt", 7, "fixture")
+    assert bad["note"].endswith("invalid config values (fix the override or the YAML): model.dropout = 1.5: "
+                                "expected a probability in [0, 1)")
+    assert "1 finished, 1 failed, 1 resumed, 1 skipped" in capsys.readouterr().out
+    assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
+    left = capsys.readouterr().out.splitlines()
+    assert len(left) == 3 and left[1].startswith("failed") and left[2] == "1 failed"
 
 
 def test_no_folder_is_one_message(tmp_path, capsys):
