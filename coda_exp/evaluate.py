@@ -37,7 +37,7 @@ from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError
-from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.fingerprint import FINGERPRINT_RULE, configuration_overrides, fingerprint, scale_label
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
     default_output,
@@ -81,7 +81,8 @@ def eval_identity(prep: Prepared) -> dict:
             "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": trained.get("experiment"),
             "scale": trained.get("scale") or scale_label(cfg.scale_name, []), "overrides": overrides,
             "fingerprint": fingerprint(overrides, vectors),
-            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+            "fingerprint_overrides": configuration_overrides(overrides, vectors), "fingerprint_rule": FINGERPRINT_RULE,
+            "vectors": vectors}
 
 
 def _eval_folder(prep: Prepared) -> Path:

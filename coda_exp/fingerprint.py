@@ -1,19 +1,25 @@
 """A run's configuration fingerprint: which of its command-line overrides change what a table cell means.
 
-Every run record carries ``fingerprint`` (12 hex digits) and ``fingerprint_overrides`` (the overrides it hashes).
-The rule: of the Hydra task overrides, drop
+Every run record carries ``fingerprint`` (12 hex digits), ``fingerprint_overrides`` (the overrides it hashes) and
+``fingerprint_rule`` (:data:`FINGERPRINT_RULE`, the version of this rule it was computed under). The rule: of the
+Hydra task overrides, drop
 
 - the grid axes, which the record states in its own fields and tables select on: ``seed``; the group choices
   ``task=``, ``experiment=``, ``scale=`` and ``scale_name`` (the record's ``scale``; a key under them, such as
-  ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name and its attention
-  (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
-  in the record's ``attention``, which table rows match on); and the sweep parameters of
-  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``), and AttConv Table 9's
-  two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved | gold): each is one of the paper
-  table's own rows or columns, each is recorded in the record (``hparams.contexts``, ``data.evidence``, the FEVER
-  data module's stats) and every Table 9 cell matches on both, so a cell never pools across them; outside FEVER
-  neither changes what a run computes (``contexts`` only acts on several evidence sentences). Every other
-  ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
+  ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name (``model``); the
+  attention options that an experiment of ``configs/experiment/`` sweeps (:data:`SWEPT_ATTENTION`: Table 8's
+  centring, ``model.attention.{center_e,center_n,gate_scale}`` and ``model.scoring.{center_e,center_n}``; Table 9's
+  ``model.scoring.{e_fn,n_fn}``; the AttConv + CoDA rows' ``model/attention`` choice), each recorded in the record's
+  ``attention`` and pinned by every table row a run of that attention can reach, so a cell never pools across them
+  (``tests/results/test_fingerprint.py`` checks both); every other attention option (``model.scoring.beta=0``,
+  ``model.attention.hidden=50``, ``model/scoring=...``) is another configuration, as ``model.hidden_size`` is; the
+  other sweep parameters of ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`:
+  ``centering``), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved |
+  gold): each is one of the paper table's own rows or columns, each is recorded in the record (``hparams.contexts``,
+  ``data.evidence``, the FEVER data module's stats) and every Table 9 cell matches on both, so a cell never pools
+  across them; outside FEVER neither changes what a run computes (``contexts`` only acts on several evidence
+  sentences). Every other ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different
+  configuration and counts;
 - the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
   record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
@@ -34,8 +40,13 @@ example) fills the paper's cells from any folder, other vectors are another conf
 identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name. A run without such overrides has
 :data:`GRID_FINGERPRINT`, the fingerprint of a table's grid: the experiment's own configuration, varied only along
 the axes above. A table cell pools only runs with that fingerprint; the others are listed apart in the table's notes
-(``coda_exp.tables``). A record written before fingerprints existed has its fingerprint derived from its recorded
-``overrides`` (the same rule), with a warning.
+(``coda_exp.tables``).
+
+Older records. A record written under an earlier rule (no ``fingerprint_rule``, or another) has its fingerprint
+derived again from its recorded ``overrides`` and ``vectors`` under today's rule (:func:`record_configuration`): rule
+1 left every attention option out, so a run with ``model.scoring.beta=0`` carried the grid's fingerprint and was
+pooled; read today it is another configuration (``coda_exp.tables`` warns, naming the records whose configuration
+reads otherwise than they recorded). A record written before fingerprints existed is derived the same way.
 """
 
 from __future__ import annotations
@@ -51,9 +62,17 @@ BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_
                "trainer.check_val_every_n_epoch", "data.max_train_examples", "data.max_eval_examples",
                "data.num_train", "data.num_validation", "data.num_test", "debug", "trainer.limit_train_batches",
                "trainer.limit_val_batches", "trainer.limit_test_batches")
+#: the attention options some ``configs/experiment/*.yaml`` sweeps (Table 8's centring, Table 9's f_E x f_N, the
+#: AttConv + CoDA rows' attention): grid axes, which every table row a run of that attention can reach pins; any other
+#: ``model.attention.*`` / ``model.scoring.*`` override (``beta``, ``hidden``, ``num_layers``) is a configuration change
+SWEPT_ATTENTION = ("model/attention", "model.attention.center_e", "model.attention.center_n",
+                   "model.attention.gate_scale", "model.scoring.center_e", "model.scoring.center_n",
+                   "model.scoring.e_fn", "model.scoring.n_fn")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
-GRID_KEYS = ("seed", "centering", "model/attention", "model/scoring", "model.attention", "model.scoring",
-             "model.contexts", "data.evidence")
+GRID_KEYS = ("seed", "centering", *SWEPT_ATTENTION, "model.contexts", "data.evidence")
+#: the version of the rule a record's ``fingerprint`` was computed under: 1 (no ``fingerprint_rule``) left every
+#: attention option out; a record of another rule is derived again from its overrides (:func:`record_configuration`)
+FINGERPRINT_RULE = 2
 #: grid axes matched exactly: the group choices ``task``, ``experiment``, ``scale`` (``task.cpu_scheduler.peak_lr``
 #: or ``task.gradient_clip_val`` are configuration changes) and ``model`` = the model's name (``model.hidden_size``
 #: is a configuration change)
@@ -136,10 +155,32 @@ def configuration_overrides(overrides: list[str], vectors: dict | None = None) -
     return sorted(kept + ([entry] if entry else []))
 
 
+def digest(configuration: list[str]) -> str:
+    """12 hex digits of the SHA-256 of a run's configuration overrides (:func:`configuration_overrides`)."""
+    return hashlib.sha256(json.dumps(list(configuration)).encode("utf-8")).hexdigest()[:12]
+
+
 def fingerprint(overrides: list[str], vectors: dict | None = None) -> str:
     """12 hex digits of the SHA-256 of :func:`configuration_overrides`."""
-    text = json.dumps(configuration_overrides(overrides, vectors))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return digest(configuration_overrides(overrides, vectors))
+
+
+def record_overrides(record: dict) -> list[str]:
+    """The overrides a record's configuration is derived from: its ``overrides``; an evaluation's (``mode: eval``)
+    follow its trained run's (``trained_overrides``)."""
+    own = [str(o) for o in record.get("overrides") or []]
+    return [str(o) for o in record.get("trained_overrides") or []] + own if record.get("mode") == "eval" else own
+
+
+def record_configuration(record: dict) -> tuple[str, list[str]]:
+    """(fingerprint, configuration overrides) of a run record under today's rule: as recorded when the record says it
+    was computed under it (``fingerprint_rule`` = :data:`FINGERPRINT_RULE`), else derived from its overrides
+    (:func:`record_overrides`) and ``vectors`` (an older record; module docstring)."""
+    recorded = record.get("fingerprint_overrides")
+    if record.get("fingerprint_rule") == FINGERPRINT_RULE and record.get("fingerprint") and isinstance(recorded, list):
+        return str(record["fingerprint"]), list(recorded)
+    configuration = configuration_overrides(record_overrides(record), record.get("vectors"))
+    return digest(configuration), configuration
 
 
 GRID_FINGERPRINT = fingerprint([])

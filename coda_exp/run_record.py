@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from coda_exp import results
 from coda_exp.data.common.embeddings import vectors_identity
 from coda_exp.errors import UserError
-from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.fingerprint import FINGERPRINT_RULE, configuration_overrides, fingerprint, scale_label
 from coda_exp.io import atomic_write
 from coda_exp.threads import thread_counts
 
@@ -76,7 +76,7 @@ def experiment_name() -> str | None:
 def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     """Which run this is, known before it starts, saved in its checkpoints (``coda_exp.run``) so that an evaluation
     of one (``coda-exp eval``) is recorded as a run of the same configuration: ``run_id``, ``task``, ``model``,
-    ``seed``, ``experiment``, ``scale``, ``overrides``, ``fingerprint`` and ``fingerprint_overrides``
+    ``seed``, ``experiment``, ``scale``, ``overrides``, ``fingerprint``, ``fingerprint_overrides`` and ``fingerprint_rule``
     (:mod:`coda_exp.fingerprint`), ``vectors`` (what the pretrained word vectors are:
     ``coda_exp.data.common.embeddings.vectors_identity``; None without). A missing vectors file is named here,
     before any data loads."""
@@ -86,7 +86,8 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
             "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": experiment_name(),
             "scale": scale_label(cfg.scale_name, overrides), "overrides": list(overrides),
             "fingerprint": fingerprint(overrides, vectors),
-            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+            "fingerprint_overrides": configuration_overrides(overrides, vectors), "fingerprint_rule": FINGERPRINT_RULE,
+            "vectors": vectors}
 
 
 def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict, trainer: pl.Trainer,
@@ -106,6 +107,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "scale": identity["scale"],
         "fingerprint": identity["fingerprint"],
         "fingerprint_overrides": identity["fingerprint_overrides"],
+        "fingerprint_rule": identity.get("fingerprint_rule"),
         "vectors": identity.get("vectors"),
         "metrics": metrics,
         "steps": int(steps),

@@ -39,10 +39,10 @@ Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the nu
 e.g. ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the
 latest one (by ``created``) counts, and a warning names the superseded one. A cell pools only runs of the table's
 grid configuration (``record["fingerprint"] == coda_exp.fingerprint.GRID_FINGERPRINT``: no override beyond the
-grid axes task, model and model keys, seed, scale, budget and output keys); a matching run of another
-configuration (``optimizer.lr=0.001``) is never pooled and never dropped silently: it is listed apart, under the
-table ("Not pooled"). Records without a fingerprint (older ones) get the one their ``overrides`` give, with a
-warning. When a cell has records at several scales, scale "paper" is used if
+grid axes task, model name, the attention options an experiment sweeps, seed, scale, budget and output keys); a
+matching run of another configuration (``optimizer.lr=0.001``, ``model.scoring.beta=0``) is never pooled and never
+dropped silently: it is listed apart, under the table ("Not pooled"). Records without a fingerprint (older ones),
+or of an earlier fingerprint rule, get the one their ``overrides`` give under today's rule, with a warning. When a cell has records at several scales, scale "paper" is used if
 present, else the scale with the most runs (ties: alphabetical); the others are listed in the CSV. A cell with
 no record says ``no run``: ours is never filled from the paper.
 
@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, fingerprint
+from coda_exp.fingerprint import FINGERPRINT_RULE, GRID_FINGERPRINT, record_configuration
 from coda_exp.results import created_time, utc_now_iso
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
@@ -96,7 +96,8 @@ class SupersededRunWarning(UserWarning):
 
 
 class UnknownFingerprintWarning(UserWarning):
-    """Records written before fingerprints existed: their fingerprint is derived from their ``overrides``."""
+    """Records written before fingerprints existed, or under an earlier rule that reads their configuration otherwise
+    today: their fingerprint is derived from their ``overrides`` (``coda_exp.fingerprint.record_configuration``)."""
 
 
 def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
@@ -120,8 +121,9 @@ def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
 
 
 def record_fingerprint(record: dict) -> str:
-    """The record's ``fingerprint``, or (an older record) the one its recorded ``overrides`` give."""
-    return record.get("fingerprint") or fingerprint(record.get("overrides") or [])
+    """The record's fingerprint under today's rule: its ``fingerprint``, or (an older record) the one its recorded
+    ``overrides`` give (:func:`coda_exp.fingerprint.record_configuration`)."""
+    return record_configuration(record)[0]
 
 
 @dataclass
@@ -209,13 +211,12 @@ def choose_scale(counts: dict[str, int]) -> str:
 
 def _listed(rec: dict, **extra) -> dict:
     """A record listed under the table (not pooled): its id, seed, scale, configuration overrides."""
-    overrides = rec.get("fingerprint_overrides")
-    if overrides is None:
-        overrides = configuration_overrides(rec.get("overrides") or [])
-    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"], "overrides": overrides, **extra}
+    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
+            "overrides": record_configuration(rec)[1], **extra}
 
 
-def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str]) -> Cell:
+def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str],
+                fingerprints: dict[str, str]) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -242,7 +243,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         if apart is not None:  # one sample per trained model: listed apart, never pooled
             cell.off_grid.append(_listed(rec, status=apart))
             continue
-        if record_fingerprint(rec) != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
+        if fingerprints[rec["run_id"]] != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
             cell.off_grid.append(_listed(rec))
             continue
         key = (rec["scale"], rec["seed"])
@@ -282,13 +283,10 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     """
     from coda_exp.significance import compare_table
 
-    unknown = [r["run_id"] for r in records if not r.get("fingerprint")]
-    if unknown:
-        warnings.warn(f"{spec.id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
-                      f"it was recorded; e.g. {unknown[0]}): derived from their recorded overrides",
-                      UnknownFingerprintWarning, stacklevel=2)
+    _warn_derived(spec.id, records)
+    fingerprints = {r["run_id"]: record_fingerprint(r) for r in records}
     trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
-    cells = [[_build_cell(spec, row, j, records, trained_runs) for j in range(len(spec.columns))]
+    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints) for j in range(len(spec.columns))]
              for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
@@ -307,6 +305,24 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
             [v for v in (lookup(rec, spec.parameters) for rec in pooled) if isinstance(v, int)
              and not isinstance(v, bool)] for pooled in pooled_rows],
     )
+
+
+def _warn_derived(table_id: str, records: list[dict]) -> None:
+    """Warn of the records whose fingerprint is derived from their overrides: none recorded, or one of an earlier
+    rule that today's reads otherwise (``coda_exp.fingerprint``: rule 1 left every attention option out)."""
+    unknown = [r["run_id"] for r in records if not r.get("fingerprint")]
+    if unknown:
+        warnings.warn(f"{table_id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
+                      f"it was recorded; e.g. {unknown[0]}): derived from their recorded overrides",
+                      UnknownFingerprintWarning, stacklevel=3)
+    changed = [(r["run_id"], configuration) for r in records if r.get("fingerprint")
+               and r.get("fingerprint_rule") != FINGERPRINT_RULE
+               and (configuration := record_configuration(r))[0] != r["fingerprint"]]
+    if changed:
+        run_id, (_, overrides) = changed[0]
+        warnings.warn(f"{table_id}: {len(changed)} run record(s) written under an earlier fingerprint rule are another "
+                      f"configuration under today's (derived from their recorded overrides; e.g. {run_id}: "
+                      f"{' '.join(overrides) or 'the grid'})", UnknownFingerprintWarning, stacklevel=3)
 
 
 def off_grid_notes(table: Table) -> list[str]:
