@@ -30,7 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, override_key, record_configuration
+from coda_exp.experiments import record_configuration
+from coda_exp.fingerprint import digest, override_key
 from coda_exp.results import RecordWarning, created_time, load_records
 
 GROUP_BY = ("model", "attention-variant")
@@ -136,11 +137,13 @@ def attention_variant(record: dict) -> dict:
             and not (_same(value, defaults[key]) if key in defaults else value is None)}
 
 
-def off_grid_overrides(record: dict) -> list[str]:
-    """The run's configuration overrides beyond the grid axes (empty for a run of its table's grid), under today's
-    rule (:func:`coda_exp.fingerprint.record_configuration`: an older record's from its overrides)."""
+def off_grid_overrides(record: dict, grid: Iterable[str] = ()) -> list[str]:
+    """The run's configuration overrides beyond the grid axes, under today's rule
+    (:func:`coda_exp.experiments.record_configuration`: an older record's from its overrides); empty for a run of
+    the grid (``grid``: a table's, ``coda_exp.experiments.table_grid``; by default the plain configuration, whose
+    fingerprint is ``GRID_FINGERPRINT``)."""
     fingerprint, overrides = record_configuration(record)
-    return [] if fingerprint == GRID_FINGERPRINT else overrides
+    return [] if fingerprint == digest(sorted(grid)) else overrides
 
 
 def _shown_in(override: str, variant: dict) -> bool:
@@ -150,9 +153,10 @@ def _shown_in(override: str, variant: dict) -> bool:
     return key.startswith(("model.attention.", "model.scoring.")) and key.split(".", 2)[2] in variant
 
 
-def group_label(record: dict, by: str = "attention-variant") -> str:
+def group_label(record: dict, by: str = "attention-variant", grid: Iterable[str] = ()) -> str:
     """The name of the run's group: its model (``by="model"``) or its model, non-default CoDA options and
-    configuration beyond the grid (``by="attention-variant"``), e.g. ``coda_transformer[center_n=true]``."""
+    configuration beyond the grid (``by="attention-variant"``; ``grid``: :func:`off_grid_overrides`), e.g.
+    ``coda_transformer[center_n=true]``."""
     if by not in GROUP_BY:
         raise ValueError(f"group by must be one of {list(GROUP_BY)}, got {by!r}")
     label = str(record["model"])
@@ -161,7 +165,7 @@ def group_label(record: dict, by: str = "attention-variant") -> str:
     variant = attention_variant(record)
     if variant:
         label += "[" + ", ".join(f"{key}={_option_text(value)}" for key, value in variant.items()) + "]"
-    config = [o for o in off_grid_overrides(record) if not _shown_in(o, variant)]
+    config = [o for o in off_grid_overrides(record, grid) if not _shown_in(o, variant)]
     return f"{label} {{{', '.join(config)}}}" if config else label
 
 

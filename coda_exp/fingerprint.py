@@ -1,8 +1,12 @@
-"""A run's configuration fingerprint: which of its command-line overrides change what a table cell means.
+"""A run's configuration fingerprint: which of its settings change what a table cell means.
 
 Every run record carries ``fingerprint`` (12 hex digits), ``fingerprint_overrides`` (the overrides it hashes) and
-``fingerprint_rule`` (:data:`FINGERPRINT_RULE`, the version of this rule it was computed under). The rule: of the
-Hydra task overrides, drop
+``fingerprint_rule`` (:data:`FINGERPRINT_RULE`, the version of this rule it was computed under). The settings are
+the run's experiment's own (``experiment=attconv_table_7``: what ``configs/experiment/attconv_table_7.yaml`` sets
+outside ``hydra:`` and its sweep parameters, its ``override /optimizer: adagrad`` as ``optimizer=adagrad``;
+:mod:`coda_exp.experiments`), then the Hydra task overrides of its command line, which replace an experiment's
+setting of the same key (:func:`with_settings`). A setting counts the same from either place. The rule: of these,
+drop
 
 - the grid axes, which the record states in its own fields and tables select on: ``seed``; the group choices
   ``task=``, ``experiment=``, ``scale=`` and ``scale_name`` (the record's ``scale``; a key under them, such as
@@ -14,7 +18,7 @@ Hydra task overrides, drop
   (``tests/results/test_fingerprint.py`` checks both); every other attention option (``model.scoring.beta=0``,
   ``model.attention.hidden=50``, ``model/scoring=...``) is another configuration, as ``model.hidden_size`` is; the
   other sweep parameters of ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`:
-  ``centering``), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved |
+  ``centering``, with ``centering_rows``, the table Table 8's experiments look its options up in), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved |
   gold): each is one of the paper table's own rows or columns, each is recorded in the record (``hparams.contexts``,
   ``data.evidence``, the FEVER data module's stats) and every Table 9 cell matches on both, so a cell never pools
   across them; outside FEVER neither changes what a run computes (``contexts`` only acts on several evidence
@@ -37,16 +41,20 @@ vectors' identity (:func:`vectors_name` of the file, and its dimension where kno
 the papers' own (:data:`PAPER_VECTORS`: GloVe 840B 300-d, CoDA and DecaProp; the 300-d GoogleNews word2vec,
 AttConv), which keep the grid fingerprint: ``data.embeddings.path=/data/glove.840B.300d.txt`` (the README's WikiQA
 example) fills the paper's cells from any folder, other vectors are another configuration. A record without an
-identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name. A run without such overrides has
-:data:`GRID_FINGERPRINT`, the fingerprint of a table's grid: the experiment's own configuration, varied only along
-the axes above. A table cell pools only runs with that fingerprint; the others are listed apart in the table's notes
-(``coda_exp.tables``).
+identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name.
+
+A run without such settings has :data:`GRID_FINGERPRINT`. A table's grid is the configuration its experiments set
+(``coda_exp.experiments.grid_fingerprint``: ``GRID_FINGERPRINT`` where they set nothing beyond the axes above, as all
+but the AttConv SciTail and SNLI tables), varied only along those axes. A table cell pools only runs with that
+fingerprint; the others are listed apart in the table's notes (``coda_exp.tables``).
 
 Older records. A record written under an earlier rule (no ``fingerprint_rule``, or another) has its fingerprint
-derived again from its recorded ``overrides`` and ``vectors`` under today's rule (:func:`record_configuration`): rule
-1 left every attention option out, so a run with ``model.scoring.beta=0`` carried the grid's fingerprint and was
-pooled; read today it is another configuration (``coda_exp.tables`` warns, naming the records whose configuration
-reads otherwise than they recorded). A record written before fingerprints existed is derived the same way.
+derived again from its recorded ``overrides``, ``vectors`` and today's file of its experiment under today's rule
+(``coda_exp.experiments.record_configuration``): rule 1 hashed only the command line and left every attention
+option out, so a run with ``model.scoring.beta=0``, or a plain ``task=snli model=attconv_light`` (Adam, batch 16),
+carried the grid's fingerprint and was pooled; read today each is another configuration (``coda_exp.tables`` warns,
+naming the records whose fingerprint reads otherwise than they recorded). A record written before fingerprints
+existed is derived the same way.
 """
 
 from __future__ import annotations
@@ -69,9 +77,10 @@ SWEPT_ATTENTION = ("model/attention", "model.attention.center_e", "model.attenti
                    "model.attention.gate_scale", "model.scoring.center_e", "model.scoring.center_n",
                    "model.scoring.e_fn", "model.scoring.n_fn")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
-GRID_KEYS = ("seed", "centering", *SWEPT_ATTENTION, "model.contexts", "data.evidence")
+GRID_KEYS = ("seed", "centering", "centering_rows", *SWEPT_ATTENTION, "model.contexts", "data.evidence")
 #: the version of the rule a record's ``fingerprint`` was computed under: 1 (no ``fingerprint_rule``) left every
-#: attention option out; a record of another rule is derived again from its overrides (:func:`record_configuration`)
+#: attention option out and hashed only the command line, not the experiment's settings; a record of another rule is
+#: derived again (``coda_exp.experiments.record_configuration``)
 FINGERPRINT_RULE = 2
 #: grid axes matched exactly: the group choices ``task``, ``experiment``, ``scale`` (``task.cpu_scheduler.peak_lr``
 #: or ``task.gradient_clip_val`` are configuration changes) and ``model`` = the model's name (``model.hidden_size``
@@ -172,15 +181,12 @@ def record_overrides(record: dict) -> list[str]:
     return [str(o) for o in record.get("trained_overrides") or []] + own if record.get("mode") == "eval" else own
 
 
-def record_configuration(record: dict) -> tuple[str, list[str]]:
-    """(fingerprint, configuration overrides) of a run record under today's rule: as recorded when the record says it
-    was computed under it (``fingerprint_rule`` = :data:`FINGERPRINT_RULE`), else derived from its overrides
-    (:func:`record_overrides`) and ``vectors`` (an older record; module docstring)."""
-    recorded = record.get("fingerprint_overrides")
-    if record.get("fingerprint_rule") == FINGERPRINT_RULE and record.get("fingerprint") and isinstance(recorded, list):
-        return str(record["fingerprint"]), list(recorded)
-    configuration = configuration_overrides(record_overrides(record), record.get("vectors"))
-    return digest(configuration), configuration
+def with_settings(settings: list[str], overrides: list[str]) -> list[str]:
+    """An experiment's settings (as overrides: ``coda_exp.experiments.experiment_settings``) followed by a run's own
+    overrides; a key the run sets replaces the experiment's (``optimizer=adam`` after the experiment's
+    ``optimizer=adagrad``)."""
+    own = {override_key(o) for o in overrides}
+    return [s for s in settings if override_key(s) not in own] + list(overrides)
 
 
 GRID_FINGERPRINT = fingerprint([])

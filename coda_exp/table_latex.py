@@ -193,6 +193,7 @@ def render_latex(table: Table) -> str:
     lines = [f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s) by coda-exp tables",
              r"% preamble: \usepackage{booktabs} \usepackage{graphicx}",
              *([f"% {SMOKE_TEST}"] if smoke_test(table) else [])]
+    lines += _comment(f"configuration: {' '.join(table.grid)} (configs/experiment/{spec.id}*.yaml)" if table.grid else "")
     lines += _comment(spec.notes) + _comment("\n".join(off_grid_notes(table)))
     lines += [rf"\begin{{{env}}}[t]", r"\centering", r"\caption{" + caption(spec.title) + "}",
               r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are

@@ -80,6 +80,10 @@ def render_markdown(table: Table) -> str:
         f"({table.records_total} loaded) by `coda-exp tables`."
     )
     lines += [legend, ""]
+    if table.grid:
+        lines += [(f"Configuration: the settings of `configs/experiment/{spec.id}*.yaml`, "
+                   f"`{' '.join(table.grid)}` (given by the experiment or on the command line); runs of another "
+                   "configuration are listed under the table."), ""]
     if table.comparisons:
         lines += [SIGNIFICANCE_LEGEND, ""]
     lines += [provenance, ""]

@@ -35,16 +35,17 @@ Numbers. ``percent: true`` columns hold fractions in the records (torchmetrics' 
 multiplied by 100; other columns (BLEU) are shown as recorded. A column is printed with ``decimals`` digits
 (default: as many as the column's paper numbers use, at least 1). ``null`` in ``paper`` is a dash.
 
-Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale,
-e.g. ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the
-latest one (by ``created``) counts, and a warning names the superseded one. A cell pools only runs of the table's
-grid configuration (``record["fingerprint"] == coda_exp.fingerprint.GRID_FINGERPRINT``: no override beyond the
-grid axes task, model name, the attention options an experiment sweeps, seed, scale, budget and output keys); a
-matching run of another configuration (``optimizer.lr=0.001``, ``model.scoring.beta=0``) is never pooled and never
-dropped silently: it is listed apart, under the table ("Not pooled"). Records without a fingerprint (older ones),
-or of an earlier fingerprint rule, get the one their ``overrides`` give under today's rule, with a warning. When a cell has records at several scales, scale "paper" is used if
-present, else the scale with the most runs (ties: alphabetical); the others are listed in the CSV. A cell with
-no record says ``no run``: ours is never filled from the paper.
+Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale, e.g.
+``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the latest
+one (by ``created``) counts, and a warning names the superseded one. A cell pools only runs of the table's grid
+configuration (the record's fingerprint is the grid's, ``coda_exp.experiments.grid_fingerprint``: no setting, its
+experiment's or its command line's, beyond what the table's experiments set and the grid axes task, model name, the
+attention options an experiment sweeps, seed, scale, budget and output keys); a matching run of another
+configuration (``optimizer.lr=0.001``, ``model.scoring.beta=0``) is never pooled and never dropped silently: it is
+listed apart, under the table ("Not pooled"). Records without a fingerprint (older ones), or of an earlier
+fingerprint rule, get the one their ``overrides`` give under today's rule, with a warning. When a cell has records
+at several scales, scale "paper" is used if present, else the scale with the most runs (ties: alphabetical); the
+others are listed in the CSV. A cell with no record says ``no run``: ours is never filled from the paper.
 
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
 as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
@@ -72,7 +73,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coda_exp.fingerprint import FINGERPRINT_RULE, GRID_FINGERPRINT, record_configuration
+from coda_exp.experiments import record_configuration, table_grid
+from coda_exp.fingerprint import FINGERPRINT_RULE, digest
 from coda_exp.results import created_time, utc_now_iso
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
@@ -97,7 +99,7 @@ class SupersededRunWarning(UserWarning):
 
 class UnknownFingerprintWarning(UserWarning):
     """Records written before fingerprints existed, or under an earlier rule that reads their configuration otherwise
-    today: their fingerprint is derived from their ``overrides`` (``coda_exp.fingerprint.record_configuration``)."""
+    today: their fingerprint is derived from their ``overrides`` (``coda_exp.experiments.record_configuration``)."""
 
 
 def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
@@ -122,7 +124,7 @@ def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
 
 def record_fingerprint(record: dict) -> str:
     """The record's fingerprint under today's rule: its ``fingerprint``, or (an older record) the one its recorded
-    ``overrides`` give (:func:`coda_exp.fingerprint.record_configuration`)."""
+    ``overrides`` give (:func:`coda_exp.experiments.record_configuration`)."""
     return record_configuration(record)[0]
 
 
@@ -175,6 +177,7 @@ class Table:
     comparisons: list = field(default_factory=list)  # coda_exp.significance.Comparison, one per pair x column
     parameters: list[tuple[str, str]] = field(default_factory=list)  # (paper, ours) per row, with spec.parameters
     parameter_counts: list[list[int]] = field(default_factory=list)  # per row: the count of each pooled run having one
+    grid: list[str] = field(default_factory=list)  # what the table's experiments set (coda_exp.experiments.table_grid)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -209,14 +212,17 @@ def choose_scale(counts: dict[str, int]) -> str:
     return min(counts, key=lambda s: (-counts[s], s))
 
 
-def _listed(rec: dict, **extra) -> dict:
-    """A record listed under the table (not pooled): its id, seed, scale, configuration overrides."""
+def _listed(rec: dict, grid: list[str] = (), **extra) -> dict:
+    """A record listed under the table (not pooled): its id, seed, scale, and how its configuration differs from the
+    table's grid: ``overrides`` beyond it, ``missing`` (the grid's settings it lacks)."""
+    overrides = record_configuration(rec)[1]
     return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
-            "overrides": record_configuration(rec)[1], **extra}
+            "overrides": [o for o in overrides if o not in grid], "missing": [o for o in grid if o not in overrides],
+            **extra}
 
 
 def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str],
-                fingerprints: dict[str, str]) -> Cell:
+                fingerprints: dict[str, str], grid: list[str]) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -231,6 +237,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
     if row.match is None:
         return cell
     match = {**row.match, **col.match}
+    expected = digest(grid)
     latest: dict[tuple[str, int], dict] = {}
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
         if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
@@ -243,8 +250,8 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         if apart is not None:  # one sample per trained model: listed apart, never pooled
             cell.off_grid.append(_listed(rec, status=apart))
             continue
-        if fingerprints[rec["run_id"]] != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
-            cell.off_grid.append(_listed(rec))
+        if fingerprints[rec["run_id"]] != expected:  # another configuration: listed apart, never pooled
+            cell.off_grid.append(_listed(rec, grid))
             continue
         key = (rec["scale"], rec["seed"])
         if key in latest:  # a later run of the same scale and seed replaces it
@@ -283,10 +290,14 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     """
     from coda_exp.significance import compare_table
 
+    try:
+        grid = table_grid(spec.id)
+    except ValueError as err:
+        raise TableSpecError(str(err)) from None
     _warn_derived(spec.id, records)
     fingerprints = {r["run_id"]: record_fingerprint(r) for r in records}
     trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
-    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints) for j in range(len(spec.columns))]
+    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid) for j in range(len(spec.columns))]
              for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
@@ -297,6 +308,7 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         records_used=len(used),
         records_total=len(records),
         generated=generated or utc_now_iso(),
+        grid=grid,
         comparisons=compare_table(spec, cells, records, Path(predictions_dir) if predictions_dir else None),
         parameters=[] if spec.parameters is None else [
             (row.paper_parameters or DASH, _parameters_text(row, pooled, spec.parameters))
@@ -325,13 +337,16 @@ def _warn_derived(table_id: str, records: list[dict]) -> None:
                       f"{' '.join(overrides) or 'the grid'})", UnknownFingerprintWarning, stacklevel=3)
 
 
+def _difference(run: dict) -> str:
+    """`` with X`` / `` without the grid's Y``: how a listed run's configuration differs from the table's grid."""
+    text = f" with {' '.join(run['overrides'])}" if run["overrides"] else ""
+    return text + (f" without the grid's {' '.join(run['missing'])}" if run.get("missing") else "")
+
+
 def off_grid_notes(table: Table) -> list[str]:
     """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
-    return [f"Not pooled, {run['status']}: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']})"
-            + (f" with {' '.join(run['overrides'])}" if run["overrides"] else "") + f" ({run['run_id']})"
-            if "status" in run else
-            f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
-            f"with {' '.join(run['overrides'])} ({run['run_id']})"
+    return [f"Not pooled, {run.get('status', 'another configuration')}: {cell.row} / {cell.column}: seed "
+            f"{run['seed']} ({run['scale']}){_difference(run)} ({run['run_id']})"
             for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 
 
