@@ -37,7 +37,7 @@ multiplied by 100; other columns (BLEU) are shown as recorded. A column is print
 
 Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale, e.g.
 ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the latest
-one (by ``created``) counts, and a warning names the superseded one. A cell pools only runs of the table's grid
+one (by ``created``) counts, and a warning and a line under the table name the superseded one. A cell pools only runs of the table's grid
 configuration (the record's fingerprint is the grid's, ``coda_exp.experiments.grid_fingerprint``: no setting, its
 experiment's or its command line's, beyond what the table's experiments set and the grid axes task, model name, the
 attention options an experiment sweeps, seed, scale, budget and output keys); a matching run of another
@@ -45,7 +45,7 @@ configuration (``optimizer.lr=0.001``, ``model.scoring.beta=0``) is never pooled
 listed apart, under the table ("Not pooled"). Records without a fingerprint (older ones), or of an earlier
 fingerprint rule, get the one their ``overrides`` give under today's rule, with a warning. When a cell has records
 at several scales, scale "paper" is used if present, else the scale with the most runs (ties: alphabetical); the
-others are listed in the CSV. A cell with no record says ``no run``: ours is never filled from the paper.
+others' runs are listed under the table ("Not pooled, another scale ..."), their counts in the CSV. A cell with no record says ``no run``: ours is never filled from the paper.
 
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
 as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
@@ -142,7 +142,7 @@ class Cell:
     other_scales: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
-    off_grid: list[dict] = field(default_factory=list)  # matching runs of another configuration (not pooled)
+    off_grid: list[dict] = field(default_factory=list)  # matching runs not pooled: another configuration, scale...
 
     @property
     def n(self) -> int:
@@ -239,6 +239,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
     match = {**row.match, **col.match}
     expected = digest(grid)
     latest: dict[tuple[str, int], dict] = {}
+    superseded: list[dict] = []
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
         if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
             if rec.get("task") == col.task and all(_same(lookup(rec, k), v) for k, v in match.items()):
@@ -258,7 +259,9 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
             warnings.warn(f"{spec.id}: {row.name} / {col.name}: run {latest[key]['run_id']} is superseded by "
                           f"the later {rec['run_id']} (scale {key[0]!r}, seed {key[1]}); only the later counts",
                           SupersededRunWarning, stacklevel=3)
+            superseded.append(_listed(latest[key], grid, status=f"superseded by the later {rec['run_id']}"))
         latest[key] = rec
+    cell.off_grid += superseded  # named under the table, as the runs of other scales below
     if not latest:
         cell.status = NO_RUN
         return cell
@@ -267,6 +270,8 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         counts[scale] = counts.get(scale, 0) + 1
     cell.scale = choose_scale(counts)
     cell.other_scales = {s: n for s, n in sorted(counts.items()) if s != cell.scale}
+    cell.off_grid += [_listed(latest[key], grid, status=f"another scale than the cell's ({cell.scale})")
+                      for key in sorted(latest, key=lambda k: (k[0], k[1])) if key[0] != cell.scale]
     chosen = [latest[key] for key in sorted(k for k in latest if k[0] == cell.scale)]
     raw = [float(rec["metrics"][metric]) for rec in chosen]
     if col.percent and any(abs(x) > 1.0 + 1e-9 for x in raw):

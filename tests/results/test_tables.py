@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from coda_exp.table_render import render_csv, render_latex, render_markdown, write_tables
-from coda_exp.tables import NO_RUN, NOT_RUN, build_table, choose_scale, load_table_spec
+from coda_exp.tables import NO_RUN, NOT_RUN, SupersededRunWarning, build_table, choose_scale, load_table_spec
 from tests.results.records import SPEC_YAML, cell, md_row, rec
 
 
@@ -56,6 +56,23 @@ def test_scale_selection_in_cells(spec):
     c = cell(build_table(spec, records), "D-ATT + CoDA", "SNLI")
     assert c.ours_text() == "85.70 (n=1, paper)"
     assert c.other_scales == {"cpu": 2, "fixture": 3}
+
+
+def test_runs_of_another_scale_and_superseded_runs_are_named_under_the_table(spec):
+    """The Markdown and LaTeX once showed neither: other scales only in the CSV, a rerun only in a warning."""
+    cpu = [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in (1, 2)]
+    fixture = rec(scale="fixture", seed=1, metrics={"test/acc": 0.1})
+    rerun = rec(scale="cpu", seed=2, metrics={"test/acc": 0.9})
+    with pytest.warns(SupersededRunWarning):
+        table = build_table(spec, [*cpu, fixture, rerun])
+    c = cell(table, "D-ATT + CoDA", "SNLI")
+    assert c.run_ids == [cpu[0]["run_id"], rerun["run_id"]] and c.other_scales == {"fixture": 1}
+    markdown, latex = render_markdown(table), render_latex(table)
+    superseded = (f"Not pooled, superseded by the later {rerun['run_id']}: D-ATT + CoDA / SNLI: seed 2 (cpu) "
+                  f"({cpu[1]['run_id']})")
+    scale = f"Not pooled, another scale than the cell's (cpu): D-ATT + CoDA / SNLI: seed 1 (fixture) ({fixture['run_id']})"
+    assert f"- {superseded}" in markdown.splitlines() and f"- {scale}" in markdown.splitlines()
+    assert cpu[1]["run_id"] in latex and fixture["run_id"] in latex
 
 
 def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
