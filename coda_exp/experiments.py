@@ -110,6 +110,27 @@ def run_configuration(overrides: list[str], vectors: dict | None, experiment: st
             "fingerprint_overrides": configuration, "fingerprint_rule": FINGERPRINT_RULE}
 
 
+def record_settings(record: dict) -> list[str]:
+    """A record's settings as overrides: its experiment's (``experiment_overrides``; an older record: today's file of
+    the ``experiment=`` its overrides name), then its own (:func:`coda_exp.fingerprint.record_overrides`)."""
+    overrides = record_overrides(record)
+    settings = record.get("experiment_overrides")
+    if not isinstance(settings, list):
+        settings = experiment_settings(experiment_of(overrides)) or []
+    return with_settings(settings, overrides)
+
+
+def fixture_data(record: dict) -> bool:
+    """Whether a run read the tiny fixtures (a smoke test): its ``fixture_data``; an older record without it: its scale
+    label starts with ``fixture``, or its settings chose ``scale=fixture`` (``experiment=quickstart`` does)."""
+    if isinstance(record.get("fixture_data"), bool):
+        return record["fixture_data"]
+    if str(record.get("scale") or "").split(" ")[0] == "fixture":
+        return True
+    chosen = [o.split("=", 1)[1].strip() for o in record_settings(record) if "=" in o and override_key(o) == "scale"]
+    return bool(chosen) and chosen[-1] == "fixture"
+
+
 def record_configuration(record: dict) -> tuple[str, list[str]]:
     """(fingerprint, configuration overrides) of a run record under today's rule: as recorded when the record says it
     was computed under it (``fingerprint_rule``), else derived from its overrides
@@ -118,11 +139,7 @@ def record_configuration(record: dict) -> tuple[str, list[str]]:
     recorded = record.get("fingerprint_overrides")
     if record.get("fingerprint_rule") == FINGERPRINT_RULE and record.get("fingerprint") and isinstance(recorded, list):
         return str(record["fingerprint"]), list(recorded)
-    overrides = record_overrides(record)
-    settings = record.get("experiment_overrides")
-    if not isinstance(settings, list):
-        settings = experiment_settings(experiment_of(overrides)) or []
-    configuration = configuration_overrides(with_settings(settings, overrides), record.get("vectors"))
+    configuration = configuration_overrides(record_settings(record), record.get("vectors"))
     return digest(configuration), configuration
 
 

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
 from coda_exp.data.common.embeddings import vectors_identity
+from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
 from coda_exp.experiments import experiment_of, experiment_settings, run_configuration
 from coda_exp.fingerprint import scale_label
@@ -128,6 +129,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "status": status,
         "output_dir": str(cfg.paths.output_dir),
         "data": dict(datamodule.stats),
+        "fixture_data": is_fixture_data(cfg.data.get("dir")),  # the tiny fixtures: a smoke test, whatever its scale
         "warnings": list(datamodule.warnings),
         "hparams": OmegaConf.to_container(cfg.model, resolve=True),
         "parameters": parameter_counts(model),

@@ -82,8 +82,21 @@ def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
     for scale in ("fixture", "fixture (task.epochs=2)"):
         smoke = build_table(spec, [rec(scale=scale, seed=s, metrics={"test/acc": 0.5}) for s in range(2)])
         markdown = render_markdown(smoke)
-        assert markdown.splitlines()[2].startswith("> **Smoke test: cells marked `fixture`")
+        assert markdown.splitlines()[2].startswith(f"> **Smoke test: the cells at scale `{scale}` pool runs on the "
+                                                   "tiny fixtures")
         assert "Smoke test" in render_latex(smoke) and "\\textbf{Smoke test" in render_latex(smoke)
+
+
+def test_the_smoke_test_is_told_by_the_data_not_the_scales_name(spec):
+    """make quickstart's runs (experiment=quickstart: scale_name quickstart on the fixtures) had no banner."""
+    quick = [rec(scale="quickstart", seed=1, fixture_data=True),  # a record that says what it read
+             rec(scale="quickstart", seed=2, overrides=["experiment=quickstart", "model=decompatt_coda", "seed=2"])]
+    for runs in (quick[:1], quick[1:]):  # an older one: experiment=quickstart chose scale=fixture
+        markdown = render_markdown(build_table(spec, runs))
+        assert markdown.splitlines()[2].startswith("> **Smoke test: the cells at scale `quickstart` pool runs")
+    # the fixture scale on real data (data.dir=...) is no smoke test; another scale on the fixtures is one
+    assert "Smoke test" not in render_markdown(build_table(spec, [rec(scale="fixture", fixture_data=False)]))
+    assert "Smoke test" in render_markdown(build_table(spec, [rec(scale="cpu", fixture_data=True)]))
 
 
 def test_latest_run_per_seed_counts(spec):
