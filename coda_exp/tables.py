@@ -377,8 +377,11 @@ def smoke_test(table: Table) -> bool:
     return any(cell.fixture for row in table.cells for cell in row)
 
 
-def smoke_test_note(table: Table) -> str:
-    """The banner of a table that :func:`smoke_test` finds, naming the scales of its fixture cells."""
-    scales = ", ".join(f"`{s}`" for s in sorted({c.scale for row in table.cells for c in row if c.fixture}))
-    return (f"Smoke test: the cells at scale {scales} pool runs on the tiny fixtures (tests/fixtures/, a few dozen "
-            "examples written by us) that check the pipeline end to end; their numbers say nothing about the models.")
+def smoke_test_note(table: Table, latex: bool = False) -> str:
+    """The banner of a table that :func:`smoke_test` finds, naming the scales of its fixture cells (LaTeX, whose cells
+    carry no scale where they share one: the table's numbers at those scales, without Markdown's backticks)."""
+    scales = sorted({c.scale for row in table.cells for c in row if c.fixture})
+    what = ("this table's numbers at scale " + ", ".join(scales) + " come from" if latex else
+            "the cells at scale " + ", ".join(f"`{s}`" for s in scales) + " pool")
+    return (f"Smoke test: {what} runs on the tiny fixtures (tests/fixtures/, a few dozen examples written by us) that "
+            f"check the pipeline end to end; {'they say' if latex else 'their numbers say'} nothing about the models.")
