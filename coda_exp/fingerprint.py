@@ -13,13 +13,14 @@ drop
   ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name (``model``); the
   attention options that an experiment of ``configs/experiment/`` sweeps (:data:`SWEPT_ATTENTION`: Table 8's
   centring, ``model.attention.{center_e,center_n,gate_scale}`` and ``model.scoring.{center_e,center_n}``; Table 9's
-  ``model.scoring.{e_fn,n_fn}``; the AttConv + CoDA rows' ``model/attention`` choice), each recorded in the record's
-  ``attention`` and pinned by every table row a run of that attention can reach, so a cell never pools across them
-  (``tests/results/test_fingerprint.py`` checks both); every other attention option (``model.scoring.beta=0``,
-  ``model.attention.hidden=50``, ``model/scoring=...``) is another configuration, as ``model.hidden_size`` is; the
-  other sweep parameters of ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`:
-  ``centering``, with ``centering_rows``, the table Table 8's experiments look its options up in), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved |
-  gold): each is one of the paper table's own rows or columns, each is recorded in the record (``hparams.contexts``,
+  ``model.scoring.{e_fn,n_fn}``; the AttConv + CoDA rows' ``model/attention`` choice), each recorded in the
+  record's ``attention`` and pinned by every table row a run of that attention can reach, so a cell never pools
+  across them (``tests/results/test_fingerprint.py`` checks both); every other attention option
+  (``model.scoring.beta=0``, ``model.attention.hidden=50``, ``model/scoring=...``) is another configuration, as
+  ``model.hidden_size`` is; the other sweep parameters of ``configs/experiment/*.yaml`` that are not model keys
+  (:data:`GRID_KEYS`: ``centering``, with ``centering_rows``, the table Table 8's experiments look its options up
+  in), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved | gold):
+  each is one of the paper table's own rows or columns, each is recorded in the record (``hparams.contexts``,
   ``data.evidence``, the FEVER data module's stats) and every Table 9 cell matches on both, so a cell never pools
   across them; outside FEVER neither changes what a run computes (``contexts`` only acts on several evidence
   sentences). Every other ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different

@@ -37,15 +37,17 @@ multiplied by 100; other columns (BLEU) are shown as recorded. A column is print
 
 Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale, e.g.
 ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the latest
-one (by ``created``) counts, and a warning and a line under the table name the superseded one. A cell pools only runs of the table's grid
-configuration (the record's fingerprint is the grid's, ``coda_exp.experiments.grid_fingerprint``: no setting, its
-experiment's or its command line's, beyond what the table's experiments set and the grid axes task, model name, the
-attention options an experiment sweeps, seed, scale, budget and output keys); a matching run of another
-configuration (``optimizer.lr=0.001``, ``model.scoring.beta=0``) is never pooled and never dropped silently: it is
-listed apart, under the table ("Not pooled"). Records without a fingerprint (older ones), or of an earlier
-fingerprint rule, get the one their ``overrides`` give under today's rule, with a warning. When a cell has records
-at several scales, scale "paper" is used if present, else the scale with the most runs (ties: alphabetical); the
-others' runs are listed under the table ("Not pooled, another scale ..."), their counts in the CSV. A cell with no record says ``no run``: ours is never filled from the paper.
+one (by ``created``) counts, and a warning and a line under the table name the superseded one. A cell pools only
+runs of the table's grid configuration (the record's fingerprint is the grid's,
+``coda_exp.experiments.grid_fingerprint``: no setting, its experiment's or its command line's, beyond what the
+table's experiments set and the grid axes task, model name, the attention options an experiment sweeps, seed,
+scale, budget and output keys); a matching run of another configuration (``optimizer.lr=0.001``,
+``model.scoring.beta=0``) is never pooled and never dropped silently: it is listed apart, under the table ("Not
+pooled"). Records without a fingerprint (older ones), or of an earlier fingerprint rule, get the one their
+``overrides`` give under today's rule, with a warning. When a cell has records at several scales, scale "paper" is
+used if present, else the scale with the most runs (ties: alphabetical); the others' runs are listed under the
+table ("Not pooled, another scale ..."), their counts in the CSV. A cell with no record says ``no run``: ours is
+never filled from the paper.
 
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
 as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
@@ -328,7 +330,8 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
 
 def _warn_derived(table_id: str, records: list[dict]) -> None:
     """Warn of the records whose fingerprint is derived from their overrides: none recorded, or one of an earlier
-    rule that today's reads otherwise (``coda_exp.fingerprint``: rule 1 left every attention option out)."""
+    rule that today's reads otherwise (``coda_exp.fingerprint``: rule 1 left every attention option and the
+    experiment's settings out)."""
     unknown = [r["run_id"] for r in records if not r.get("fingerprint")]
     if unknown:
         warnings.warn(f"{table_id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
@@ -339,9 +342,10 @@ def _warn_derived(table_id: str, records: list[dict]) -> None:
                and (configuration := record_configuration(r))[0] != r["fingerprint"]]
     if changed:
         run_id, (_, overrides) = changed[0]
-        warnings.warn(f"{table_id}: {len(changed)} run record(s) written under an earlier fingerprint rule are another "
-                      f"configuration under today's (derived from their recorded overrides; e.g. {run_id}: "
-                      f"{' '.join(overrides) or 'the grid'})", UnknownFingerprintWarning, stacklevel=3)
+        warnings.warn(f"{table_id}: {len(changed)} run record(s) written under an earlier fingerprint rule have "
+                      f"another fingerprint under today's, derived from their recorded overrides and today's file of "
+                      f"their experiment (e.g. {run_id}: {' '.join(overrides) or 'no configuration override'})",
+                      UnknownFingerprintWarning, stacklevel=3)
 
 
 def _difference(run: dict) -> str:

@@ -70,7 +70,8 @@ def test_runs_of_another_scale_and_superseded_runs_are_named_under_the_table(spe
     markdown, latex = render_markdown(table), render_latex(table)
     superseded = (f"Not pooled, superseded by the later {rerun['run_id']}: D-ATT + CoDA / SNLI: seed 2 (cpu) "
                   f"({cpu[1]['run_id']})")
-    scale = f"Not pooled, another scale than the cell's (cpu): D-ATT + CoDA / SNLI: seed 1 (fixture) ({fixture['run_id']})"
+    scale = (f"Not pooled, another scale than the cell's (cpu): D-ATT + CoDA / SNLI: seed 1 (fixture) "
+             f"({fixture['run_id']})")
     assert f"- {superseded}" in markdown.splitlines() and f"- {scale}" in markdown.splitlines()
     assert cpu[1]["run_id"] in latex and fixture["run_id"] in latex
 
