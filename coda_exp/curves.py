@@ -11,8 +11,8 @@ of a pairwise model, else the record's ``attention``) that differ from the defau
 (``CoDAOptions`` with the module's ``OPTION_DEFAULTS``, and its constructor's other defaults: ``hidden=200``...), e.g. ``coda_transformer[center_n=true]``. ``kernel`` is left
 out (every kernel computes the same function), and so are Hydra's own keys and the option set's ``name``. A run of
 another configuration than its table's grid (:mod:`coda_exp.fingerprint`: ``optimizer.lr=0.001``...) is a variant
-too: its configuration overrides follow in braces, ``transformer {optimizer.lr=0.001}``, so it is never pooled with
-the grid's seeds.
+too: its configuration overrides follow in braces, ``transformer {optimizer.lr=0.001}`` (an attention option the
+brackets show already, ``coda_transformer[beta=0]``, not again), so it is never pooled with the grid's seeds.
 
 Curves. :func:`validation_curve` gives a record's ``val_curve`` against training steps: the recorded
 ``val_curve_steps``; for a record without them (older runs) or with unknown (null) entries (a run resumed from an
@@ -30,7 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, override_key
+from coda_exp.experiments import record_configuration
+from coda_exp.fingerprint import digest, override_key
 from coda_exp.results import RecordWarning, created_time, load_records
 
 GROUP_BY = ("model", "attention-variant")
@@ -136,17 +137,26 @@ def attention_variant(record: dict) -> dict:
             and not (_same(value, defaults[key]) if key in defaults else value is None)}
 
 
-def off_grid_overrides(record: dict) -> list[str]:
-    """The run's configuration overrides beyond the grid axes (empty for a run of its table's grid)."""
-    if record.get("fingerprint") == GRID_FINGERPRINT:
-        return []
-    recorded = record.get("fingerprint_overrides")
-    return list(recorded) if isinstance(recorded, list) else configuration_overrides(record.get("overrides") or [])
+def off_grid_overrides(record: dict, grid: Iterable[str] = ()) -> list[str]:
+    """The run's configuration overrides beyond the grid axes, under today's rule
+    (:func:`coda_exp.experiments.record_configuration`: an older record's from its overrides); empty for a run of
+    the grid (``grid``: a table's, ``coda_exp.experiments.table_grid``; by default the plain configuration, whose
+    fingerprint is ``GRID_FINGERPRINT``)."""
+    fingerprint, overrides = record_configuration(record)
+    return [] if fingerprint == digest(sorted(grid)) else overrides
 
 
-def group_label(record: dict, by: str = "attention-variant") -> str:
+def _shown_in(override: str, variant: dict) -> bool:
+    """Whether ``override`` sets an attention option the group label already shows (``model.scoring.beta=0`` in
+    ``coda_transformer[beta=0]``)."""
+    key = override_key(override)
+    return key.startswith(("model.attention.", "model.scoring.")) and key.split(".", 2)[2] in variant
+
+
+def group_label(record: dict, by: str = "attention-variant", grid: Iterable[str] = ()) -> str:
     """The name of the run's group: its model (``by="model"``) or its model, non-default CoDA options and
-    configuration beyond the grid (``by="attention-variant"``), e.g. ``coda_transformer[center_n=true]``."""
+    configuration beyond the grid (``by="attention-variant"``; ``grid``: :func:`off_grid_overrides`), e.g.
+    ``coda_transformer[center_n=true]``."""
     if by not in GROUP_BY:
         raise ValueError(f"group by must be one of {list(GROUP_BY)}, got {by!r}")
     label = str(record["model"])
@@ -155,7 +165,7 @@ def group_label(record: dict, by: str = "attention-variant") -> str:
     variant = attention_variant(record)
     if variant:
         label += "[" + ", ".join(f"{key}={_option_text(value)}" for key, value in variant.items()) + "]"
-    config = off_grid_overrides(record)
+    config = [o for o in off_grid_overrides(record, grid) if not _shown_in(o, variant)]
     return f"{label} {{{', '.join(config)}}}" if config else label
 
 

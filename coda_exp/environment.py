@@ -44,6 +44,18 @@ def fixtures_dir() -> Path:
     return PACKAGE / "fixtures"
 
 
+def is_fixture_data(path: str | os.PathLike | None) -> bool:
+    """Whether a data folder is (inside) the fixtures of :func:`fixtures_dir`: a run on them is a smoke test,
+    whatever its scale is called (``experiment=quickstart``'s ``quickstart``)."""
+    if not path:
+        return False
+    try:
+        Path(path).expanduser().resolve().relative_to(fixtures_dir().resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def fixture_dir(task: str) -> Path:
     """``scale=fixture``'s ``data.dir`` of ``task``: its folder of :func:`fixtures_dir`. A task without a fixture gets
     the path all the same, so the reader's error names the folder it looked in."""

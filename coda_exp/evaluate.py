@@ -37,7 +37,8 @@ from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError
-from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.experiments import run_configuration
+from coda_exp.fingerprint import scale_label
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
     default_output,
@@ -69,19 +70,22 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
 
 
 def eval_identity(prep: Prepared) -> dict:
-    """The evaluation record's identity: a new run id; the trained run's task, model, seed, experiment, scale and
-    vectors; its fingerprint over the trained run's overrides and this command's configuration changes."""
+    """The evaluation record's identity: a new run id; the trained run's task, model, seed, experiment (and what it
+    set), scale and vectors; its fingerprint over the trained run's experiment settings and overrides and this
+    command's configuration changes (a checkpoint of an earlier fingerprint rule: its experiment's file today)."""
     cfg, trained = prep.cfg, prep.identity or {}
     if not trained:
         log.warning("%s names no training run (written before checkpoints carried it): the record's fingerprint "
                     "knows only this command's changes, and tables list it apart", prep.path)
     overrides = list(trained.get("overrides") or []) + prep.inv.config_strings()
     vectors = trained.get("vectors")
+    settings = trained.get("experiment_overrides")
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
-            "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": trained.get("experiment"),
+            "model": str(cfg.model.name), "seed": int(cfg.seed),
             "scale": trained.get("scale") or scale_label(cfg.scale_name, []), "overrides": overrides,
-            "fingerprint": fingerprint(overrides, vectors),
-            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+            **run_configuration(overrides, vectors, trained.get("experiment"),
+                                settings if isinstance(settings, list) else None),
+            "vectors": vectors}
 
 
 def _eval_folder(prep: Prepared) -> Path:

@@ -1,19 +1,30 @@
-"""A run's configuration fingerprint: which of its command-line overrides change what a table cell means.
+"""A run's configuration fingerprint: which of its settings change what a table cell means.
 
-Every run record carries ``fingerprint`` (12 hex digits) and ``fingerprint_overrides`` (the overrides it hashes).
-The rule: of the Hydra task overrides, drop
+Every run record carries ``fingerprint`` (12 hex digits), ``fingerprint_overrides`` (the overrides it hashes) and
+``fingerprint_rule`` (:data:`FINGERPRINT_RULE`, the version of this rule it was computed under). The settings are
+the run's experiment's own (``experiment=attconv_table_7``: what ``configs/experiment/attconv_table_7.yaml`` sets
+outside ``hydra:`` and its sweep parameters, its ``override /optimizer: adagrad`` as ``optimizer=adagrad``;
+:mod:`coda_exp.experiments`), then the Hydra task overrides of its command line, which replace an experiment's
+setting of the same key (:func:`with_settings`). A setting counts the same from either place. The rule: of these,
+drop
 
 - the grid axes, which the record states in its own fields and tables select on: ``seed``; the group choices
   ``task=``, ``experiment=``, ``scale=`` and ``scale_name`` (the record's ``scale``; a key under them, such as
-  ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name and its attention
-  (``model``, ``model/attention``, ``model/scoring``, ``model.attention.*``, ``model.scoring.*``: recorded in full
-  in the record's ``attention``, which table rows match on); and the sweep parameters of
-  ``configs/experiment/*.yaml`` that are not model keys (:data:`GRID_KEYS`: ``centering``), and AttConv Table 9's
-  two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved | gold): each is one of the paper
-  table's own rows or columns, each is recorded in the record (``hparams.contexts``, ``data.evidence``, the FEVER
-  data module's stats) and every Table 9 cell matches on both, so a cell never pools across them; outside FEVER
-  neither changes what a run computes (``contexts`` only acts on several evidence sentences). Every other
-  ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different configuration and counts;
+  ``task.cpu_scheduler.peak_lr``, is a configuration change like any other); the model's name (``model``); the
+  attention options that an experiment of ``configs/experiment/`` sweeps (:data:`SWEPT_ATTENTION`: Table 8's
+  centring, ``model.attention.{center_e,center_n,gate_scale}`` and ``model.scoring.{center_e,center_n}``; Table 9's
+  ``model.scoring.{e_fn,n_fn}``; the AttConv + CoDA rows' ``model/attention`` choice), each recorded in the
+  record's ``attention`` and pinned by every table row a run of that attention can reach, so a cell never pools
+  across them (``tests/results/test_fingerprint.py`` checks both); every other attention option
+  (``model.scoring.beta=0``, ``model.attention.hidden=50``, ``model/scoring=...``) is another configuration, as
+  ``model.hidden_size`` is; the other sweep parameters of ``configs/experiment/*.yaml`` that are not model keys
+  (:data:`GRID_KEYS`: ``centering``, with ``centering_rows``, the table Table 8's experiments look its options up
+  in), and AttConv Table 9's two axes, ``model.contexts`` (wise | conc) and ``data.evidence`` (retrieved | gold):
+  each is one of the paper table's own rows or columns, each is recorded in the record (``hparams.contexts``,
+  ``data.evidence``, the FEVER data module's stats) and every Table 9 cell matches on both, so a cell never pools
+  across them; outside FEVER neither changes what a run computes (``contexts`` only acts on several evidence
+  sentences). Every other ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different
+  configuration and counts;
 - the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
   record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
@@ -31,11 +42,20 @@ vectors' identity (:func:`vectors_name` of the file, and its dimension where kno
 the papers' own (:data:`PAPER_VECTORS`: GloVe 840B 300-d, CoDA and DecaProp; the 300-d GoogleNews word2vec,
 AttConv), which keep the grid fingerprint: ``data.embeddings.path=/data/glove.840B.300d.txt`` (the README's WikiQA
 example) fills the paper's cells from any folder, other vectors are another configuration. A record without an
-identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name. A run without such overrides has
-:data:`GRID_FINGERPRINT`, the fingerprint of a table's grid: the experiment's own configuration, varied only along
-the axes above. A table cell pools only runs with that fingerprint; the others are listed apart in the table's notes
-(``coda_exp.tables``). A record written before fingerprints existed has its fingerprint derived from its recorded
-``overrides`` (the same rule), with a warning.
+identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name.
+
+A run without such settings has :data:`GRID_FINGERPRINT`. A table's grid is the configuration its experiments set
+(``coda_exp.experiments.grid_fingerprint``: ``GRID_FINGERPRINT`` where they set nothing beyond the axes above, as all
+but the AttConv SciTail and SNLI tables), varied only along those axes. A table cell pools only runs with that
+fingerprint; the others are listed apart in the table's notes (``coda_exp.tables``).
+
+Older records. A record written under an earlier rule (no ``fingerprint_rule``, or another) has its fingerprint
+derived again from its recorded ``overrides``, ``vectors`` and today's file of its experiment under today's rule
+(``coda_exp.experiments.record_configuration``): rule 1 hashed only the command line and left every attention
+option out, so a run with ``model.scoring.beta=0``, or a plain ``task=snli model=attconv_light`` (Adam, batch 16),
+carried the grid's fingerprint and was pooled; read today each is another configuration (``coda_exp.tables`` warns,
+naming the records whose fingerprint reads otherwise than they recorded). A record written before fingerprints
+existed is derived the same way.
 """
 
 from __future__ import annotations
@@ -51,9 +71,18 @@ BUDGET_KEYS = ("task.max_steps", "task.epochs", "task.max_epochs", "trainer.max_
                "trainer.check_val_every_n_epoch", "data.max_train_examples", "data.max_eval_examples",
                "data.num_train", "data.num_validation", "data.num_test", "debug", "trainer.limit_train_batches",
                "trainer.limit_val_batches", "trainer.limit_test_batches")
+#: the attention options some ``configs/experiment/*.yaml`` sweeps (Table 8's centring, Table 9's f_E x f_N, the
+#: AttConv + CoDA rows' attention): grid axes, which every table row a run of that attention can reach pins; any other
+#: ``model.attention.*`` / ``model.scoring.*`` override (``beta``, ``hidden``, ``num_layers``) is a configuration change
+SWEPT_ATTENTION = ("model/attention", "model.attention.center_e", "model.attention.center_n",
+                   "model.attention.gate_scale", "model.scoring.center_e", "model.scoring.center_n",
+                   "model.scoring.e_fn", "model.scoring.n_fn")
 #: grid axes: recorded in the record's own fields, selected by the tables (a key ``x`` also covers ``x.*``, ``x/*``)
-GRID_KEYS = ("seed", "centering", "model/attention", "model/scoring", "model.attention", "model.scoring",
-             "model.contexts", "data.evidence")
+GRID_KEYS = ("seed", "centering", "centering_rows", *SWEPT_ATTENTION, "model.contexts", "data.evidence")
+#: the version of the rule a record's ``fingerprint`` was computed under: 1 (no ``fingerprint_rule``) left every
+#: attention option out and hashed only the command line, not the experiment's settings; a record of another rule is
+#: derived again (``coda_exp.experiments.record_configuration``)
+FINGERPRINT_RULE = 2
 #: grid axes matched exactly: the group choices ``task``, ``experiment``, ``scale`` (``task.cpu_scheduler.peak_lr``
 #: or ``task.gradient_clip_val`` are configuration changes) and ``model`` = the model's name (``model.hidden_size``
 #: is a configuration change)
@@ -136,10 +165,29 @@ def configuration_overrides(overrides: list[str], vectors: dict | None = None) -
     return sorted(kept + ([entry] if entry else []))
 
 
+def digest(configuration: list[str]) -> str:
+    """12 hex digits of the SHA-256 of a run's configuration overrides (:func:`configuration_overrides`)."""
+    return hashlib.sha256(json.dumps(list(configuration)).encode("utf-8")).hexdigest()[:12]
+
+
 def fingerprint(overrides: list[str], vectors: dict | None = None) -> str:
     """12 hex digits of the SHA-256 of :func:`configuration_overrides`."""
-    text = json.dumps(configuration_overrides(overrides, vectors))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return digest(configuration_overrides(overrides, vectors))
+
+
+def record_overrides(record: dict) -> list[str]:
+    """The overrides a record's configuration is derived from: its ``overrides``; an evaluation's (``mode: eval``)
+    follow its trained run's (``trained_overrides``)."""
+    own = [str(o) for o in record.get("overrides") or []]
+    return [str(o) for o in record.get("trained_overrides") or []] + own if record.get("mode") == "eval" else own
+
+
+def with_settings(settings: list[str], overrides: list[str]) -> list[str]:
+    """An experiment's settings (as overrides: ``coda_exp.experiments.experiment_settings``) followed by a run's own
+    overrides; a key the run sets replaces the experiment's (``optimizer=adam`` after the experiment's
+    ``optimizer=adagrad``)."""
+    own = {override_key(o) for o in overrides}
+    return [s for s in settings if override_key(s) not in own] + list(overrides)
 
 
 GRID_FINGERPRINT = fingerprint([])

@@ -171,17 +171,19 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
 
 def table_cells(record: dict, spec_dir: Path | None = None) -> dict[str, float]:
     """``{"table/<id>/<row>/<column>": value}``: each cell of the paper tables (``configs/tables``) this record
-    would fill, in the table's units (percent columns x 100): its task, metric and match, the grid fingerprint,
+    would fill, in the table's units (percent columns x 100): its task, metric and match, the table's grid fingerprint,
     not diverged."""
     from coda_exp.environment import config_dir
-    from coda_exp.fingerprint import GRID_FINGERPRINT
+    from coda_exp.experiments import grid_fingerprint
     from coda_exp.tables import find_specs, load_table_spec, record_fingerprint, record_matches
 
-    if record.get("status", "finished") == "diverged" or record_fingerprint(record) != GRID_FINGERPRINT:
+    if record.get("status", "finished") == "diverged":
         return {}
-    cells = {}
+    cells, fingerprint = {}, record_fingerprint(record)
     for path in find_specs(spec_dir or config_dir() / "tables"):
         spec = load_table_spec(path)
+        if fingerprint != grid_fingerprint(spec.id):  # another configuration than the table's grid
+            continue
         for row in spec.rows:
             if row.match is None:
                 continue

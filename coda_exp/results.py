@@ -11,19 +11,18 @@ returns them; BLEU stays on its 0-100 scale. The table specs say which columns a
 Records are written atomically (temporary file in the same directory, flush + fsync, ``os.replace``) so a
 crashed or killed sweep never leaves a half-written record, and every record is validated before it is
 written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, one of :data:`STATUSES` when present;
-``warnings``, ``hparams``,
-``paths`` ...) are allowed and preserved; runs also record ``fingerprint`` and ``fingerprint_overrides`` (the
-configuration beyond the grid axes, :mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each
-validation), ``val_curve_steps`` (the global step of each of those validations, same length; null where unknown: a
-run resumed from a checkpoint written before steps were kept; absent from older records), ``val_curve_metric`` (the
-monitored metric's name), ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null;
-``wall_time_s`` is then the whole run's time, its earlier processes' included, and ``wall_time_segment_s`` its last
-process's) and ``vectors``
-(what its pretrained word vectors were: ``coda_exp.data.common.embeddings.vectors_identity``; null without). A record
-of ``coda-exp eval`` has ``mode: "eval"``, ``checkpoint``, ``trained_run_id``, ``trained_overrides``, ``eval_split``
-and ``eval_data`` (:mod:`coda_exp.evaluate`); a training record has no ``mode``. A run with
-``callbacks=gate_stats`` also records ``gate_stats``: ``{layer: {"steps": [...], "mean": [...], "frac_lt_0.01":
-[...]}}`` (:class:`coda_exp.callbacks.GateStats`; ``{}`` for a model without CoDA attention).
+``warnings``, ``hparams``, ``paths`` ...) are allowed and preserved; runs also record ``fingerprint``,
+``fingerprint_overrides`` (the configuration beyond the grid axes) and ``fingerprint_rule`` (the rule's version:
+:mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each validation), ``val_curve_steps`` (the
+global step of each of those validations, same length; null where unknown: a run resumed from a checkpoint written
+before steps were kept; absent from older records), ``val_curve_metric`` (the monitored metric's name),
+``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null; ``wall_time_s`` is then the whole run's
+time, its earlier processes' included, and ``wall_time_segment_s`` its last process's) and ``vectors`` (what its
+pretrained word vectors were: ``coda_exp.data.common.embeddings.vectors_identity``; null without). A record of
+``coda-exp eval`` has ``mode: "eval"``, ``checkpoint``, ``trained_run_id``, ``trained_overrides``, ``eval_split``
+and ``eval_data`` (:mod:`coda_exp.evaluate`); a training record has no ``mode``. A run with ``callbacks=gate_stats``
+also records ``gate_stats``: ``{layer: {"steps": [...], "mean": [...], "frac_lt_0.01": [...]}}``
+(:class:`coda_exp.callbacks.GateStats`; ``{}`` for a model without CoDA attention).
 """
 
 from __future__ import annotations

@@ -24,8 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
 from coda_exp.data.common.embeddings import vectors_identity
+from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
-from coda_exp.fingerprint import configuration_overrides, fingerprint, scale_label
+from coda_exp.experiments import experiment_of, experiment_settings, run_configuration
+from coda_exp.fingerprint import scale_label
 from coda_exp.io import atomic_write
 from coda_exp.threads import thread_counts
 
@@ -76,17 +78,22 @@ def experiment_name() -> str | None:
 def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     """Which run this is, known before it starts, saved in its checkpoints (``coda_exp.run``) so that an evaluation
     of one (``coda-exp eval``) is recorded as a run of the same configuration: ``run_id``, ``task``, ``model``,
-    ``seed``, ``experiment``, ``scale``, ``overrides``, ``fingerprint`` and ``fingerprint_overrides``
+    ``seed``, ``scale``, ``overrides``, ``experiment`` and ``experiment_overrides`` (what its experiment's file sets,
+    :mod:`coda_exp.experiments`), ``fingerprint``, ``fingerprint_overrides`` and ``fingerprint_rule``
     (:mod:`coda_exp.fingerprint`), ``vectors`` (what the pretrained word vectors are:
     ``coda_exp.data.common.embeddings.vectors_identity``; None without). A missing vectors file is named here,
     before any data loads."""
     embeddings = cfg.data.get("embeddings") or {}
     vectors = vectors_identity(embeddings.get("path"))
+    experiment = experiment_name() or experiment_of(overrides)
+    settings = experiment_settings(experiment)
+    if settings is None:  # an experiment from another config folder (--config-dir): its settings are not known here
+        log.warning("experiment=%s: no configs/experiment/%s.yaml here; the fingerprint counts the command line "
+                    "only", experiment, experiment)
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
-            "model": str(cfg.model.name), "seed": int(cfg.seed), "experiment": experiment_name(),
-            "scale": scale_label(cfg.scale_name, overrides), "overrides": list(overrides),
-            "fingerprint": fingerprint(overrides, vectors),
-            "fingerprint_overrides": configuration_overrides(overrides, vectors), "vectors": vectors}
+            "model": str(cfg.model.name), "seed": int(cfg.seed), "scale": scale_label(cfg.scale_name, overrides),
+            "overrides": list(overrides), **run_configuration(overrides, vectors, experiment, settings or []),
+            "vectors": vectors}
 
 
 def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict, trainer: pl.Trainer,
@@ -106,6 +113,9 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "scale": identity["scale"],
         "fingerprint": identity["fingerprint"],
         "fingerprint_overrides": identity["fingerprint_overrides"],
+        "fingerprint_rule": identity.get("fingerprint_rule"),
+        "experiment": identity.get("experiment"),
+        "experiment_overrides": identity.get("experiment_overrides"),
         "vectors": identity.get("vectors"),
         "metrics": metrics,
         "steps": int(steps),
@@ -119,6 +129,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "status": status,
         "output_dir": str(cfg.paths.output_dir),
         "data": dict(datamodule.stats),
+        "fixture_data": is_fixture_data(cfg.data.get("dir")),  # the tiny fixtures: a smoke test, whatever its scale
         "warnings": list(datamodule.warnings),
         "hparams": OmegaConf.to_container(cfg.model, resolve=True),
         "parameters": parameter_counts(model),

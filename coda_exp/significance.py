@@ -182,16 +182,23 @@ class Comparison:
             return self.note
         w = self.welch
         text = f"Δ = {w.delta:+.{self.decimals}f}"
-        text += (f", p = {format_p(w.p)} (Welch, n={w.n_a}/{w.n_b})" if w.p is not None
+        text += (f", {p_text(w.p)} (Welch, n={w.n_a}/{w.n_b})" if w.p is not None
                  else f" (n={w.n_a}/{w.n_b}: no Welch test)")
         if self.paired is not None and self.paired.p is not None:
             seeds = f"{self.paired.seeds} seed" + ("s" if self.paired.seeds != 1 else "")
-            text += f"; paired p = {format_p(self.paired.p)} (McNemar, {seeds})"
+            text += f"; paired {p_text(self.paired.p)} (McNemar, {seeds})"
         return text
 
 
 def format_p(p: float) -> str:
+    """A p-value as a table column shows it: ``< 0.001``, ``0.021``, ``0.22``."""
     return "< 0.001" if p < 0.001 else f"{p:.3f}" if p < 0.1 else f"{p:.2f}"
+
+
+def p_text(p: float) -> str:
+    """A p-value in a sentence: ``p < 0.001``, ``p = 0.021``."""
+    shown = format_p(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
 
 
 def _predictions(record: dict, predictions_dir: Path | None) -> list[dict] | None:

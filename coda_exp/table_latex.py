@@ -31,11 +31,11 @@ from coda_exp.tables import (
     NO_RUN,
     NOT_RECORDED,
     NOT_RUN,
-    SMOKE_TEST,
     Cell,
     Table,
     off_grid_notes,
     smoke_test,
+    smoke_test_note,
 )
 
 NONE = "--"  # a cell without a number (an en dash)
@@ -192,7 +192,8 @@ def render_latex(table: Table) -> str:
               {comp.row_name: comp for comp in table.comparisons}.items()]
     lines = [f"% {spec.id}: generated {table.generated} from {table.records_used} run record(s) by coda-exp tables",
              r"% preamble: \usepackage{booktabs} \usepackage{graphicx}",
-             *([f"% {SMOKE_TEST}"] if smoke_test(table) else [])]
+             *([f"% {smoke_test_note(table, latex=True)}"] if smoke_test(table) else [])]
+    lines += _comment(f"configuration: {' '.join(table.grid)} (configs/experiment/{spec.id}*.yaml)" if table.grid else "")
     lines += _comment(spec.notes) + _comment("\n".join(off_grid_notes(table)))
     lines += [rf"\begin{{{env}}}[t]", r"\centering", r"\caption{" + caption(spec.title) + "}",
               r"\label{tab:" + spec.id + "}",  # ids are filename-safe: fine in a label as they are
@@ -214,6 +215,6 @@ def render_latex(table: Table) -> str:
             lines.append(" & ".join([name] + [t for g in block for t in groups[g][1][i]] + pad) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}}", r"\par\smallskip", r"{\footnotesize\raggedright " + legend(table) + r"\par}"]
     if smoke_test(table):
-        lines.append(r"{\footnotesize\textbf{" + latex_escape(SMOKE_TEST) + r"}\par}")
+        lines.append(r"{\footnotesize\textbf{" + latex_escape(smoke_test_note(table, latex=True)) + r"}\par}")
     lines.append(rf"\end{{{env}}}")
     return "\n".join(lines) + "\n"

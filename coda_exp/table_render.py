@@ -21,13 +21,13 @@ from coda_exp.results import atomic_write_text, utc_now_iso
 from coda_exp.table_latex import latex_escape, render_latex  # noqa: F401 - re-exported: one place to render from
 from coda_exp.tables import (
     PAPERS,
-    SMOKE_TEST,
     Table,
     TableSpecError,
     build_table,
     load_table_spec,
     off_grid_notes,
     smoke_test,
+    smoke_test_note,
 )
 
 
@@ -67,7 +67,7 @@ def render_markdown(table: Table) -> str:
     spec = table.spec
     lines = [f"# {_md(spec.title)}", ""]
     if smoke_test(table):
-        lines += [f"> **{_md(SMOKE_TEST)}**", ""]
+        lines += [f"> **{_md(smoke_test_note(table))}**", ""]
     if spec.notes:
         lines += [_md(spec.notes), ""]
     legend = (
@@ -80,6 +80,10 @@ def render_markdown(table: Table) -> str:
         f"({table.records_total} loaded) by `coda-exp tables`."
     )
     lines += [legend, ""]
+    if table.grid:
+        lines += [(f"Configuration: the settings of `configs/experiment/{spec.id}*.yaml`, "
+                   f"`{' '.join(table.grid)}` (given by the experiment or on the command line); runs of another "
+                   "configuration are listed under the table."), ""]
     if table.comparisons:
         lines += [SIGNIFICANCE_LEGEND, ""]
     lines += [provenance, ""]

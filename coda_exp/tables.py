@@ -35,16 +35,19 @@ Numbers. ``percent: true`` columns hold fractions in the records (torchmetrics' 
 multiplied by 100; other columns (BLEU) are shown as recorded. A column is printed with ``decimals`` digits
 (default: as many as the column's paper numbers use, at least 1). ``null`` in ``paper`` is a dash.
 
-Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale,
-e.g. ``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the
-latest one (by ``created``) counts, and a warning names the superseded one. A cell pools only runs of the table's
-grid configuration (``record["fingerprint"] == coda_exp.fingerprint.GRID_FINGERPRINT``: no override beyond the
-grid axes task, model and model keys, seed, scale, budget and output keys); a matching run of another
-configuration (``optimizer.lr=0.001``) is never pooled and never dropped silently: it is listed apart, under the
-table ("Not pooled"). Records without a fingerprint (older ones) get the one their ``overrides`` give, with a
-warning. When a cell has records at several scales, scale "paper" is used if
-present, else the scale with the most runs (ties: alphabetical); the others are listed in the CSV. A cell with
-no record says ``no run``: ours is never filled from the paper.
+Cells. Ours is the mean ± sample standard deviation (ddof=1) over seeds, the number of runs and the scale, e.g.
+``85.71 ± 0.12 (n=3, cpu)``; one run gives just the value. When several runs share a scale and a seed the latest
+one (by ``created``) counts, and a warning and a line under the table name the superseded one. A cell pools only
+runs of the table's grid configuration (the record's fingerprint is the grid's,
+``coda_exp.experiments.grid_fingerprint``: no setting, its experiment's or its command line's, beyond what the
+table's experiments set and the grid axes task, model name, the attention options an experiment sweeps, seed,
+scale, budget and output keys); a matching run of another configuration (``optimizer.lr=0.001``,
+``model.scoring.beta=0``) is never pooled and never dropped silently: it is listed apart, under the table ("Not
+pooled"). Records without a fingerprint (older ones), or of an earlier fingerprint rule, get the one their
+``overrides`` give under today's rule, with a warning. When a cell has records at several scales, scale "paper" is
+used if present, else the scale with the most runs (ties: alphabetical); the others' runs are listed under the
+table ("Not pooled, another scale ..."), their counts in the CSV. A cell with no record says ``no run``: ours is
+never filled from the paper.
 
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
 as a training run's does (its task, model, seed, scale and fingerprint are the trained run's), but a cell counts one
@@ -72,7 +75,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, configuration_overrides, fingerprint
+from coda_exp.experiments import fixture_data, record_configuration, table_grid
+from coda_exp.fingerprint import FINGERPRINT_RULE, digest
 from coda_exp.results import created_time, utc_now_iso
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
@@ -96,7 +100,8 @@ class SupersededRunWarning(UserWarning):
 
 
 class UnknownFingerprintWarning(UserWarning):
-    """Records written before fingerprints existed: their fingerprint is derived from their ``overrides``."""
+    """Records written before fingerprints existed, or under an earlier rule that reads their configuration otherwise
+    today: their fingerprint is derived from their ``overrides`` (``coda_exp.experiments.record_configuration``)."""
 
 
 def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
@@ -120,8 +125,9 @@ def evaluation_apart(record: dict, trained_runs: set[str]) -> str | None:
 
 
 def record_fingerprint(record: dict) -> str:
-    """The record's ``fingerprint``, or (an older record) the one its recorded ``overrides`` give."""
-    return record.get("fingerprint") or fingerprint(record.get("overrides") or [])
+    """The record's fingerprint under today's rule: its ``fingerprint``, or (an older record) the one its recorded
+    ``overrides`` give (:func:`coda_exp.experiments.record_configuration`)."""
+    return record_configuration(record)[0]
 
 
 @dataclass
@@ -138,7 +144,8 @@ class Cell:
     other_scales: dict[str, int] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
-    off_grid: list[dict] = field(default_factory=list)  # matching runs of another configuration (not pooled)
+    off_grid: list[dict] = field(default_factory=list)  # matching runs not pooled: another configuration, scale...
+    fixture: bool = False  # a pooled run read the tiny fixtures (coda_exp.experiments.fixture_data): a smoke test
 
     @property
     def n(self) -> int:
@@ -173,6 +180,7 @@ class Table:
     comparisons: list = field(default_factory=list)  # coda_exp.significance.Comparison, one per pair x column
     parameters: list[tuple[str, str]] = field(default_factory=list)  # (paper, ours) per row, with spec.parameters
     parameter_counts: list[list[int]] = field(default_factory=list)  # per row: the count of each pooled run having one
+    grid: list[str] = field(default_factory=list)  # what the table's experiments set (coda_exp.experiments.table_grid)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,15 +215,17 @@ def choose_scale(counts: dict[str, int]) -> str:
     return min(counts, key=lambda s: (-counts[s], s))
 
 
-def _listed(rec: dict, **extra) -> dict:
-    """A record listed under the table (not pooled): its id, seed, scale, configuration overrides."""
-    overrides = rec.get("fingerprint_overrides")
-    if overrides is None:
-        overrides = configuration_overrides(rec.get("overrides") or [])
-    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"], "overrides": overrides, **extra}
+def _listed(rec: dict, grid: list[str] = (), **extra) -> dict:
+    """A record listed under the table (not pooled): its id, seed, scale, and how its configuration differs from the
+    table's grid: ``overrides`` beyond it, ``missing`` (the grid's settings it lacks)."""
+    overrides = record_configuration(rec)[1]
+    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
+            "overrides": [o for o in overrides if o not in grid], "missing": [o for o in grid if o not in overrides],
+            **extra}
 
 
-def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str]) -> Cell:
+def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str],
+                fingerprints: dict[str, str], grid: list[str]) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -230,7 +240,9 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
     if row.match is None:
         return cell
     match = {**row.match, **col.match}
+    expected = digest(grid)
     latest: dict[tuple[str, int], dict] = {}
+    superseded: list[dict] = []
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
         if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
             if rec.get("task") == col.task and all(_same(lookup(rec, k), v) for k, v in match.items()):
@@ -242,15 +254,17 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         if apart is not None:  # one sample per trained model: listed apart, never pooled
             cell.off_grid.append(_listed(rec, status=apart))
             continue
-        if record_fingerprint(rec) != GRID_FINGERPRINT:  # another configuration: listed apart, never pooled
-            cell.off_grid.append(_listed(rec))
+        if fingerprints[rec["run_id"]] != expected:  # another configuration: listed apart, never pooled
+            cell.off_grid.append(_listed(rec, grid))
             continue
         key = (rec["scale"], rec["seed"])
         if key in latest:  # a later run of the same scale and seed replaces it
             warnings.warn(f"{spec.id}: {row.name} / {col.name}: run {latest[key]['run_id']} is superseded by "
                           f"the later {rec['run_id']} (scale {key[0]!r}, seed {key[1]}); only the later counts",
                           SupersededRunWarning, stacklevel=3)
+            superseded.append(_listed(latest[key], grid, status=f"superseded by the later {rec['run_id']}"))
         latest[key] = rec
+    cell.off_grid += superseded  # named under the table, as the runs of other scales below
     if not latest:
         cell.status = NO_RUN
         return cell
@@ -259,6 +273,8 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         counts[scale] = counts.get(scale, 0) + 1
     cell.scale = choose_scale(counts)
     cell.other_scales = {s: n for s, n in sorted(counts.items()) if s != cell.scale}
+    cell.off_grid += [_listed(latest[key], grid, status=f"another scale than the cell's ({cell.scale})")
+                      for key in sorted(latest, key=lambda k: (k[0], k[1])) if key[0] != cell.scale]
     chosen = [latest[key] for key in sorted(k for k in latest if k[0] == cell.scale)]
     raw = [float(rec["metrics"][metric]) for rec in chosen]
     if col.percent and any(abs(x) > 1.0 + 1e-9 for x in raw):
@@ -270,6 +286,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
     cell.values = [100.0 * x if col.percent else x for x in raw]
     cell.run_ids = [rec["run_id"] for rec in chosen]
     cell.seeds = [rec["seed"] for rec in chosen]
+    cell.fixture = any(fixture_data(rec) for rec in chosen)
     cell.status = "ok"
     return cell
 
@@ -282,13 +299,14 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     """
     from coda_exp.significance import compare_table
 
-    unknown = [r["run_id"] for r in records if not r.get("fingerprint")]
-    if unknown:
-        warnings.warn(f"{spec.id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
-                      f"it was recorded; e.g. {unknown[0]}): derived from their recorded overrides",
-                      UnknownFingerprintWarning, stacklevel=2)
+    try:
+        grid = table_grid(spec.id)
+    except ValueError as err:
+        raise TableSpecError(str(err)) from None
+    _warn_derived(spec.id, records)
+    fingerprints = {r["run_id"]: record_fingerprint(r) for r in records}
     trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
-    cells = [[_build_cell(spec, row, j, records, trained_runs) for j in range(len(spec.columns))]
+    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid) for j in range(len(spec.columns))]
              for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
@@ -299,6 +317,7 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
         records_used=len(used),
         records_total=len(records),
         generated=generated or utc_now_iso(),
+        grid=grid,
         comparisons=compare_table(spec, cells, records, Path(predictions_dir) if predictions_dir else None),
         parameters=[] if spec.parameters is None else [
             (row.paper_parameters or DASH, _parameters_text(row, pooled, spec.parameters))
@@ -309,13 +328,36 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     )
 
 
+def _warn_derived(table_id: str, records: list[dict]) -> None:
+    """Warn of the records whose fingerprint is derived from their overrides: none recorded, or one of an earlier
+    rule that today's reads otherwise (``coda_exp.fingerprint``: rule 1 left every attention option and the
+    experiment's settings out)."""
+    unknown = [r["run_id"] for r in records if not r.get("fingerprint")]
+    if unknown:
+        warnings.warn(f"{table_id}: {len(unknown)} run record(s) carry no configuration fingerprint (written before "
+                      f"it was recorded; e.g. {unknown[0]}): derived from their recorded overrides",
+                      UnknownFingerprintWarning, stacklevel=3)
+    changed = [(r["run_id"], configuration) for r in records if r.get("fingerprint")
+               and r.get("fingerprint_rule") != FINGERPRINT_RULE
+               and (configuration := record_configuration(r))[0] != r["fingerprint"]]
+    if changed:
+        run_id, (_, overrides) = changed[0]
+        warnings.warn(f"{table_id}: {len(changed)} run record(s) written under an earlier fingerprint rule have "
+                      f"another fingerprint under today's, derived from their recorded overrides and today's file of "
+                      f"their experiment (e.g. {run_id}: {' '.join(overrides) or 'no configuration override'})",
+                      UnknownFingerprintWarning, stacklevel=3)
+
+
+def _difference(run: dict) -> str:
+    """`` with X`` / `` without the grid's Y``: how a listed run's configuration differs from the table's grid."""
+    text = f" with {' '.join(run['overrides'])}" if run["overrides"] else ""
+    return text + (f" without the grid's {' '.join(run['missing'])}" if run.get("missing") else "")
+
+
 def off_grid_notes(table: Table) -> list[str]:
     """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
-    return [f"Not pooled, {run['status']}: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']})"
-            + (f" with {' '.join(run['overrides'])}" if run["overrides"] else "") + f" ({run['run_id']})"
-            if "status" in run else
-            f"Not pooled, another configuration: {cell.row} / {cell.column}: seed {run['seed']} ({run['scale']}) "
-            f"with {' '.join(run['overrides'])} ({run['run_id']})"
+    return [f"Not pooled, {run.get('status', 'another configuration')}: {cell.row} / {cell.column}: seed "
+            f"{run['seed']} ({run['scale']}){_difference(run)} ({run['run_id']})"
             for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 
 
@@ -333,12 +375,17 @@ def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:
     return " / ".join(sorted({text(lookup(rec, key)) for rec in pooled}))
 
 
-SMOKE_TEST = (
-    "Smoke test: cells marked `fixture` pool runs on the tiny fixtures (tests/fixtures/, a few dozen examples "
-    "written by us, scale=fixture) that check the pipeline end to end; their numbers say nothing about the models."
-)
-
-
 def smoke_test(table: Table) -> bool:
-    """Whether a cell shows runs at the fixture scale (``fixture``, ``fixture (task.epochs=2)``)."""
-    return any((cell.scale or "").split(" ")[0] == "fixture" for row in table.cells for cell in row)
+    """Whether a cell pools runs on the tiny fixtures (``tests/fixtures/``: scale ``fixture``, ``make quickstart``'s
+    ``quickstart``...), told by the data they read, not by the scale's label."""
+    return any(cell.fixture for row in table.cells for cell in row)
+
+
+def smoke_test_note(table: Table, latex: bool = False) -> str:
+    """The banner of a table that :func:`smoke_test` finds, naming the scales of its fixture cells (LaTeX, whose cells
+    carry no scale where they share one: the table's numbers at those scales, without Markdown's backticks)."""
+    scales = sorted({c.scale for row in table.cells for c in row if c.fixture})
+    what = ("this table's numbers at scale " + ", ".join(scales) + " come from" if latex else
+            "the cells at scale " + ", ".join(f"`{s}`" for s in scales) + " pool")
+    return (f"Smoke test: {what} runs on the tiny fixtures (tests/fixtures/, a few dozen examples written by us) that "
+            f"check the pipeline end to end; {'they say' if latex else 'their numbers say'} nothing about the models.")

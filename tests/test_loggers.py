@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coda_exp import loggers
-from coda_exp.fingerprint import GRID_FINGERPRINT, fingerprint
+from coda_exp.fingerprint import FINGERPRINT_RULE, GRID_FINGERPRINT, fingerprint
 from coda_exp.pipeline import run
 from coda_exp.run_record import run_identity
 from tests.results.records import rec
@@ -53,14 +53,16 @@ def test_a_group_or_job_type_set_by_the_user_is_kept(make_cfg):
 
 def test_record_summary_has_the_final_metrics_and_the_table_cells():
     record = rec(task="snli", model="decompatt", seed=1, metrics={"test/acc": 0.8, "val/acc": 0.9},
-                 attention={"name": "softmax"}, fingerprint=GRID_FINGERPRINT, status="finished")
+                 attention={"name": "softmax"}, fingerprint=GRID_FINGERPRINT, fingerprint_overrides=[],
+                 fingerprint_rule=FINGERPRINT_RULE, status="finished")
     summary = loggers.record_summary(record)
     assert summary["test/acc"] == 0.8 and summary["record/run_id"] == record["run_id"]
     assert summary["record/fingerprint"] == GRID_FINGERPRINT
     cells = {k: v for k, v in summary.items() if k.startswith("table/")}
     assert cells and all(v == pytest.approx(80.0) for k, v in cells.items() if "/SNLI" in k)
     assert "table/table_3/D-ATT/SNLI" in cells  # CoDA Table 3's D-ATT row, SNLI column
-    off = loggers.record_summary({**record, "fingerprint": fingerprint(["optimizer.lr=0.1"])})
+    off = loggers.record_summary({**record, "fingerprint": fingerprint(["optimizer.lr=0.1"]),
+                                  "fingerprint_overrides": ["optimizer.lr=0.1"]})
     assert not [k for k in off if k.startswith("table/")]  # another configuration fills no cell
 
 

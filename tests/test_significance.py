@@ -6,7 +6,17 @@ import warnings
 
 import pytest
 
-from coda_exp.significance import format_p, mcnemar_exact_p, outcomes, paired_test, welch_test
+from coda_exp.significance import (
+    Comparison,
+    Paired,
+    Welch,
+    format_p,
+    mcnemar_exact_p,
+    outcomes,
+    p_text,
+    paired_test,
+    welch_test,
+)
 
 
 def _t_tail_by_integration(t: float, df: float, steps: int = 20000) -> float:
@@ -107,6 +117,16 @@ def test_outcomes_per_test_set_and_per_ranking_group():
 def test_format_p():
     assert [format_p(p) for p in (0.0004, 0.0213, 0.05, 0.2187, 1.0)] == ["< 0.001", "0.021", "0.050", "0.22",
                                                                           "1.00"]
+    assert [p_text(p) for p in (0.0004, 0.0213)] == ["p < 0.001", "p = 0.021"]
+
+
+def test_a_delta_row_reads_p_below_a_threshold_without_an_equals_sign():
+    """Once "paired p = < 0.001 (McNemar, 1 seed)", also in the committed Table 6."""
+    comp = Comparison("T", "CoDA T", "accuracy", "test/acc_seq", 8.2, 1, welch=Welch(-40.8, 1.0, 2.0, 0.0002, 3, 3),
+                      paired=Paired(1e-9, 40, 1, 1))
+    assert comp.ours_text() == "Δ = -40.8, p < 0.001 (Welch, n=3/3); paired p < 0.001 (McNemar, 1 seed)"
+    comp.paired = Paired(0.51, 4, 5, 3)
+    assert comp.ours_text().endswith("; paired p = 0.51 (McNemar, 3 seeds)")
 
 
 def test_outcomes_of_sequence_exact_match():

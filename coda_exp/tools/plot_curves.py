@@ -35,6 +35,7 @@ from coda_exp import extras
 from coda_exp.curves import GROUP_BY, Curve, group_label, latest_per_seed, load_run_records, validation_curve
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
+from coda_exp.experiments import table_grid
 from coda_exp.figures import (
     axis_label,
     clamp_percent_axis,
@@ -85,13 +86,13 @@ def select(records: list[dict], metric: str | None, task: str | None = None,
     return kept, skipped
 
 
-def drop_superseded(records: list[dict]) -> tuple[list[dict], list[str]]:
+def drop_superseded(records: list[dict], grid: list[str] = ()) -> tuple[list[dict], list[str]]:
     """(the latest run per seed of each task, configuration and scale, as the tables pool them, in ``records``'
     order; a line per run a later one superseded). A configuration is a run's attention variant and its
     configuration beyond the grid (:func:`coda_exp.curves.group_label`)."""
     buckets: dict[tuple, list[dict]] = {}
     for record in records:
-        key = (record["task"], group_label(record, "attention-variant"), str(record.get("scale")))
+        key = (record["task"], group_label(record, "attention-variant", grid), str(record.get("scale")))
         buckets.setdefault(key, []).append(record)
     kept, superseded = set(), []
     for runs in buckets.values():
@@ -117,14 +118,14 @@ def curve_metric(records: list[dict], metric: str | None) -> str:
     return next(iter(counts), "val/acc_seq")
 
 
-def group_curves(records: list[dict], by: str) -> dict[str, list[tuple[dict, Curve]]]:
+def group_curves(records: list[dict], by: str, grid: list[str] = ()) -> dict[str, list[tuple[dict, Curve]]]:
     """{group label: [(record, curve), ...]}, groups sorted by label, runs by seed then run id. Runs of different
     scales (budgets: ``cpu`` and ``cpu (task.max_steps=5000)``) are never one group: when the records span several,
     each label ends with its scale (`` @ <scale>``)."""
     several_scales = len({str(r.get("scale")) for r in records}) > 1
     groups: dict[str, list[tuple[dict, Curve]]] = {}
     for record in sorted(records, key=lambda r: (r["seed"], r["run_id"])):
-        label = group_label(record, by) + (f" @ {record.get('scale')}" if several_scales else "")
+        label = group_label(record, by, grid) + (f" @ {record.get('scale')}" if several_scales else "")
         groups.setdefault(label, []).append((record, validation_curve(record)))
     return dict(sorted(groups.items()))
 
@@ -216,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         records = load_run_records(args.runs)
         run_ids = table_run_ids(args.table, records) if args.table else None
+        grid = table_grid(args.table) if args.table else []  # its experiments' settings: no group label repeats them
         kept, skipped = select(records, args.metric, args.task, run_ids)
         if not kept:
             others = [] if args.metric is None else sorted(
@@ -224,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                              + (f" ({'; '.join(skipped[:5])})" if skipped else "")
                              + (f"; their curves: --metric {' or --metric '.join(others)}" if others else ""))
         metric = curve_metric(kept, args.metric)
-        kept, superseded = drop_superseded(kept)
+        kept, superseded = drop_superseded(kept, grid)
         skipped += superseded
-        groups = group_curves(kept, args.group)
+        groups = group_curves(kept, args.group, grid)
     except (OSError, ValueError) as err:  # a missing folder, a record to skip: the user's input
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT

@@ -52,6 +52,7 @@ def test_short_run_writes_a_valid_record_and_predictions(make_cfg, tmp_path):
     assert rec["metrics"]["val/map"] == pytest.approx(monitored)
     assert rec["epochs"] == 2 and rec["steps"] > 0 and rec["wall_time_s"] > 0
     assert rec["fingerprint"] == GRID_FINGERPRINT and rec["fingerprint_overrides"] == []
+    assert rec["fixture_data"] is True  # tables call it a smoke test by its data, whatever the scale is named
     assert len(rec["val_curve"]) == 2 and max(rec["val_curve"]) == pytest.approx(monitored)  # the best one tested
     assert any("random" in w for w in rec["warnings"])
     with gzip.open(rec["predictions"], "rt") as f:

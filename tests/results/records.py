@@ -72,14 +72,14 @@ def mlu_rec(model="coda_transformer", seed=1, acc=0.5, curve=(0.0, 0.2, 0.4), st
     """An MLU run record as the pipeline writes it: the scoring in ``hparams.scoring`` (``options`` change the CoDA
     defaults), the validation curve with its steps (``steps=None``: an older record without them); ``extra``: other
     record keys."""
-    from coda_exp.fingerprint import GRID_FINGERPRINT
+    from coda_exp.fingerprint import FINGERPRINT_RULE, GRID_FINGERPRINT
 
     scoring = {"name": "softmax", "_target_": "coda_exp.attention.SoftmaxScoring", "_partial_": True} \
         if model == "transformer" else {**CODA_SCORING, **(options or {})}
     record = rec(task="mlu", model=model, seed=seed, scale=scale, metrics={"test/acc_seq": acc, "val/acc_seq": acc},
                  attention={k: v for k, v in scoring.items() if not k.startswith("_")},
                  hparams={"name": model, "d_model": 128, "scoring": scoring}, fingerprint=GRID_FINGERPRINT,
-                 fingerprint_overrides=[], val_curve=list(curve), val_curve_metric="val/acc_seq")
+                 fingerprint_overrides=[], fingerprint_rule=FINGERPRINT_RULE, val_curve=list(curve), val_curve_metric="val/acc_seq")
     if steps is not None:
         record["val_curve_steps"] = list(steps)
     record.update(extra)

@@ -12,7 +12,7 @@ import json
 import pytest
 import yaml
 
-from coda_exp.fingerprint import GRID_FINGERPRINT, fingerprint
+from coda_exp.experiments import grid_fingerprint, run_configuration
 from coda_exp.significance import read_predictions
 from coda_exp.table_render import render_csv, render_latex, render_markdown
 from coda_exp.table_spec import TableSpecError, load_table_spec
@@ -28,10 +28,13 @@ CODA = {"name": "coda", "e_fn": "tanh", "n_fn": "sigmoid", "center_e": False, "c
 
 
 def attconv(task, model, seed, acc, coda=False, contexts="conc", evidence=None, attconv_count=None, **metrics):
+    """A record as a job of the task's experiment (``attconv_table_N``, ``..._coda``) writes it."""
+    experiment = next(t for t, name in TASKS.items() if name == task) + ("_coda" if coda else "")
+    overrides = [f"experiment={experiment}", f"model={model}", f"seed={seed}"]
     record = rec(task=task, model=model, seed=seed, metrics={"test/acc": acc, **metrics},
                  attention=dict(CODA) if coda else {"name": "none"},
                  hparams={"name": model, "contexts": contexts}, data={"evidence": evidence} if evidence else {},
-                 fingerprint=GRID_FINGERPRINT)
+                 overrides=overrides, **run_configuration(overrides, None, None))
     if attconv_count is not None:
         record["parameters"] = {"attconv": attconv_count, "total": attconv_count + 1000, "trainable": 1}
     return record
@@ -129,13 +132,14 @@ def test_table_9_reads_retrieved_and_gold_runs_per_contexts(shipped):
 
 @pytest.mark.parametrize("name", [f"{t}{s}" for t in TASKS for s in ("", "_coda")])
 def test_experiments_sweep_the_tables_grid(name):
-    """Every job of the sweep has the grid's fingerprint and lands in a row of its table."""
+    """Every job of the sweep has its table's grid fingerprint and lands in a row of its table."""
     params = yaml.safe_load((ROOT / "configs" / "experiment" / f"{name}.yaml").read_text())["hydra"]["sweeper"][
         "params"]
     axes = {k: str(v).split(",") for k, v in params.items()}
     assert axes["task"] == [TASKS[name.removesuffix("_coda")]] and axes["seed"] == ["1", "2", "3"]
     jobs = [[f"{k}={v}" for k, v in zip(axes, combo)] for combo in _product(list(axes.values()))]
-    assert all(fingerprint([f"experiment={name}", *job]) == GRID_FINGERPRINT for job in jobs)
+    grid = grid_fingerprint(name.removesuffix("_coda"))
+    assert all(run_configuration([f"experiment={name}", *job], None, None)["fingerprint"] == grid for job in jobs)
     if name.endswith("_coda"):
         assert axes["model"] == ["attconv_light"] and axes["model/attention"] == ["coda"]
     else:

@@ -49,6 +49,12 @@ def test_a_run_of_another_configuration_is_its_own_group():
     del older["fingerprint"], older["fingerprint_overrides"]  # written before fingerprints: from its overrides
     assert group_label(older) == "transformer {data.batch_size=32}"
     assert group_label(off, by="model") == "transformer"
+    # an attention option is another configuration, named once: in the brackets (an older record, rule 1, too)
+    beta = mlu_rec(options={"beta": 0.0}, overrides=["experiment=table_6", "model.scoring.beta=0.0"],
+                   fingerprint_rule=None)
+    assert group_label(beta) == "coda_transformer[beta=0.0]"
+    assert group_label({**beta, "overrides": [*beta["overrides"], "model.dropout=0"]}) == \
+        "coda_transformer[beta=0.0] {model.dropout=0}"
 
 
 def test_curve_steps_recorded_from_the_interval_or_the_index():

@@ -50,12 +50,20 @@ def test_measuring_the_gate_is_no_other_configuration():
         "callbacks.early_stopping.patience=3"]
 
 
-def test_every_experiment_sweep_is_on_its_tables_grid():
-    """The runs of `-m experiment=table_N` all have the grid's fingerprint: each sweep axis is a grid axis."""
+def test_every_experiment_sweep_is_on_its_tables_grid(shipped):
+    """The runs of `-m experiment=table_N` all have their table's grid fingerprint (the plain grid's, for a table
+    whose experiments set nothing beyond the axes, and for an experiment of no table): each sweep axis is a grid
+    axis."""
+    from coda_exp.experiments import grid_fingerprint, run_configuration
+
     for path in sorted((ROOT / "configs" / "experiment").glob("*.yaml")):
         params = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
-        job = [f"experiment={path.stem}"] + [f"{k}={str(v).split(',')[0]}" for k, v in params.items()]
-        assert fingerprint(job) == GRID_FINGERPRINT, (path.name, configuration_overrides(job))
+        table = next((t for t in shipped if path.stem == t or path.stem.startswith(t + "_")), None)
+        for k in range(max(len(str(v).split(",")) for v in params.values())):
+            job = [f"experiment={path.stem}"] + [f"{key}={str(v).split(',')[min(k, len(str(v).split(',')) - 1)]}"
+                                                 for key, v in params.items()]
+            run = run_configuration(job, None, None)
+            assert run["fingerprint"] == (grid_fingerprint(table) if table else GRID_FINGERPRINT), (path.name, run)
 
 
 def test_a_cell_pools_only_the_grid_configuration_and_lists_the_others(spec):
@@ -128,7 +136,89 @@ def test_a_run_with_the_papers_vectors_fills_the_papers_cell(make_cfg, tmp_path,
     other.write_text("the 0.5 0.5\n", encoding="utf-8")
     mine = run_identity(make_cfg("task=snli", f"data.embeddings.path={other}"), [f"data.embeddings.path={other}"])
     assert mine["fingerprint_overrides"] == ["data.embeddings=my_vectors:2d"]
-    apart = rec(model="decompatt", fingerprint=mine["fingerprint"], fingerprint_overrides=mine["fingerprint_overrides"])
+    apart = rec(model="decompatt", **{k: mine[k] for k in ("fingerprint", "fingerprint_overrides", "fingerprint_rule")})
     table = build_table(spec, [apart])
     assert cell(table, "D-ATT", "SNLI").status == "no run"
     assert "data.embeddings=my_vectors:2d" in render_markdown(table)
+
+
+def _run_record(make_cfg, overrides: list[str], seed: int, acc: float, metric: str) -> dict:
+    """A record as the pipeline writes it for ``overrides`` (its attention and configuration fingerprint)."""
+    from coda_exp.run_record import attention_options, run_identity
+
+    cfg = make_cfg(*overrides, f"seed={seed}")
+    identity = run_identity(cfg, [*overrides, f"seed={seed}"])
+    return rec(task=str(cfg.task.name), model=str(cfg.model.name), seed=seed, metrics={metric: acc},
+               attention=attention_options(cfg), overrides=identity["overrides"],
+               **{k: identity[k] for k in ("fingerprint", "fingerprint_overrides", "fingerprint_rule")})
+
+
+@pytest.mark.parametrize("table, row, column, metric, grid, other", [
+    # issue: a "no gate" CoDA Transformer with T2T's q scaling became seed 4 of Table 6's CoDA cell
+    ("table_6", "CoDA Transformer", "accuracy", "test/acc_seq", ["experiment=table_6", "model=coda_transformer"],
+     ["model.scoring.beta=0", "model.scoring.query_scale=true"]),
+    # ... and a one-layer, 50-unit DecompAtt attention seed 4 of Table 2's D-ATT cell
+    ("table_2", "D-ATT", "WikiQA MAP", "test/map", ["task=wikiqa", "model=decompatt"],
+     ["model.attention.hidden=50", "model.attention.num_layers=1"]),
+])
+def test_attention_options_no_experiment_sweeps_are_another_configuration(make_cfg, shipped, table, row, column,
+                                                                           metric, grid, other):
+    records = [_run_record(make_cfg, grid, s, 0.5 + s / 100, metric) for s in (1, 2, 3)]
+    apart = _run_record(make_cfg, [*grid, *other], 4, 0.0, metric)
+    assert apart["fingerprint"] != GRID_FINGERPRINT and apart["fingerprint_overrides"] == sorted(other)
+    built = build_table(shipped[table], [*records, apart])
+    c = cell(built, row, column)
+    assert c.seeds == [1, 2, 3] and [o["run_id"] for o in c.off_grid] == [apart["run_id"]]
+    assert f"with {' '.join(sorted(other))} ({apart['run_id']})" in render_markdown(built)
+
+
+def test_an_older_record_is_read_under_todays_rule(shipped):
+    """Rule 1 gave an attention override the grid's fingerprint: such a record is derived again, with a warning."""
+    old = rec(task="mlu", model="coda_transformer", seed=4, metrics={"test/acc_seq": 0.0},
+              attention={"name": "coda", "e_fn": "tanh", "n_fn": "sigmoid", "center_e": False, "center_n": False,
+                         "gate_scale": None, "beta": 0.0},
+              overrides=["experiment=table_6", "model=coda_transformer", "seed=4", "model.scoring.beta=0.0"],
+              fingerprint=GRID_FINGERPRINT, fingerprint_overrides=[])
+    fine = rec(task="mlu", model="coda_transformer", seed=1, metrics={"test/acc_seq": 0.5},
+               attention={**old["attention"], "beta": 1.0}, overrides=["experiment=table_6", "seed=1"],
+               fingerprint=GRID_FINGERPRINT, fingerprint_overrides=[])
+    with pytest.warns(UnknownFingerprintWarning, match=f"1 run record.*earlier fingerprint rule.*{old['run_id']}: "
+                                                       "model.scoring.beta=0.0"):
+        built = build_table(shipped["table_6"], [old, fine])
+    c = cell(built, "CoDA Transformer", "accuracy")
+    assert c.run_ids == [fine["run_id"]] and [o["overrides"] for o in c.off_grid] == [["model.scoring.beta=0.0"]]
+
+
+def _swept_attention(experiment: dict) -> set[str]:
+    """The attention keys an experiment sweeps: its sweep parameters, and the keys it sets from one (Table 8)."""
+    params = experiment["hydra"]["sweeper"]["params"]
+    swept = {k for k in params if k.startswith(("model.attention.", "model.scoring.", "model/attention",
+                                                "model/scoring"))}
+    for group in ("attention", "scoring"):
+        for key, value in ((experiment.get("model") or {}).get(group) or {}).items():
+            if any(f"${{{p}}}" in str(value) for p in params):
+                swept.add(f"model.{group}.{key}")
+    return swept
+
+
+def test_the_grids_attention_axes_are_what_the_experiments_sweep():
+    from coda_exp.fingerprint import SWEPT_ATTENTION
+
+    swept = set().union(*(_swept_attention(yaml.safe_load(p.read_text()))
+                          for p in (ROOT / "configs" / "experiment").glob("*.yaml")))
+    assert swept == set(SWEPT_ATTENTION)
+
+
+def test_every_row_a_coda_run_can_reach_pins_the_swept_options(shipped):
+    """A swept attention option keeps the grid's fingerprint, so a row must tell its values apart."""
+    from coda_exp.fingerprint import SWEPT_ATTENTION
+
+    options = {key.rsplit(".", 1)[1] for key in SWEPT_ATTENTION if "." in key}
+    for spec in shipped.values():
+        for row in spec.rows:
+            for col in spec.columns:
+                match = {**(row.match or {}), **col.match}
+                if row.match is None or match.get("attention.name") in ("softmax", "none"):
+                    continue
+                missing = sorted(o for o in options if f"attention.{o}" not in match)
+                assert not missing, (spec.id, row.name, col.name, missing)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from coda_exp.table_render import render_csv, render_latex, render_markdown, write_tables
-from coda_exp.tables import NO_RUN, NOT_RUN, build_table, choose_scale, load_table_spec
+from coda_exp.tables import NO_RUN, NOT_RUN, SupersededRunWarning, build_table, choose_scale, load_table_spec
 from tests.results.records import SPEC_YAML, cell, md_row, rec
 
 
@@ -58,6 +58,24 @@ def test_scale_selection_in_cells(spec):
     assert c.other_scales == {"cpu": 2, "fixture": 3}
 
 
+def test_runs_of_another_scale_and_superseded_runs_are_named_under_the_table(spec):
+    """The Markdown and LaTeX once showed neither: other scales only in the CSV, a rerun only in a warning."""
+    cpu = [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in (1, 2)]
+    fixture = rec(scale="fixture", seed=1, metrics={"test/acc": 0.1})
+    rerun = rec(scale="cpu", seed=2, metrics={"test/acc": 0.9})
+    with pytest.warns(SupersededRunWarning):
+        table = build_table(spec, [*cpu, fixture, rerun])
+    c = cell(table, "D-ATT + CoDA", "SNLI")
+    assert c.run_ids == [cpu[0]["run_id"], rerun["run_id"]] and c.other_scales == {"fixture": 1}
+    markdown, latex = render_markdown(table), render_latex(table)
+    superseded = (f"Not pooled, superseded by the later {rerun['run_id']}: D-ATT + CoDA / SNLI: seed 2 (cpu) "
+                  f"({cpu[1]['run_id']})")
+    scale = (f"Not pooled, another scale than the cell's (cpu): D-ATT + CoDA / SNLI: seed 1 (fixture) "
+             f"({fixture['run_id']})")
+    assert f"- {superseded}" in markdown.splitlines() and f"- {scale}" in markdown.splitlines()
+    assert cpu[1]["run_id"] in latex and fixture["run_id"] in latex
+
+
 def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
     """make quickstart, reproduce-* SCALE=fixture: the tables say their numbers mean nothing (issue 23)."""
     real = build_table(spec, [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in range(2)])
@@ -65,8 +83,25 @@ def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
     for scale in ("fixture", "fixture (task.epochs=2)"):
         smoke = build_table(spec, [rec(scale=scale, seed=s, metrics={"test/acc": 0.5}) for s in range(2)])
         markdown = render_markdown(smoke)
-        assert markdown.splitlines()[2].startswith("> **Smoke test: cells marked `fixture`")
-        assert "Smoke test" in render_latex(smoke) and "\\textbf{Smoke test" in render_latex(smoke)
+        assert markdown.splitlines()[2].startswith(f"> **Smoke test: the cells at scale `{scale}` pool runs on the "
+                                                   "tiny fixtures")
+        latex = render_latex(smoke)
+        banner = next(line for line in latex.splitlines() if "\\textbf{Smoke test" in line)
+        # LaTeX: no Markdown backticks (two opening quotes there), no "cells marked" (its cells carry no marker)
+        assert "`" not in latex and "marked" not in latex
+        assert "Smoke test: this table's numbers at scale fixture" in banner.replace("\\_", "_")
+
+
+def test_the_smoke_test_is_told_by_the_data_not_the_scales_name(spec):
+    """make quickstart's runs (experiment=quickstart: scale_name quickstart on the fixtures) had no banner."""
+    quick = [rec(scale="quickstart", seed=1, fixture_data=True),  # a record that says what it read
+             rec(scale="quickstart", seed=2, overrides=["experiment=quickstart", "model=decompatt_coda", "seed=2"])]
+    for runs in (quick[:1], quick[1:]):  # an older one: experiment=quickstart chose scale=fixture
+        markdown = render_markdown(build_table(spec, runs))
+        assert markdown.splitlines()[2].startswith("> **Smoke test: the cells at scale `quickstart` pool runs")
+    # the fixture scale on real data (data.dir=...) is no smoke test; another scale on the fixtures is one
+    assert "Smoke test" not in render_markdown(build_table(spec, [rec(scale="fixture", fixture_data=False)]))
+    assert "Smoke test" in render_markdown(build_table(spec, [rec(scale="cpu", fixture_data=True)]))
 
 
 def test_latest_run_per_seed_counts(spec):
