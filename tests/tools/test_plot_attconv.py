@@ -115,7 +115,7 @@ def test_the_runs_are_those_a_table_would_pool(plot, tmp_path, capsys):
     """A re-evaluation (coda-exp eval) of a run, a superseded rerun of its seed, a run of another configuration and
     one of another scale are left out and named: one trained model is one run (n=1), as the tables count it; a
     figure of fixture runs says it is a smoke test."""
-    from coda_exp.fingerprint import GRID_FINGERPRINT
+    from coda_exp.fingerprint import FINGERPRINT_RULE, GRID_FINGERPRINT
 
     runs = tmp_path / "results" / "runs"
     runs.mkdir(parents=True)
@@ -125,7 +125,8 @@ def test_the_runs_are_those_a_table_would_pool(plot, tmp_path, capsys):
     again, c = saved_run(runs, "yelp", "attconv_light", 1, yelp_rows(10), mode="eval", trained_run_id=new["run_id"],
                          created="2025-01-03T00:00:00+00:00", **grid)
     other, d = saved_run(runs, "yelp", "attconv_light", 2, yelp_rows(0), fingerprint="x",
-                         fingerprint_overrides=["optimizer.lr=0.1"], scale="fixture")
+                         fingerprint_overrides=["optimizer.lr=0.1"], fingerprint_rule=FINGERPRINT_RULE,
+                         scale="fixture")
     cpu, e = saved_run(runs, "yelp", "attconv_light", 3, yelp_rows(0), scale="cpu (task.epochs=1)")
     out = plot.main(["--figure", "5", "--records", *map(str, (a, b, c, d, e)), "--groups", "4"])
     assert out == tmp_path / "results" / "figures" / "attconv_figure_5.png" and out.is_file()
