@@ -199,12 +199,38 @@ def checked_trainer(build: Callable[[], pl.Trainer], settings: DictConfig) -> pl
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:
     """The fast path's options (``trainer=gpu_fast`` sets ``fast``), None on the plain path; a ConfigError
-    naming the key for a bad value."""
+    naming the key for a bad value, or for a trainer setting the fast step cannot train with
+    (:func:`fast_trainer_problem`)."""
     node = cfg.get("fast")
     try:
-        return FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
+        options = FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
+    problem = None if options is None else fast_trainer_problem(cfg.get("trainer") or {})
+    if problem:
+        raise ConfigError(problem)
+    return options
+
+
+FP16_MIXED = ("16-mixed", "16")  # what Lightning runs with a GradScaler (16 and "16" are its old names of 16-mixed)
+
+
+def fast_trainer_problem(trainer: DictConfig | dict) -> str | None:
+    """What the fast path (manual optimization through ``FastStep``) cannot train with in the ``trainer`` settings,
+    as one message, else None: ``precision=16-mixed``, whose GradScaler would unscale gradients the fast step never
+    scaled (its backward and clipping run inside the captured step), and gradient accumulation, which Lightning
+    refuses for manual optimization (after the data has loaded)."""
+    precision = str(trainer.get("precision", "32-true"))
+    if precision in FP16_MIXED:
+        return (f"trainer.precision={precision} with the fast path (trainer=gpu_fast): the fast step does not scale "
+                "its loss (float16's GradScaler), so its first optimizer step would fail; use "
+                "trainer.precision=bf16-mixed (or bf16-true), or the plain path (trainer=gpu) for float16")
+    accumulate = trainer.get("accumulate_grad_batches", 1)
+    if isinstance(accumulate, int) and not isinstance(accumulate, bool) and accumulate > 1:
+        return (f"trainer.accumulate_grad_batches={accumulate} with the fast path (trainer=gpu_fast): it steps the "
+                "optimizer itself (manual optimization), which Lightning does not accumulate; raise "
+                "data.batch_size instead, or train on the plain path (trainer=gpu)")
+    return None
 
 
 def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = None) -> None:

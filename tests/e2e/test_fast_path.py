@@ -132,6 +132,11 @@ def test_compile_that_fails_falls_back_to_eager_and_says_so(compose, tmp_path, m
     ("fast.log_every=0", "fast.log_every must be an int >= 1"),
     ("+fast.graphs=2", "fast: unknown key"),
     ("fast.compile=reduce-overhead", "makes CUDA graphs of its own"),
+    # float16's GradScaler would unscale gradients the fast step never scaled (on a GPU: "Attempted unscale_ but
+    # _scale is None" at the first step; a CPU runs bf16-mixed instead)
+    ("trainer.precision=16-mixed", "trainer.precision=16-mixed with the fast path.*use trainer.precision=bf16-mixed"),
+    # Lightning refused it once the data had loaded, with a traceback ("not supported for manual optimization")
+    ("+trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches=2 with the fast path"),
 ])
 def test_bad_fast_options_stop_the_run_before_data(make_cfg, monkeypatch, override, message):
     from coda_exp.config_checks import ConfigError
