@@ -154,6 +154,14 @@ def check_trainer(cfg: DictConfig) -> None:
     with quiet_lightning():
         trainer = checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
                                                       enable_progress_bar=False, enable_model_summary=False), cfg.trainer)
+    requested = str(cfg.trainer.get("precision", "32-true"))
+    if requested in FP16_MIXED and str(trainer.precision) != "16-mixed":
+        # Lightning runs it as bf16-mixed with a warning on stderr only; the record would say 16-mixed, with a
+        # fingerprint of its own, for a computation that is bf16-mixed's bit for bit
+        raise ConfigError(f"trainer.precision={requested}: float16 mixed precision needs a GPU, and this run is on the "
+                          f"{trainer.accelerator.__class__.__name__.removesuffix('Accelerator')} (Lightning would run "
+                          f"{trainer.precision} instead, while the run record said {requested}): use "
+                          f"trainer.precision={trainer.precision}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if trainer.accelerator.__class__.__name__ == "CPUAccelerator" and trainer.num_devices > cores:
         log.warning("trainer.devices=%d on the CPU: %d DDP processes on a machine with %d cores share them (each "
