@@ -167,3 +167,12 @@ def test_fixture_runs_and_their_tables_stay_out_of_results():
     quick = subprocess.run(["make", "-n", "-o", ".venv/.installed", "quickstart"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout
     assert "--runs outputs/fixture_results/runs" in quick
+
+
+def test_the_trainer_configs_say_val_check_interval_counts_batches():
+    """Lightning's integer ``val_check_interval`` counts training batches, not optimizer steps: under
+    ``+trainer.accumulate_grad_batches=2`` an interval of 2 validates after every step. The trainer config said
+    "every N training steps"."""
+    said = {p.name: line for p in (CONFIGS / "trainer").glob("*.yaml") for line in p.read_text().splitlines()
+            if line.startswith("val_check_interval:")}
+    assert said and all("batches" in line and "training steps" not in line for line in said.values()), said
