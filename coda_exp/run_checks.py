@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -203,6 +205,46 @@ def checked_trainer(build: Callable[[], pl.Trainer], settings: DictConfig) -> pl
                                                               "precision") if settings.get(k) is not None)
         message = " ".join(str(cause).split())
         raise ConfigError(f"trainer ({keys}): Lightning refuses these settings: {message}") from None
+
+
+# Lightning's refusal of a limit_{train,val,test}_batches fraction of less than one batch (``_parse_num_batches``)
+_TOO_FEW_BATCHES = re.compile(r"You requested to check (?P<limit>\S+) of the `(?P<stage>\w+)_dataloader` but "
+                              r"\S+ \* (?P<length>\d+) < 1")
+_STAGE_SPLITS = {"train": "training", "val": "validation", "test": "test", "predict": "prediction"}
+
+
+@contextlib.contextmanager
+def batch_limits():
+    """Around ``trainer.fit`` / ``validate`` / ``test``: Lightning's refusal of a ``trainer.limit_*_batches``
+    fraction smaller than one batch of its loader (known only once the loaders exist, this process's share under
+    DDP) as one ConfigError naming the key, the loader's batches and the smallest fraction that works, not a
+    traceback after the data has loaded."""
+    try:
+        yield
+    except MisconfigurationException as err:
+        found = _TOO_FEW_BATCHES.search(str(err))
+        if found is None:
+            raise
+        stage, length = found["stage"], int(found["length"])
+        key = f"trainer.limit_{stage}_batches"
+        share = ", this process's share" if _distributed() else ""
+        raise ConfigError(f"{key}={found['limit']} keeps no batch of the {_STAGE_SPLITS.get(stage, stage)} loader's "
+                          f"{length}{share} ({found['limit']} x {length} < 1): use at least {key}="
+                          f"{smallest_fraction(length)}, or a count of batches ({key}=1)") from None
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def smallest_fraction(length: int) -> float:
+    """The smallest fraction of ``length`` batches with two significant digits (1/3: 0.34) of which Lightning keeps
+    at least one batch (``int(length * fraction) >= 1``)."""
+    digits = math.ceil(math.log10(10 * max(length, 1)))
+    fraction = math.ceil(10 ** digits / length) / 10 ** digits
+    while int(length * fraction) < 1:  # float rounding
+        fraction += 10 ** -digits
+    return min(fraction, 1.0)
 
 
 def fast_options(cfg: DictConfig) -> FastOptions | None:
