@@ -253,6 +253,22 @@ class DataModule(pl.LightningDataModule, ABC):
         epoch, steps = divmod(int(trainer.global_step), math.ceil(trained / accumulate))
         return epoch, steps * accumulate
 
+    def stream_position(self) -> int:
+        """The training batches the run has trained on so far, for an endless loader (no epochs of its own, so
+        Lightning's epochs are ``trainer.limit_train_batches`` batches, or never end): ``accumulate_grad_batches`` a
+        step, and an int limit's epochs step on their last batch too. Read at each pass of the loader (a new
+        Lightning epoch, a resumed run), so that the stream goes on where the run is instead of starting again."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        step = int(trainer.global_step)
+        accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
+        limit = getattr(trainer, "limit_train_batches", None)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            epoch, steps = divmod(step, math.ceil(limit / accumulate))
+            return epoch * limit + steps * accumulate
+        return step * accumulate  # a fraction of an endless loader: Lightning takes 1.0 only
+
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""
         return self.loader(self.splits[split], train=split == "train")

@@ -218,6 +218,16 @@ def test_a_run_resumed_under_a_batch_limit_leaves_out_what_its_shortened_epoch_t
         assert resumed == whole[done * accumulate:]
 
 
+@pytest.mark.parametrize("step,limit,accumulate,position", [
+    (7, 1.0, 1, 7), (7, None, 2, 14),  # an endless loader: accumulate batches a step
+    (7, 3, 1, 7), (4, 5, 2, 5 + 2), (7, 5, 2, 5 + 5 + 2)])  # epochs of 5 batches: 3 steps each, the last on 1 batch
+def test_an_endless_stream_goes_on_at_the_batches_the_run_trained_on(step, limit, accumulate, position):
+    """Where an endless training stream (MLU's static batches) starts a pass: the batches trained so far. Before,
+    the global step: a resumed run under gradient accumulation started at half the batches it had trained on."""
+    rows = _Rows(1, 0, step, limit=limit, accumulate=accumulate)
+    assert rows.dm.stream_position() == position
+
+
 def test_group_batches_hold_whole_groups_up_to_the_size():
     """Evaluation of a ranking split: consecutive groups packed up to ``max_examples``, a larger group alone, every
     example once and in index order; so cutting the batch list anywhere (a sanity check, ``limit_val_batches``)
