@@ -47,6 +47,7 @@ from coda_exp.predict_io import (
     read_inputs,
     write_predictions,
 )
+from coda_exp.run_checks import batch_limits
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.threads import pin_threads
 from coda_exp.trained import (
@@ -140,10 +141,11 @@ def evaluate(inv: Invocation) -> dict:
             task.prepare_final_evaluation()  # sequence tasks: validation decodes as the test does
             metrics: dict[str, float] = {}
             split = inv.command["split"]
-            if split in ("all", "validation"):
-                metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, verbose=False)))
-            if split in ("all", "test"):
-                metrics.update(_metrics(trainer.test(task, datamodule=datamodule, verbose=False)))
+            with batch_limits():  # a limit_*_batches fraction of less than one batch: one message
+                if split in ("all", "validation"):
+                    metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, verbose=False)))
+                if split in ("all", "test"):
+                    metrics.update(_metrics(trainer.test(task, datamodule=datamodule, verbose=False)))
             ckpt = prep.checkpoint
             record = new_record(cfg, identity, metrics=metrics, kernels={"test": kernels_used(task.model)},
                                 trainer=trainer, model=task.model, datamodule=datamodule,

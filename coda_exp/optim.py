@@ -64,12 +64,22 @@ def linear_warmup_rsqrt_decay(optimizer: torch.optim.Optimizer, warmup_steps: in
 
 def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad_id: int | None = None,
                        epsilon: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """T2T's label-smoothed cross-entropy: (loss, nll), both means over the non-pad targets.
+    """T2T's label-smoothed cross-entropy: (loss, nll), both means over the non-pad targets
+    (:func:`label_smoothed_token_nll`'s sums over its count)."""
+    loss, nll, real = label_smoothed_token_nll(logits, target, pad_id, epsilon)
+    count = real.sum().clamp(min=1).to(loss.dtype)
+    return loss.sum() / count, nll.sum() / count
+
+
+def label_smoothed_token_nll(logits: torch.Tensor, target: torch.Tensor, pad_id: int | None = None,
+                             epsilon: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """T2T's label-smoothed cross-entropy per target: (loss, nll, real), each of ``target``'s shape, loss and nll 0
+    where ``real`` (the targets not equal to ``pad_id``) is False.
 
     logits (..., V), target (...). The smoothed target puts 1 - epsilon on the gold token and epsilon / (V - 1) on
     every other token (T2T ``smoothing_cross_entropy``); ``loss`` is the cross-entropy to it minus its entropy
     (T2T subtracts this normalising constant), i.e. KL(smoothed || model) >= 0, equal to ``nll`` when
-    epsilon = 0. ``nll`` = -log p(gold), for perplexity. Targets equal to ``pad_id`` count in neither.
+    epsilon = 0. ``nll`` = -log p(gold), for perplexity.
     """
     if not 0.0 <= epsilon < 1.0:
         raise ValueError(f"epsilon must be in [0, 1), got {epsilon!r}")
@@ -86,9 +96,8 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad_id: int |
         loss = confidence * nll + low * others - entropy
     else:
         loss = nll
-    count = real.sum().clamp(min=1).to(logp.dtype)
     zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    return torch.where(real, loss, zero).sum() / count, torch.where(real, nll, zero).sum() / count
+    return torch.where(real, loss, zero), torch.where(real, nll, zero), real
 
 
 def warmup_cosine_lambda(step: int, warmup: int, total: int, peak_lr: float, final_fraction: float = 0.0,

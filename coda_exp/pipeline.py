@@ -32,6 +32,7 @@ from coda_exp.loggers import build_loggers, finish
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
+    batch_limits,
     check_checkpoint_fits,
     check_compatible,
     check_extras,
@@ -285,7 +286,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         for lg in loggers:
             lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         try:
-            trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
+            with batch_limits():  # a limit_*_batches fraction of less than one batch: one message
+                trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
         except RunInterrupted as stop:  # Ctrl-C or SIGTERM: its checkpoint is saved; no test, no record
             stopped(stop, overrides)
         budget_cut(trainer, datamodule)
@@ -304,8 +306,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         val_curve = [v if math.isfinite(v) else None for v in val_curve]  # JSON has no NaN
         if cfg.get("test_after_fit", True) and not diverged:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
-            metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
-            metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+            with batch_limits():
+                metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+                metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             kernels["test"] = kernels_used(model)
         status = "diverged" if diverged else "finished"
         record = new_record(cfg, identity, metrics=metrics, kernels=kernels, trainer=trainer, model=model,

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -154,6 +156,14 @@ def check_trainer(cfg: DictConfig) -> None:
     with quiet_lightning():
         trainer = checked_trainer(lambda: instantiate(cfg.trainer, logger=False, callbacks=[], enable_checkpointing=False,
                                                       enable_progress_bar=False, enable_model_summary=False), cfg.trainer)
+    requested = str(cfg.trainer.get("precision", "32-true"))
+    if requested in FP16_MIXED and str(trainer.precision) != "16-mixed":
+        # Lightning runs it as bf16-mixed with a warning on stderr only; the record would say 16-mixed, with a
+        # fingerprint of its own, for a computation that is bf16-mixed's bit for bit
+        raise ConfigError(f"trainer.precision={requested}: float16 mixed precision needs a GPU, and this run is on the "
+                          f"{trainer.accelerator.__class__.__name__.removesuffix('Accelerator')} (Lightning would run "
+                          f"{trainer.precision} instead, while the run record said {requested}): use "
+                          f"trainer.precision={trainer.precision}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if trainer.accelerator.__class__.__name__ == "CPUAccelerator" and trainer.num_devices > cores:
         log.warning("trainer.devices=%d on the CPU: %d DDP processes on a machine with %d cores share them (each "
@@ -197,14 +207,80 @@ def checked_trainer(build: Callable[[], pl.Trainer], settings: DictConfig) -> pl
         raise ConfigError(f"trainer ({keys}): Lightning refuses these settings: {message}") from None
 
 
+# Lightning's refusal of a limit_{train,val,test}_batches fraction of less than one batch (``_parse_num_batches``)
+_TOO_FEW_BATCHES = re.compile(r"You requested to check (?P<limit>\S+) of the `(?P<stage>\w+)_dataloader` but "
+                              r"\S+ \* (?P<length>\d+) < 1")
+_STAGE_SPLITS = {"train": "training", "val": "validation", "test": "test", "predict": "prediction"}
+
+
+@contextlib.contextmanager
+def batch_limits():
+    """Around ``trainer.fit`` / ``validate`` / ``test``: Lightning's refusal of a ``trainer.limit_*_batches``
+    fraction smaller than one batch of its loader (known only once the loaders exist, this process's share under
+    DDP) as one ConfigError naming the key, the loader's batches and the smallest fraction that works, not a
+    traceback after the data has loaded."""
+    try:
+        yield
+    except MisconfigurationException as err:
+        found = _TOO_FEW_BATCHES.search(str(err))
+        if found is None:
+            raise
+        stage, length = found["stage"], int(found["length"])
+        key = f"trainer.limit_{stage}_batches"
+        share = ", this process's share" if _distributed() else ""
+        raise ConfigError(f"{key}={found['limit']} keeps no batch of the {_STAGE_SPLITS.get(stage, stage)} loader's "
+                          f"{length}{share} ({found['limit']} x {length} < 1): use at least {key}="
+                          f"{smallest_fraction(length)}, or a count of batches ({key}=1)") from None
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def smallest_fraction(length: int) -> float:
+    """The smallest fraction of ``length`` batches with two significant digits (1/3: 0.34) of which Lightning keeps
+    at least one batch (``int(length * fraction) >= 1``)."""
+    digits = math.ceil(math.log10(10 * max(length, 1)))
+    fraction = math.ceil(10 ** digits / length) / 10 ** digits
+    while int(length * fraction) < 1:  # float rounding
+        fraction += 10 ** -digits
+    return min(fraction, 1.0)
+
+
 def fast_options(cfg: DictConfig) -> FastOptions | None:
     """The fast path's options (``trainer=gpu_fast`` sets ``fast``), None on the plain path; a ConfigError
-    naming the key for a bad value."""
+    naming the key for a bad value, or for a trainer setting the fast step cannot train with
+    (:func:`fast_trainer_problem`)."""
     node = cfg.get("fast")
     try:
-        return FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
+        options = FastOptions.from_config(None if node is None else OmegaConf.to_container(node, resolve=True))
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
+    problem = None if options is None else fast_trainer_problem(cfg.get("trainer") or {})
+    if problem:
+        raise ConfigError(problem)
+    return options
+
+
+FP16_MIXED = ("16-mixed", "16")  # what Lightning runs with a GradScaler (16 and "16" are its old names of 16-mixed)
+
+
+def fast_trainer_problem(trainer: DictConfig | dict) -> str | None:
+    """What the fast path (manual optimization through ``FastStep``) cannot train with in the ``trainer`` settings,
+    as one message, else None: ``precision=16-mixed``, whose GradScaler would unscale gradients the fast step never
+    scaled (its backward and clipping run inside the captured step), and gradient accumulation, which Lightning
+    refuses for manual optimization (after the data has loaded)."""
+    precision = str(trainer.get("precision", "32-true"))
+    if precision in FP16_MIXED:
+        return (f"trainer.precision={precision} with the fast path (trainer=gpu_fast): the fast step does not scale "
+                "its loss (float16's GradScaler), so its first optimizer step would fail; use "
+                "trainer.precision=bf16-mixed (or bf16-true), or the plain path (trainer=gpu) for float16")
+    accumulate = trainer.get("accumulate_grad_batches", 1)
+    if isinstance(accumulate, int) and not isinstance(accumulate, bool) and accumulate > 1:
+        return (f"trainer.accumulate_grad_batches={accumulate} with the fast path (trainer=gpu_fast): it steps the "
+                "optimizer itself (manual optimization), which Lightning does not accumulate; raise "
+                "data.batch_size instead, or train on the plain path (trainer=gpu)")
+    return None
 
 
 def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = None) -> None:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from coda_exp.fast_step import FastOptions, FastStep, with_fused
+from coda_exp.metrics import IndexedMean
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class TaskModule(pl.LightningModule):
         # the fast path steps the optimizer itself (Lightning's manual optimization), through FastStep
         self.fast_step = FastStep(self, options) if options is not None else None
         self.automatic_optimization = self.fast_step is None
+        self.means = nn.ModuleDict()  # the example-weighted means of evaluation (add_means, log_mean)
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str] | None:
@@ -122,8 +124,24 @@ class TaskModule(pl.LightningModule):
                 "lr_scheduler": {"scheduler": self.scheduler_factory(opt), "interval": self.scheduler_interval}}
 
     def log_loss(self, stage: str, loss: torch.Tensor, batch_size: int) -> None:
+        """The training loss of a batch (this process's: evaluation logs its means with :meth:`log_mean`)."""
         self.log(f"{stage}/loss", loss, prog_bar=stage == "train", on_step=stage == "train", on_epoch=True,
                  batch_size=batch_size, sync_dist=stage != "train")
+
+    def add_means(self, *names: str) -> None:
+        """Example-weighted means an evaluation logs under ``names`` (``val/loss``, ``test/nll``...), made in
+        ``__init__``: Lightning finds a logged metric among the module's attributes."""
+        for name in names:
+            self.means[_mean_key(name)] = IndexedMean()
+
+    def log_mean(self, name: str, total: torch.Tensor, weight: torch.Tensor | float, index: torch.Tensor) -> None:
+        """Log under ``name`` (one of :meth:`add_means`) the epoch's mean of the batch's examples: ``total`` per
+        example (its mean times its ``weight``: tokens, 1), by example ``index``. Every process's examples weigh
+        by their weight and each example counts once (:class:`~coda_exp.metrics.IndexedMean`): a per-batch mean
+        with ``sync_dist=True`` changed with the number of processes."""
+        metric = self.means[_mean_key(name)]
+        metric.update(total, weight, index)
+        self.log(name, metric, on_step=False, on_epoch=True, add_dataloader_idx=False)
 
     def prepare_final_evaluation(self) -> None:
         """Called by the pipeline after training, before the final validation and test of the chosen checkpoint.
@@ -160,3 +178,8 @@ class TaskModule(pl.LightningModule):
         for row in (r for part in parts for r in part):
             unique.setdefault(key(row), row)
         return [unique[k] for k in sorted(unique)]
+
+
+def _mean_key(name: str) -> str:
+    """A logged name (``val/loss``) as a module name (no dots)."""
+    return name.replace("/", "__").replace(".", "_")

@@ -47,13 +47,14 @@ class PairClassificationTask(PairTask):
         self.val_acc = IndexedAccuracy()
         self.test_accs = torch.nn.ModuleList(IndexedAccuracy() for _ in metric_suffixes(self.test_sets))
         self.test_acc = self.test_accs[0]
+        self.add_means("val/loss", *(f"test/loss{s}" for s in metric_suffixes(self.test_sets)))
 
     def _eval_step(self, batch, stage: str, metric: IndexedAccuracy, suffix: str = "") -> torch.Tensor:
         logits = self(batch)
         n = batch["label"].numel()
-        loss = F.cross_entropy(logits, batch["label"])
         metric.update(logits.argmax(-1), batch["label"], batch["index"])
-        self.log(f"{stage}/loss{suffix}", loss, on_epoch=True, batch_size=n, sync_dist=True, add_dataloader_idx=False)
+        losses = F.cross_entropy(logits, batch["label"], reduction="none")
+        self.log_mean(f"{stage}/loss{suffix}", losses, 1.0, batch["index"])  # each example once, under DDP too
         self.log(f"{stage}/acc{suffix}", metric, on_epoch=True, prog_bar=True, batch_size=n,
                  add_dataloader_idx=False)
         return logits

@@ -48,6 +48,7 @@ class EvidenceClassificationTask(TaskModule):
         self.val_acc, self.test_acc = IndexedAccuracy(), IndexedAccuracy()
         self.val_fever, self.test_fever = IndexedFeverScore(), IndexedFeverScore()
         self._complete: dict[str, torch.Tensor] = {}
+        self.add_means("val/loss", "test/loss")
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["claim_ids"], batch["claim_mask"], batch["evidence_ids"],
@@ -69,7 +70,7 @@ class EvidenceClassificationTask(TaskModule):
         preds, label, index, n = logits.argmax(-1), batch["label"], batch["index"], batch["label"].numel()
         acc, fever = (self.val_acc, self.val_fever) if stage == "val" else (self.test_acc, self.test_fever)
         acc.update(preds, label, index)
-        self.log(f"{stage}/loss", F.cross_entropy(logits, label), on_epoch=True, batch_size=n, sync_dist=True)
+        self.log_mean(f"{stage}/loss", F.cross_entropy(logits, label, reduction="none"), 1.0, index)  # DDP-exact
         self.log(f"{stage}/acc", acc, on_epoch=True, prog_bar=True, batch_size=n)
         if self.scores_fever:
             fever.update(preds, label, index, self.complete(STAGE_SPLITS[stage]).to(index.device)[index])

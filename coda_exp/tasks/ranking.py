@@ -36,6 +36,7 @@ class RankingTask(PairTask):
         self.suffixes = metric_suffixes(self.test_sets)
         stages = ["val", *(f"test{s}" for s in self.suffixes)]
         self.metrics = torch.nn.ModuleDict({stage: GroupedRanking(self.metric_names) for stage in stages})
+        self.add_means("val/loss", *(f"test/loss{s}" for s in self.suffixes))
 
     @staticmethod
     def score(logits: torch.Tensor) -> torch.Tensor:
@@ -43,9 +44,8 @@ class RankingTask(PairTask):
 
     def _eval_step(self, batch, stage: str, key: str, suffix: str = "") -> torch.Tensor:
         logits = self(batch)
-        n = batch["label"].numel()
-        self.log(f"{stage}/loss{suffix}", F.cross_entropy(logits, batch["label"]), on_epoch=True, batch_size=n,
-                 sync_dist=True, add_dataloader_idx=False)
+        self.log_mean(f"{stage}/loss{suffix}", F.cross_entropy(logits, batch["label"], reduction="none"), 1.0,
+                      batch["index"])  # each example once, under DDP too
         scores = self.score(logits)
         self.metrics[key].update(scores, batch["label"], batch["group"], batch["index"])
         return scores

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from coda_exp.models.decoding import beam_search, decoding_problem, greedy_decode
-from coda_exp.optim import label_smoothed_nll
+from coda_exp.optim import label_smoothed_nll, label_smoothed_token_nll
 from coda_exp.tasks.base import TaskModule
 from coda_exp.tasks.seq2seq_eval import EVALUATION_METRICS, get_evaluation
 from coda_exp.tokens import strip_special
@@ -66,6 +66,8 @@ class Seq2SeqTask(TaskModule):
                 raise ValueError(problem)
         self.final_evaluation = False  # set by prepare_final_evaluation: validation decodes like the test
         self._eval: dict[str, list] = {}
+        self.add_means(*(f"{stage}/{name}" for stage in ("val", "test")
+                         for name in ("loss", "nll", "acc_tok_tf", "acc_seq_tf")))
 
     def prepare_final_evaluation(self) -> None:
         """Training is over: validation now decodes with ``decoding`` (as the test), not ``val_decoding``."""
@@ -107,16 +109,15 @@ class Seq2SeqTask(TaskModule):
 
     def _eval_step(self, batch, stage: str) -> None:
         logits = self(batch)
-        loss, nll = self._loss(logits, batch)
-        n_tok = int(batch["tgt_mask"].sum())
-        self.log_loss(stage, loss, n_tok)
-        self.log(f"{stage}/nll", nll, on_epoch=True, batch_size=n_tok, sync_dist=True)
+        # per example (each once, every process's by its tokens: log_mean), so DDP changes none of them
+        loss, nll, real = label_smoothed_token_nll(logits, batch["tgt_out"], self.pad_id, self.label_smoothing)
+        index, tokens = batch["index"], real.sum(-1)
+        self.log_mean(f"{stage}/loss", loss.sum(-1), tokens, index)
+        self.log_mean(f"{stage}/nll", nll.sum(-1), tokens, index)
         mask = batch["tgt_mask"]
         correct = (logits.argmax(-1) == batch["tgt_out"]) & mask  # (B, T)
-        tf_seq = (correct.sum(1) == mask.sum(1)).float()
-        self.log(f"{stage}/acc_tok_tf", correct.sum() / mask.sum(), on_epoch=True, batch_size=n_tok,
-                 sync_dist=True)
-        self.log(f"{stage}/acc_seq_tf", tf_seq.mean(), on_epoch=True, batch_size=len(tf_seq), sync_dist=True)
+        self.log_mean(f"{stage}/acc_tok_tf", correct.sum(1), mask.sum(1), index)
+        self.log_mean(f"{stage}/acc_seq_tf", (correct.sum(1) == mask.sum(1)).float(), 1.0, index)
         hyps = self.generate(batch, self.eval_decoding(stage))
         # one copy to the host per tensor, not one per row (a GPU would wait for each of 545K MLU test rows)
         rows = zip(batch["index"].tolist(), hyps.tolist(), batch["tgt_out"].tolist())

@@ -61,6 +61,7 @@ class SpanExtractionTask(TaskModule):
         super().__init__(model, optimizer, **kwargs)
         self.answers, self.tokens, self.ngram_metrics, self.max_span = answers, tokens, ngram_metrics, max_span
         self.val_scores, self.test_scores = IndexedSpanScores(), IndexedSpanScores()
+        self.add_means("val/loss", "test/loss")
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return self.model(batch["p_ids"], batch["p_mask"], batch["q_ids"], batch["q_mask"],
@@ -72,6 +73,12 @@ class SpanExtractionTask(TaskModule):
         """Mean of the start and end cross-entropies over the examples with a gold span (target -1: none)."""
         return (F.cross_entropy(start_logits.float(), start, ignore_index=-1)
                 + F.cross_entropy(end_logits.float(), end, ignore_index=-1)) / 2
+
+    @staticmethod
+    def example_losses(start_logits, end_logits, start, end) -> torch.Tensor:
+        """Per example: the mean of its start and end cross-entropies (0 for one without a gold span, target -1)."""
+        return (F.cross_entropy(start_logits.float(), start, ignore_index=-1, reduction="none")
+                + F.cross_entropy(end_logits.float(), end, ignore_index=-1, reduction="none")) / 2
 
     def train_loss(self, batch):
         return self.loss(*self(batch), batch["start"], batch["end"]), batch["start"].numel()
@@ -85,10 +92,10 @@ class SpanExtractionTask(TaskModule):
     def _eval_step(self, batch, stage: str):
         start_logits, end_logits = self(batch)
         split = STAGE_SPLITS[stage]
-        answerable = int((batch["start"] >= 0).sum())  # the loss is their mean: they are its weight in the epoch's
-        if answerable:  # mean (a batch without any has weight 0: not logged, its loss is undefined)
-            loss = self.loss(start_logits, end_logits, batch["start"], batch["end"])
-            self.log(f"{stage}/loss", loss, on_epoch=True, batch_size=answerable, sync_dist=True)
+        # the loss is the mean over the examples with a gold span (weight 1; the others 0), each once under DDP
+        losses = self.example_losses(start_logits, end_logits, batch["start"], batch["end"])
+        answerable = (batch["start"] >= 0).to(losses.dtype)
+        self.log_mean(f"{stage}/loss", losses * answerable, answerable, batch["index"])
         start, end, _ = best_spans(start_logits, end_logits, batch["p_mask"], self.max_span)
         texts = self.texts(split, batch["index"], start, end)
         answers = self.answers(split)

@@ -211,3 +211,12 @@ def test_scale_fixture_wins_over_an_experiments_results_folder(experiment, monke
             assert folder == root or folder.parent == root, (scale, folder)
             if experiment == "mlu_gate_ablation":
                 assert folder == root / "mlu_gate_ablation"
+
+
+def test_the_trainer_configs_say_val_check_interval_counts_batches():
+    """Lightning's integer ``val_check_interval`` counts training batches, not optimizer steps: under
+    ``+trainer.accumulate_grad_batches=2`` an interval of 2 validates after every step. The trainer config said
+    "every N training steps"."""
+    said = {p.name: line for p in (CONFIGS / "trainer").glob("*.yaml") for line in p.read_text().splitlines()
+            if line.startswith("val_check_interval:")}
+    assert said and all("batches" in line and "training steps" not in line for line in said.values()), said

@@ -132,6 +132,11 @@ def test_compile_that_fails_falls_back_to_eager_and_says_so(compose, tmp_path, m
     ("fast.log_every=0", "fast.log_every must be an int >= 1"),
     ("+fast.graphs=2", "fast: unknown key"),
     ("fast.compile=reduce-overhead", "makes CUDA graphs of its own"),
+    # float16's GradScaler would unscale gradients the fast step never scaled (on a GPU: "Attempted unscale_ but
+    # _scale is None" at the first step; a CPU runs bf16-mixed instead)
+    ("trainer.precision=16-mixed", "trainer.precision=16-mixed with the fast path.*use trainer.precision=bf16-mixed"),
+    # Lightning refused it once the data had loaded, with a traceback ("not supported for manual optimization")
+    ("+trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches=2 with the fast path"),
 ])
 def test_bad_fast_options_stop_the_run_before_data(make_cfg, monkeypatch, override, message):
     from coda_exp.config_checks import ConfigError
@@ -169,3 +174,27 @@ def test_gate_statistics_and_sparse_loss_logs_on_the_fast_path(compose, tmp_path
     # every 5 steps and at the last one (the logger counts from 0: steps 4, 9 and 11)
     fresh = [s for i, (s, v) in enumerate(losses) if i == 0 or v != losses[i - 1][1]]
     assert fresh == [4, 9, 11] and all(0 < v < 10 for _, v in losses)
+
+
+def test_epochs_cut_by_a_batch_limit_go_on_along_the_static_batch_stream(compose, tmp_path, monkeypatch):
+    """``trainer.limit_train_batches=3`` makes Lightning's epochs 3 batches of the endless static-batch stream, and
+    each epoch starts a new pass of it: a pass starts where the run is (its trained batches), so 9 steps train on
+    the stream's first 9 batches, as without the limit. Before, every pass started at the step the loader was made
+    at (0), and every epoch trained on the same 3 batches."""
+    from coda_exp.data.seq2seq import datamodule
+
+    seen: list[tuple] = []
+    encode = datamodule.MLUBatches.encode
+
+    def noting(self, src, tgt, index):
+        if self.repeat:  # a training batch
+            seen.append(tuple(index))
+        return encode(self, src, tgt, index)
+
+    monkeypatch.setattr(datamodule.MLUBatches, "encode", noting)
+    base = [*GENERATED, "model=transformer", *FAST, "save_predictions=false", "task.max_steps=9",
+            "task.val_check_interval=3"]
+    run(compose([*base, "trainer.limit_train_batches=3"], tmp_path / "limited"))
+    limited, seen[:] = list(seen), []
+    run(compose(base, tmp_path / "whole"))
+    assert len(set(limited)) == len(limited) == 9 and limited == seen[:9]

@@ -43,6 +43,9 @@ def test_killed_and_resumed_run_equals_the_uninterrupted_one(tmp_path):
     # batch 2 of epoch 1
     ("sst", "transformer_classifier", "step=5", [], ("interrupted", 5)),  # token batches (TokenBatchSampler), 3 an
     # epoch: batch 2 of epoch 1
+    # trainer.limit_train_batches=3: epochs of 3 steps, so step 4 is batch 1 of epoch 1 (before, a limit made the
+    # resumed loader start that epoch from its first batch again)
+    ("snli", "decompatt", "step=4", ["trainer.limit_train_batches=3"], ("interrupted", 4)),
     # gradient accumulation over 2 batches: 3 steps an epoch (Lightning steps on the epoch's last batch too). The
     # signal at the end of batch 8 (epoch 1's third, which makes no step) stops after batch 9, at step 5
     ("snli", "decompatt", "batches=8", ["+trainer.accumulate_grad_batches=2"], ("interrupted", 5)),

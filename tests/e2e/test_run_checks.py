@@ -70,6 +70,11 @@ def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_
     (["trainer.precision=bf17-mixed"], ("trainer (accelerator=cpu, devices=1, precision=bf17-mixed): Lightning "
                                         "refuses these settings: Precision 'bf17-mixed' is invalid. Allowed")),
     (["+trainer.no_such_argument=1"], "unexpected keyword argument 'no_such_argument'"),
+    # Lightning ran it as bf16-mixed (a warning on stderr) while the record and its fingerprint said 16-mixed
+    (["trainer.precision=16-mixed"], ("trainer.precision=16-mixed: float16 mixed precision needs a GPU, and this run "
+                                      "is on the CPU (Lightning would run bf16-mixed instead, while the run record "
+                                      "said 16-mixed): use trainer.precision=bf16-mixed")),
+    (["trainer.precision=16"], "use trainer.precision=bf16-mixed"),
     (["trainer=gpu_fast", "trainer.accelerator=cpu", "trainer.devices=[3]"], "devices"),
     # Lightning's own refusal came after the data, from Hydra's instantiate, naming ModelCheckpoint only
     (["+trainer.enable_checkpointing=false"], ("trainer.enable_checkpointing=false, but the run's checkpoint "
@@ -337,3 +342,21 @@ def test_a_step_budget_cut_short_by_the_epoch_cap_is_a_warning_in_the_record(mak
     (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert rec["steps"] < 600 and any(f"training stopped at trainer.max_epochs=1 (task.epochs) after {rec['steps']} "
                                       "steps, before trainer.max_steps=600" in w for w in rec["warnings"])
+
+
+def test_a_batch_limit_below_one_batch_is_one_message_naming_the_key(make_cfg):
+    """``trainer.limit_val_batches=0.5`` of a one-batch validation loader (UDC's fixture): Lightning's
+    MisconfigurationException after the data had loaded, with a traceback and exit status 1; now one ConfigError
+    naming the key, the loader's batches and a fraction that works."""
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=udc", "model=decompatt", "scale=fixture", "task.epochs=1", "trainer.limit_val_batches=0.5"))
+    assert str(err.value) == ("trainer.limit_val_batches=0.5 keeps no batch of the validation loader's 1 (0.5 x 1 < 1): "
+                              "use at least trainer.limit_val_batches=1.0, or a count of batches "
+                              "(trainer.limit_val_batches=1)")
+
+
+@pytest.mark.parametrize("length,fraction", [(1, 1.0), (2, 0.5), (3, 0.34), (7, 0.15), (10, 0.1), (300, 0.0034)])
+def test_the_smallest_batch_fraction_keeps_one_batch(length, fraction):
+    from coda_exp.run_checks import smallest_fraction
+
+    assert smallest_fraction(length) == fraction and int(length * fraction) >= 1

@@ -145,3 +145,37 @@ def test_first_occurrence_marks_each_id_once_in_input_order():
     ids = torch.tensor([7, 3, 7, 5, 3, 3, 9])
     assert first_occurrence(ids).tolist() == [True, True, False, True, False, False, True]
     assert first_occurrence(torch.tensor([], dtype=torch.long)).tolist() == []
+
+
+def test_indexed_mean_of_two_processes_is_the_one_process_mean():
+    """Token-weighted means (a sequence's summed loss over its tokens) of 7 examples: two processes' shards, the
+    second padded with a repeat of example 0 as the distributed sampler pads it, their states concatenated as the
+    DDP sync does, give the one-process mean; the equal-weight mean of the two processes' means (what
+    ``self.log(..., sync_dist=True)`` computed) does not."""
+    from torch.utils.data import DistributedSampler
+
+    from coda_exp.metrics import IndexedMean
+
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.tensor([3, 9, 1, 4, 7, 2, 5], dtype=torch.float64)
+    totals = torch.rand(7, generator=gen, dtype=torch.float64) * tokens  # each example's summed token losses
+    one = IndexedMean()
+    one.update(totals[:4], tokens[:4], torch.arange(4))
+    one.update(totals[4:], tokens[4:], torch.arange(4, 7))
+    assert one.compute().item() == pytest.approx((totals.sum() / tokens.sum()).item(), rel=1e-12)
+    shards = [list(DistributedSampler(range(7), num_replicas=2, rank=r, shuffle=False)) for r in range(2)]
+    assert sorted(shards[0] + shards[1]) == [0, 0, 1, 2, 3, 4, 5, 6]  # a repeat pads the shards
+    ranks = [IndexedMean() for _ in shards]
+    for metric, shard in zip(ranks, shards):
+        ids = torch.tensor(shard)
+        metric.update(totals[ids], tokens[ids], ids)
+    per_rank = [m.compute().item() for m in ranks]
+    synced = IndexedMean()
+    for m in ranks:  # dist_reduce_fx="cat": every process's entries, in rank order
+        synced.update(*(torch.cat(getattr(m, state)) for state in ("total", "weight", "index")))
+    assert synced.compute().item() == pytest.approx(one.compute().item(), rel=1e-12)
+    assert abs(sum(per_rank) / 2 - one.compute().item()) > 1e-3
+    with pytest.raises(ValueError, match="one 1-D shape"):
+        synced.update(totals, tokens[:2], torch.arange(7))
+    with pytest.warns(UserWarning, match="called before the ``update``"):
+        assert IndexedMean().compute().isnan()  # nothing seen

@@ -74,7 +74,7 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropy_and_skips_missing_spans
 
 
 def test_evaluation_loss_is_the_mean_over_answerable_examples(monkeypatch):
-    """Batch losses 5.0 (1 of 10 examples answerable) and 1.0 (10 of 10), and a batch with none: the epoch's
+    """Example losses 5.0 (1 of 10 examples answerable) and 1.0 (10 of 10), and a batch with none: the epoch's
     val/loss is (5 + 10 * 1) / 11, not the mean weighted by whole batches (3.0)."""
     def batch(answerable: int, first: int) -> dict:
         start = torch.tensor([1] * answerable + [-1] * (10 - answerable))
@@ -90,8 +90,8 @@ def test_evaluation_loss_is_the_mean_over_answerable_examples(monkeypatch):
         def forward(self, p_ids, p_mask, *args, **kwargs):
             return (p_ids.float() * self.w,) * 2
 
-    losses = iter([5.0, 1.0])
-    monkeypatch.setattr(SpanExtractionTask, "loss", staticmethod(lambda *args: torch.tensor(next(losses))))
+    losses = iter([5.0, 1.0, 7.0])  # the batch with none: its 7.0 weighs nothing
+    monkeypatch.setattr(SpanExtractionTask, "example_losses", staticmethod(lambda *args: torch.full((10,), next(losses))))
     task = SpanExtractionTask(Fixed(), functools.partial(torch.optim.Adam, lr=0.05), ngram_metrics=False,
                               answers=lambda split: [["a"]] * 30, tokens=lambda split: [["a ", "b "]] * 30)
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")

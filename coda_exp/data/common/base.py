@@ -72,6 +72,17 @@ def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None
         raise
 
 
+def trained_per_epoch(per_epoch: int, limit: float | None) -> int:
+    """The batches of an epoch of ``per_epoch`` that Lightning trains on under ``trainer.limit_train_batches``
+    ``limit`` (its ``_parse_num_batches``): an int caps them, a float is that fraction of them (rounded down);
+    None (the config's null) is all of them. A run resumed mid-epoch skips into that shortened epoch."""
+    if limit is None or isinstance(limit, bool):
+        return per_epoch
+    if isinstance(limit, int):
+        return min(per_epoch, limit)
+    return int(per_epoch * float(limit))
+
+
 class DataModule(pl.LightningDataModule, ABC):
     """Base of every family's data module.
 
@@ -219,7 +230,7 @@ class DataModule(pl.LightningDataModule, ABC):
 
     def trained_batches(self, per_epoch: int) -> int:
         """The batches of the current epoch a run resumed mid-epoch has trained on in this process (0 for a new run,
-        at an epoch's start, or where it cannot be known): Lightning restores the epoch and step, not a loader's
+        or at an epoch's start): Lightning restores the epoch and step, not a loader's
         place in its epoch, so the training loader leaves them out and the resumed run trains on what the
         uninterrupted one would have, bit for bit. ``per_epoch``: this process's batches an epoch (its shard under
         DDP)."""
@@ -228,17 +239,35 @@ class DataModule(pl.LightningDataModule, ABC):
 
     def resume_position(self, per_epoch: int) -> tuple[int, int] | None:
         """(epoch, batches of it trained on) of the next training batch of a run resumed from the trainer's
-        restored global step, with ``per_epoch`` batches an epoch; None for a new run, or where it cannot be known
-        (``limit_train_batches``). Under gradient accumulation a step is ``accumulate_grad_batches`` batches, and
-        Lightning also steps on an epoch's last batch (a run stops only after a step: ``stops.GracefulStop``)."""
+        restored global step, with ``per_epoch`` batches an epoch in the loader, of which Lightning trains on the
+        first ``trainer.limit_train_batches`` (:func:`trained_per_epoch`); None for a new run. Under gradient
+        accumulation a step is ``accumulate_grad_batches`` batches, and Lightning also steps on an epoch's last batch
+        (a run stops only after a step: ``stops.GracefulStop``)."""
         trainer = self.trainer
-        limit = getattr(trainer, "limit_train_batches", None)
-        if (trainer is None or not trainer.global_step or per_epoch <= 0
-                or not (limit is None or (isinstance(limit, float) and limit == 1.0))):
+        if trainer is None or not trainer.global_step or per_epoch <= 0:
+            return None
+        trained = trained_per_epoch(per_epoch, getattr(trainer, "limit_train_batches", None))
+        if trained <= 0:
             return None
         accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
-        epoch, steps = divmod(int(trainer.global_step), math.ceil(per_epoch / accumulate))
+        epoch, steps = divmod(int(trainer.global_step), math.ceil(trained / accumulate))
         return epoch, steps * accumulate
+
+    def stream_position(self) -> int:
+        """The training batches the run has trained on so far, for an endless loader (no epochs of its own, so
+        Lightning's epochs are ``trainer.limit_train_batches`` batches, or never end): ``accumulate_grad_batches`` a
+        step, and an int limit's epochs step on their last batch too. Read at each pass of the loader (a new
+        Lightning epoch, a resumed run), so that the stream goes on where the run is instead of starting again."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        step = int(trainer.global_step)
+        accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
+        limit = getattr(trainer, "limit_train_batches", None)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            epoch, steps = divmod(step, math.ceil(limit / accumulate))
+            return epoch * limit + steps * accumulate
+        return step * accumulate  # a fraction of an endless loader: Lightning takes 1.0 only
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -188,15 +188,18 @@ class MLUBatches(IterableDataset):
 
     The examples and their order are the plain loader's (``stream`` read in groups of ``batch_size``). ``repeat``
     (training): never ends, epoch after epoch (each in its own order, ``stream.set_epoch``), each epoch's last
-    partial batch dropped, starting at batch ``start_batch`` of the whole sequence (a resumed run starts at its
-    global step, so it trains on what the uninterrupted run would have); the trainer's ``max_steps`` ends training.
+    partial batch dropped, starting each pass at batch ``start_batch`` of the whole sequence (a callable: read at
+    each pass, the data module's ``stream_position``; so a resumed run trains on what the uninterrupted run would
+    have, and a new Lightning epoch, every ``trainer.limit_train_batches`` batches, goes on where the last one
+    stopped instead of training on the same batches again); the trainer's ``max_steps`` ends training.
     Without ``repeat`` (evaluation): one pass, the last batch as it comes.
     """
 
     def __init__(self, stream, tokenizer: CharTokenizer, batch_size: int, widths: tuple[int, int],
-                 repeat: bool = False, start_batch: int = 0):
+                 repeat: bool = False, start_batch: int | Callable[[], int] = 0):
         self.stream, self.tokenizer, self.batch_size, self.widths = stream, tokenizer, int(batch_size), widths
-        self.repeat, self.start_batch = bool(repeat), int(start_batch)
+        self.repeat = bool(repeat)
+        self.start_batch = start_batch if callable(start_batch) else int(start_batch)
 
     def batches_per_epoch(self) -> int:
         return len(self.stream) // self.batch_size
@@ -209,7 +212,8 @@ class MLUBatches(IterableDataset):
         if per_epoch == 0:
             raise DataError(f"MLU: the {self.stream.split} split has {len(self.stream)} examples, fewer than one "
                             f"batch of {self.batch_size}")
-        epoch, skip = divmod(self.start_batch, per_epoch)
+        start = self.start_batch() if callable(self.start_batch) else self.start_batch
+        epoch, skip = divmod(int(start), per_epoch)
         world = self.stream._rank_world()[1]
         while True:
             stream = copy.copy(self.stream)
@@ -299,17 +303,16 @@ class MLUDataModule(Seq2SeqDataModule):
                           f"{MLU_HIGH}) (e.g. {outside[0]}), the paper's range")
 
     def split_loader(self, split: str) -> DataLoader:
-        """With ``static_shapes``, a generated split comes as :class:`MLUBatches`, training from the trainer's
-        global step on (0 for a new run; a resumed run's restored step)."""
+        """With ``static_shapes``, a generated split comes as :class:`MLUBatches`, each pass training from the
+        batches the run has trained on (``stream_position``: 0 for a new run; a resumed run's restored step)."""
         ds = self.splits[split]
         train = split == "train"
         if not (self.static_shapes and isinstance(ds, _EncodedStream)):
             if train and isinstance(ds, _EncodedStream) and self.trainer is not None:
                 self._resume_stream(ds)
             return super().split_loader(split)
-        start = int(self.trainer.global_step) if train and self.trainer is not None else 0
         batches = MLUBatches(ds.stream, self.src_tokenizer, self.batch_size if train else self.eval_batch_size,
-                             self.static_widths(split), repeat=train, start_batch=start)
+                             self.static_widths(split), repeat=train, start_batch=self.stream_position if train else 0)
         return DataLoader(batches, batch_size=None, pin_memory=torch.cuda.is_available())
 
     def _resume_stream(self, ds: _EncodedStream) -> None:

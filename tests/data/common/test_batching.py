@@ -171,7 +171,7 @@ def test_token_batches_skip_survives_lightnings_ddp_re_creation():
 class _Rows:
     """The loader of a data module whose trainer is (world_size, rank, global_step): no data family needed."""
 
-    def __init__(self, world, rank, step, max_tokens=None):
+    def __init__(self, world, rank, step, max_tokens=None, limit=1.0, accumulate=1):
         from types import SimpleNamespace
 
         from coda_exp.data.common.base import DataModule
@@ -181,8 +181,8 @@ class _Rows:
 
         self.dm = Module(batch_size=4, max_tokens=max_tokens, seed=7)
         self.dm.collate = lambda rows: rows
-        trainer = SimpleNamespace(world_size=world, global_rank=rank, global_step=step, limit_train_batches=1.0,
-                                  accumulate_grad_batches=1)
+        trainer = SimpleNamespace(world_size=world, global_rank=rank, global_step=step, limit_train_batches=limit,
+                                  accumulate_grad_batches=accumulate)
         type(self.dm).trainer = property(lambda _: trainer)
 
     def batches(self, lens=None):
@@ -202,6 +202,30 @@ def test_a_resumed_rank_leaves_out_its_batches_of_the_epoch_already_trained_on(m
         assert resumed == whole[2:]
     shards = [_Rows(2, r, 0, max_tokens).batches(lens) for r in range(2)]
     assert sorted(i for s in shards for b in s for i in b) == list(range(30))  # every example once
+
+
+@pytest.mark.parametrize("limit,accumulate,trained", [(3, 1, 3), (0.5, 1, 4), (5, 2, 5), (0.75, 2, 6), (100, 1, 8)])
+def test_a_run_resumed_under_a_batch_limit_leaves_out_what_its_shortened_epoch_trained_on(limit, accumulate,
+                                                                                           trained):
+    """``trainer.limit_train_batches`` (an int: the first N batches of each epoch; a float: that fraction of them,
+    rounded down) shortens every epoch, so the step a run resumes at falls elsewhere in its epoch. Before, a limit
+    made the resumed loader start its epoch from the first batch again (8 batches an epoch here)."""
+    whole = _Rows(1, 0, 0).batches()  # the epoch's order (Lightning's set_epoch draws another for each epoch)
+    assert len(whole) == 8
+    steps = -(-trained // accumulate)  # an epoch's steps: Lightning steps on an epoch's last batch too
+    for done in range(steps):  # resumed `done` steps into epoch 1
+        resumed = _Rows(1, 0, steps + done, limit=limit, accumulate=accumulate).batches()
+        assert resumed == whole[done * accumulate:]
+
+
+@pytest.mark.parametrize("step,limit,accumulate,position", [
+    (7, 1.0, 1, 7), (7, None, 2, 14),  # an endless loader: accumulate batches a step
+    (7, 3, 1, 7), (4, 5, 2, 5 + 2), (7, 5, 2, 5 + 5 + 2)])  # epochs of 5 batches: 3 steps each, the last on 1 batch
+def test_an_endless_stream_goes_on_at_the_batches_the_run_trained_on(step, limit, accumulate, position):
+    """Where an endless training stream (MLU's static batches) starts a pass: the batches trained so far. Before,
+    the global step: a resumed run under gradient accumulation started at half the batches it had trained on."""
+    rows = _Rows(1, 0, step, limit=limit, accumulate=accumulate)
+    assert rows.dm.stream_position() == position
 
 
 def test_group_batches_hold_whole_groups_up_to_the_size():
