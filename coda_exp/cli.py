@@ -345,11 +345,13 @@ def _main(argv: list[str]) -> None:
         raise SystemExit(0)
     sys.argv[1:] = flags_first(training_arguments(argv))  # Hydra parses sys.argv
     check_composition(sys.argv[1:])
-    _train()
     from coda_exp import hydra_callbacks
 
-    if hydra_callbacks.sweep_exit:  # a sweep whose failed jobs it has listed
-        raise SystemExit(hydra_callbacks.sweep_exit)
+    hydra_callbacks.sweep_exit = None  # this call's sweep, not an earlier one in the same process
+    _train()
+    status, hydra_callbacks.sweep_exit = hydra_callbacks.sweep_exit, None
+    if status:  # a sweep whose failed jobs it has listed
+        raise SystemExit(status)
 
 
 if __name__ == "__main__":

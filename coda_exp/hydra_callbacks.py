@@ -12,11 +12,12 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   the sweep's exit status (2 when every failure was a user's mistake, 1 when a job crashed), which the entry point
   exits with. A sweep stopped some other way (Ctrl-C) lists its jobs when the process exits.
 
-Once a failed job's outcome is written, Hydra is handed the job as done (its ``JobReturn`` status): its sweeper
-would otherwise end the sweep with its own report of the first failure (the message a third time, with the advice
-to set ``HYDRA_FULL_ERROR`` for a traceback, even for a missing data folder) and skip the ``on_multirun_end`` that
-lists them all. (Hydra takes a sweeper only from a ``hydra_plugins`` package, which an editable install may not
-find.)
+Once a failed job's outcome is written, Hydra's basic sweeper is handed the job as done (its ``JobReturn``
+status): it would otherwise end the sweep with its own report of the first failure (the message a third time, with
+the advice to set ``HYDRA_FULL_ERROR`` for a traceback, even for a missing data folder) and skip the
+``on_multirun_end`` that lists them all. (Hydra takes a sweeper only from a ``hydra_plugins`` package, which an
+editable install may not find.) Another sweeper (Optuna, Ax), which reads a job's return value, gets the failure
+as Hydra gives it, and the list is printed when the process exits.
 """
 
 from __future__ import annotations
@@ -39,8 +40,15 @@ from coda_exp.io import atomic_write_text
 log = logging.getLogger(__name__)
 
 class SweepUserError(CompactHydraException):
-    """A sweep job's :class:`~coda_exp.errors.UserError`, as Hydra reports it once the sweep is over: its message
-    alone (Hydra prints a ``CompactHydraException`` without a traceback). ``str`` names the original type."""
+    """A sweep job's :class:`~coda_exp.errors.UserError`: its message alone, without a traceback (in the job's log
+    and the sweep's list; a sweeper other than Hydra's basic one reports it as a ``CompactHydraException``, whose
+    message Hydra prints alone). ``str`` names the original type."""
+
+
+def _basic_sweeper(config: DictConfig) -> bool:
+    """Whether the sweep runs under Hydra's basic sweeper, which reads nothing of a job but whether it failed."""
+    target = str(config.hydra.get("sweeper", {}).get("_target_", ""))
+    return target.endswith("basic_sweeper.BasicSweeper")
 
 
 JOBS = ".jobs"
@@ -118,7 +126,7 @@ class JobReport(Callback):
             outcome = job_outcome(job_return, getattr(auto_resume, "finished_already", None))
             folder = Path(str(config.hydra.sweep.dir)) / JOBS
             atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
-            if job_return.status == JobStatus.FAILED:  # listed at the end (see the module docstring)
+            if job_return.status == JobStatus.FAILED and _basic_sweeper(config):  # listed at the end (module doc)
                 job_return.status, job_return.return_value = JobStatus.COMPLETED, None
 
     def outcomes(self) -> list[dict]:

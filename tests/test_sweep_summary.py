@@ -34,12 +34,15 @@ def test_a_long_error_is_cut():
 
 @pytest.mark.parametrize("errors,status", [([None, None], 0), ([DataError("no folder"), None], 2),
                                            ([DataError("no folder"), RuntimeError("a bug")], 1)])
-def test_failed_jobs_are_listed_not_raised_and_the_sweep_exits_with_their_status(tmp_path, errors, status, capsys):
+def test_failed_jobs_are_listed_not_raised_and_the_sweep_exits_with_their_status(tmp_path, errors, status, capsys,
+                                                                                 monkeypatch):
     """Hydra's sweeper used to raise the first failure: its message once more, the advice to set HYDRA_FULL_ERROR for
     a missing data folder, exit status 1 whatever failed. The job is handed back as done once its outcome is kept;
     the summary lists it and the entry point exits with the sweep's status."""
+    monkeypatch.setattr(hydra_callbacks, "sweep_exit", None)  # restored after: no later test sees this sweep's
     report = JobReport()
-    cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}}})
+    cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)},
+                            "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}}})
     report.on_multirun_start(cfg)
     for num, err in enumerate(errors):
         job = JobReturn(overrides=[f"seed={num}"], status=JobStatus.FAILED if err else JobStatus.COMPLETED,
@@ -55,3 +58,19 @@ def test_failed_jobs_are_listed_not_raised_and_the_sweep_exits_with_their_status
     report.on_multirun_end(cfg)
     assert hydra_callbacks.sweep_exit == status
     assert f"sweep: 2 job(s), {sum(e is not None for e in errors)} failed" in capsys.readouterr().err
+
+
+def test_another_sweeper_gets_the_failure_as_hydra_gives_it(tmp_path, capsys, monkeypatch):
+    """Optuna or Ax read a job's return value: only Hydra's basic sweeper is handed a failed job as done."""
+    monkeypatch.setattr(hydra_callbacks, "sweep_exit", None)
+    report = JobReport()
+    cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)},
+                                      "sweeper": {"_target_": "hydra_plugins.hydra_optuna_sweeper.OptunaSweeper"}}})
+    report.on_multirun_start(cfg)
+    job = JobReturn(overrides=["seed=1"], status=JobStatus.FAILED, _return_value=RuntimeError("a bug"))
+    job.hydra_cfg = OmegaConf.create({"hydra": {"job": {"num": 0}, "runtime": {"output_dir": str(tmp_path)}}})
+    report.on_job_end(cfg, job)
+    assert job.status == JobStatus.FAILED and isinstance(job._return_value, RuntimeError)
+    assert json.loads((tmp_path / ".jobs" / "0.json").read_text())["status"] == "failed"
+    report.on_multirun_end(cfg)  # listed now, not when pytest exits
+    assert "sweep: 1 job(s), 1 failed" in capsys.readouterr().err

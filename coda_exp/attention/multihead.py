@@ -75,8 +75,8 @@ class CoDAScoring(nn.Module):
     """CoDA-Transformer eq. 10 per head: (f_E(E) * g * f_N(N)) V with E = alpha Q K^T / s, N = -beta ||q_i - k_j||_1 / s.
 
     The options are the fields of ``CoDAOptions`` with its defaults (s = sqrt(dk) if ``scale`` else 1, footnote 2:
-    some tasks work better without it; ``gate_scale`` None = 2 without ``center_n`` (eq. 5, a sigmoid gate in
-    [0, 1]) and 1 with it), but ``center_over`` = "row": ``center_e`` / ``center_n`` subtract the mean of E / N
+    some tasks work better without it; ``gate_scale`` None = 2 for a sigmoid f_N without ``center_n`` (eq. 5, a
+    gate in [0, 1]), else 1), but ``center_over`` = "row": ``center_e`` / ``center_n`` subtract the mean of E / N
     over the valid keys of each query row (eqs. 6 / 4; Table 8's rows), so a decoder position never sees the
     future through the mean; "slice" (each (batch, head) slice) leaks the future under a causal mask. Q and K feed
     both affinities (projected once). Masked pairs contribute exactly 0 and rows are NOT renormalised; dropout (if

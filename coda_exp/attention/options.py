@@ -36,9 +36,10 @@ class CoDAOptions:
     valid keys of each query row: causal-safe). query_scale: multiply the query-side inputs (e_a and n_a) by
     1/sqrt(d) before both affinities, as Tensor2Tensor's ``multihead_attention`` scales q before its attention
     function; with ``scale=False`` that is the T2T reading of eq. 10: E = q k^T / sqrt(d) (eq. 10's E), but
-    N = -||q / sqrt(d) - k||_1 (docs/transformer.md). gate_scale: g > 0; None = 2 without center_n (eq. 5: 2 sigmoid(N)
-    in [0, 1] since N <= 0) and 1 with it (eq. 3 as printed, sigmoid(N')). kernel: ``auto`` or a registered
-    kernel (``flash`` | ``fused`` | ``numba`` | ``chunked`` | ``torch``; ``flash`` and ``fused`` do not centre);
+    N = -||q / sqrt(d) - k||_1 (docs/transformer.md). gate_scale: g > 0; None = 2 for a sigmoid f_N without center_n
+    (eq. 5: 2 sigmoid(N) in [0, 1] since N <= 0), else 1 (eq. 3 as printed: sigmoid(N'), Table 9's other f_N).
+    kernel: ``auto`` or a registered kernel (``flash`` | ``fused`` | ``numba`` | ``chunked`` | ``torch``; ``flash``
+    and ``fused`` do not centre);
     ``dispatch.select_kernel`` decides what runs, once per call.
     """
 
