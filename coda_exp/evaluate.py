@@ -37,8 +37,8 @@ from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError
-from coda_exp.experiments import run_configuration
-from coda_exp.fingerprint import scale_label
+from coda_exp.experiments import earlier_defaults, run_configuration
+from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
     default_output,
@@ -79,6 +79,10 @@ def eval_identity(prep: Prepared) -> dict:
         log.warning("%s names no training run (written before checkpoints carried it): the record's fingerprint "
                     "knows only this command's changes, and tables list it apart", prep.path)
     overrides = list(trained.get("overrides") or []) + prep.inv.config_strings()
+    if trained and trained.get("fingerprint_rule") != FINGERPRINT_RULE:  # trained under other defaults?
+        attention = cfg.model.get("scoring") or cfg.model.get("attention") or {}
+        overrides += earlier_defaults(str(cfg.task.name), str(cfg.model.name), attention.get("n_fn"),
+                                      attention.get("gate_scale"))
     vectors = trained.get("vectors")
     settings = trained.get("experiment_overrides")
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),

@@ -131,15 +131,40 @@ def fixture_data(record: dict) -> bool:
     return bool(chosen) and chosen[-1] == "fixture"
 
 
+#: what runs of an earlier fingerprint rule (before 2026-11-27) computed otherwise under the same overrides: their
+#: defaults changed with rule 2, so such a run is another configuration than today's grid, whatever it overrode
+EARLIER_DEFAULTS = "defaults_before_rule_2"
+
+
+def earlier_defaults(task: str, model: str, n_fn: str | None = None, gate_scale=None) -> list[str]:
+    """The pseudo-override that keeps a run of an earlier rule out of today's cells where its defaults differed:
+    IWSLT (a word vocabulary, not the joint BPE), Quasar-T / SearchQA (DecaProp's spans of at most 15 tokens; random
+    vectors frozen), AttConv on SNLI / SciTail (no truncation), and a tanh / arctan / algebraic gate with
+    ``gate_scale`` null (doubled); empty elsewhere (MLU, the ranking and NLI tables' DecompAtt, ...)."""
+    changed = []
+    if task == "iwslt15_envi":
+        changed.append("word-vocabulary")
+    if task in ("quasart", "searchqa"):
+        changed.append("span-15")
+    if task in ("snli", "scitail") and str(model).startswith("attconv"):
+        changed.append("untruncated")
+    if n_fn not in (None, "sigmoid") and gate_scale is None:
+        changed.append("doubled-gate")
+    return [f"{EARLIER_DEFAULTS}={'+'.join(changed)}"] if changed else []
+
+
 def record_configuration(record: dict) -> tuple[str, list[str]]:
     """(fingerprint, configuration overrides) of a run record under today's rule: as recorded when the record says it
     was computed under it (``fingerprint_rule``), else derived from its overrides
     (:func:`coda_exp.fingerprint.record_overrides`), its experiment's settings (``experiment_overrides``; an older
-    record: today's file) and ``vectors``."""
+    record: today's file), ``vectors`` and, where rule 2 changed the defaults of its task, :func:`earlier_defaults`."""
     recorded = record.get("fingerprint_overrides")
     if record.get("fingerprint_rule") == FINGERPRINT_RULE and record.get("fingerprint") and isinstance(recorded, list):
         return str(record["fingerprint"]), list(recorded)
-    configuration = configuration_overrides(record_settings(record), record.get("vectors"))
+    attention = record.get("attention") if isinstance(record.get("attention"), dict) else {}
+    earlier = earlier_defaults(str(record.get("task")), str(record.get("model")), attention.get("n_fn"),
+                               attention.get("gate_scale"))
+    configuration = configuration_overrides(record_settings(record) + earlier, record.get("vectors"))
     return digest(configuration), configuration
 
 

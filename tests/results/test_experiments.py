@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 
 from coda_exp.experiments import (
+    earlier_defaults,
     experiment_settings,
     grid_fingerprint,
     record_configuration,
     run_configuration,
     table_grid,
 )
-from coda_exp.fingerprint import GRID_FINGERPRINT
+from coda_exp.fingerprint import GRID_FINGERPRINT, digest
 from coda_exp.table_render import render_markdown
 from coda_exp.tables import UnknownFingerprintWarning, build_table
 from tests.results.records import cell, rec
@@ -84,11 +85,28 @@ def test_a_plain_run_pools_with_the_experiments_only_with_its_settings(make_cfg,
 
 
 def test_an_older_record_reads_its_experiment_today(shipped):
-    """A record of rule 1 kept no experiment settings: today's file of its experiment= stands in for them."""
+    """A record of rule 1 kept no experiment settings: today's file of its experiment= stands in for them. Where
+    rule 2 changed what its task computes by default (AttConv on SNLI now truncates at 70 tokens), the record says
+    so and stays out of today's cells; elsewhere (MLU) it pools."""
     older = rec(task="snli", model="attconv_light", seed=1, overrides=["experiment=attconv_table_7", "seed=1"],
                 fingerprint=GRID_FINGERPRINT, fingerprint_overrides=[], attention={"name": "none"})
-    assert record_configuration(older) == (grid_fingerprint("attconv_table_7"), SNLI_GRID)
+    earlier = sorted([*SNLI_GRID, "defaults_before_rule_2=untruncated"])
+    assert record_configuration(older) == (digest(earlier), earlier)
     with pytest.warns(UnknownFingerprintWarning, match="earlier fingerprint rule"):
         table = build_table(shipped["attconv_table_7"], [older])
-    assert cell(table, "AttConv light", "acc").seeds == [1]
+    assert cell(table, "AttConv light", "acc").seeds == []
+    assert "defaults_before_rule_2=untruncated" in render_markdown(table)
+    mlu = rec(task="mlu", model="transformer", seed=1, overrides=["experiment=table_6", "seed=1"],
+              fingerprint=GRID_FINGERPRINT, fingerprint_overrides=[], attention={"name": "softmax"})
+    assert record_configuration(mlu) == (GRID_FINGERPRINT, [])
+
+
+def test_earlier_defaults_name_what_rule_2_changed():
+    assert earlier_defaults("iwslt15_envi", "coda_transformer", "tanh", None) == [
+        "defaults_before_rule_2=word-vocabulary+doubled-gate"]
+    assert earlier_defaults("quasart", "decaprop") == ["defaults_before_rule_2=span-15"]
+    assert earlier_defaults("iwslt15_envi", "coda_transformer", "tanh", 2.0) == [
+        "defaults_before_rule_2=word-vocabulary"]  # an explicit gate_scale meant the same then
+    assert earlier_defaults("wikiqa", "decompatt_coda", "sigmoid", 2.0) == []
+    assert earlier_defaults("snli", "decompatt") == [] and earlier_defaults("mlu", "coda_transformer") == []
 
