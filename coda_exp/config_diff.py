@@ -5,6 +5,8 @@ all use it; it reads configs only."""
 
 from __future__ import annotations
 
+import os
+
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from coda_exp.config_checks import leaves
@@ -32,8 +34,18 @@ def normalised(config: dict) -> dict:
 
     out = {k: walk(v) for k, v in config.items() if k not in IGNORED}
     if isinstance(out.get("paths"), dict):
-        out["paths"] = {k: v for k, v in out["paths"].items() if k not in DERIVED_PATHS}
+        root = str(out["paths"].get("root_dir") or "")
+        out["paths"] = {k: _under(root, v) for k, v in out["paths"].items() if k not in DERIVED_PATHS}
     return out
+
+
+def _under(root: str, value):
+    """A relative folder of ``paths`` as the absolute one under ``root`` it names when run from the project's root
+    (``results/mlu_gate_ablation``, which an experiment used to set, is ``<root>/results/mlu_gate_ablation``, as it
+    is now written): a run of either spelling is the same run."""
+    if not root or not isinstance(value, str) or not value or value.startswith(("/", "<run>", "${")):
+        return value
+    return os.path.normpath(os.path.join(root, value))
 
 
 def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:

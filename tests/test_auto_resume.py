@@ -231,3 +231,15 @@ def test_a_run_of_before_paths_results_root_is_the_same_run():
     before = {"seed": 1, "paths": {"results_dir": "/r", "output_dir": "/o/b"}}
     assert normalised(now) == normalised(before)
     assert normalised(now) != normalised({**before, "paths": {"results_dir": "/elsewhere", "output_dir": "/o/b"}})
+
+
+def test_a_relative_results_folder_is_the_absolute_one_under_the_root():
+    """experiment=mlu_gate_ablation set paths.results_dir to results/mlu_gate_ablation, now written as the absolute
+    folder under the project root: its earlier runs, finished ones too, were trained again under resume=auto."""
+    from coda_exp.config_diff import normalised
+
+    before = {"seed": 1, "paths": {"root_dir": "/p", "results_dir": "results/mlu_gate_ablation", "output_dir": "/o/a"}}
+    now = {"seed": 1, "paths": {"root_dir": "/p", "results_root": "/p/results",
+                                "results_dir": "/p/results/mlu_gate_ablation", "output_dir": "/o/b"}}
+    assert normalised(before) == normalised(now)
+    assert normalised(before) != normalised({**now, "paths": {**now["paths"], "results_dir": "/p/results/x"}})
