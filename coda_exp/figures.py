@@ -144,11 +144,13 @@ def default_figure(name: str, records_folder: Path | None = None, scales: list |
     return Path(home) / "figures" / name
 
 
-def scale_title(title: str, scales) -> str:
-    """``title`` with a second line saying the runs are a smoke test where every scale of ``scales`` (one, or a
-    list) is a fixture scale (tiny fixture data: no result to compare with a paper's)."""
+def scale_title(title: str, scales, fixture: bool | None = None) -> str:
+    """``title`` with a second line saying the runs are a smoke test where they read the tiny fixture data (no
+    result to compare with a paper's): ``fixture``, the runs' own word (``coda_exp.experiments.fixture_data``, as
+    the tables decide), else every scale of ``scales`` (one, or a list) is a fixture scale."""
     scales = sorted({str(s) for s in scales}) if isinstance(scales, (list, tuple, set)) else [str(scales)]
-    if not scales or not all(is_fixture_scale(s) for s in scales):
+    smoke = fixture if fixture is not None else bool(scales) and all(is_fixture_scale(s) for s in scales)
+    if not smoke:
         return title
     return f"{title}\nsmoke test: {', '.join(scales)} runs on the tiny fixture data, not a result"
 

@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from coda_exp import extras
+from coda_exp.experiments import fixture_data
 from coda_exp.figures import default_figure
 
 TITLES = {5: "Figure 5: Yelp test accuracy by text length", 8: "Figure 8: FEVER accuracy by gold evidence sentences"}
@@ -157,7 +158,8 @@ def series(records: list[dict], figure: int, predictions_dir: Path | None, group
     return out
 
 
-def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, scale: str | None = None):
+def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, scale: str | None = None,
+           fixture: bool | None = None):
     """One style per system (``coda_exp.figures.series_styles``), the legend below the axes, accuracy in percent."""
     extras.require("matplotlib", "coda-exp plot-attconv")
     import matplotlib
@@ -181,17 +183,17 @@ def figure(lines: dict[str, tuple[list[str], list[float], int]], figure_number: 
     ax.set_xlabel("text length (tokens), groups of equal size" if figure_number == 5 else "gold evidence sentences")
     ax.set_ylabel(axis_label("test/acc", percent=True))
     clamp_percent_axis(ax)
-    ax.set_title(scale_title(TITLES[figure_number], scale))
+    ax.set_title(scale_title(TITLES[figure_number], scale, fixture))
     ax.grid(alpha=0.3)
     legend_outside(fig, ax)
     return fig
 
 
 def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: int, out: Path,
-         scale: str | None = None) -> Path:
+         scale: str | None = None, fixture: bool | None = None) -> Path:
     import matplotlib.pyplot as plt
 
-    fig = figure(lines, figure_number, scale)
+    fig = figure(lines, figure_number, scale, fixture)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> Path:
     except ValueError as err:
         parser.error(str(err))
     out = args.out or default_figure(f"attconv_figure_{args.figure}.png", folder, [scale])
-    print(plot(lines, args.figure, out, scale))
+    print(plot(lines, args.figure, out, scale, all(fixture_data(r) for r in chosen)))
     for name, (_, _, n) in sorted(lines.items()):
         print(f"  {name}: {n} run(s), scale {scale}")
     if left_out:

@@ -35,7 +35,7 @@ from coda_exp import extras
 from coda_exp.curves import GROUP_BY, Curve, group_label, latest_per_seed, load_run_records, validation_curve
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
-from coda_exp.experiments import table_grid
+from coda_exp.experiments import fixture_data, table_grid
 from coda_exp.figures import (
     axis_label,
     clamp_percent_axis,
@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         return USER_ERROR_EXIT
     tasks = sorted({r["task"] for r in kept})
     title = args.title or scale_title(f"{', '.join(tasks)}{f' ({args.table})' if args.table else ''}: "
-                                      f"{axis_label(metric)} during training", [r.get("scale") for r in kept])
+                                      f"{axis_label(metric)} during training", [r.get("scale") for r in kept],
+                                      bool(kept) and all(fixture_data(r) for r in kept))
     try:
         print(plot(groups, metric, args.out, title))
     except OSError as err:  # its folder: no permission, a full disk

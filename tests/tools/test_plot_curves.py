@@ -200,3 +200,7 @@ def test_a_figure_of_fixture_runs_says_it_is_a_smoke_test(plot, tmp_path, monkey
     cpu = saved(tmp_path / "cpu", mlu_rec(seed=1))
     assert plot.main(["--runs", str(cpu), "--out", str(tmp_path / "c.png")]) == 0
     assert "smoke test: fixture runs" in titles[0] and "smoke test" not in titles[1]
+    # experiment=quickstart labels its fixture runs "quickstart": the runs' fixture_data decides, as in the tables
+    quick = saved(tmp_path / "quick", mlu_rec(seed=1, scale="quickstart", fixture_data=True))
+    assert plot.main(["--runs", str(quick), "--out", str(tmp_path / "c.png")]) == 0
+    assert "smoke test: quickstart runs" in titles[2]
