@@ -36,6 +36,7 @@ from coda_exp.fingerprint import (
     FINGERPRINT_RULE,
     configuration_overrides,
     digest,
+    is_fixture_scale,
     override_key,
     record_overrides,
     with_settings,
@@ -125,7 +126,7 @@ def fixture_data(record: dict) -> bool:
     label starts with ``fixture``, or its settings chose ``scale=fixture`` (``experiment=quickstart`` does)."""
     if isinstance(record.get("fixture_data"), bool):
         return record["fixture_data"]
-    if str(record.get("scale") or "").split(" ")[0] == "fixture":
+    if is_fixture_scale(record.get("scale")):
         return True
     chosen = [o.split("=", 1)[1].strip() for o in record_settings(record) if "=" in o and override_key(o) == "scale"]
     return bool(chosen) and chosen[-1] == "fixture"

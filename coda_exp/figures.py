@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from coda_exp.fingerprint import is_fixture_scale
+
 SPLITS = {"train": "training", "val": "validation", "test": "test"}
 METRICS = {
     "loss": "loss", "train_loss": "training loss",
@@ -120,11 +122,6 @@ def legend_outside(fig, ax, title: str | None = None, fontsize: float = 8):
     fig.set_figheight(fig.get_figheight() + rows * LEGEND_LINE_IN * fontsize / 8)
     return fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=fontsize, title=title,
                       title_fontsize=fontsize, frameon=False)
-
-
-def is_fixture_scale(scale) -> bool:
-    """Whether a record's ``scale`` is a smoke test's (``fixture``, ``fixture (task.epochs=1)``)."""
-    return str(scale or "").split(" ", 1)[0] == "fixture"
 
 
 def default_figure(name: str, records_folder: Path | None = None, scales: list | None = None,

@@ -193,6 +193,11 @@ def with_settings(settings: list[str], overrides: list[str]) -> list[str]:
 GRID_FINGERPRINT = fingerprint([])
 
 
+def is_fixture_scale(scale) -> bool:
+    """Whether a record's ``scale`` label is a smoke test's (``fixture``, ``fixture (task.epochs=1)``)."""
+    return str(scale or "").split(" ", 1)[0] == "fixture"
+
+
 def scale_label(scale_name: str, overrides: list[str]) -> str:
     """The record's ``scale``: the scale group's name, plus every budget-changing override (``BUDGET_KEYS``)."""
     parsed = [(override_key(o), o.lstrip("+~")) for o in overrides]
