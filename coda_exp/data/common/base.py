@@ -83,6 +83,19 @@ def trained_per_epoch(per_epoch: int, limit: float | None) -> int:
     return int(per_epoch * float(limit))
 
 
+def _accumulation(trainer) -> int:
+    """Batches a step of ``trainer`` (``accumulate_grad_batches``, at least 1)."""
+    return max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
+
+
+def _epoch_and_batches(trainer, trained: int) -> tuple[int, int]:
+    """(epoch, batches of it trained on) after ``trainer``'s global step, with ``trained`` batches an epoch: an epoch
+    is ``ceil(trained / accumulate)`` steps (Lightning also steps on an epoch's last batch)."""
+    accumulate = _accumulation(trainer)
+    epoch, steps = divmod(int(trainer.global_step), math.ceil(trained / accumulate))
+    return epoch, steps * accumulate
+
+
 class DataModule(pl.LightningDataModule, ABC):
     """Base of every family's data module.
 
@@ -249,9 +262,7 @@ class DataModule(pl.LightningDataModule, ABC):
         trained = trained_per_epoch(per_epoch, getattr(trainer, "limit_train_batches", None))
         if trained <= 0:
             return None
-        accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
-        epoch, steps = divmod(int(trainer.global_step), math.ceil(trained / accumulate))
-        return epoch, steps * accumulate
+        return _epoch_and_batches(trainer, trained)
 
     def stream_position(self) -> int:
         """The training batches the run has trained on so far, for an endless loader (no epochs of its own, so
@@ -261,13 +272,11 @@ class DataModule(pl.LightningDataModule, ABC):
         trainer = self.trainer
         if trainer is None:
             return 0
-        step = int(trainer.global_step)
-        accumulate = max(int(getattr(trainer, "accumulate_grad_batches", 1) or 1), 1)
         limit = getattr(trainer, "limit_train_batches", None)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            epoch, steps = divmod(step, math.ceil(limit / accumulate))
-            return epoch * limit + steps * accumulate
-        return step * accumulate  # a fraction of an endless loader: Lightning takes 1.0 only
+            epoch, batches = _epoch_and_batches(trainer, limit)
+            return epoch * limit + batches
+        return int(trainer.global_step) * _accumulation(trainer)  # a fraction: Lightning takes 1.0 of an endless loader
 
     def split_loader(self, split: str) -> DataLoader:
         """The loader of ``split`` (families override it to add lengths or select columns)."""
