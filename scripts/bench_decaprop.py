@@ -1,6 +1,6 @@
 """Training-step time of DecaProp vs DecaProp + CoDA (context-query attention) at the paper's shapes.
 
-One step = forward, loss (mean of start/end cross-entropy, NOTES item 8), backward, Adam update. Both models are
+One step = forward, loss (mean of start/end cross-entropy, as the authors' code), backward, Adam update. Both models are
 built at the defaults of ``configs/model/decaprop.yaml`` (hidden 64, 3 encoder layers, 9 BACs, FM k = 32; CoDA as
 ``configs/model/attention/coda.yaml``), on random ids with random lengths in [Lp/2, Lp] and [Lq/2, Lq]. Timed runs
 are interleaved (rep 1 of each, rep 2 of each, ...) after warm-up, so machine drift hits both alike; the median

@@ -1,6 +1,7 @@
 """DecaProp (Tay et al., NeurIPS 2018), CoDA Table 1's base reader; the context-query attention is injected.
 
-Structure (NOTES_DECAPROP_ATTCONV.md, DecaProp items 1-7; blocks in ``decaprop_layers``):
+Structure (the paper and the authors' code, vanzytay/NIPS2018_DECAPROP; items as in ``docs/decaprop.md``; blocks in
+``decaprop_layers``):
 
 1. input      x = [word (frozen GloVe); char BiGRU (option); exact match (option)]               (B, L, d_in)
 2. DecaEnc    P_k, Q_k = BiGRU_k(P_{k-1}), k = 1..encoder_layers, shared by P and Q, packed     (B, L, 2h) each
@@ -48,7 +49,7 @@ def _pad_to(x: torch.Tensor, length: int) -> torch.Tensor:
 
 class DecaProp(nn.Module):
     """``forward(p_ids, p_mask, q_ids, q_mask, p_chars=None, q_chars=None, p_em=None, q_em=None)
-    -> (start_logits (B, Lp), end_logits (B, Lp))``, -1e30 outside the passage (NOTES items 1-7, module docstring).
+    -> (start_logits (B, Lp), end_logits (B, Lp))``, -1e30 outside the passage (items 1-7, module docstring).
 
     ``attention``: None = the paper's softmax context-query attention (item 5), or a cross-attention factory called
     as ``attention(dim=...)`` (Hydra ``_partial_``; ``model/attention=coda`` -> ``CoDACrossAttention``) with the

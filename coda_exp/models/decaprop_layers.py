@@ -1,7 +1,8 @@
-"""DecaProp's building blocks (Tay et al., NeurIPS 2018; NOTES_DECAPROP_ATTCONV.md, DecaProp items 1-7).
+"""DecaProp's building blocks (Tay et al., NeurIPS 2018; the authors' code, vanzytay/NIPS2018_DECAPROP).
+"Item N" below is row N of the network table in ``docs/decaprop.md``.
 
 Every recurrence runs on packed sequences, so padding never enters a GRU; every softmax is masked unless an option
-says otherwise (``masked=False``: the authors' BAC, whose -1e-30 mask leaves padding unmasked, NOTES item 4).
+says otherwise (``masked=False``: the authors' BAC, whose -1e-30 mask leaves padding unmasked, item 4).
 Masks are boolean, True = real token, and must be left-aligned (real tokens first, then padding).
 
 Under ``torch.compile`` (which cannot trace packing: it needs the lengths on the host) the recurrences run on the
@@ -36,7 +37,7 @@ def check_prefix_mask(mask: torch.Tensor, what: str) -> torch.Tensor:
 
 
 class VariationalDropout(nn.Module):
-    """Dropout with one mask per sequence shared over time (NOTES item 2: variational dropout on RNN inputs)."""
+    """Dropout with one mask per sequence shared over time (item 2: variational dropout on RNN inputs)."""
 
     def __init__(self, p: float):
         super().__init__()
@@ -93,7 +94,7 @@ def _run_packed(rnn: nn.GRU, x: torch.Tensor, lengths: torch.Tensor):
 
 
 class PackedBiGRU(nn.Module):
-    """Variational dropout on the input, then one bidirectional GRU on packed sequences (NOTES items 2, 6, 7).
+    """Variational dropout on the input, then one bidirectional GRU on packed sequences (items 2, 6, 7).
 
     ``forward(x (B, L, in_dim), mask (B, L)) -> (B, L, 2 hidden)``, padded positions exactly 0.
     """
@@ -109,7 +110,7 @@ class PackedBiGRU(nn.Module):
 
 
 class CharEncoder(nn.Module):
-    """Char BiGRU (NOTES item 1): each word's chars (char emb ``char_dim``) -> [last fwd; last bwd] (2 hidden).
+    """Char BiGRU (item 1): each word's chars (char emb ``char_dim``) -> [last fwd; last bwd] (2 hidden).
 
     ``forward(chars (B, L, W) long, 0 = pad, real chars first) -> (B, L, 2 hidden)``; a word with no char gives 0.
     """
@@ -130,7 +131,7 @@ class CharEncoder(nn.Module):
 
 
 class ScaledBiAttention(nn.Module):
-    """DecaProp's bi-attention (NOTES items 4, 5): E = ReLU(W a) ReLU(W b)^T / sqrt(hidden), W shared by both sides;
+    """DecaProp's bi-attention (items 4, 5): E = ReLU(W a) ReLU(W b)^T / sqrt(hidden), W shared by both sides;
     a_aligned_i = sum_j softmax_j(E_ij) b_j, b_aligned_j = sum_i softmax_i(E_ij) a_i.
 
     Same interface as ``coda_exp.attention.SoftmaxCrossAttention`` / ``CoDACrossAttention``, so a CoDA module can
@@ -162,7 +163,7 @@ class ScaledBiAttention(nn.Module):
 
 
 class FactorizationMachine(nn.Module):
-    """G(x) = w0 + w^T x + 1/2 sum_f [(v_f^T x)^2 - (v_f^2)^T x^2] (NOTES item 4); w0, w start at 0, V Xavier.
+    """G(x) = w0 + w^T x + 1/2 sum_f [(v_f^T x)^2 - (v_f^2)^T x^2] (item 4); w0, w start at 0, V Xavier.
 
     ``forward(x (..., in_dim)) -> (...)``: one scalar per token.
     """
@@ -182,7 +183,7 @@ class FactorizationMachine(nn.Module):
 
 
 class BidirectionalAttentionConnector(nn.Module):
-    """BAC (NOTES item 4, features MUL_CAT_SUB): align a and b with ``aligner``, then three FM scalars per token,
+    """BAC (item 4, features MUL_CAT_SUB): align a and b with ``aligner``, then three FM scalars per token,
     G_cat([a; b_bar]), G_mul(a * b_bar), G_sub(a - b_bar); the FMs are shared by the two sides.
 
     ``forward(a (B, la, d), b (B, lb, d), mask_a, mask_b) -> (features_a (B, la, 3), features_b (B, lb, 3))``,
@@ -207,7 +208,7 @@ class BidirectionalAttentionConnector(nn.Module):
 
 
 class GatedSelfAttention(nn.Module):
-    """R-NET gated self-attention (NOTES item 6): x_tilde = aligner(x, x) (masked softmax over ReLU projections
+    """R-NET gated self-attention (item 6): x_tilde = aligner(x, x) (masked softmax over ReLU projections
     / sqrt(d), or CoDA); y = [x; x_tilde] * sigmoid(W_g [x; x_tilde]). ``forward(x (B, L, d), mask) -> (B, L, 2d)``."""
 
     def __init__(self, dim: int, aligner: nn.Module):
@@ -225,7 +226,7 @@ FUSIONS = ("submult", "gated")
 
 
 class Fusion(nn.Module):
-    """Context-query fusion (NOTES item 5). ``submult``: ReLU(W_s [(q_tilde - p)^2; q_tilde * p] + b) -> out_dim;
+    """Context-query fusion (item 5). ``submult``: ReLU(W_s [(q_tilde - p)^2; q_tilde * p] + b) -> out_dim;
     ``gated`` (R-NET, DecaProp without SM): [p; q_tilde] * sigmoid(W_g [p; q_tilde]) -> 2 dim.
     ``forward(p (B, L, d), q_tilde (B, L, d), mask) -> (B, L, self.out_dim)``, padded rows 0."""
 
