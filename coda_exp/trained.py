@@ -156,6 +156,18 @@ def _relocated(data_dir: str | None, trained_root: str | None, root: str) -> str
     return str(moved) if moved.exists() else None
 
 
+def _results_in_checkout(trained_paths, environment: list[str]) -> str | None:
+    """The trained run's results folder relative to its checkout (``outputs/fixture_results`` for a run on the
+    fixtures, whatever its scale was called, e.g. ``experiment=quickstart``), unless the command names its own."""
+    root, results = trained_paths.get("root_dir"), trained_paths.get("results_root")
+    if not root or not results or any(o.startswith(("paths.results_root=", "paths.results_dir=")) for o in environment):
+        return None
+    try:
+        return str(Path(results).relative_to(root))
+    except ValueError:  # outside the checkout: this machine's results folder
+        return None
+
+
 def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
     """The evaluation's config: the trained one, this machine's settings, the command's changes applied."""
     env = compose_environment(inv, trained.get("scale_name"))
@@ -165,6 +177,9 @@ def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
         precision = cfg.get("trainer", {}).get("precision")
         cfg.paths = env.paths
         cfg.paths.output_dir = None  # the command sets its own folder
+        kept = _results_in_checkout(trained_paths, inv.environment)
+        if kept is not None:  # the record goes where the training run's went, never into tracked results by surprise
+            cfg.paths.results_root = str(Path(str(OmegaConf.select(cfg, "paths.root_dir"))) / kept)
         for key in ("logger", "trainer", "threads", "save_record", "save_predictions"):
             cfg[key] = env.get(key)
         if precision is not None and not any(o.startswith("trainer.precision=") for o in inv.environment):

@@ -78,3 +78,21 @@ def test_an_appended_key_nothing_reads_is_refused_as_in_training(make_cfg):
     assert cfg.task.module.decoding.beam_size == 1
     cfg = build_config(parse("eval", ["ckpt_path=x", "++task.decoding.beam_size=1"]), resolved)  # added anyway
     assert cfg.task.decoding.beam_size == 1
+
+
+def test_the_record_goes_where_the_training_runs_went(make_cfg, tmp_path, monkeypatch):
+    """A quickstart checkpoint (fixture data, scale named ``quickstart``) is evaluated into outputs/fixture_results,
+    not into the tracked results/ (whose tables would pool it); a command's own results folder wins."""
+    trained = make_cfg("experiment=quickstart", "model=decompatt")
+    resolved = OmegaConf.create(OmegaConf.to_container(trained, resolve=True))
+    assert resolved.scale_name == "quickstart"
+    resolved.paths.root_dir = "/gone/checkout"
+    resolved.paths.results_root = "/gone/checkout/outputs/fixture_results"
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    cfg = build_config(parse("eval", ["ckpt_path=x", "logger=none"]), resolved)
+    assert cfg.paths.results_dir == str(tmp_path / "outputs" / "fixture_results")
+    cfg = build_config(parse("eval", ["ckpt_path=x", f"paths.results_root={tmp_path}/mine"]), resolved)
+    assert cfg.paths.results_dir == f"{tmp_path}/mine"
+    resolved.paths.results_root = "/elsewhere/results"  # outside the trained checkout: this machine's default
+    cfg = build_config(parse("eval", ["ckpt_path=x"]), resolved)
+    assert cfg.paths.results_dir == str(tmp_path / "results")
