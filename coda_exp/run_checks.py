@@ -30,6 +30,7 @@ from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, family_problem
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
+from coda_exp.models.attconv_layers import injected_attention_problem
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
@@ -40,10 +41,15 @@ META_KEYS = ("name", "families")  # config keys that describe a node but are not
 
 def check_compatible(cfg: DictConfig) -> None:
     """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
-    SNLI) and for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv)."""
+    SNLI), for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv) and for an
+    attention its options cannot take (AttConv's additive matching with ``model/attention=coda``)."""
     problem = family_problem(cfg)
     if problem:
         raise ConfigError(problem)
+    model = cfg.get("model") or {}
+    injected = model.get("attention") is not None and isinstance(model.get("matching"), str)
+    if injected and injected_attention_problem(model.matching):
+        raise ConfigError(injected_attention_problem(model.matching))
     unknown = unknown_model_keys(cfg)
     if unknown:
         hint = _unknown_keys_hint(cfg, unknown)

@@ -69,6 +69,16 @@ class AdditiveMatching(nn.Module):
 MATCHINGS = {"dot": DotMatching, "bilinear": BilinearMatching, "additive": AdditiveMatching}
 
 
+def injected_attention_problem(matching: str) -> str | None:
+    """Why ``matching`` cannot take an injected attention (None when it can, or is not a matching): the one message
+    the model raises and ``run_checks`` gives before any data loads."""
+    if matching not in MATCHINGS or MATCHINGS[matching].factorable:
+        return None
+    return (f"model.matching={matching} needs the paper's softmax (model.attention: null): an injected attention "
+            "(model/attention=...) scores products query(h^x_i) · h^y_j, and additive matching (AttConv eq. 3) is "
+            "not one; use matching dot or bilinear")
+
+
 class AttentiveContext(nn.Module):
     """c^x_i = Σ_j w_ij f_j (eq. 4): the context each source position i gathers from the focus positions j.
 
@@ -86,10 +96,8 @@ class AttentiveContext(nn.Module):
         if matching not in MATCHINGS:
             raise ValueError(f"model.matching must be one of {sorted(MATCHINGS)}, got {matching!r}")
         self.matching = MATCHINGS[matching](dim)
-        if attention is not None and not self.matching.factorable:
-            raise ValueError(f"model.matching={matching} needs the paper's softmax (model.attention: null): an "
-                             "injected attention (model/attention=...) scores products query(h^x_i) · h^y_j, and "
-                             "additive matching (AttConv eq. 3) is not one; use matching dot or bilinear")
+        if attention is not None and injected_attention_problem(matching):
+            raise ValueError(injected_attention_problem(matching))
         self.attention = attention(dim=dim) if attention is not None else None
 
     def forward(self, src: torch.Tensor, focus: torch.Tensor, mask_src: torch.Tensor,

@@ -2,11 +2,12 @@
 
 import pytest
 import torch
-from hydra.errors import InstantiationException
 
 from coda_exp import pipeline
 from coda_exp.attention import CoDACrossAttention, SoftmaxCrossAttention
+from coda_exp.config_checks import ConfigError
 from coda_exp.models import AttConvAdvanced, AttConvLight, AttConvNoConv, attconv_parameter_count
+from coda_exp.run_checks import check_compatible
 
 
 class Data:
@@ -48,6 +49,10 @@ def test_coda_swaps_in_from_the_command_line(make_cfg, model, matching):
 def test_softmax_cross_attention_fits_too_and_additive_needs_the_paper_softmax(make_cfg):
     net = build(make_cfg, "model=attconv_light", "model/attention=softmax")
     assert isinstance(net.layer.context.attention, SoftmaxCrossAttention)
-    with pytest.raises(InstantiationException, match="model.matching=additive"):  # Hydra wraps the ValueError
+    with pytest.raises(ConfigError, match="model.matching=additive needs the paper's softmax"):  # before any data
         build(make_cfg, "model=attconv_light", "model/attention=coda", "model.matching=additive")
+    with pytest.raises(ConfigError, match="model.matching=additive needs the paper's softmax"):
+        check_compatible(make_cfg("task=snli", "model=attconv_light", "model/attention=coda", "model.matching=additive"))
+    check_compatible(make_cfg("task=snli", "model=attconv_light", "model.matching=additive"))
+    check_compatible(make_cfg("task=snli", "model=attconv_light", "model/attention=coda", "model.matching=bilinear"))
     assert build(make_cfg, "model=attconv_light", "model.matching=additive").layer.context.matching.v is not None
