@@ -58,8 +58,11 @@ def training_arguments(argv: list[str]) -> list[str]:
 def flags_first(argv: list[str]) -> list[str]:
     """Hydra's flags (with their values) before the overrides, each list in its own order: argparse takes Hydra's
     overrides as one run of positional arguments, so ``task=snli -m seed=1,2`` or ``--cfg job model=x`` (overrides
-    on both sides of a flag) would be "unrecognized arguments". A word that is not one of Hydra's flags stays where
-    it is (argparse names it)."""
+    on both sides of a flag) would be "unrecognized arguments". A flag whose value is optional given without one
+    (``--info``, ``-i``) gets its default value written out (``--info all``): moved before the overrides, argparse
+    would take the first override for its value (``--info scale=fixture``: "invalid choice: 'scale=fixture'", where
+    Hydra's own ``python app.py scale=fixture --info`` shows the info). A word that is not one of Hydra's flags stays
+    where it is (argparse names it)."""
     from hydra._internal.utils import get_args_parser
 
     actions = {o: a for a in get_args_parser()._actions for o in a.option_strings}
@@ -78,6 +81,8 @@ def flags_first(argv: list[str]) -> list[str]:
             if takes and i + 1 < len(argv):
                 i += 1
                 flags.append(argv[i])
+            elif action.nargs == "?" and action.const is not None:
+                flags.append(str(action.const))  # what argparse gives it bare: no override is read as its value
         i += 1
     return flags + rest
 

@@ -298,12 +298,14 @@ def composition_error(err: Exception) -> ConfigError:
     return ConfigError(str(err).split("\nConfig search path:")[0].strip())
 
 
-def leaves(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Every value's dotted path in a (to_container, unresolved) config, with the value."""
+def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
+    """Every value's dotted path in a (to_container, unresolved) config, with the value, in the config's order. An
+    empty mapping below the top (``x: {}``) holds no value and is left out, unless ``keep_empty``: then it is a value
+    of its own (``{"x": {}}``), as an experiment's settings read it (``coda_exp.experiments``: ``x={}``)."""
     out: dict[str, Any] = {}
-    if isinstance(node, dict):
+    if isinstance(node, dict) and (node or not (keep_empty and prefix)):
         for key, value in node.items():
-            out.update(leaves(value, f"{prefix}{key}."))
+            out.update(leaves(value, f"{prefix}{key}.", keep_empty))
     elif prefix:
         out[prefix[:-1]] = node
     return out

@@ -136,6 +136,7 @@ def evaluate(inv: Invocation) -> dict:
         pin_threads(cfg.get("threads"))
         pl.seed_everything(cfg.seed, workers=True)
         datamodule = data_module(prep)
+        datamodule.warnings.extend(prep.warnings)  # kept in the record (the precision it evaluates in)
         task = build(prep, datamodule, build_splits=True)
         identity = eval_identity(prep)
         loggers = build_loggers(cfg, identity, job_type="eval")

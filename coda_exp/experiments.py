@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from coda_exp.config_checks import leaves
 from coda_exp.environment import config_dir
 from coda_exp.fingerprint import (
     FINGERPRINT_RULE,
@@ -60,14 +61,6 @@ def _text(value) -> str:
     return str(value)
 
 
-def _flatten(node: dict, prefix: str = ""):
-    for key, value in node.items():
-        if isinstance(value, dict) and value:
-            yield from _flatten(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}={_text(value)}"
-
-
 @functools.lru_cache(maxsize=256)
 def _settings(path: str, _mtime_ns: int) -> tuple[str, ...]:
     raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
@@ -79,7 +72,8 @@ def _settings(path: str, _mtime_ns: int) -> tuple[str, ...]:
             if group not in swept and not group.startswith("hydra"):
                 out.append(f"{group}={_text(option)}")
     body = {k: v for k, v in raw.items() if k not in ("defaults", "hydra")}
-    return tuple(out + [o for o in _flatten(body) if override_key(o) not in swept])
+    settings = [f"{key}={_text(value)}" for key, value in leaves(body, keep_empty=True).items()]
+    return tuple(out + [o for o in settings if override_key(o) not in swept])
 
 
 def experiment_settings(name: str | None, folder: Path | None = None) -> list[str] | None:

@@ -10,7 +10,10 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
 - at the end of a sweep prints every failed job with its overrides, exit status, error and log, and counts apart
   the jobs that ran nothing because ``resume=auto`` found their run finished already; :data:`sweep_exit` is then
   the sweep's exit status (2 when every failure was a user's mistake, 1 when a job crashed), which the entry point
-  exits with. A sweep stopped some other way (Ctrl-C) lists its jobs when the process exits.
+  exits with. A sweep stopped some other way (Ctrl-C) lists its jobs when the process exits: a job a signal stopped
+  (Ctrl-C, SIGTERM: ``coda_exp.stops``, which writes its outcome through :func:`job_interrupted`, since the
+  ``SystemExit`` that stops the sweep skips Hydra's ``on_job_end``) as interrupted, with the command that resumes
+  it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list).
 
 Once a failed job's outcome is written, Hydra's basic sweeper is handed the job as done (its ``JobReturn``
 status): it would otherwise end the sweep with its own report of the first failure (the message a third time, with
@@ -25,6 +28,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +36,7 @@ from typing import Any
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.errors import UserError
 from coda_exp.io import atomic_write_text
@@ -53,6 +57,8 @@ def _basic_sweeper(config: DictConfig) -> bool:
 
 JOBS = ".jobs"
 FINISHED_ALREADY = "finished already"  # a job's status when resume=auto found its run finished and ran nothing
+INTERRUPTED = "interrupted"  # a job's status when a signal (Ctrl-C, SIGTERM) stopped it: job_interrupted
+SIGNAL_WORDS = {"SIGINT": "Ctrl-C"}
 LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
 sweep_exit: int | None = None  # the last sweep's exit status once JobReport has listed its jobs
 
@@ -87,19 +93,57 @@ def job_outcome(job_return: JobReturn, finished_in: Path | None = None) -> dict[
     }
 
 
-def sweep_summary(outcomes: list[dict]) -> str:
-    """``sweep: N jobs, K failed[, S finished already (resume=auto: nothing ran)]`` and one block per failed job
-    (overrides, exit status, error with each of its further lines indented, its log)."""
+def program() -> str:
+    """The command this process was started as, for a command to type again: ``python train.py``, ``coda-exp`` or
+    ``python -m coda_exp``."""
+    return {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name, "python train.py")
+
+
+def job_interrupted(signal_name: str, exit_code: int, step: int | None, checkpoint: str | None,
+                    resume: str) -> None:
+    """A sweep job stopped by a signal (``coda_exp.stops``): its outcome, ``interrupted`` at ``step`` with
+    ``checkpoint`` (None: none saved) and the command ``resume`` that resumes it, for the sweep's summary. Nothing
+    outside a sweep."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or "MULTIRUN" not in str(HydraConfig.get().mode):
+        return
+    hydra = HydraConfig.get()
+    outcome = {"num": int(hydra.job.get("num") or 0), "overrides": list(hydra.overrides.task),
+               "status": INTERRUPTED, "finished_in": None, "exit_status": exit_code, "error": None,
+               "signal": signal_name, "step": step, "checkpoint": checkpoint, "resume": resume,
+               "output_dir": str(hydra.runtime.output_dir)}
+    atomic_write_text(Path(str(hydra.sweep.dir)) / JOBS / f"{outcome['num']}.json",
+                      json.dumps(outcome, indent=1) + "\n")
+
+
+def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
+    """``sweep: N jobs, K failed[, I interrupted][, S finished already (resume=auto: nothing ran)]``, one block per
+    failed job (overrides, exit status, error with each of its further lines indented, its log) and one per
+    interrupted job (the signal, step and checkpoint, the command that resumes it, its log; then ``again``, the
+    sweep's command that goes on where it stopped)."""
     failed = [o for o in outcomes if o["status"] == "failed"]
+    stopped = [o for o in outcomes if o["status"] == INTERRUPTED]
     skipped = sum(o["status"] == FINISHED_ALREADY for o in outcomes)
-    lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed"
+    lines = [f"sweep: {len(outcomes)} job(s), {len(failed)} failed" + (f", {len(stopped)} interrupted" if stopped
+                                                                       else "")
              + (f", {skipped} finished already (resume=auto: nothing ran)" if skipped else "")]
-    for o in sorted(failed, key=lambda o: o["num"]):
-        first, *rest = str(o["error"]).splitlines() or [""]
-        lines.append(f"  job #{o['num']} [{' '.join(o['overrides'])}]: exit status {o['exit_status']}: {first}")
-        lines += [f"      {line.strip()}" for line in rest if line.strip()]  # the keys of a ConfigError
+    for o in sorted(failed + stopped, key=lambda o: o["num"]):
+        head = f"  job #{o['num']} [{' '.join(o['overrides'])}]:"
+        if o["status"] == INTERRUPTED:
+            signal = SIGNAL_WORDS.get(o["signal"], o["signal"])
+            at = f" at step {o['step']}" if o.get("step") is not None else ""
+            saved = f", its checkpoint {o['checkpoint']}" if o.get("checkpoint") else ", no checkpoint to resume from"
+            lines += [f"{head} interrupted ({signal}, exit status {o['exit_status']}){at}{saved}",
+                      f"    resume it with: {o['resume']}"]
+        else:
+            first, *rest = str(o["error"]).splitlines() or [""]
+            lines.append(f"{head} exit status {o['exit_status']}: {first}")
+            lines += [f"      {line.strip()}" for line in rest if line.strip()]  # the keys of a ConfigError
         if o["output_dir"]:
             lines.append(f"    log: {Path(o['output_dir']) / 'train.log'}")
+    if stopped and again:
+        lines.append(f"  the sweep stopped there; to go on (finished jobs skipped, stopped ones resumed): {again}")
     return "\n".join(lines)
 
 
@@ -108,10 +152,15 @@ class JobReport(Callback):
 
     def __init__(self) -> None:
         self.sweep_dir: Path | None = None
+        self.again: str | None = None  # the sweep's command with resume=auto
         self.reported = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
+        auto = [] if any(o.split("=", 1)[0] == "resume" and o.endswith("=auto") for o in overrides) else ["resume=auto"]
+        self.again = " ".join([program(), "-m", *(shlex.quote(o) for o in overrides if o.split("=", 1)[0] not in
+                                                    ("resume", "ckpt_path")), *auto])
         atexit.register(self._report_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
@@ -142,7 +191,7 @@ class JobReport(Callback):
         self.reported = True
         outcomes = self.outcomes()
         if outcomes:
-            print(sweep_summary(outcomes), file=sys.stderr, flush=True)
+            print(sweep_summary(outcomes, self.again), file=sys.stderr, flush=True)
         global sweep_exit
         sweep_exit = exit_status(outcomes)
 
@@ -154,8 +203,11 @@ class JobReport(Callback):
 
 
 def exit_status(outcomes: list[dict]) -> int:
-    """A sweep's exit status: 0 when no job failed, 2 when every failure was a user's mistake (a job's status 2),
-    else 1."""
+    """A sweep's exit status: a signal's (130, 143) when one stopped a job, else 0 when no job failed, 2 when every
+    failure was a user's mistake (a job's status 2), else 1."""
+    stopped = [o["exit_status"] for o in outcomes if o["status"] == INTERRUPTED]
+    if stopped:
+        return stopped[-1]
     failed = {o["exit_status"] for o in outcomes if o["status"] == "failed"}
     return 0 if not failed else 2 if failed == {2} else 1
 

@@ -25,8 +25,11 @@ again, are dropped: :class:`ResumedCSVLogger`), TensorBoard hides the events fro
 from __future__ import annotations
 
 import csv
+import io
 import logging
+import os
 import secrets
+import warnings
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -34,6 +37,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
+
+from coda_exp.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -77,49 +82,65 @@ def resumed_version(logger_cfg) -> int | None:
     return max(numbers) if numbers else None
 
 
-class _KeptMetricsWriter(ExperimentWriter):
-    """Lightning's CSV writer for a resumed run: its ``metrics.csv`` is kept, the rows before ``resume_step`` (those
-    of the batches the checkpoint holds; Lightning's writer deletes the file), with its columns, so the resumed
-    run's rows follow its earlier ones in the same file."""
+def _kept_rows(path: Path, resume_step: int) -> tuple[list[str], str]:
+    """The header of ``metrics.csv`` at ``path`` and, as CSV text, its header and rows of the steps before
+    ``resume_step`` (batch i logs at step i)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        header, rows = list(reader.fieldnames or []), list(reader)
 
-    def __init__(self, log_dir: str, resume_step: int) -> None:
-        self.resume_step = resume_step
-        super().__init__(log_dir)
+    def step(row: dict) -> float:
+        try:
+            return float(row.get("step") or 0)
+        except ValueError:
+            return 0.0
 
-    def _check_log_dir_exists(self) -> None:
-        if not self._fs.isfile(self.metrics_file_path):
-            return
-        with self._fs.open(self.metrics_file_path, "r", newline="") as f:
-            reader = csv.DictReader(f)
-            header, rows = list(reader.fieldnames or []), list(reader)
-
-        def step(row: dict) -> float:
-            try:
-                return float(row.get("step") or 0)
-            except ValueError:
-                return 0.0
-
-        with self._fs.open(self.metrics_file_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=header)
-            writer.writeheader()
-            writer.writerows(r for r in rows if step(r) < self.resume_step)  # batch i logs at step i
-        self.metrics_keys = header
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header)
+    writer.writeheader()
+    writer.writerows(r for r in rows if step(r) < resume_step)
+    return header, out.getvalue()
 
 
 class ResumedCSVLogger(pl.loggers.CSVLogger):
-    """Lightning's CSVLogger continuing a resumed run's version folder: its metrics before ``resume_step`` kept."""
+    """Lightning's CSVLogger continuing a resumed run's version folder: its ``metrics.csv`` rows before
+    ``resume_step`` (those of the batches the checkpoint holds) kept, with its columns, so the resumed run's rows
+    follow its earlier ones in the same file; the later rows, of steps the resumed run trains again, are dropped.
+
+    Lightning's writer (``ExperimentWriter``) deletes the file it finds. Through public names only (the logger's
+    ``experiment`` and ``log_dir``, the writer's ``metrics_file_path`` and ``metrics_keys``): the file is moved
+    aside to ``metrics.csv.resumed`` first, so the writer finds none to delete, then the kept rows are written
+    whole as ``metrics.csv`` and the writer told its columns; the file aside goes last. A process killed in between
+    leaves the rows in one of the two files, and the next resumed run reads them from there: nothing computed is
+    lost. (This used to override the writer's private ``_check_log_dir_exists``, which a Lightning upgrade could
+    rename without a word.)"""
+
+    ASIDE = ".resumed"  # the suffix of metrics.csv while the writer is made
 
     def __init__(self, *args, resume_step: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.resume_step = resume_step
+        self.continued = False  # the kept rows are back in metrics.csv
 
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
-        if self._experiment is None:
-            self._fs.makedirs(self.root_dir, exist_ok=True)
-            self._experiment = _KeptMetricsWriter(self.log_dir, self.resume_step)
-        return self._experiment
+        if self.continued:
+            return super().experiment
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        aside = path.with_name(path.name + self.ASIDE)
+        if path.is_file():  # (else a killed earlier attempt left the rows aside)
+            os.replace(path, aside)
+        with warnings.catch_warnings():  # "... exists and is not empty. Previous log files ... will be deleted"
+            warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
+            writer = super().experiment
+        if aside.is_file():
+            header, text = _kept_rows(aside, self.resume_step)
+            atomic_write_text(writer.metrics_file_path, text)
+            writer.metrics_keys = header  # the writer's save() appends under these columns
+            aside.unlink()
+        self.continued = True
+        return writer
 
 
 def _resumed(c, cfg: DictConfig) -> tuple[object, dict]:

@@ -35,6 +35,7 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     batch_limits,
     check_checkpoint_fits,
     check_compatible,
+    check_eval_batch_limits,
     check_extras,
     check_kernels,
     check_same_configuration,
@@ -281,6 +282,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         check_checkpoint_fits(cfg.ckpt_path, task)
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
+    check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
     record = None
     try:
         for lg in loggers:

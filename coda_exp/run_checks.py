@@ -231,12 +231,35 @@ def batch_limits():
         found = _TOO_FEW_BATCHES.search(str(err))
         if found is None:
             raise
-        stage, length = found["stage"], int(found["length"])
-        key = f"trainer.limit_{stage}_batches"
-        share = ", this process's share" if _distributed() else ""
-        raise ConfigError(f"{key}={found['limit']} keeps no batch of the {_STAGE_SPLITS.get(stage, stage)} loader's "
-                          f"{length}{share} ({found['limit']} x {length} < 1): use at least {key}="
-                          f"{smallest_fraction(length)}, or a count of batches ({key}=1)") from None
+        raise _too_few_batches(found["stage"], found["limit"], int(found["length"]), _distributed()) from None
+
+
+def _too_few_batches(stage: str, limit, length: int, share: bool = False) -> ConfigError:
+    key, whose = f"trainer.limit_{stage}_batches", ", this process's share" if share else ""
+    return ConfigError(f"{key}={limit} keeps no batch of the {_STAGE_SPLITS.get(stage, stage)} loader's {length}"
+                       f"{whose} ({limit} x {length} < 1): use at least {key}={smallest_fraction(length)}, or a count "
+                       f"of batches ({key}=1)")
+
+
+def check_eval_batch_limits(trainer: pl.Trainer, datamodule, test: bool = True) -> None:
+    """Before training: a ``trainer.limit_val_batches`` (with ``test``, ``limit_test_batches``) fraction that keeps no
+    batch of the validation (test) loaders, as :func:`batch_limits` says it, where Lightning found it only at that
+    stage: the test after the whole training, a validation after a training epoch when the sanity check is off. One
+    process only: under DDP a rank's share is known once Lightning shards the loaders (:func:`batch_limits` then)."""
+    if trainer.world_size > 1:
+        return
+    for stage, loaders in (("val", datamodule.val_dataloader), ("test", datamodule.test_dataloader if test else None)):
+        limit = getattr(trainer, f"limit_{stage}_batches", 1.0)
+        if loaders is None or not isinstance(limit, float) or not 0.0 < limit < 1.0:
+            continue
+        built = loaders()
+        for loader in built if isinstance(built, (list, tuple)) else [built]:
+            try:
+                length = len(loader)
+            except TypeError:  # an endless loader: Lightning's own rule
+                continue
+            if length and int(length * limit) < 1:
+                raise _too_few_batches(stage, limit, length)
 
 
 def _distributed() -> bool:

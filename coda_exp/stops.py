@@ -23,6 +23,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 
 from coda_exp.callbacks import LastCheckpoint
+from coda_exp.hydra_callbacks import job_interrupted, program
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +352,25 @@ def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
     then = f"resume from its last checkpoint, {last}" if last.is_file() else "it has none to resume from"
     warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
               "Ctrl-C" if signal_name == "SIGINT" else signal_name, then)
+    if pl.utilities.rank_zero_only.rank == 0:  # a sweep's job: listed as interrupted in the sweep's summary
+        overrides = _job_overrides()
+        job_interrupted(signal_name, EXIT_STATUS[signal_name], None, str(last) if last.is_file() else None,
+                        _resume_command(overrides, last if last.is_file() else None))
     raise SystemExit(EXIT_STATUS[signal_name]) from None
+
+
+def _job_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def _resume_command(overrides: list[str], checkpoint: Path | None) -> str:
+    """The command that resumes a run of ``overrides`` from ``checkpoint`` (None: the run again); ``resume=auto``
+    finds the checkpoint itself: the same command again."""
+    auto = "resume=auto" in overrides
+    return " ".join([program(), *(o for o in overrides if not o.startswith("ckpt_path=")),
+                     *([] if auto or checkpoint is None else [f"ckpt_path={checkpoint}"])])
 
 
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
@@ -360,14 +379,12 @@ def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    # resume=auto finds the checkpoint itself: the same command again
-    auto = "resume=auto" in overrides
-    again = " ".join([*(o for o in overrides if not o.startswith("ckpt_path=")),
-                      *([] if auto else [f"ckpt_path={stop.checkpoint}"])])
+    again = _resume_command(overrides, stop.checkpoint)
     sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-    program = {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
-                                                                             "python train.py")
-    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record): %s; resume with: %s %s%s",
-              stop.signal_name, stop.step, stop.checkpoint, program, again,
-              "; the sweep stops here, its later jobs not run" if sweep else "")
+    warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record): %s; resume with: %s%s",
+              stop.signal_name, stop.step, stop.checkpoint, again,
+              "; the sweep stops here, its later jobs not run (its summary lists this job)" if sweep else "")
+    if sweep and pl.utilities.rank_zero_only.rank == 0:
+        job_interrupted(stop.signal_name, EXIT_STATUS.get(stop.signal_name, 1), stop.step, str(stop.checkpoint),
+                        again)
     raise SystemExit(EXIT_STATUS.get(stop.signal_name, 1))

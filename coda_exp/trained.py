@@ -13,7 +13,8 @@ The command line is ``key=value`` overrides, sorted into three kinds (:func:`par
 The configuration: the one the checkpoint carries (every checkpoint since the run config rode along), else the
 ``config_resolved.yaml`` of the run folder it lies in. Its paths are the training machine's; this machine's paths
 replace them, and a data folder that does not exist here but lay under the training checkout is looked for under
-this one (a moved checkout). The precision is the checkpoint's unless ``trainer.precision=`` says otherwise.
+this one (a moved checkout). The precision is the checkpoint's unless ``trainer.precision=`` says otherwise
+(float16 mixed precision without a GPU: float32, said in one line, :func:`_float16_without_gpu`).
 
 The data module gets the checkpoint's tokenizers (``coda_exp.data.common.encoders``; a checkpoint from before they
 were saved rebuilds them from its training files), so another folder's text is read with the ids the model knows.
@@ -27,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, appended_key_problems, check_config
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
-from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
+from coda_exp.run_checks import FP16_MIXED, META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 
@@ -223,6 +225,7 @@ class Prepared:
     checkpoint: dict
     trained_config: DictConfig
     cfg: DictConfig
+    warnings: list[str] = field(default_factory=list)  # for the evaluation's record (its ``warnings``)
 
     @property
     def identity(self) -> dict | None:
@@ -240,13 +243,37 @@ def prepare(inv: Invocation) -> Prepared:
     if inv.config:  # the command's changes get the training run's value checks (data.eval_batch_size=0 ...)
         check_config(cfg)
     with quiet_lightning():
-        trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
+        trainer = trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
+    notes = [note] if (note := _float16_without_gpu(inv, cfg, str(trainer.precision))) else []
     t = cfg.trainer
     if (t.get("devices", 1) not in (1, "1", "auto", None) or t.get("num_nodes", 1) not in (1, None)
             or "ddp" in str(t.get("strategy", ""))):  # trainer=ddp, trainer.devices=4: said, not silently dropped
         log.warning("evaluation runs on one device: the trainer's devices=%s, num_nodes=%s and strategy=%s are not "
                     "used", t.get("devices"), t.get("num_nodes", 1), t.get("strategy", "auto"))
-    return Prepared(inv, path, ckpt, trained, cfg)
+    return Prepared(inv, path, ckpt, trained, cfg, notes)
+
+
+def _float16_without_gpu(inv: Invocation, cfg: DictConfig, runs_as: str) -> str | None:
+    """``trainer.precision=16-mixed`` where the evaluation has no GPU, which Lightning runs as ``runs_as``
+    (bf16-mixed, with a warning only): given on the command line, a ConfigError (as training refuses it); the
+    checkpoint's own precision, the evaluation runs in 32-true instead, said in one line (returned for the record):
+    float32 holds every float16 value, so it comes closer to the float16 computation than bfloat16's 8-bit
+    mantissa would (float16's is 11)."""
+    requested = str(cfg.trainer.get("precision"))
+    if requested not in FP16_MIXED or runs_as == "16-mixed":
+        return None
+    device = "this machine has no CUDA GPU" if not torch.cuda.is_available() else "this evaluation runs on the CPU"
+    if any(o.startswith("trainer.precision=") for o in inv.environment):
+        raise ConfigError(f"coda-exp {inv.mode}: trainer.precision={requested}: float16 mixed precision needs a GPU, "
+                          f"and {device} (Lightning would run {runs_as} instead): use trainer.precision=32-true or "
+                          f"{runs_as}" + ("" if not torch.cuda.is_available() else ", or trainer=gpu"))
+    cfg.trainer.precision = "32-true"
+    note = (f"the checkpoint trained with trainer.precision={requested}, which needs a GPU, and {device}: evaluating "
+            f"in 32-true (float32 holds every float16 value; Lightning would substitute {runs_as}, which rounds "
+            f"more); trainer.precision={runs_as} evaluates in that"
+            + (", trainer=gpu in float16" if torch.cuda.is_available() else ""))
+    log.warning(note)
+    return note
 
 
 def data_module(prep: Prepared):

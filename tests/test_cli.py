@@ -26,7 +26,12 @@ def test_verbose_flag_is_the_verbose_override(argv, expected):
     # overrides on both sides of a flag used to be argparse's "unrecognized arguments"
     (["task=snli", "-m", "seed=1,2"], ["-m", "task=snli", "seed=1,2"]),
     (["task=snli", "--cfg", "job", "model=x"], ["--cfg", "job", "task=snli", "model=x"]),
-    (["a=1", "--info", "b=2"], ["--info", "a=1", "b=2"]),  # --info's value is optional: b=2 is not one
+    # --info's value is optional: b=2 is not one, and the value argparse gives it bare is written out, else argparse
+    # takes the override after it for its value ("invalid choice: 'a=1'")
+    (["a=1", "--info", "b=2"], ["--info", "all", "a=1", "b=2"]),
+    (["--info", "scale=fixture"], ["--info", "all", "scale=fixture"]),
+    (["scale=fixture", "-i"], ["-i", "all", "scale=fixture"]),
+    (["a=1", "--info", "defaults", "b=2"], ["--info", "defaults", "a=1", "b=2"]),
     (["a=1", "--info", "defaults", "-cn", "train", "b=2"], ["--info", "defaults", "-cn", "train", "a=1", "b=2"]),
     (["a=1", "--cfg=job", "b=2"], ["--cfg=job", "a=1", "b=2"]),
     (["a=1", "--bogus", "b=2"], ["a=1", "--bogus", "b=2"]),  # not Hydra's: argparse names it
@@ -196,3 +201,22 @@ def test_hydra_commands_given_together_are_one_message(argv, message, capsys, mo
         cli.main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("argv", [["--info", "scale=fixture"], ["scale=fixture", "--info"], ["-i", "scale=fixture"]])
+def test_info_with_overrides_shows_the_composed_config(argv, capsys, monkeypatch):
+    """``coda-exp --info scale=fixture`` (and ``scale=fixture --info``, which Hydra's own scripts take) used to be
+    argparse's "invalid choice: 'scale=fixture'": the flags moved before the overrides and the bare --info took the
+    first override for its value."""
+    import logging
+
+    monkeypatch.setattr(sys, "argv", ["coda-exp"])
+    handlers, level = list(logging.root.handlers), logging.root.level
+    try:
+        cli.main(argv)
+    finally:  # Hydra's logging config writes to this test's captured stderr: not to later tests'
+        logging.root.handlers[:] = handlers
+        logging.root.setLevel(level)
+    captured = capsys.readouterr()
+    assert "invalid choice" not in captured.err and "Defaults List" in captured.out, captured.err[-2000:]
+    assert "\nscale_name: fixture\n" in captured.out

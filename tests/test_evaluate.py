@@ -337,3 +337,36 @@ def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli, tmp_pat
     assert "a checkpoint of an unknown run" in table_render.render_markdown(tables.build_table(spec, [record]))
     got = _predict(old, _write(tmp_path / "in.jsonl", [{"text_a": "A man.", "text_b": "A person."}]), tmp_path)
     assert got[0]["label"] in ("entailment", "neutral", "contradiction")
+
+
+def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_so(snli, tmp_path, caplog, capsys,
+                                                                                  monkeypatch):
+    """A checkpoint trained with trainer.precision=16-mixed (on a GPU) used to be evaluated on the CPU in bf16-mixed,
+    Lightning's substitute, said nowhere (its warning is quiet here). It runs in 32-true, closer to float16, said in
+    one line that the record keeps; trainer.precision=16-mixed given on such a machine is refused, as training
+    refuses it."""
+    import torch
+
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _, trained, ckpt = snli
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state[CHECKPOINT_CONFIG]["trainer"]["precision"] = "16-mixed"
+    fp16 = tmp_path / "fp16.ckpt"
+    torch.save(state, fp16)
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={fp16}", "split=validation", *_paths(out)]) == 0
+    said = ("the checkpoint trained with trainer.precision=16-mixed, which needs a GPU, and this machine has no CUDA "
+            "GPU: evaluating in 32-true (float32 holds every float16 value; Lightning would substitute bf16-mixed, "
+            "which rounds more); trainer.precision=bf16-mixed evaluates in that")
+    assert caplog.text.count(said) == 1
+    (record,) = _records(out, "eval")
+    assert said in record["warnings"]
+    assert record["metrics"]["val/acc"] == pytest.approx(trained["metrics"]["val/acc"])  # float32, as trained here
+    capsys.readouterr()
+    assert eval_main([f"ckpt_path={fp16}", "trainer.precision=16-mixed", *_paths(tmp_path / "e2")]) == USER_ERROR_EXIT
+    assert capsys.readouterr().err.startswith("error: coda-exp eval: trainer.precision=16-mixed: float16 mixed "
+                                              "precision needs a GPU, and this machine has no CUDA GPU (Lightning "
+                                              "would run bf16-mixed instead): use trainer.precision=32-true or "
+                                              "bf16-mixed\n")

@@ -1,8 +1,10 @@
-"""coda_exp.hydra_callbacks' sweep summary: a failed job's whole error, its further lines indented under it."""
+"""coda_exp.hydra_callbacks' sweep summary: a failed job's whole error, its further lines indented under it; a job a signal
+stopped, listed as interrupted with the commands that resume it."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
@@ -74,3 +76,63 @@ def test_another_sweeper_gets_the_failure_as_hydra_gives_it(tmp_path, capsys, mo
     assert json.loads((tmp_path / ".jobs" / "0.json").read_text())["status"] == "failed"
     report.on_multirun_end(cfg)  # listed now, not when pytest exits
     assert "sweep: 1 job(s), 1 failed" in capsys.readouterr().err
+
+
+def test_a_job_a_signal_stopped_is_listed_as_interrupted_with_the_commands_that_resume_it(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """A sweep stopped by Ctrl-C in a job's training step: the job's SystemExit(130) skips Hydra's on_job_end, and
+    the summary at exit listed the jobs before it alone ("sweep: 1 job(s), 0 failed"), not the stopped one. It is
+    listed as interrupted now (not failed), with its checkpoint, the command that resumes it and the sweep's
+    command with resume=auto; the sweep's status is the signal's."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from coda_exp import stops
+
+    monkeypatch.setattr(hydra_callbacks, "sweep_exit", None)
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    sweep = {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)},
+             "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}}
+    cfg = OmegaConf.create({"hydra": {**sweep, "overrides": {"task": ["task=snli", "seed=1,2"]}}})
+    report = JobReport()
+    report.on_multirun_start(cfg)
+    done = JobReturn(overrides=["task=snli", "seed=1"], status=JobStatus.COMPLETED, _return_value=0.5)
+    done.hydra_cfg = OmegaConf.create({"hydra": {"job": {"num": 0}, "runtime": {"output_dir": str(tmp_path / "0")}}})
+    report.on_job_end(cfg, done)
+    job = {**sweep, "job": {"num": 1}, "overrides": {"task": ["task=snli", "seed=2"]},
+           "runtime": {"output_dir": str(tmp_path / "1")}}
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", OmegaConf.create({"hydra": job}))
+    ckpt = tmp_path / "1" / "checkpoints" / "interrupted.ckpt"
+    with pytest.raises(SystemExit) as exit_:
+        stops.stopped(stops.RunInterrupted("SIGINT", 7, ckpt), ["task=snli", "seed=2"])
+    assert exit_.value.code == 130
+    report.on_multirun_end(cfg)
+    err = capsys.readouterr().err
+    assert err[err.index("sweep: "):].splitlines() == [
+        "sweep: 2 job(s), 0 failed, 1 interrupted",
+        f"  job #1 [task=snli seed=2]: interrupted (Ctrl-C, exit status 130) at step 7, its checkpoint {ckpt}",
+        f"    resume it with: python train.py task=snli seed=2 ckpt_path={ckpt}",
+        f"    log: {tmp_path / '1' / 'train.log'}",
+        ("  the sweep stopped there; to go on (finished jobs skipped, stopped ones resumed): python train.py -m "
+         "task=snli seed=1,2 resume=auto")]
+    assert hydra_callbacks.sweep_exit == 130
+
+
+def test_a_job_stopped_outside_a_training_step_is_listed_as_interrupted_too(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while a job's data loads (no checkpoint yet): interrupted, to be run again as it was."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from coda_exp import stops
+
+    monkeypatch.setattr(hydra_callbacks, "sweep_exit", None)
+    monkeypatch.setattr(sys, "argv", ["coda-exp"])
+    job = {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}, "job": {"num": 0},
+           "overrides": {"task": ["seed=1"]}, "runtime": {"output_dir": str(tmp_path / "0")}}
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", OmegaConf.create({"hydra": job}))
+    with pytest.raises(SystemExit) as exit_:
+        stops.stopped_outside_a_step(OmegaConf.create({"paths": {"output_dir": str(tmp_path / "0")}}), "SIGTERM")
+    assert exit_.value.code == 143
+    outcome = json.loads((tmp_path / ".jobs" / "0.json").read_text())
+    assert sweep_summary([outcome]).splitlines()[:3] == [
+        "sweep: 1 job(s), 0 failed, 1 interrupted",
+        "  job #0 [seed=1]: interrupted (SIGTERM, exit status 143), no checkpoint to resume from",
+        "    resume it with: coda-exp seed=1"]

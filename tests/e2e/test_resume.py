@@ -116,6 +116,10 @@ def test_ctrl_c_in_a_sweep_stops_the_sweep_with_a_checkpoint_and_says_so(tmp_pat
     out = proc.stdout + proc.stderr  # the log's console lines go to stdout, the Ctrl-C notice to stderr
     assert "seed=1 +callbacks.sig._target_" in out and f"ckpt_path={saved}" in out
     assert "the sweep stops here, its later jobs not run" in out and "Ctrl-C: stopping after this step" in out
+    # the sweep's summary lists the job as interrupted (it was left out), with the command that goes on with the sweep
+    assert "sweep: 1 job(s), 0 failed, 1 interrupted\n  job #0 [task=snli scale=fixture task.epochs=2 seed=1 " in out
+    assert f"interrupted (Ctrl-C, exit status 130) at step 3, its checkpoint {saved}\n" in out
+    assert "resume=auto" in out.rsplit("the sweep stopped there; to go on", 1)[-1]
     assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())
 
 

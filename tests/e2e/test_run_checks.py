@@ -355,6 +355,26 @@ def test_a_batch_limit_below_one_batch_is_one_message_naming_the_key(make_cfg):
                               "(trainer.limit_val_batches=1)")
 
 
+@pytest.mark.parametrize("override,split", [("trainer.limit_test_batches=0.5", "test"),
+                                            ("trainer.limit_val_batches=0.5", "validation")])
+def test_an_eval_batch_limit_below_one_batch_is_refused_before_training(make_cfg, monkeypatch, override, split):
+    """``trainer.limit_test_batches=0.5`` of a one-batch test loader was refused by Lightning's test, after the whole
+    training; ``limit_val_batches`` after the first training epoch where the sanity check is off. Both are refused
+    before the first training step now, as ``limit_train_batches`` is."""
+    import pytorch_lightning as pl
+
+    def fit(*args, **kwargs):
+        raise AssertionError("trained before the limit was refused")
+
+    monkeypatch.setattr(pl.Trainer, "fit", fit)
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=udc", "model=decompatt", "scale=fixture", "task.epochs=1", "logger=none",
+                     "trainer.num_sanity_val_steps=0", override))
+    key = override.split("=")[0]
+    assert str(err.value) == (f"{key}=0.5 keeps no batch of the {split} loader's 1 (0.5 x 1 < 1): use at least "
+                              f"{key}=1.0, or a count of batches ({key}=1)")
+
+
 @pytest.mark.parametrize("length,fraction", [(1, 1.0), (2, 0.5), (3, 0.34), (7, 0.15), (10, 0.1), (300, 0.0034)])
 def test_the_smallest_batch_fraction_keeps_one_batch(length, fraction):
     from coda_exp.run_checks import smallest_fraction

@@ -32,6 +32,20 @@ def test_an_experiments_settings_are_read_as_overrides():
     assert experiment_settings(None) == [] and experiment_settings("no_such_experiment") is None
 
 
+def test_an_empty_mapping_is_a_setting_of_its_own_but_no_config_leaf(tmp_path):
+    """experiments.py and config_checks.py share one flattening (config_checks.leaves), which differs on an empty
+    mapping only: an experiment's ``callbacks: {}`` is the setting ``callbacks={}`` (it empties the group), while a
+    config's leaves (the keys a mistyped override may have meant, the keys two configurations differ in) have none."""
+    from coda_exp.config_checks import leaves
+
+    node = {"a": {}, "b": {"c": {}, "d": 1}, "e": [1, 2]}
+    assert leaves(node) == {"b.d": 1, "e": [1, 2]}
+    assert leaves(node, keep_empty=True) == {"a": {}, "b.c": {}, "b.d": 1, "e": [1, 2]}
+    assert leaves({}) == leaves({}, keep_empty=True) == {}
+    (tmp_path / "x.yaml").write_text("callbacks: {}\ndata:\n  batch_size: 50\n  extra: {}\n")
+    assert experiment_settings("x", tmp_path) == ["callbacks={}", "data.batch_size=50", "data.extra={}"]
+
+
 def test_a_table_whose_experiments_set_nothing_keeps_the_plain_grid(shipped):
     own = {t: table_grid(t) for t in shipped if grid_fingerprint(t) != GRID_FINGERPRINT}
     assert own == {"attconv_table_5": [g.replace("70", "50") for g in SNLI_GRID], "attconv_table_7": SNLI_GRID}
