@@ -47,7 +47,7 @@ from coda_exp.predict_io import (
     read_inputs,
     write_predictions,
 )
-from coda_exp.run_checks import batch_limits
+from coda_exp.run_checks import batch_limits, check_extras
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.threads import pin_threads
 from coda_exp.trained import (
@@ -129,6 +129,7 @@ def evaluate(inv: Invocation) -> dict:
     start = time.time()
     prep = prepare(inv)
     cfg = prep.cfg
+    check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
     folder = _eval_folder(prep)
     with run_folder.log_file(folder, EVAL_LOG):
         log.info("evaluating %s in %s", prep.path, folder)
