@@ -17,7 +17,8 @@ evidence (FEVER)                    ``claim``, ``evidence`` (a list of sentences
 
 Every input may carry an ``id`` (copied to its prediction); other fields are ignored. A line that is not a JSON
 object, lacks a field, holds a field of the wrong type or an empty one (an empty or blank text, an empty list) is a
-:class:`~coda_exp.data.common.errors.DataError` naming ``file:line`` and the field; an empty file too.
+:class:`~coda_exp.data.common.errors.DataError` naming ``file:line`` and the field; an empty file too, and a
+``.tsv`` file whose header has no tab but commas (a comma-separated file).
 
 Predictions: JSON lines, one per input in input order, each with ``line`` (``file:line`` of its input), its ``id``
 if given, and the family's prediction: ``label`` and ``probabilities`` (``{label: p}``) for classifiers (pair, text,
@@ -120,6 +121,10 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
 
         header, body = read_table(path, expected=f"a header line naming {', '.join(fields)}", delimiter="\t",
                                   quoting=csv.QUOTE_NONE)
+        if len(header) == 1 and "," in header[0]:
+            raise DataError(f"{path}:1: the header line {header[0]!r} has no tab but has commas: a .tsv input must be "
+                            f"tab-separated (a header naming {', '.join(fields)}, then one input per line, a tab "
+                            f"between fields); convert the file, or give JSON lines")
         for lineno, values in body:
             where = f"{path}:{lineno}"
             rows.append(_check(dict(zip(header, values)), fields, where, family))

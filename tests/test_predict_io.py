@@ -104,6 +104,19 @@ def test_an_empty_input_is_refused_naming_its_line_and_field(tmp_path, content, 
         read_inputs(tsv, ("text_a", "text_b"), "pair")
 
 
+def test_a_comma_separated_tsv_is_said_to_be_one(tmp_path):
+    """It was reported as ``:2: missing field(s) text_a, text_b``, pointing at neither the header nor the commas."""
+    path = tmp_path / "in.tsv"
+    path.write_text("text_a,text_b\nA man.,A person.\n")
+    with pytest.raises(DataError, match=r"in.tsv:1: the header line 'text_a,text_b' has no tab but has commas: a "
+                                        r"\.tsv input must be tab-separated"):
+        read_inputs(path, ("text_a", "text_b"), "pair")
+    path.write_text("text_a\ttext_b\nA man.,A person.\n")
+    with pytest.raises(DataError, match=r"in.tsv:2: malformed row with 1 fields; expected 2 \(text_a, text_b\) \(the "
+                                        r"row has no tab: the file must be tab-separated"):
+        read_inputs(path, ("text_a", "text_b"), "pair")
+
+
 def test_a_prediction_that_is_not_a_finite_number_is_null_and_says_why(tmp_path, caplog):
     """A span with no token to choose was written as ``"score": -Infinity``, which is not JSON."""
     from coda_exp.predict_io import write_predictions
