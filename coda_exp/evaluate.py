@@ -26,17 +26,22 @@ Without the ``coda-exp`` dispatcher: ``python -m coda_exp.evaluate eval|predict 
 from __future__ import annotations
 
 import logging
+import shlex
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
-from coda_exp.errors import USER_ERROR_EXIT, UserError
+from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status
 from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label
 from coda_exp.loggers import build_loggers, finish
@@ -47,8 +52,9 @@ from coda_exp.predict_io import (
     read_inputs,
     write_predictions,
 )
-from coda_exp.run_checks import batch_limits
+from coda_exp.run_checks import batch_limits, check_extras
 from coda_exp.run_record import new_record, save_outputs
+from coda_exp.stops import EXIT_STATUS
 from coda_exp.threads import pin_threads
 from coda_exp.trained import (
     Invocation,
@@ -124,11 +130,50 @@ def trained_run_state(prep: Prepared) -> str | None:
     return state
 
 
+class EvalInterrupted(Exception):
+    """``coda-exp eval`` or ``predict`` stopped by Ctrl-C (SIGINT) or SIGTERM: it exits with :attr:`status` (130 or
+    143, as training), having written no record and no predictions."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name, self.status = signal_name, EXIT_STATUS[signal_name]
+
+
+def _raise_sigterm(signum, frame) -> None:
+    raise SIGTERMException
+
+
+@contextmanager
+def _stoppable():
+    """A Ctrl-C or SIGTERM anywhere in an evaluation or prediction (the checkpoint's and data's loading, the
+    validation, the test, the predictions) as :class:`EvalInterrupted`. Lightning's own stops are a SystemExit of
+    status 1 for a Ctrl-C (its cause a KeyboardInterrupt) and of status 0 for a SIGTERM (``SIGTERMException``): a
+    script or cluster saw an evaluation that never ended succeed. SIGTERM stops at once here: nothing is saved."""
+    previous = None
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        previous = signal.signal(signal.SIGTERM, _raise_sigterm)  # Lightning's own handler calls it too
+    try:
+        yield
+    except SIGTERMException:
+        raise EvalInterrupted("SIGTERM") from None
+    except KeyboardInterrupt:
+        raise EvalInterrupted("SIGINT") from None
+    except SystemExit as err:
+        if isinstance(err.__context__, KeyboardInterrupt):
+            raise EvalInterrupted("SIGINT") from None
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def evaluate(inv: Invocation) -> dict:
     """Run ``coda-exp eval``; return its record (module docstring)."""
     start = time.time()
     prep = prepare(inv)
     cfg = prep.cfg
+    check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
     folder = _eval_folder(prep)
     with run_folder.log_file(folder, EVAL_LOG):
         log.info("evaluating %s in %s", prep.path, folder)
@@ -173,8 +218,10 @@ def evaluate(inv: Invocation) -> dict:
             })
             save_outputs(record, task.test_predictions if split != "validation" else None, cfg)
             return record
-        finally:
-            finish(loggers, record)
+        finally:  # the W&B run ends failed when this evaluation did not end (a crash, a Ctrl-C, a SIGTERM)
+            err = sys.exc_info()[1]
+            finish(loggers, record, exit_code=EXIT_STATUS["SIGTERM"] if isinstance(err, SIGTERMException)
+                   else exit_status(err))
 
 
 def predict(inv: Invocation) -> Path:
@@ -252,20 +299,35 @@ def _run(mode: str, action, overrides: list[str]) -> int:
     _configure_logging()
     console.configure(verbose=verbose)  # quiet as a training run: Lightning's INFO lines stay in eval.log
     try:
-        action(parse(mode, [arg for arg in overrides if arg not in ("-v", "--verbose")]))
+        with _stoppable():
+            action(parse(mode, [arg for arg in overrides if arg not in ("-v", "--verbose")]))
     except UserError as err:  # one message naming the key, file or line; no traceback (as coda_exp.cli)
         print(f"error: {err}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT
+    except EvalInterrupted as stop:  # exit 130 or 143, as a training run a signal stopped
+        log.warning("%s interrupted (%s): %s; run it again with: %s", "evaluation" if mode == "eval" else "prediction",
+                    "Ctrl-C" if stop.signal_name == "SIGINT" else stop.signal_name,
+                    "nothing recorded (a partial evaluation is not a result)" if mode == "eval"
+                    else "no predictions written", _command_line(mode, overrides))
+        return stop.status
     return 0
 
 
+def _command_line(mode: str, overrides: list[str]) -> str:
+    """The command that runs this ``eval``/``predict`` again (``coda-exp``, or as it was started without it)."""
+    program = "python -m coda_exp.evaluate" if Path(sys.argv[0]).name == "evaluate.py" else "coda-exp"
+    return " ".join([program, mode, *(shlex.quote(arg) for arg in overrides)])
+
+
 def eval_main(overrides: list[str]) -> int:
-    """``coda-exp eval <overrides>``: 0, or 2 for a user's mistake (its message printed); a crash raises."""
+    """``coda-exp eval <overrides>``: 0, 2 for a user's mistake (its message printed), 130 or 143 when a Ctrl-C or
+    SIGTERM stopped it (said, with the command that runs it again; nothing recorded); a crash raises."""
     return _run("eval", evaluate, overrides)
 
 
 def predict_main(overrides: list[str]) -> int:
-    """``coda-exp predict <overrides>``: 0, or 2 for a user's mistake (its message printed); a crash raises."""
+    """``coda-exp predict <overrides>``: 0, 2 for a user's mistake (its message printed), 130 or 143 when a Ctrl-C or
+    SIGTERM stopped it (said, with the command that runs it again; no predictions written); a crash raises."""
     return _run("predict", predict, overrides)
 
 

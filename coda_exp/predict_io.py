@@ -16,19 +16,24 @@ evidence (FEVER)                    ``claim``, ``evidence`` (a list of sentences
 ==================================  ==========================================================================
 
 Every input may carry an ``id`` (copied to its prediction); other fields are ignored. A line that is not a JSON
-object, lacks a field or holds a field of the wrong type is a :class:`~coda_exp.data.common.errors.DataError`
-naming ``file:line``; an empty file too.
+object, lacks a field, holds a field of the wrong type or an empty one (an empty or blank text, an empty list) is a
+:class:`~coda_exp.data.common.errors.DataError` naming ``file:line`` and the field; an empty file too, and a
+``.tsv`` file whose header has no tab but commas (a comma-separated file).
 
 Predictions: JSON lines, one per input in input order, each with ``line`` (``file:line`` of its input), its ``id``
 if given, and the family's prediction: ``label`` and ``probabilities`` (``{label: p}``) for classifiers (pair, text,
 evidence); ``score`` (the log-odds of "relevant") and ``rank`` (1 = best within its ``group``) for ranking;
 ``hypothesis`` (the decoded text, decoded as the test decodes) for seq2seq; ``answer`` (the span's text),
-``start``, ``end`` (context token indices, inclusive) and ``score`` for span extraction.
+``start``, ``end`` (context token indices, inclusive) and ``score`` for span extraction. A prediction whose numbers
+are not finite (NaN, infinite: not JSON; a diverged checkpoint, a span task with no passage token to choose) is
+written with its prediction fields ``null`` and ``invalid`` saying why, with one warning naming the first such input.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from pathlib import Path
 
@@ -36,8 +41,11 @@ from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.io import atomic_write_text
 
+log = logging.getLogger(__name__)
+
 LIST_FIELDS = ("passages", "evidence")  # fields that may hold a list of texts
 COPIED = ("id",)
+PREDICTED = ("label", "probabilities", "score", "rank", "answer", "start", "end")  # null when a number is not finite
 
 
 def default_output(path: Path) -> Path:
@@ -80,7 +88,23 @@ def _check(row: dict, fields: tuple[str, ...], where: str, family: str) -> dict:
         if not (text or listed):
             kind = "a string or a list of strings" if f in LIST_FIELDS else "a string"
             raise DataError(f"{where}: field {f!r} must be {kind}, got {type(value).__name__}")
+        if f in fields:
+            _check_not_empty(value, f, where)
     return row
+
+
+def _check_not_empty(value: str | list[str], name: str, where: str) -> None:
+    """An empty or blank text, or an empty list, is nothing the model can read: its prediction would be made up
+    (a decoder's output from no source) or not a number (a span from no passage)."""
+    if isinstance(value, list):
+        if not value:
+            raise DataError(f"{where}: field {name!r} is an empty list; expected at least one non-empty text")
+        blank = next((n for n, v in enumerate(value, 1) if not v.strip()), None)
+        if blank is not None:
+            raise DataError(f"{where}: field {name!r}: item {blank} of {len(value)} is empty; expected a non-empty "
+                            f"text")
+    elif not value.strip():
+        raise DataError(f"{where}: field {name!r} is empty; expected a non-empty text")
 
 
 def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -> tuple[list[dict], list[str]]:
@@ -97,6 +121,10 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
 
         header, body = read_table(path, expected=f"a header line naming {', '.join(fields)}", delimiter="\t",
                                   quoting=csv.QUOTE_NONE)
+        if len(header) == 1 and "," in header[0]:
+            raise DataError(f"{path}:1: the header line {header[0]!r} has no tab but has commas: a .tsv input must be "
+                            f"tab-separated (a header naming {', '.join(fields)}, then one input per line, a tab "
+                            f"between fields); convert the file, or give JSON lines")
         for lineno, values in body:
             where = f"{path}:{lineno}"
             rows.append(_check(dict(zip(header, values)), fields, where, family))
@@ -114,10 +142,27 @@ def _ranks(rows: list[dict], scores: list[float]) -> list[int]:
     for i, row in enumerate(rows):
         groups.setdefault(str(row.get("group", "")), []).append(i)
     ranks = [0] * len(rows)
-    for members in groups.values():
-        for r, i in enumerate(sorted(members, key=lambda i: -scores[i]), 1):
+    for members in groups.values():  # a score that is not a number ranks last (its row says it is invalid)
+        for r, i in enumerate(sorted(members, key=lambda i: -scores[i] if math.isfinite(scores[i]) else math.inf), 1):
             ranks[i] = r
     return ranks
+
+
+def _not_finite(line: dict) -> list[str]:
+    """The numbers of a prediction row that are not finite (``score=-inf``, ``probabilities[yes]=nan``)."""
+    bad = [f"score={line['score']}"] if isinstance(line.get("score"), float) and not math.isfinite(line["score"]) \
+        else []
+    return bad + [f"probabilities[{k}]={p}" for k, p in (line.get("probabilities") or {}).items()
+                  if isinstance(p, float) and not math.isfinite(p)]
+
+
+def _invalid(line: dict, bad: list[str]) -> None:
+    """A row whose numbers are not finite (not JSON): its prediction fields null, ``invalid`` saying why."""
+    for key in PREDICTED:
+        if key in line:
+            line[key] = None
+    line["invalid"] = (f"the model's output is not a finite number ({', '.join(bad)}): no prediction (a span task "
+                       f"finds no passage token it can choose; a NaN comes from a diverged checkpoint)")
 
 
 def prediction_rows(preds: list[dict], rows: list[dict], wheres: list[str], encoded: list[dict],
@@ -143,10 +188,16 @@ def prediction_rows(preds: list[dict], rows: list[dict], wheres: list[str], enco
         else:
             names = label_names or [str(k) for k in range(len(p["probabilities"]))]
             line.update(label=names[p["prediction"]], probabilities=dict(zip(names, p["probabilities"])))
+        if bad := _not_finite(line):
+            _invalid(line, bad)
         out.append(line)
+    invalid = [line for line in out if "invalid" in line]
+    if invalid:
+        log.warning("%d of %d predictions are not finite numbers, written as null with 'invalid' saying why; the "
+                    "first: %s (%s)", len(invalid), len(out), invalid[0]["line"], invalid[0]["invalid"])
     return out
 
 
 def write_predictions(rows: list[dict], path: Path) -> Path:
-    """The prediction rows as JSON lines, written atomically."""
-    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    """The prediction rows as JSON lines, written atomically (strict JSON: a NaN or infinity is an error)."""
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))

@@ -4,8 +4,9 @@ The metric summary is printed first. The predictions then go to ``<results_dir>/
 ``<results_dir>/runs/``; whatever cannot be written there (the folders were checked writable before the first step,
 but a disk can fill or a permission change during a long run) is written into the run's output folder instead
 (``<output_dir>/run_record.json``, ``<output_dir>/predictions.jsonl.gz``; the system's temporary folder if that
-fails too), the record pointing at where its predictions really are, and :class:`RecordWriteError` names the
-fallback file so the record can be moved into ``results/runs/`` by hand.
+fails too), the record pointing at where its predictions really are, and :class:`RecordWriteError` names each
+fallback file (the record's, the predictions') and where to move it by hand (``results/runs/``,
+``results/predictions/``), or says that the predictions were not saved.
 """
 
 from __future__ import annotations
@@ -195,34 +196,49 @@ def _first_writable(write, targets: list[Path]) -> tuple[Path, list[str]]:
 
 def save_outputs(record: dict, predictions: list[dict] | None, cfg: DictConfig) -> Path | None:
     """Print the summary, then write the predictions and the record (module docstring); return the record's path.
+    Whatever went to a fallback (or nowhere) is named in one :class:`RecordWriteError`, with where to move it.
 
     ``cfg``: ``paths.results_dir``, ``paths.output_dir``, ``save_record``, ``save_predictions``."""
     print_summary(record)
     results_dir, output_dir = Path(cfg.paths.results_dir), Path(cfg.paths.output_dir)
     spare = Path(tempfile.gettempdir()) / "coda_exp" / record["run_id"]
     problems: list[str] = []
+    kept: list[str] = []  # what went elsewhere than results/, and where to move it
     if cfg.get("save_predictions", True) and predictions:
-        targets = [results_dir / "predictions" / f"{record['run_id']}.jsonl.gz", output_dir / FALLBACK_PREDICTIONS,
-                   spare / FALLBACK_PREDICTIONS]
-        path, errors = _first_writable(lambda p: write_predictions(predictions, p), targets)
-        record["predictions"] = str(path)
+        home = results_dir / "predictions" / f"{record['run_id']}.jsonl.gz"
+        try:
+            path, errors = _first_writable(lambda p: write_predictions(predictions, p),
+                                           [home, output_dir / FALLBACK_PREDICTIONS, spare / FALLBACK_PREDICTIONS])
+        except RecordWriteError as err:  # nowhere: the record is still written (its metrics), without them
+            problems.append(str(err).removeprefix("could not write anywhere: "))
+            kept.append("the test predictions were not saved")
+        else:
+            record["predictions"] = str(path)
+            problems += errors
+            if path != home:
+                kept.append(f"the test predictions are at {path} (move them into {home.parent}/ as {home.name})")
+    if cfg.get("save_record", True):
+        targets = [results_dir / "runs", output_dir, spare]
+        names = [f"{record['run_id']}.json", FALLBACK_RECORD, FALLBACK_RECORD]
+
+        def write(folder: Path) -> Path:
+            if folder == targets[0]:
+                return results.write_record(record, folder)
+            name = names[targets.index(folder)]
+            results.validate_record(record)
+            return results.atomic_write_text(folder / name, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+        try:
+            record_path, errors = _first_writable(write, targets)
+        except RecordWriteError as err:
+            raise RecordWriteError(f"{err}{''.join(f'; {k}' for k in kept)}") from None
         problems += errors
-    if not cfg.get("save_record", True):
-        return None
-    targets = [results_dir / "runs", output_dir, spare]
-    names = [f"{record['run_id']}.json", FALLBACK_RECORD, FALLBACK_RECORD]
-
-    def write(folder: Path) -> Path:
-        if folder == targets[0]:
-            return results.write_record(record, folder)
-        name = names[targets.index(folder)]
-        results.validate_record(record)
-        return results.atomic_write_text(folder / name, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-
-    path, errors = _first_writable(write, targets)
-    problems += errors
+        hint = "" if record_path.parent == targets[0] else f" (move it into {targets[0]}/ as {names[0]})"
+        kept.insert(0, f"the run record is at {record_path}{hint}")
+    else:
+        record_path = None
     if problems:
-        hint = "" if path.parent == targets[0] else f" (the fallback: move it into {targets[0]}/ as {names[0]})"
-        raise RecordWriteError(f"could not write {'; '.join(problems)}; the run record is at {path}{hint}")
-    log.info("run record: %s", path)
-    return path
+        raise RecordWriteError(f"could not write {'; '.join(problems)}; {'; '.join(kept)}")
+    if record_path is not None:
+        log.info("run record: %s", record_path)
+    return record_path

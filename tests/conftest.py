@@ -53,6 +53,31 @@ def make_cfg(tmp_path):
     return lambda *overrides: compose_cfg(list(overrides), tmp_path)
 
 
+def train_fixture_model(compose, folder, *overrides):
+    """A fixture model trained under ``folder``: (its record, the checkpoint its test used)."""
+    from coda_exp import results
+    from coda_exp.pipeline import run
+
+    run(compose(["scale=fixture", "logger=none", *overrides], folder))
+    (record,) = results.load_records(folder / "results" / "runs", strict=True)
+    return record, record["best_checkpoint"]
+
+
+def eval_paths(folder) -> list[str]:
+    """``coda-exp eval``/``predict`` arguments that put every output under ``folder``."""
+    return [f"paths.results_dir={folder}/results", f"paths.log_dir={folder}/outputs",
+            f"paths.cache_dir={folder}/cache", "logger=none"]
+
+
+@pytest.fixture(scope="session")
+def snli_model(tmp_path_factory):
+    """An SNLI model (pair classification) trained for 2 epochs, shared by the tests of eval and predict:
+    (its training folder, its record, the checkpoint its test used)."""
+    folder = tmp_path_factory.mktemp("snli")
+    record, ckpt = train_fixture_model(compose_cfg, folder, "task=snli", "task.epochs=2", "seed=2")
+    return folder, record, ckpt
+
+
 @pytest.fixture(scope="session")
 def compose():
     """``compose(overrides, folder)``: :func:`compose_cfg` for tests that choose the output folder."""

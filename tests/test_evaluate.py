@@ -14,40 +14,19 @@ import pytest
 from coda_exp import results, table_render, tables
 from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.evaluate import eval_main, main, predict_main
-from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
+from tests.conftest import eval_paths as _paths
+from tests.conftest import train_fixture_model as _train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def _train(compose, folder, *overrides):
-    """A fixture model trained under ``folder``: (its record, the checkpoint its test used)."""
-    run(compose(["scale=fixture", "logger=none", *overrides], folder))
-    (record,) = results.load_records(folder / "results" / "runs", strict=True)
-    return record, record["best_checkpoint"]
-
-
-def _paths(folder) -> list[str]:
-    return [f"paths.results_dir={folder}/results", f"paths.log_dir={folder}/outputs",
-            f"paths.cache_dir={folder}/cache", "logger=none"]
-
-
-@pytest.fixture(scope="module")
-def snli(tmp_path_factory):
-    """An SNLI model (pair classification) trained for 2 epochs, shared by the tests of this module."""
-    from tests.conftest import compose_cfg
-
-    folder = tmp_path_factory.mktemp("snli")
-    record, ckpt = _train(compose_cfg, folder, "task=snli", "task.epochs=2", "seed=2")
-    return folder, record, ckpt
 
 
 def _records(folder, mode):
     return [r for r in results.load_records(folder / "results" / "runs", strict=True) if r.get("mode") == mode]
 
 
-def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once(snli, tmp_path):
-    _, trained, ckpt = snli
+def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once(snli_model, tmp_path):
+    _, trained, ckpt = snli_model
     out = tmp_path / "eval"
     assert eval_main([f"ckpt_path={ckpt}", *_paths(out)]) == 0
     (record,) = _records(out, "eval")
@@ -75,17 +54,17 @@ def test_eval_of_a_checkpoint_gives_the_training_records_metrics_and_counts_once
     assert [c.run_ids for row in alone.cells for c in row if c.status == "ok"] == [[record["run_id"]]] * len(cells)
 
 
-def test_eval_of_a_fixture_checkpoint_keeps_its_record_out_of_the_tracked_results(snli, tmp_path):
+def test_eval_of_a_fixture_checkpoint_keeps_its_record_out_of_the_tracked_results(snli_model, tmp_path):
     """Like its training run (scale=fixture): the record goes to outputs/fixture_results/, not results/."""
-    _, _, ckpt = snli
+    _, _, ckpt = snli_model
     assert eval_main([f"ckpt_path={ckpt}", f"paths.root_dir={tmp_path}", "logger=none"]) == 0
     assert not (tmp_path / "results").exists()
     (record,) = results.load_records(tmp_path / "outputs" / "fixture_results" / "runs", strict=True)
     assert record["mode"] == "eval" and record["scale"].startswith("fixture")
 
 
-def test_eval_of_one_split_on_another_folder_is_listed_apart(snli, tmp_path):
-    _, trained, ckpt = snli
+def test_eval_of_one_split_on_another_folder_is_listed_apart(snli_model, tmp_path):
+    _, trained, ckpt = snli_model
     copy = tmp_path / "snli_copy"
     shutil.copytree(FIXTURES / "snli", copy)
     out = tmp_path / "eval"
@@ -101,10 +80,10 @@ def test_eval_of_one_split_on_another_folder_is_listed_apart(snli, tmp_path):
     assert "on other data" in table_render.render_markdown(table)
 
 
-def test_eval_of_a_run_that_has_not_finished_is_listed_apart(snli, tmp_path, caplog):
+def test_eval_of_a_run_that_has_not_finished_is_listed_apart(snli_model, tmp_path, caplog):
     """A stopped run's checkpoint (its run folder holds no finished record) used to fill a table cell as a run
     trained to its end."""
-    folder, _, ckpt = snli
+    folder, _, ckpt = snli_model
     run_dir = folder / "run"
     copy = tmp_path / "stopped"
     shutil.copytree(run_dir, copy)  # the same folder, without its record: a run stopped before its end
@@ -119,8 +98,8 @@ def test_eval_of_a_run_that_has_not_finished_is_listed_apart(snli, tmp_path, cap
     assert "whose training had not finished" in table_render.render_markdown(table)
 
 
-def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_path):
-    _, trained, ckpt = snli
+def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli_model, tmp_path):
+    _, trained, ckpt = snli_model
     alone = tmp_path / "alone.ckpt"
     shutil.copy(ckpt, alone)
     out = tmp_path / "eval"
@@ -130,10 +109,10 @@ def test_eval_needs_no_run_folder_and_the_checkpoint_alone_is_enough(snli, tmp_p
     assert "predictions" not in record  # no test split, no test predictions
 
 
-def test_eval_says_it_runs_on_one_device_when_told_more(snli, tmp_path, caplog):
+def test_eval_says_it_runs_on_one_device_when_told_more(snli_model, tmp_path, caplog):
     """Evaluation is one process on one device: trainer=ddp and trainer.devices=2 are said to be unused, not
     dropped in silence."""
-    _, trained, ckpt = snli
+    _, trained, ckpt = snli_model
     out = tmp_path / "eval"
     args = [f"ckpt_path={ckpt}", "split=validation", "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2"]
     assert eval_main([*args, *_paths(out)]) == 0
@@ -157,8 +136,8 @@ def test_eval_says_it_runs_on_one_device_when_told_more(snli, tmp_path, caplog):
     (["ckpt_path=/"], "/: a folder, not a checkpoint file"),
     (["task.epochs=3"], "task.epochs=3: eval trains nothing"),
 ])
-def test_eval_mistakes_are_one_message_and_exit_2(snli, tmp_path, capsys, args, message):
-    _, _, ckpt = snli
+def test_eval_mistakes_are_one_message_and_exit_2(snli_model, tmp_path, capsys, args, message):
+    _, _, ckpt = snli_model
     given = list(args)
     if not any(a.startswith("ckpt_path=") for a in given) and message != "ckpt_path=... is required":
         given.insert(0, f"ckpt_path={ckpt}")
@@ -215,8 +194,8 @@ def _predict(ckpt, inputs, tmp_path, *extra):
     return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
 
-def test_predict_pair_classification_from_jsonl_and_tsv(snli, tmp_path, capsys, caplog):
-    _, _, ckpt = snli
+def test_predict_pair_classification_from_jsonl_and_tsv(snli_model, tmp_path, capsys, caplog):
+    _, _, ckpt = snli_model
     rows = [{"id": "p1", "text_a": "A man is playing a guitar.", "text_b": "A man plays music."},
             {"id": 7, "text_a": "A dog runs.", "text_b": "A cat sleeps.", "ignored": True}]
     capsys.readouterr()
@@ -235,9 +214,9 @@ def test_predict_pair_classification_from_jsonl_and_tsv(snli, tmp_path, capsys, 
     assert [g["probabilities"] for g in _predict(ckpt, tsv, tmp_path)] == [g["probabilities"] for g in got]
 
 
-def test_predict_agrees_with_the_test_predictions(snli, tmp_path):
+def test_predict_agrees_with_the_test_predictions(snli_model, tmp_path):
     """The test file's own pairs, predicted from a file, get the labels the training run's test gave them."""
-    _, trained, ckpt = snli
+    _, trained, ckpt = snli_model
     from coda_exp.data.pair.readers import get_pair_reader
 
     examples = list(get_pair_reader("snli").read("test", str(FIXTURES / "snli")))
@@ -253,16 +232,16 @@ def test_predict_agrees_with_the_test_predictions(snli, tmp_path):
     ([{"text_a": "x"}], "in.jsonl:1: missing field(s) text_b"),
     ([{"text_a": "x", "text_b": "y"}, {"text_a": "x", "text_b": 3}], "in.jsonl:2: field 'text_b' must be a string"),
 ])
-def test_predict_bad_input_names_file_and_line(snli, tmp_path, capsys, rows, message):
-    _, _, ckpt = snli
+def test_predict_bad_input_names_file_and_line(snli_model, tmp_path, capsys, rows, message):
+    _, _, ckpt = snli_model
     inputs = _write(tmp_path / "in.jsonl", rows)
     assert predict_main([f"ckpt_path={ckpt}", f"input={inputs}"]) == USER_ERROR_EXIT
     assert message in capsys.readouterr().err
     assert not (tmp_path / "in.predictions.jsonl").exists()
 
 
-def test_predict_malformed_json_and_missing_input(snli, tmp_path, capsys):
-    _, _, ckpt = snli
+def test_predict_malformed_json_and_missing_input(snli_model, tmp_path, capsys):
+    _, _, ckpt = snli_model
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text_a": "x", "text_b": "y"}\n{oops\n', encoding="utf-8")
     assert predict_main([f"ckpt_path={ckpt}", f"input={bad}"]) == USER_ERROR_EXIT
@@ -316,14 +295,14 @@ def test_eval_and_predict_of_a_translation_model_with_its_one_vocabulary(tmp_pat
     assert len(got) == 2 and all(isinstance(g["hypothesis"], str) for g in got)
 
 
-def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli, tmp_path):
+def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path):
     """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
     tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""
     import torch
 
     from coda_exp.tasks.base import CHECKPOINT_DATA, CHECKPOINT_RUN
 
-    _, trained, ckpt = snli
+    _, trained, ckpt = snli_model
     state = torch.load(ckpt, weights_only=False)
     del state[CHECKPOINT_DATA], state[CHECKPOINT_RUN]
     old = tmp_path / "old.ckpt"
@@ -339,7 +318,7 @@ def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli, tmp_pat
     assert got[0]["label"] in ("entailment", "neutral", "contradiction")
 
 
-def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_so(snli, tmp_path, caplog, capsys,
+def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_so(snli_model, tmp_path, caplog, capsys,
                                                                                   monkeypatch):
     """A checkpoint trained with trainer.precision=16-mixed (on a GPU) used to be evaluated on the CPU in bf16-mixed,
     Lightning's substitute, said nowhere (its warning is quiet here). It runs in 32-true, closer to float16, said in
@@ -350,7 +329,7 @@ def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_s
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    _, trained, ckpt = snli
+    _, trained, ckpt = snli_model
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     state[CHECKPOINT_CONFIG]["trainer"]["precision"] = "16-mixed"
     fp16 = tmp_path / "fp16.ckpt"

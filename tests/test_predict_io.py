@@ -81,3 +81,62 @@ def test_prediction_rows_by_family():
     assert decoded[0]["hypothesis"] == "x y"
     with pytest.raises(RuntimeError, match="1 predictions for 3 inputs"):
         prediction_rows([{"index": 0, "hypothesis": ""}], rows, wheres, [{}] * 3, None)
+
+
+@pytest.mark.parametrize("content,fields,message", [
+    ('{"src": "a=1;a"}\n{"src": ""}\n', ("src",), "in.jsonl:2: field 'src' is empty; expected a non-empty text"),
+    ('{"src": "  "}\n', ("src",), "in.jsonl:1: field 'src' is empty"),
+    ('{"question": "what", "passages": []}\n', ("question", "passages"),
+     "in.jsonl:1: field 'passages' is an empty list; expected at least one non-empty text"),
+    ('{"question": "what", "passages": ["a", ""]}\n', ("question", "passages"),
+     "in.jsonl:1: field 'passages': item 2 of 2 is empty"),
+    ('{"question": "", "passages": "a"}\n', ("question", "passages"), "in.jsonl:1: field 'question' is empty"),
+])
+def test_an_empty_input_is_refused_naming_its_line_and_field(tmp_path, content, fields, message):
+    """An empty source was decoded into a made-up hypothesis; an empty list of passages gave the score -Infinity."""
+    path = tmp_path / "in.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        read_inputs(path, fields, "x")
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("text_a\ttext_b\nx\t\n")
+    with pytest.raises(DataError, match="in.tsv:2: field 'text_b' is empty"):
+        read_inputs(tsv, ("text_a", "text_b"), "pair")
+
+
+def test_a_comma_separated_tsv_is_said_to_be_one(tmp_path):
+    """It was reported as ``:2: missing field(s) text_a, text_b``, pointing at neither the header nor the commas."""
+    path = tmp_path / "in.tsv"
+    path.write_text("text_a,text_b\nA man.,A person.\n")
+    with pytest.raises(DataError, match=r"in.tsv:1: the header line 'text_a,text_b' has no tab but has commas: a "
+                                        r"\.tsv input must be tab-separated"):
+        read_inputs(path, ("text_a", "text_b"), "pair")
+    path.write_text("text_a\ttext_b\nA man.,A person.\n")
+    with pytest.raises(DataError, match=r"in.tsv:2: malformed row with 1 fields; expected 2 \(text_a, text_b\) \(the "
+                                        r"row has no tab: the file must be tab-separated"):
+        read_inputs(path, ("text_a", "text_b"), "pair")
+
+
+def test_a_prediction_that_is_not_a_finite_number_is_null_and_says_why(tmp_path, caplog):
+    """A span with no token to choose was written as ``"score": -Infinity``, which is not JSON."""
+    from coda_exp.predict_io import write_predictions
+
+    rows, wheres = [{"question": "q", "passages": "p"}] * 2, ["f:1", "f:2"]
+    span = prediction_rows([{"index": 0, "start": 0, "end": 0, "score": float("-inf")},
+                            {"index": 1, "start": 0, "end": 0, "score": 1.5}], rows, wheres,
+                           [{"context_tokens": ["a"]}] * 2, None)
+    assert span[0]["answer"] is None and span[0]["score"] is None and "score=-inf" in span[0]["invalid"]
+    assert span[1]["answer"] == "a" and "invalid" not in span[1]
+    assert "1 of 2 predictions are not finite numbers" in caplog.text and "the first: f:1" in caplog.text
+    nan = float("nan")
+    classified = prediction_rows([{"index": 0, "prediction": 0, "probabilities": [nan, nan]}], rows[:1], wheres[:1],
+                                 [{}], ["no", "yes"])
+    assert classified[0]["label"] is None and classified[0]["probabilities"] is None
+    ranked = prediction_rows([{"index": 0, "score": nan}, {"index": 1, "score": -3.0}], rows, wheres, [{}] * 2, None)
+    assert [(r["score"], r["rank"]) for r in ranked] == [(None, None), (-3.0, 1)]
+    out = write_predictions([*span, *classified, *ranked], tmp_path / "out.jsonl")
+    parsed = [json.loads(line, parse_constant=lambda c: pytest.fail(f"not JSON: {c}")) for line in
+              out.read_text(encoding="utf-8").splitlines()]
+    assert len(parsed) == 5
+    with pytest.raises(ValueError):  # never a NaN or an infinity in the file
+        write_predictions([{"score": nan}], tmp_path / "bad.jsonl")

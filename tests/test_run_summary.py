@@ -1,8 +1,13 @@
-"""The summary a run prints at its end (coda_exp.run_record.print_summary)."""
+"""The summary a run prints at its end (coda_exp.run_record.print_summary), and what its end could not write to
+the results folder (save_outputs)."""
 
 from __future__ import annotations
 
-from coda_exp.run_record import print_summary
+import pytest
+from omegaconf import OmegaConf
+
+from coda_exp import results
+from coda_exp.run_record import RecordWriteError, print_summary, save_outputs
 
 
 def _record(**changes):
@@ -19,3 +24,26 @@ def test_one_step_is_singular_and_an_evaluation_says_its_steps_are_the_checkpoin
     print_summary(_record(steps=3, mode="eval"))
     out = capsys.readouterr().out
     assert "evaluated in 1 s (checkpoint trained 3 steps)" in out and "finished" not in out
+
+
+def test_what_results_could_not_take_is_named_where_it_was_kept(tmp_path, monkeypatch, capsys):
+    """The results folder unwritable at the run's end: the message named the record's fallback, not the predictions'
+    (kept in the run folder too), nor where to move them; with save_record=false it said nothing at all."""
+    monkeypatch.setattr(results, "validate_record", lambda record: record)  # this test's record is a sketch
+    res, run = tmp_path / "results", tmp_path / "run"
+    res.mkdir(), run.mkdir()
+    (res / "predictions").write_text("a file where the folder should be")
+    (res / "runs").write_text("a file where the folder should be")
+    cfg = OmegaConf.create({"paths": {"results_dir": str(res), "output_dir": str(run)}})
+    kept_predictions = (f"the test predictions are at {run / 'predictions.jsonl.gz'} (move them into "
+                        f"{res / 'predictions'}/ as r1.jsonl.gz)")
+    with pytest.raises(RecordWriteError) as err:
+        save_outputs(_record(run_id="r1"), [{"index": 0, "prediction": 1}], cfg)
+    said = str(err.value)
+    assert said.startswith(f"could not write {res / 'predictions'}/r1.jsonl.gz: ")
+    assert f"the run record is at {run / 'run_record.json'} (move it into {res / 'runs'}/ as r1.json)" in said
+    assert kept_predictions in said and (run / "predictions.jsonl.gz").is_file()
+    cfg.save_record = False
+    with pytest.raises(RecordWriteError) as err:
+        save_outputs(_record(run_id="r1"), [{"index": 0, "prediction": 1}], cfg)
+    assert kept_predictions in str(err.value) and "run record" not in str(err.value)

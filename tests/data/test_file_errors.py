@@ -113,3 +113,21 @@ def test_a_directory_in_place_of_a_split_file_says_so(tmp_path, reader):
     with pytest.raises(DataError, match=f"{d / eval_file}:? is a directory") as e:
         factory(d, tmp_path / "cache").setup()
     assert "lacks" not in str(e.value)
+
+
+@pytest.mark.parametrize("reader", ["snli", "scitail", "trecqa", "imdb", "any"])
+def test_a_data_dir_that_is_a_file_is_said_to_be_one(tmp_path, reader):
+    """``data.dir=<a file>`` said the directory "does not exist"; a missing one still does."""
+    from coda_exp.data.common.errors import require_files
+    from coda_exp.data.pair.readers import get_pair_reader
+    from coda_exp.data.text.readers import get_text_reader
+
+    read = {"imdb": lambda d: get_text_reader("imdb").read("train", str(d)),
+            "any": lambda d: [require_files("mlu", d, ["train.txt"], ["train.txt"])]}.get(
+        reader, lambda d: list(get_pair_reader(reader).read("train", str(d))))
+    a_file = tmp_path / "snli_1.0_train.jsonl"
+    a_file.write_text("{}\n")
+    with pytest.raises(DataError, match=rf"data directory '{a_file}' is a file, not a folder"):
+        list(read(a_file))
+    with pytest.raises(DataError, match=rf"data directory '{tmp_path / 'nope'}' does not exist"):
+        list(read(tmp_path / "nope"))

@@ -88,13 +88,16 @@ def load_pretrained(path: str | os.PathLike, vocab: Vocab, lowercase: bool = Tru
     for idx, vec in found.items():
         matrix[idx] = vec
     matrix[vocab.pad_id] = 0.0
-    words = len(vocab) - len(SPECIAL_TOKENS)  # <pad>, <bos>, <eos>, <unk> have no vector in any file
-    share = len(found) / max(1, words)
-    log.info("embeddings %s: %d of %d vocabulary words found (%.1f%%), dim %d", path, len(found), len(vocab),
-             100.0 * share, dim)
+    # the coverage of the words, counted apart from <pad>, <bos>, <eos>, <unk> (a file may hold a vector for <unk>):
+    # the count, its total and its percentage over the same words
+    words = len(vocab) - len(SPECIAL_TOKENS)
+    covered = sum(1 for idx in found if idx >= len(SPECIAL_TOKENS))
+    share = covered / max(1, words)
+    log.info("embeddings %s: %d of %d vocabulary words found (%.1f%%; the %d special tokens apart), dim %d", path,
+             covered, words, 100.0 * share, len(SPECIAL_TOKENS), dim)
     if share < LOW_COVERAGE and rank_zero_only.rank == 0:  # quiet runs show warnings only: a wrong file would
         # otherwise train on random vectors unnoticed (once under DDP: every rank reads the same file)
         log.warning("embeddings %s have a vector for only %d of the %d vocabulary words (%.1f%%); the others are "
-                    "random. Is it the right file (its language, its casing: data.lowercase=%s)?", path, len(found),
+                    "random. Is it the right file (its language, its casing: data.lowercase=%s)?", path, covered,
                     words, 100.0 * share, lowercase)
     return matrix, len(found)

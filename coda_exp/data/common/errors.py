@@ -13,14 +13,24 @@ class DataError(UserError, ValueError):
     """A dataset could not be read: missing files, a malformed row, an unknown label."""
 
 
+def not_a_folder(directory: Path) -> str | None:
+    """What is wrong with ``directory`` as a data folder (``is a file, not a folder``, ``does not exist``), or None
+    when it is a folder."""
+    if directory.is_dir():
+        return None
+    if directory.exists():
+        return "is a file, not a folder" if directory.is_file() else "is not a folder"
+    return "does not exist"
+
+
 def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str], expected: Iterable[str],
                   hint: str = "") -> Path:
     """``directory`` as a Path, or a DataError naming what it lacks, every file expected there and where to get
     them (``hint``). ``needed``: the files this call reads; ``expected``: all the benchmark's files."""
     directory = Path(directory)
     tail = f"Expected the official files {', '.join(expected)} in it. {hint}".rstrip()
-    if not directory.is_dir():
-        raise DataError(f"{name}: data directory {str(directory)!r} does not exist. {tail}")
+    if (problem := not_a_folder(directory)) is not None:
+        raise DataError(f"{name}: data directory {str(directory)!r} {problem}. {tail}")
     folders = [f for f in needed if (directory / f).is_dir()]
     if folders:
         raise DataError(f"{name}: {', '.join(str(directory / f) for f in folders)} "

@@ -131,6 +131,8 @@ def read_table(path: str | os.PathLike, split: str | None = None, expected: str 
             if len(row) != len(header):
                 span = (f" (it runs to line {rows.line_num}: an unclosed quote on line {start}?)"
                         if rows.line_num > start else "")
+                if len(row) == 1 and not span and delimiter == "\t":  # commas in a .tsv file
+                    span = " (the row has no tab: the file must be tab-separated, as its header is)"
                 raise DataError(f"{path}:{start}: malformed row with {len(row)} fields; expected "
                                 f"{len(header)} ({', '.join(header)}){span}")
             yield rows.line_num, row

@@ -150,10 +150,14 @@ class VectorsFile:
     def vector(self, lineno: int, word: str, tail: str) -> list[float]:
         """The numbers of a line (``tail``): a DataError naming ``file:line`` for one that is not a finite
         number."""
+        fields = tail.split(" ")
         try:
-            values = [float(x) for x in tail.split(" ")]
+            values = [float(x) for x in fields]
         except ValueError:
-            raise DataError(f"{self.path}:{lineno}: non-numeric vector component for {word!r}") from None
+            bad = next(i for i, x in enumerate(fields) if not _is_number(x))
+            raise DataError(f"{self.path}:{lineno}: component {bad + 1} of the vector of {word!r} is "
+                            f"{fields[bad][:40]!r}, not a number (expected {self.dim} numbers after the word; "
+                            f"{OPTION})") from None
         if len(values) != self.dim:
             raise DataError(f"{self.path}:{lineno}: {len(values)} vector components for {word!r} (two spaces in "
                             f"a row?), expected {self.dim}")

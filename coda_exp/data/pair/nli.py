@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, require_files
 from coda_exp.data.common.files import iter_records, read_jsonl, read_text
 from coda_exp.data.pair.readers import PairReader, SnliReader, register, require_str
 
@@ -54,8 +54,7 @@ class SciTailReader(PairReader):
 
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
-        if not directory.is_dir():
-            raise DataError(self.missing_message(directory, ["everything (not a directory)"]))
+        require_files(self.name, directory, [], self.expected_files(), self.source_hint)  # a folder, not a file
         for folder, ext in self.layouts(directory):
             paths = {s: folder / f"scitail_1.0_{name}{ext}" for s, name in SCITAIL_SPLITS.items()}
             if all(p.is_file() for p in paths.values()):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, require_files
 from coda_exp.data.common.files import iter_lines, of_split, read_lines, read_table
 from coda_exp.data.pair.readers import PairReader, register
 
@@ -60,8 +60,7 @@ class TrecQAReader(PairReader):
 
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
-        if not directory.is_dir():
-            raise DataError(self.missing_message(directory, ["everything (not a directory)"]))
+        require_files(self.name, directory, [], self.expected_files(), self.source_hint)  # a folder, not a file
         found = self._resolve(directory)
         if found is None:
             raise DataError(self.missing_message(directory, ["a complete set of TrecQA files"]))

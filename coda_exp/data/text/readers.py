@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, require_files
+from coda_exp.data.common.errors import DataError, not_a_folder, require_files
 from coda_exp.data.common.files import iter_records, read_text
 from coda_exp.data.common.readers import Reader, get_reader, register
 from coda_exp.data.common.splits import SPLITS
@@ -100,6 +100,9 @@ class ImdbReader(TextReader):
 
     def root(self, directory: str | os.PathLike) -> Path:
         d = Path(directory)
+        if (problem := not_a_folder(d)) is not None:
+            raise DataError(f"{self.name}: data directory {str(directory)!r} {problem}; expected {self.layout()}. "
+                            f"{self.source_hint}")
         if (d / "aclImdb").is_dir():
             d = d / "aclImdb"
         wanted = [f"{s}/{c}" for s in ("train", "test") for c in ("neg", "pos")]

@@ -92,3 +92,23 @@ def test_vectors_file_forms_and_their_messages(tmp_path, caplog):
     assert load_pretrained(bad, _vocab())[1] == 2
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "UTF-8" in r.getMessage()]
     assert warning.startswith(f"{bad}:2: 2 line(s) of the embeddings file hold bytes that are not UTF-8")
+
+
+def test_the_coverage_log_counts_the_words_over_the_same_words(tmp_path, caplog):
+    """It printed "60 of 64 vocabulary words found (100.0%)": the count over the words, the total with the 4
+    special tokens, the percentage over the words."""
+    import logging
+
+    from coda_exp.data.common.embeddings import load_pretrained
+
+    v = tmp_path / "v.txt"
+    v.write_text("the 1 2\ncat 3 4\nsat 5 6\n2013 7 8\n<unk> 9 9\n")  # every word, and <unk> (not counted)
+    with caplog.at_level(logging.INFO, logger="coda_exp.data.common.embeddings"):
+        assert load_pretrained(v, _vocab())[1] == 5
+    assert f"embeddings {v}: 4 of 4 vocabulary words found (100.0%; the 4 special tokens apart), dim 2" in caplog.text
+    v.write_text("the 1 2\nelse 3 4\n")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="coda_exp.data.common.embeddings"):
+        load_pretrained(v, _vocab())
+    assert "1 of 4 vocabulary words found (25.0%" in caplog.text
+    assert "have a vector for only 1 of the 4 vocabulary words (25.0%)" in caplog.text

@@ -199,7 +199,8 @@ def test_pretrained_embeddings_glove_and_word2vec(tmp_path):
     assert found == 2 and torch.equal(matrix[vocab.stoi["mat"]], torch.tensor([7.0, 8.0, 9.0]))
     bad = tmp_path / "bad.txt"
     bad.write_text("the 0.1 0.2 0.3\ncat 1 x 3\n")
-    with pytest.raises(DataError, match=r"bad.txt:2: non-numeric"):
+    with pytest.raises(DataError, match=r"bad.txt:2: component 2 of the vector of 'cat' is 'x', not a number "
+                                        r"\(expected 3 numbers after the word; data.embeddings.path\)"):
         load_pretrained(bad, vocab)
     with pytest.raises(DataError, match="does not exist"):
         load_pretrained(tmp_path / "none.txt", vocab)
