@@ -1,7 +1,7 @@
 """``resume=auto``: a run goes on where the same run stopped, without the user finding its checkpoint.
 
 Before any data loads, the run looks for its earlier runs: the run folders (``config_resolved.yaml`` beside
-``checkpoints/``; where it was deleted, the config the checkpoint carries) under ``paths.log_dir``'s
+``checkpoints/``; where it was deleted or cannot be read, the config the checkpoint carries) under ``paths.log_dir``'s
 ``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
 ``resume``, ``verbose``, which change no result). Then:
 
@@ -67,30 +67,40 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     return list(found)
 
 
-def run_config(folder: Path) -> tuple[dict | None, Path | None]:
+def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | None]:
     """(the resolved config of ``folder``'s run, the file it was read from): its ``config_resolved.yaml``, or where
-    that was deleted the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped);
-    (None, None) where neither can be read."""
+    that was deleted or cannot be read (cut short, hand-edited) the config its checkpoint carries (``last.ckpt`` or
+    ``interrupted.ckpt``, memory-mapped); (None, None) where neither can be read. ``warn``: say so in the log where
+    the file cannot be read."""
     path = folder / RESOLVED_CONFIG
+    unreadable = None
     if path.is_file():
         try:
             theirs = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
-            log.warning("resume=auto: %s cannot be read (%s); skipped", path, err)
-            return None, None
-        return (theirs, path) if isinstance(theirs, dict) else (None, None)
+        except Exception as err:  # noqa: BLE001 - its checkpoint's config stands in for it, as for a deleted one
+            unreadable = str(err).splitlines()[0] if str(err) else type(err).__name__
+        else:
+            if isinstance(theirs, dict):
+                return theirs, path
+            unreadable = "not a mapping of config keys"
     from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
     for name in RESUME_FROM:
-        path = folder / "checkpoints" / name
-        if path.is_file():
+        ckpt = folder / "checkpoints" / name
+        if ckpt.is_file():
             try:
-                theirs = load_checkpoint(path, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
+                theirs = load_checkpoint(ckpt, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
             except CheckpointError:
                 continue
             if isinstance(theirs, dict):
-                return theirs, path
+                if unreadable is not None and warn:
+                    log.warning("resume=auto: %s cannot be read (%s); the config its checkpoint %s carries is read "
+                                "instead", path, unreadable, ckpt)
+                return theirs, ckpt
+    if unreadable is not None and warn:
+        log.warning("resume=auto: %s cannot be read (%s) and no checkpoint beside it carries its config; skipped",
+                    path, unreadable)
     return None, None
 
 
@@ -99,7 +109,7 @@ def same_run(mine: dict, folder: Path) -> bool:
     theirs, source = run_config(folder)
     if theirs is None or normalised(theirs) != normalised(mine):
         return False
-    if source.name != RESOLVED_CONFIG:
+    if source.name != RESOLVED_CONFIG and not (folder / RESOLVED_CONFIG).is_file():  # (unreadable: said above)
         log.warning("resume=auto: %s has no %s (deleted?); the config its checkpoint %s carries is this run's",
                     folder, RESOLVED_CONFIG, source)
     return True

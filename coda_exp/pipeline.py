@@ -124,19 +124,6 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
     return out
 
 
-def save_resolved_config(cfg: DictConfig) -> Path:
-    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
-    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``)."""
-    out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / RESOLVED_CONFIG
-    if cfg.get("ckpt_path") and path.exists():
-        stamp = results.utc_now_iso().replace(":", "")
-        path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
-    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
-    return path
-
-
 def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None = None):
     """Rebuild (cfg, datamodule, network) of a finished run from a checkpoint. The config: ``config`` when given,
     else the one the checkpoint carries (every checkpoint since the run config rode along), else the
@@ -258,7 +245,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
-    save_resolved_config(cfg)
+    run_folder.save_resolved_config(cfg)
     datamodule = build_data(cfg)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)

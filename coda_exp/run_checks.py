@@ -314,19 +314,21 @@ def fast_trainer_problem(trainer: DictConfig | dict) -> str | None:
 
 def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = None) -> None:
     """Before a resumed run claims its checkpoint's folder: the checkpoint must be of this run's task and model
-    (read from the folder's ``config_resolved.yaml``, or where that was deleted from the config the checkpoint
-    ``ckpt`` carries); a CheckpointError naming the file otherwise, so another run's folder is never taken over (its
+    (read from the folder's ``config_resolved.yaml``, or where that was deleted or cannot be read from the config
+    the checkpoint ``ckpt`` carries); a CheckpointError naming the file otherwise, so another run's folder is never taken over (its
     owner, log and configs stay as they are)."""
     if folder is None:
         return
-    source = folder / RESOLVED_CONFIG
+    source, theirs, why = folder / RESOLVED_CONFIG, None, f"has no {RESOLVED_CONFIG} (deleted?)"
     if source.is_file():
-        theirs = OmegaConf.load(source)
-    elif ckpt is not None and isinstance(ckpt.get(CHECKPOINT_CONFIG), dict):
+        try:
+            theirs = OmegaConf.load(source)
+        except Exception as err:  # noqa: BLE001 - cut short or hand-edited: the checkpoint's config stands in
+            why = f"has a {RESOLVED_CONFIG} that cannot be read ({str(err).splitlines()[0] if str(err) else err!r})"
+    if theirs is None and ckpt is not None and isinstance(ckpt.get(CHECKPOINT_CONFIG), dict):
         theirs, source = OmegaConf.create(ckpt[CHECKPOINT_CONFIG]), Path(cfg.ckpt_path)
-        log.warning("%s has no %s (deleted?): the run's config is read from %s; the resumed run writes it again",
-                    folder, RESOLVED_CONFIG, source)
-    else:
+        log.warning("%s %s: the run's config is read from %s; the resumed run writes it again", folder, why, source)
+    if theirs is None:
         return
     mine = {"task": cfg.task.name, "model": cfg.model.name}
     other = {"task": OmegaConf.select(theirs, "task.name"), "model": OmegaConf.select(theirs, "model.name")}

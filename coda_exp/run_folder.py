@@ -156,6 +156,38 @@ def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
     return None
 
 
+def save_resolved_config(cfg) -> Path:
+    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
+    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``);
+    a first one that cannot be read is moved aside (``config_resolved.unreadable-<time>.yaml``) and written again."""
+    from omegaconf import OmegaConf
+
+    from coda_exp import results
+
+    out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESOLVED_CONFIG
+    if cfg.get("ckpt_path") and path.exists():
+        stamp = results.utc_now_iso().replace(":", "")
+        if _readable(path):
+            path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
+        else:  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside, written again
+            aside = out / RESOLVED_CONFIG.replace(".yaml", f".unreadable-{stamp}.yaml")
+            os.replace(path, aside)
+            log.warning("%s cannot be read: kept as %s; the resumed run writes it again", path, aside.name)
+    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
+    return path
+
+
+def _readable(path: Path) -> bool:
+    from omegaconf import DictConfig, OmegaConf
+
+    try:
+        return isinstance(OmegaConf.load(path), DictConfig)
+    except Exception:  # noqa: BLE001 - any parse error: unreadable
+        return False
+
+
 def check_outputs(cfg, folder: Path) -> None:
     """``check_writable`` for every folder a run or an evaluation writes: its own (``paths.output_dir``) and, as the
     config asks, the results' ``runs/`` (records) and ``predictions/``."""
