@@ -205,28 +205,46 @@ def _raised(mine, theirs) -> bool:
         return mine != theirs
 
 
-def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> None:
-    """``ckpt_path=`` a checkpoint of a run that finished, at the step its record ends at (its ``last.ckpt``), with
-    the budget it finished with: training on from it would test it again and write a second record of the same run
-    (which plots and tables would pool). A CheckpointError naming the record; a raised budget trains on."""
+def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tuple[Path, dict] | None:
+    """``ckpt_path=`` a checkpoint of a run that finished (its record, in this run's or the checkpoint's
+    ``paths.results_dir``, says ``finished`` or ``diverged``): (record file, record) of that run, whose folder and
+    files this run must leave as they are (the caller trains in a new run folder); None for a run that did not
+    finish (resumed in its own folder). With the budget and configuration that run finished with, training from any
+    of its checkpoints would train that same run again, test it again and write a second record of it (which plots
+    and tables would pool): a CheckpointError naming the record and what to do instead. A raised budget
+    (``task.epochs``, ``task.max_steps``) or another configuration (``resume=force``) from a checkpoint before its
+    end trains on, as a new run; from its last step under another configuration nothing is left to train."""
     from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.config_diff import configuration_changes
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
+    if folder is None:
+        return None
     trained = ckpt.get(CHECKPOINT_CONFIG)
-    if folder is None or not cfg.get("save_record", True) or not isinstance(trained, dict):
-        return
-    theirs = OmegaConf.create(trained)
+    theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
+    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None)
+                                                    if theirs is not None else None)}
+    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    if done is None or not cfg.get("save_record", True) or theirs is None:
+        return done  # (save_record=false writes no record; a checkpoint without its config: no budget to compare)
     if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))
            for k in STEP_BUDGET):
-        return
-    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None))}
-    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
-    if done is None or int(done[1].get("steps") or 0) > int(ckpt.get("global_step") or 0):
-        return
+        return done
     path, record = done
-    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step {record['steps']} "
-                          f"(record {path}) with this budget, so nothing is left to train: to test it again, coda-exp "
-                          f"eval ckpt_path={cfg.ckpt_path}; to train longer, raise task.epochs or task.max_steps")
+    ended, step = int(record.get("steps") or 0), int(ckpt.get("global_step") or 0)
+    if ended <= step:
+        raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step "
+                              f"{record['steps']} (record {path}) with this budget, so nothing is left to train: to "
+                              f"test it again, coda-exp eval ckpt_path={cfg.ckpt_path}; to train longer, raise "
+                              "task.epochs or task.max_steps")
+    if configuration_changes(cfg, trained):  # resume=force (check_same_configuration refused it otherwise)
+        return done
+    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: a checkpoint at step {step} of a run that {record['status']} "
+                          f"already at step {ended} (record {path}) with this configuration and budget: training on "
+                          "from it would train that run again and write a second record of it. To test this "
+                          f"checkpoint, coda-exp eval ckpt_path={cfg.ckpt_path}; to train on from it as a new run "
+                          "(in a new run folder), raise task.epochs or task.max_steps, or change the configuration "
+                          "and add resume=force")
 
 
 def decide(cfg: DictConfig, own: Path) -> Decision:

@@ -153,8 +153,8 @@ RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path 
 
 def prepare_run_folder(cfg: DictConfig) -> Path | None:
     """Before any data loads: check ``ckpt_path`` (one line naming a corrupt file), choose and claim the run's
-    folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder; a taken folder is never
-    shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
+    folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder, unless that run finished:
+    then a new folder; a taken folder is never shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
     returns that folder (where this run also logs), else None."""
     hydra_dir = Path(cfg.paths.output_dir)
     folder, resume = hydra_dir, False
@@ -163,10 +163,13 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
-        auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
+        finished = auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
+        elif finished is not None:  # a new run from it: that run's folder and files stay as they are
+            log.warning("ckpt_path=%s: its run %s already (record %s), so this run trains on from it in a new run "
+                        "folder, leaving %s as it is", cfg.ckpt_path, finished[1].get("status"), finished[0], theirs)
         else:  # its own folder, even where that is this job's Hydra folder (hydra.run.dir=<run>, a requeued job)
             folder, resume = theirs, True
     if pl.utilities.rank_zero_only.rank == 0:
@@ -195,7 +198,8 @@ def run(cfg: DictConfig) -> float | None:
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
-    leave = hydra_dir if folder is not None and not cfg.get("ckpt_path") else None
+    resumed = folder is not None and bool(cfg.get("ckpt_path")) and run_folder.resume_folder(cfg.ckpt_path) == folder
+    leave = hydra_dir if folder is not None and not resumed else None
     with run_folder.log_file(folder, leave=leave):
         if leave is not None:
             log.warning("output folder %s belongs to another run (%s); this run writes to %s", hydra_dir,
@@ -267,6 +271,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(GracefulStop())
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
+        from coda_exp.callbacks import keep_best_across_folders
+
+        keep_best_across_folders(callbacks)  # a finished run's checkpoint, trained on in a new folder
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training

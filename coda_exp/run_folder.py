@@ -8,7 +8,9 @@ folder a run will write to is checked writable before the first step.
   ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
 - Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
   dirpath and keeps its best-model state (with a new dirpath Lightning drops it: "dirpath has changed"). The
-  claim of the killed run is taken over, unless its process is still alive on this host.
+  claim of the killed run is taken over, unless its process is still alive on this host. A checkpoint of a run
+  that finished (its record says so) is trained on from in a new folder, this job's own: a finished run's folder
+  and files are never written again (``coda_exp.auto_resume.check_not_finished``).
 - Under DDP only global rank 0 claims (the other ranks write into rank 0's folder).
 """
 
