@@ -22,7 +22,7 @@ from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, 
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import ElapsedTime, GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
-from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
+from coda_exp.checkpoint_io import AtomicCheckpointIO, write_failed
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
@@ -219,8 +219,8 @@ def run(cfg: DictConfig) -> float | None:
                 stopped_outside_a_step(cfg, "SIGINT")  # test, a second Ctrl-C) exits 1
             raise
         except Exception as err:
-            full = None if isinstance(err, UserError) else disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")
-            shown = full or err  # a full disk: a user's error (not a bug), one message
+            full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
+            shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
             if isinstance(shown, UserError):  # the message says it all (file, line or key): no traceback
                 log.error("run failed: %s", shown)
             else:

@@ -252,6 +252,14 @@ class LogFile(logging.FileHandler):
 
     failed = False
 
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        try:
+            super().emit(record)
+        except OSError:  # the file (re)opened on a read-only or full disk: FileHandler.emit lets that one through
+            self.handleError(record)
+
     def handleError(self, record: logging.LogRecord) -> None:
         if self.failed:
             return
