@@ -29,6 +29,7 @@ from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
+from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
@@ -255,7 +256,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
     task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint
-    task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
+    task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity,
+                              CHECKPOINT_DATA_FILES: files_of(cfg.data.get("dir"))}  # what a resumed run compares
     loggers = build_loggers(cfg, identity)
     history, timer = ValidationHistory(cfg.task.monitor), ElapsedTime(start)
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), timer,

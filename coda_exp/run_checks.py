@@ -31,6 +31,7 @@ from coda_exp.config_checks import ConfigError, family_problem
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
 from coda_exp.models.attconv_layers import injected_attention_problem
+from coda_exp.resume_data import data_change
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
@@ -341,17 +342,20 @@ def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = Non
 def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
     """A checkpoint resumed with ``ckpt_path=`` was trained with this run's configuration (:func:`configuration_changes`
     of the config it carries; a longer budget is allowed): else a CheckpointError naming the keys that differ, so a
-    run never goes on under another configuration than its record would state. ``resume=force`` resumes it anyway
-    (said in the log); a checkpoint without its config (written before they carried it) is not compared."""
+    run never goes on under another configuration than its record would state; another ``data.dir`` counts where it
+    holds other files (``coda_exp.resume_data``: a relocated data folder or checkout resumes). ``resume=force``
+    resumes it anyway (said in the log); a checkpoint without its config (written before they carried it) is not
+    compared."""
     trained = ckpt.get(CHECKPOINT_CONFIG)
     if not isinstance(trained, dict):
         return
-    changed = configuration_changes(cfg, trained)
-    if not changed:
+    changed, data = configuration_changes(cfg, trained), data_change(cfg, ckpt, trained)
+    if not changed and data is None:
         return
     theirs = OmegaConf.create(trained)
-    shown = "; ".join(f"{k}: {OmegaConf.select(theirs, k, default='(absent)')} there, "
-                      f"{OmegaConf.select(cfg, k, default='(absent)')} here" for k in changed[:4])
+    shown = "; ".join([*([data] if data else []), *(f"{k}: {OmegaConf.select(theirs, k, default='(absent)')} there, "
+                                                   f"{OmegaConf.select(cfg, k, default='(absent)')} here"
+                                                   for k in changed[:4])])
     more = f" (and {len(changed) - 4} more)" if len(changed) > 4 else ""
     if cfg.get("resume") == "force":
         log.warning("ckpt_path=%s was trained with another configuration (%s%s); resume=force: resuming it under "
