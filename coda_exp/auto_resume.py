@@ -1,7 +1,7 @@
 """``resume=auto``: a run goes on where the same run stopped, without the user finding its checkpoint.
 
 Before any data loads, the run looks for its earlier runs: the run folders (``config_resolved.yaml`` beside
-``checkpoints/``; where it was deleted, the config the checkpoint carries) under ``paths.log_dir``'s
+``checkpoints/``; where it was deleted or cannot be read, the config the checkpoint carries) under ``paths.log_dir``'s
 ``runs/<task>-<model>/`` and ``multiruns/*/`` and beside this run's own Hydra folder, whose resolved config equals this run's once each folder's own path is set aside (and ``ckpt_path``,
 ``resume``, ``verbose``, which change no result). Then:
 
@@ -67,30 +67,40 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
     return list(found)
 
 
-def run_config(folder: Path) -> tuple[dict | None, Path | None]:
+def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | None]:
     """(the resolved config of ``folder``'s run, the file it was read from): its ``config_resolved.yaml``, or where
-    that was deleted the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped);
-    (None, None) where neither can be read."""
+    that was deleted or cannot be read (cut short, hand-edited) the config its checkpoint carries (``last.ckpt`` or
+    ``interrupted.ckpt``, memory-mapped); (None, None) where neither can be read. ``warn``: say so in the log where
+    the file cannot be read."""
     path = folder / RESOLVED_CONFIG
+    unreadable = None
     if path.is_file():
         try:
             theirs = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        except Exception as err:  # noqa: BLE001 - an unreadable folder is not this run's; say so, go on
-            log.warning("resume=auto: %s cannot be read (%s); skipped", path, err)
-            return None, None
-        return (theirs, path) if isinstance(theirs, dict) else (None, None)
+        except Exception as err:  # noqa: BLE001 - its checkpoint's config stands in for it, as for a deleted one
+            unreadable = str(err).splitlines()[0] if str(err) else type(err).__name__
+        else:
+            if isinstance(theirs, dict):
+                return theirs, path
+            unreadable = "not a mapping of config keys"
     from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
     for name in RESUME_FROM:
-        path = folder / "checkpoints" / name
-        if path.is_file():
+        ckpt = folder / "checkpoints" / name
+        if ckpt.is_file():
             try:
-                theirs = load_checkpoint(path, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
+                theirs = load_checkpoint(ckpt, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
             except CheckpointError:
                 continue
             if isinstance(theirs, dict):
-                return theirs, path
+                if unreadable is not None and warn:
+                    log.warning("resume=auto: %s cannot be read (%s); the config its checkpoint %s carries is read "
+                                "instead", path, unreadable, ckpt)
+                return theirs, ckpt
+    if unreadable is not None and warn:
+        log.warning("resume=auto: %s cannot be read (%s) and no checkpoint beside it carries its config; skipped",
+                    path, unreadable)
     return None, None
 
 
@@ -99,7 +109,7 @@ def same_run(mine: dict, folder: Path) -> bool:
     theirs, source = run_config(folder)
     if theirs is None or normalised(theirs) != normalised(mine):
         return False
-    if source.name != RESOLVED_CONFIG:
+    if source.name != RESOLVED_CONFIG and not (folder / RESOLVED_CONFIG).is_file():  # (unreadable: said above)
         log.warning("resume=auto: %s has no %s (deleted?); the config its checkpoint %s carries is this run's",
                     folder, RESOLVED_CONFIG, source)
     return True
@@ -195,28 +205,46 @@ def _raised(mine, theirs) -> bool:
         return mine != theirs
 
 
-def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> None:
-    """``ckpt_path=`` a checkpoint of a run that finished, at the step its record ends at (its ``last.ckpt``), with
-    the budget it finished with: training on from it would test it again and write a second record of the same run
-    (which plots and tables would pool). A CheckpointError naming the record; a raised budget trains on."""
+def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tuple[Path, dict] | None:
+    """``ckpt_path=`` a checkpoint of a run that finished (its record, in this run's or the checkpoint's
+    ``paths.results_dir``, says ``finished`` or ``diverged``): (record file, record) of that run, whose folder and
+    files this run must leave as they are (the caller trains in a new run folder); None for a run that did not
+    finish (resumed in its own folder). With the budget and configuration that run finished with, training from any
+    of its checkpoints would train that same run again, test it again and write a second record of it (which plots
+    and tables would pool): a CheckpointError naming the record and what to do instead. A raised budget
+    (``task.epochs``, ``task.max_steps``) or another configuration (``resume=force``) from a checkpoint before its
+    end trains on, as a new run; from its last step under another configuration nothing is left to train."""
     from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.config_diff import configuration_changes
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
+    if folder is None:
+        return None
     trained = ckpt.get(CHECKPOINT_CONFIG)
-    if folder is None or not cfg.get("save_record", True) or not isinstance(trained, dict):
-        return
-    theirs = OmegaConf.create(trained)
+    theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
+    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None)
+                                                    if theirs is not None else None)}
+    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    if done is None or not cfg.get("save_record", True) or theirs is None:
+        return done  # (save_record=false writes no record; a checkpoint without its config: no budget to compare)
     if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))
            for k in STEP_BUDGET):
-        return
-    results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None))}
-    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
-    if done is None or int(done[1].get("steps") or 0) > int(ckpt.get("global_step") or 0):
-        return
+        return done
     path, record = done
-    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step {record['steps']} "
-                          f"(record {path}) with this budget, so nothing is left to train: to test it again, coda-exp "
-                          f"eval ckpt_path={cfg.ckpt_path}; to train longer, raise task.epochs or task.max_steps")
+    ended, step = int(record.get("steps") or 0), int(ckpt.get("global_step") or 0)
+    if ended <= step:
+        raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: its run {record['status']} already at step "
+                              f"{record['steps']} (record {path}) with this budget, so nothing is left to train: to "
+                              f"test it again, coda-exp eval ckpt_path={cfg.ckpt_path}; to train longer, raise "
+                              "task.epochs or task.max_steps")
+    if configuration_changes(cfg, trained):  # resume=force (check_same_configuration refused it otherwise)
+        return done
+    raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: a checkpoint at step {step} of a run that {record['status']} "
+                          f"already at step {ended} (record {path}) with this configuration and budget: training on "
+                          "from it would train that run again and write a second record of it. To test this "
+                          f"checkpoint, coda-exp eval ckpt_path={cfg.ckpt_path}; to train on from it as a new run "
+                          "(in a new run folder), raise task.epochs or task.max_steps, or change the configuration "
+                          "and add resume=force")
 
 
 def decide(cfg: DictConfig, own: Path) -> Decision:

@@ -21,6 +21,29 @@ class LastCheckpoint(pl.callbacks.ModelCheckpoint):
                          enable_version_counter=False, auto_insert_metric_name=False)
 
 
+def keep_best_across_folders(callbacks: list) -> None:
+    """A run trained on from a checkpoint of another folder (a finished run's, which it leaves as it is): each
+    monitored ModelCheckpoint keeps the best-model state that checkpoint carries (its best score and the files of
+    its best checkpoints), where Lightning drops all but ``best_model_path`` when the folder changed ("dirpath has
+    changed") and the new run's first validation would be its best whatever its score: the best checkpoint is
+    chosen over the whole run, as for a run resumed in its own folder. Lightning never deletes a checkpoint outside
+    the callback's folder, so the other run's files stay; the state is kept only where each of them still exists."""
+    for callback in callbacks:
+        if isinstance(callback, pl.callbacks.ModelCheckpoint) and callback.monitor is not None:
+            callback.load_state_dict = _keeping_best(callback, callback.load_state_dict)
+
+
+def _keeping_best(callback: pl.callbacks.ModelCheckpoint, load):
+    def load_state_dict(state: dict) -> None:
+        files = [*(state.get("best_k_models") or {}), state.get("best_model_path")]
+        there = state.get("dirpath")
+        if there and there != callback.dirpath and all(f and Path(f).is_file() for f in files):
+            state = {**state, "dirpath": callback.dirpath, "last_model_path": ""}
+        load(state)
+
+    return load_state_dict
+
+
 class EarlyStopping(pl.callbacks.EarlyStopping):
     """EarlyStopping whose ``patience`` is the configured one even after resuming from a checkpoint (Lightning
     restores the patience saved in the checkpoint, so ``task.epochs`` raised on resume would still stop at the old

@@ -8,10 +8,16 @@ has nothing left to resume from; a small ``/tmp`` refuses checkpoints the run's 
 :class:`AtomicCheckpointIO` writes each checkpoint through :func:`coda_exp.io.atomic_write` instead (a temporary
 file in the checkpoint's own folder, fsynced, renamed over it), so a checkpoint is the old one or the complete new
 one. Remote paths (``s3://``...) keep Lightning's own writing.
+
+A file of the run folder that cannot be written during the run (a full disk, a quota; the folder made read-only or
+its permissions taken away: a CSV logger's ``metrics.csv``, a checkpoint) ends the run with one message naming the
+file and the checkpoint it resumes from (:func:`write_failed`), not a traceback; the checkpoints written so far are
+whole (see above) and stay.
 """
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +61,36 @@ def disk_full(err: BaseException, checkpoints: Path) -> OutputDirError | None:
     return OutputDirError(f"{err.strerror or 'no space left'} writing {err.filename or 'a file'}: {what_to_free(err)} "
                           "(or write elsewhere: hydra.run.dir=..., paths.results_dir=..., paths.cache_dir=...), "
                           f"{resume}")
+
+
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)  # a read-only file system, permissions taken away
+
+
+def write_failed(err: BaseException, folder: Path) -> OutputDirError | None:
+    """A user's error for a file of the run folder ``folder`` that could not be written: a full disk or quota
+    (:func:`disk_full`, any file), or (:data:`NOT_WRITABLE`) a file under ``folder`` on a read-only file system or
+    without permission; one message naming the file and what was saved. None for any other error."""
+    folder = Path(folder)
+    full = disk_full(err, folder / "checkpoints")
+    if full is not None:
+        return full
+    failed = cause_of(err, OSError)
+    if failed is None or failed.errno not in NOT_WRITABLE or not failed.filename:
+        return None
+    path = Path(str(failed.filename)).absolute()
+    if folder.absolute() not in path.parents:
+        return None
+    last = folder / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        from coda_exp.checkpoint_avg import CheckpointError, global_step
+
+        try:
+            step = f" (step {global_step(last)})"
+        except CheckpointError:
+            step = ""
+        saved = (f"the checkpoints written so far are kept: make the folder writable again (or copy it elsewhere), "
+                 f"then resume with ckpt_path={last}{step}")
+    else:
+        saved = "it saved no checkpoint yet: make the folder writable again, then run it again"
+    return OutputDirError(f"{failed.strerror or 'cannot write'} writing {path}: the run folder {folder} cannot be "
+                          f"written any more; {saved}")

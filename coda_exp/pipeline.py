@@ -22,13 +22,14 @@ from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, 
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import ElapsedTime, GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
-from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
+from coda_exp.checkpoint_io import AtomicCheckpointIO, write_failed
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
+from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
@@ -124,19 +125,6 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
     return out
 
 
-def save_resolved_config(cfg: DictConfig) -> Path:
-    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
-    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``)."""
-    out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / RESOLVED_CONFIG
-    if cfg.get("ckpt_path") and path.exists():
-        stamp = results.utc_now_iso().replace(":", "")
-        path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
-    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
-    return path
-
-
 def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None = None):
     """Rebuild (cfg, datamodule, network) of a finished run from a checkpoint. The config: ``config`` when given,
     else the one the checkpoint carries (every checkpoint since the run config rode along), else the
@@ -166,8 +154,8 @@ RESUME_KEYS = ("state_dict", "epoch", "global_step", "loops")  # what ckpt_path 
 
 def prepare_run_folder(cfg: DictConfig) -> Path | None:
     """Before any data loads: check ``ckpt_path`` (one line naming a corrupt file), choose and claim the run's
-    folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder; a taken folder is never
-    shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
+    folder (``coda_exp.run_folder``: a resumed run continues in its checkpoint's folder, unless that run finished:
+    then a new folder; a taken folder is never shared) and check every folder the run will write to. Sets ``paths.output_dir`` when the folder is not Hydra's;
     returns that folder (where this run also logs), else None."""
     hydra_dir = Path(cfg.paths.output_dir)
     folder, resume = hydra_dir, False
@@ -176,10 +164,13 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
-        auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
+        finished = auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
                         "is not known to this run", cfg.ckpt_path)
+        elif finished is not None:  # a new run from it: that run's folder and files stay as they are
+            log.warning("ckpt_path=%s: its run %s already (record %s), so this run trains on from it in a new run "
+                        "folder, leaving %s as it is", cfg.ckpt_path, finished[1].get("status"), finished[0], theirs)
         else:  # its own folder, even where that is this job's Hydra folder (hydra.run.dir=<run>, a requeued job)
             folder, resume = theirs, True
     if pl.utilities.rank_zero_only.rank == 0:
@@ -208,7 +199,8 @@ def run(cfg: DictConfig) -> float | None:
     hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
-    leave = hydra_dir if folder is not None and not cfg.get("ckpt_path") else None
+    resumed = folder is not None and bool(cfg.get("ckpt_path")) and run_folder.resume_folder(cfg.ckpt_path) == folder
+    leave = hydra_dir if folder is not None and not resumed else None
     with run_folder.log_file(folder, leave=leave):
         if leave is not None:
             log.warning("output folder %s belongs to another run (%s); this run writes to %s", hydra_dir,
@@ -228,8 +220,8 @@ def run(cfg: DictConfig) -> float | None:
                 stopped_outside_a_step(cfg, "SIGINT")  # test, a second Ctrl-C) exits 1
             raise
         except Exception as err:
-            full = None if isinstance(err, UserError) else disk_full(err, Path(cfg.paths.output_dir) / "checkpoints")
-            shown = full or err  # a full disk: a user's error (not a bug), one message
+            full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
+            shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
             if isinstance(shown, UserError):  # the message says it all (file, line or key): no traceback
                 log.error("run failed: %s", shown)
             else:
@@ -258,13 +250,14 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
-    save_resolved_config(cfg)
+    run_folder.save_resolved_config(cfg)
     datamodule = build_data(cfg)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
     task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint
-    task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity}
+    task.checkpoint_extras = {CHECKPOINT_DATA: datamodule.encoder_state(), CHECKPOINT_RUN: identity,
+                              CHECKPOINT_DATA_FILES: files_of(cfg.data.get("dir"))}  # what a resumed run compares
     loggers = build_loggers(cfg, identity)
     history, timer = ValidationHistory(cfg.task.monitor), ElapsedTime(start)
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), timer,
@@ -280,6 +273,9 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(GracefulStop())
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
+        from coda_exp.callbacks import keep_best_across_folders
+
+        keep_best_across_folders(callbacks)  # a finished run's checkpoint, trained on in a new folder
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training

@@ -31,6 +31,7 @@ from coda_exp.config_checks import ConfigError, family_problem
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
 from coda_exp.models.attconv_layers import injected_attention_problem
+from coda_exp.resume_data import data_change
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
@@ -314,19 +315,21 @@ def fast_trainer_problem(trainer: DictConfig | dict) -> str | None:
 
 def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = None) -> None:
     """Before a resumed run claims its checkpoint's folder: the checkpoint must be of this run's task and model
-    (read from the folder's ``config_resolved.yaml``, or where that was deleted from the config the checkpoint
-    ``ckpt`` carries); a CheckpointError naming the file otherwise, so another run's folder is never taken over (its
+    (read from the folder's ``config_resolved.yaml``, or where that was deleted or cannot be read from the config
+    the checkpoint ``ckpt`` carries); a CheckpointError naming the file otherwise, so another run's folder is never taken over (its
     owner, log and configs stay as they are)."""
     if folder is None:
         return
-    source = folder / RESOLVED_CONFIG
+    source, theirs, why = folder / RESOLVED_CONFIG, None, f"has no {RESOLVED_CONFIG} (deleted?)"
     if source.is_file():
-        theirs = OmegaConf.load(source)
-    elif ckpt is not None and isinstance(ckpt.get(CHECKPOINT_CONFIG), dict):
+        try:
+            theirs = OmegaConf.load(source)
+        except Exception as err:  # noqa: BLE001 - cut short or hand-edited: the checkpoint's config stands in
+            why = f"has a {RESOLVED_CONFIG} that cannot be read ({str(err).splitlines()[0] if str(err) else err!r})"
+    if theirs is None and ckpt is not None and isinstance(ckpt.get(CHECKPOINT_CONFIG), dict):
         theirs, source = OmegaConf.create(ckpt[CHECKPOINT_CONFIG]), Path(cfg.ckpt_path)
-        log.warning("%s has no %s (deleted?): the run's config is read from %s; the resumed run writes it again",
-                    folder, RESOLVED_CONFIG, source)
-    else:
+        log.warning("%s %s: the run's config is read from %s; the resumed run writes it again", folder, why, source)
+    if theirs is None:
         return
     mine = {"task": cfg.task.name, "model": cfg.model.name}
     other = {"task": OmegaConf.select(theirs, "task.name"), "model": OmegaConf.select(theirs, "model.name")}
@@ -339,17 +342,20 @@ def check_same_run(cfg: DictConfig, folder: Path | None, ckpt: dict | None = Non
 def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
     """A checkpoint resumed with ``ckpt_path=`` was trained with this run's configuration (:func:`configuration_changes`
     of the config it carries; a longer budget is allowed): else a CheckpointError naming the keys that differ, so a
-    run never goes on under another configuration than its record would state. ``resume=force`` resumes it anyway
-    (said in the log); a checkpoint without its config (written before they carried it) is not compared."""
+    run never goes on under another configuration than its record would state; another ``data.dir`` counts where it
+    holds other files (``coda_exp.resume_data``: a relocated data folder or checkout resumes). ``resume=force``
+    resumes it anyway (said in the log); a checkpoint without its config (written before they carried it) is not
+    compared."""
     trained = ckpt.get(CHECKPOINT_CONFIG)
     if not isinstance(trained, dict):
         return
-    changed = configuration_changes(cfg, trained)
-    if not changed:
+    changed, data = configuration_changes(cfg, trained), data_change(cfg, ckpt, trained)
+    if not changed and data is None:
         return
     theirs = OmegaConf.create(trained)
-    shown = "; ".join(f"{k}: {OmegaConf.select(theirs, k, default='(absent)')} there, "
-                      f"{OmegaConf.select(cfg, k, default='(absent)')} here" for k in changed[:4])
+    shown = "; ".join([*([data] if data else []), *(f"{k}: {OmegaConf.select(theirs, k, default='(absent)')} there, "
+                                                   f"{OmegaConf.select(cfg, k, default='(absent)')} here"
+                                                   for k in changed[:4])])
     more = f" (and {len(changed) - 4} more)" if len(changed) > 4 else ""
     if cfg.get("resume") == "force":
         log.warning("ckpt_path=%s was trained with another configuration (%s%s); resume=force: resuming it under "

@@ -8,7 +8,9 @@ folder a run will write to is checked writable before the first step.
   ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
 - Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
   dirpath and keeps its best-model state (with a new dirpath Lightning drops it: "dirpath has changed"). The
-  claim of the killed run is taken over, unless its process is still alive on this host.
+  claim of the killed run is taken over, unless its process is still alive on this host. A checkpoint of a run
+  that finished (its record says so) is trained on from in a new folder, this job's own: a finished run's folder
+  and files are never written again (``coda_exp.auto_resume.check_not_finished``).
 - Under DDP only global rank 0 claims (the other ranks write into rank 0's folder).
 """
 
@@ -156,6 +158,38 @@ def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
     return None
 
 
+def save_resolved_config(cfg) -> Path:
+    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
+    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``);
+    a first one that cannot be read is moved aside (``config_resolved.unreadable-<time>.yaml``) and written again."""
+    from omegaconf import OmegaConf
+
+    from coda_exp import results
+
+    out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESOLVED_CONFIG
+    if cfg.get("ckpt_path") and path.exists():
+        stamp = results.utc_now_iso().replace(":", "")
+        if _readable(path):
+            path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
+        else:  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside, written again
+            aside = out / RESOLVED_CONFIG.replace(".yaml", f".unreadable-{stamp}.yaml")
+            os.replace(path, aside)
+            log.warning("%s cannot be read: kept as %s; the resumed run writes it again", path, aside.name)
+    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
+    return path
+
+
+def _readable(path: Path) -> bool:
+    from omegaconf import DictConfig, OmegaConf
+
+    try:
+        return isinstance(OmegaConf.load(path), DictConfig)
+    except Exception:  # noqa: BLE001 - any parse error: unreadable
+        return False
+
+
 def check_outputs(cfg, folder: Path) -> None:
     """``check_writable`` for every folder a run or an evaluation writes: its own (``paths.output_dir``) and, as the
     config asks, the results' ``runs/`` (records) and ``predictions/``."""
@@ -217,6 +251,14 @@ class LogFile(logging.FileHandler):
     instead of Python's "--- Logging error ---" traceback for every line dropped; the console goes on."""
 
     failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        try:
+            super().emit(record)
+        except OSError:  # the file (re)opened on a read-only or full disk: FileHandler.emit lets that one through
+            self.handleError(record)
 
     def handleError(self, record: logging.LogRecord) -> None:
         if self.failed:

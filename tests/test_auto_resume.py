@@ -207,19 +207,33 @@ def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, cap
     assert auto_resume.furthest([folder]) is None  # no checkpoint at all: a fresh run
 
 
-def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoints_config(compose, tmp_path, caplog):
+@pytest.mark.parametrize("damage", ["deleted", "corrupt"])
+def test_a_run_whose_config_resolved_yaml_was_deleted_is_found_by_its_checkpoints_config(compose, tmp_path, caplog,
+                                                                                        damage):
     """It was invisible (resume=auto started afresh beside it): its checkpoint carries the config; the resumed run
-    writes config_resolved.yaml again."""
+    writes config_resolved.yaml again. One cut short or hand-edited was skipped with a warning, and the stopped
+    run's steps were thrown away by a fresh run beside it: it is read the same way (the bad file kept aside)."""
     first = tmp_path / "runs" / "first"
     auto = [*BASE, "resume=auto"]
     with pytest.raises(SystemExit):
         run(compose([*auto, f"paths.output_dir={first}"], tmp_path))
-    (first / "config_resolved.yaml").unlink()
+    if damage == "deleted":
+        (first / "config_resolved.yaml").unlink()
+    else:
+        (first / "config_resolved.yaml").write_text("task: [unclosed\n")
     run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
     (resumed,) = _records(tmp_path)
     assert resumed["output_dir"] == str(first) and resumed["resumed_from"].endswith("interrupted.ckpt")
-    assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
-    assert (first / "config_resolved.yaml").is_file()
+    if damage == "deleted":
+        assert f"{first} has no config_resolved.yaml (deleted?)" in caplog.text
+    else:
+        assert f"{first / 'config_resolved.yaml'} cannot be read (" in caplog.text
+        assert "the config its checkpoint" in caplog.text and "skipped" not in caplog.text
+        (aside,) = first.glob("config_resolved.unreadable-*.yaml")
+        assert aside.read_text() == "task: [unclosed\n"
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.load(first / "config_resolved.yaml").task.name == "snli"
 
 
 def test_a_run_of_before_paths_results_root_is_the_same_run():

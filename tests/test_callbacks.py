@@ -202,3 +202,29 @@ def test_elapsed_time_rides_in_the_checkpoint_and_adds_up_over_resumed_runs():
     older = ElapsedTime(start=time.time())
     older.load_state_dict({})  # a checkpoint from before the time rode in it: nothing earlier known
     assert older.earlier == 0
+
+
+def test_a_run_trained_on_from_another_folders_checkpoint_keeps_its_best_where_the_files_exist(tmp_path):
+    """Trained on in a new folder from a finished run's checkpoint, Lightning dropped the best score ("dirpath has
+    changed"), so the new run's first validation was its best whatever its score."""
+    import pytorch_lightning as pl
+    import torch
+
+    from coda_exp.callbacks import keep_best_across_folders
+
+    theirs = tmp_path / "finished" / "checkpoints"
+    theirs.mkdir(parents=True)
+    (theirs / "epoch000-step5.ckpt").write_bytes(b"x")
+    best = str(theirs / "epoch000-step5.ckpt")
+    state = {"dirpath": str(theirs), "best_model_score": torch.tensor(0.9), "best_model_path": best,
+             "best_k_models": {best: torch.tensor(0.9)}, "kth_best_model_path": best, "kth_value": torch.tensor(0.9),
+             "last_model_path": ""}
+    for exists in (True, False):
+        if not exists:
+            (theirs / "epoch000-step5.ckpt").unlink()
+        callback = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "new" / "checkpoints", monitor="val/acc")
+        keep_best_across_folders([callback])
+        callback.load_state_dict(dict(state))
+        assert (callback.best_model_score is not None) == exists and callback.best_k_models == (
+            {best: torch.tensor(0.9)} if exists else {})
+        assert callback.dirpath == str(tmp_path / "new" / "checkpoints")

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full
+from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full, write_failed
 from coda_exp.run_folder import OutputDirError
 
 
@@ -89,6 +89,51 @@ def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line
     err = capsys.readouterr().err
     assert err.strip() == (f"log file {tmp_path / 'train.log'}: cannot write ({os.strerror(errno.ENOSPC)}); its "
                            "lines stop here, the console goes on")
+
+
+def test_a_log_file_that_cannot_be_opened_any_more_is_one_line_not_a_traceback(tmp_path, capsys):
+    """The run folder made read-only mid-run: FileHandler.emit (re)opening train.log raised the OSError through
+    the logging call itself (a traceback out of log.exception / Hydra's job end)."""
+    import logging
+
+    from coda_exp.run_folder import LogFile
+
+    handler = LogFile(tmp_path / "gone" / "train.log", mode="a", encoding="utf-8", delay=True)  # opened at emit
+    logger = logging.getLogger("coda_exp.test_ro_log")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        for i in range(3):
+            logger.error("line %d", i)
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert capsys.readouterr().err.count("its lines stop here, the console goes on") == 1
+
+
+def test_a_run_folder_made_read_only_mid_run_is_one_message_naming_the_file_and_what_was_saved(make_cfg, tmp_path,
+                                                                                              monkeypatch):
+    """A CSV logger's metrics.csv that could not be written any more ended the run with an OSError traceback
+    (exit 1); it is one OutputDirError (exit 2) naming the file and the checkpoint to resume from, which stays."""
+    from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+
+    from coda_exp.pipeline import run
+
+    def read_only(self):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), self.metrics_file_path)
+
+    monkeypatch.setattr(ExperimentWriter, "save", read_only)
+    with pytest.raises(OutputDirError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "task.epochs=2", "logger=csv", "trainer.log_every_n_steps=1"))
+    folder = tmp_path / "run"
+    assert str(err.value).startswith(f"{os.strerror(errno.EROFS)} writing {folder}/csv/version_0/metrics.csv: the "
+                                     f"run folder {folder} cannot be written any more; ")
+    last = folder / "checkpoints" / "last.ckpt"
+    assert (f"then resume with ckpt_path={last}" in str(err.value)) == last.is_file()
+    elsewhere = OSError(errno.EROFS, os.strerror(errno.EROFS), str(tmp_path / "data" / "x"))
+    assert write_failed(elsewhere, folder) is None  # not the run folder's: not this message
+    assert write_failed(OSError(errno.EACCES, "Permission denied", str(folder / "x")), folder) is not None
+    assert write_failed(RuntimeError("a bug"), folder) is None
 
 
 def test_hydras_log_file_is_the_runs_own_handler(make_cfg):

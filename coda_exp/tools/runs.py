@@ -8,7 +8,8 @@ has left to do without opening folders.
 A run folder is one with a ``config_resolved.yaml``, a ``checkpoints/`` folder or a ``train.log`` under
 ``<log-dir>/runs/*/`` or ``<log-dir>/multiruns/*/``; one without ``config_resolved.yaml`` (deleted, or never written:
 the run failed before it, e.g. a config error) is listed with "no config_resolved.yaml" and the names its
-checkpoint's config gives, if any. Its state:
+checkpoint's config gives, if any; one whose ``config_resolved.yaml`` cannot be read (cut short, hand-edited) is read
+as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.yaml cannot be read". Its state:
 
 - ``finished`` / ``diverged``: its training record (in the ``paths.results_dir`` its own config names, or the
   fallback record in the folder) says so; the step is the record's;
@@ -80,16 +81,18 @@ def states(log_dir: Path) -> list[RunState]:
     from coda_exp.run_folder import live_owner
 
     folders = run_folders(log_dir)
-    configs, missing = {}, set()
+    configs, missing, unreadable = {}, set(), {}
     for folder in folders:
         if not (folder / "config_resolved.yaml").is_file():  # deleted or never written: its checkpoint's config
             missing.add(folder)
-            configs[folder] = run_config(folder)[0] or _job_names(folder)
+            configs[folder] = run_config(folder, warn=False)[0] or _job_names(folder)
             continue
         try:
             configs[folder] = OmegaConf.to_container(OmegaConf.load(folder / "config_resolved.yaml"), resolve=False)
-        except Exception:  # noqa: BLE001 - an unreadable config: the folder is listed without its names
-            configs[folder] = {}
+        except Exception:  # noqa: BLE001 - unreadable: its checkpoint's config, as resume=auto reads it
+            carried = run_config(folder, warn=False)[0]
+            unreadable[folder] = carried is not None
+            configs[folder] = carried or _job_names(folder)
     results_dirs = {Path(str(c["paths"]["results_dir"])) for c in configs.values()
                     if isinstance(c.get("paths"), dict) and c["paths"].get("results_dir")}
     records = finished_records(results_dirs, [f.resolve() for f in folders])
@@ -107,6 +110,9 @@ def states(log_dir: Path) -> list[RunState]:
             state, step, checkpoint = "stopped", point[1], str(point[0])
         log_end = _log_tail(folder)
         notes = ["no config_resolved.yaml"] if folder in missing else []
+        if folder in unreadable:  # resume=auto compares its checkpoint's config instead, and writes the file again
+            notes.append("config_resolved.yaml cannot be read" + ("; its checkpoint's config is used"
+                                                                   if unreadable[folder] else ""))
         moved = _elsewhere(log_end, folder) if state == "failed" and folder in missing else None
         if moved is not None:  # its run went on in another folder: this one holds only the job's log
             state, notes, record = moved[0], [moved[1]], moved[2]

@@ -284,23 +284,41 @@ def test_a_checkpoint_of_another_configuration_is_refused_naming_the_keys(make_c
     assert [r["steps"] > 0 for r in records] == [True] * len(records) and records
 
 
-def test_the_last_checkpoint_of_a_finished_run_is_not_trained_and_tested_again(compose, tmp_path):
+def test_a_finished_run_is_never_trained_again_nor_its_folder_written(compose, tmp_path):
     """ckpt_path=<a finished run's last.ckpt> with its budget re-tested it and wrote another record each time (which
-    plots pooled): refused naming the record; a raised budget trains on."""
+    plots pooled): refused naming the record; so is any earlier checkpoint of it (it retrained the same run and
+    wrote a second record). A raised budget, or resume=force under another configuration, trains on from it as a
+    new run in a new folder: they trained in the finished run's own folder and overwrote its last.ckpt."""
     from coda_exp.checkpoint_avg import CheckpointError
 
-    base = ["task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"]
+    base = ["task=wikiqa", "scale=fixture", "task.epochs=2", "logger=none", "save_predictions=false",
+            "callbacks.model_checkpoint.save_top_k=-1"]
     run(compose(base, tmp_path))
     (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
-    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    folder = tmp_path / "run"
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    last = folder / "checkpoints" / "last.ckpt"
     with pytest.raises(CheckpointError, match=rf"ckpt_path={last}: its run finished already at step "
                                               rf"{record['steps']} \(record {tmp_path}/results/runs/.*\.json\) "
                                               "with this budget.*coda-exp eval ckpt_path="):
         run(compose([*base, f"ckpt_path={last}", f"paths.output_dir={tmp_path}/again"], tmp_path))
+    (earlier,) = (folder / "checkpoints").glob("epoch000-*.ckpt")
+    with pytest.raises(CheckpointError, match=rf"ckpt_path={earlier}: a checkpoint at step \d+ of a run that "
+                                              rf"finished already at step {record['steps']} .*a second record of it"
+                                              r".*coda-exp eval ckpt_path=.*resume=force"):
+        run(compose([*base, f"ckpt_path={earlier}", f"paths.output_dir={tmp_path}/earlier"], tmp_path))
     assert len(results.load_records(tmp_path / "results" / "runs", strict=True)) == 1
-    run(compose([*base, "task.epochs=2", f"ckpt_path={last}", f"paths.output_dir={tmp_path}/longer"], tmp_path))
-    longer = max(results.load_records(tmp_path / "results" / "runs", strict=True), key=lambda r: r["steps"])
-    assert longer["steps"] > record["steps"] and longer["output_dir"] == str(tmp_path / "run")
+    run(compose([*base, "task.epochs=3", f"ckpt_path={last}", f"paths.output_dir={tmp_path}/longer"], tmp_path))
+    run(compose([*base, "optimizer.lr=0.01", "resume=force", f"ckpt_path={earlier}",
+                 f"paths.output_dir={tmp_path}/forced"], tmp_path))
+    by_folder = {r["output_dir"]: r for r in results.load_records(tmp_path / "results" / "runs", strict=True)}
+    assert set(by_folder) == {str(folder), str(tmp_path / "longer"), str(tmp_path / "forced")}
+    assert by_folder[str(tmp_path / "longer")]["steps"] > record["steps"]
+    assert by_folder[str(tmp_path / "forced")]["resumed_from"] == str(earlier)
+    for new in ("longer", "forced"):  # the best over the whole run: the finished run's best kept (never deleted)
+        best = by_folder[str(tmp_path / new)]["best_checkpoint"]
+        assert best.startswith(f"{tmp_path / new}/checkpoints/") or best in map(str, before), best
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
 
 def test_a_run_moved_to_another_folder_writes_nothing_into_the_first_runs_log(tmp_path):

@@ -79,6 +79,22 @@ def test_a_folder_whose_config_resolved_yaml_was_deleted_is_listed_by_its_checkp
         f"{folder}  resumes from {folder / 'checkpoints' / 'last.ckpt'}  (no config_resolved.yaml)")
 
 
+def test_a_folder_whose_config_resolved_yaml_cannot_be_read_is_listed_as_resume_auto_reads_it(tmp_path):
+    """It was listed stopped with no names while resume=auto skipped it: both read its checkpoint's config."""
+    log_dir = tmp_path / "outputs"
+    folder = _folder(log_dir / "runs" / "snli-decompatt", "a-s6", 6, tmp_path / "results")
+    config = OmegaConf.to_container(OmegaConf.load(folder / "config_resolved.yaml"))
+    (folder / "config_resolved.yaml").write_text("task: [unclosed\n")
+    torch.save({"global_step": 9, "state_dict": {}, "coda_exp.run_config": config},
+               folder / "checkpoints" / "last.ckpt")
+    (row,) = runs.states(log_dir)
+    assert (row.state, row.step, row.task, row.seed) == ("stopped", 9, "snli", 6)
+    assert row.note == "config_resolved.yaml cannot be read; its checkpoint's config is used"
+    from coda_exp.auto_resume import run_config
+
+    assert run_config(folder, warn=False) == (config, folder / "checkpoints" / "last.ckpt")
+
+
 def test_a_debug_run_is_no_failure_and_a_job_failed_before_its_config_is_listed(tmp_path, capsys):
     """debug=fdr ends by design without record and checkpoint: "debug", not failed; a sweep job whose config
     error came before config_resolved.yaml is listed as failed with its log's last error."""

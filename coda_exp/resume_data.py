@@ -1,0 +1,76 @@
+"""Whether a run resumed with ``ckpt_path=`` reads the data its checkpoint was trained on.
+
+``data.dir`` is where the data lies, not what it is (``coda_exp.fingerprint.OUTPUT_KEYS``): a moved checkout, or a
+data folder copied or relocated elsewhere, resumes as before. So the folder's files, by name and size
+(:func:`files_of`; never by modification time, which a copy changes), ride in every checkpoint
+(:data:`CHECKPOINT_DATA_FILES`), and a resumed run whose ``data.dir`` differs from the checkpoint's is compared by
+them (:func:`data_change`): other files (another dev set, another dataset) are a configuration change, which
+``run_checks.check_same_configuration`` refuses (``resume=force`` goes on). A checkpoint written before they rode
+along is compared with its own ``data.dir`` where that folder still exists, else a warning says it cannot be checked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DATA_FILES = "coda_exp.data_files"  # {relative path: size in bytes} of the files under data.dir
+MAX_FILES = 10_000  # a folder with more files is not listed (a data folder holds a few; a wrong data.dir, many)
+
+
+def files_of(directory) -> dict[str, int] | None:
+    """``{path relative to directory: size}`` of the files under ``directory`` (hidden files and folders, such as a
+    cache, left out); None where it is not a folder or holds more than :data:`MAX_FILES` files."""
+    if directory is None or not Path(str(directory)).is_dir():
+        return None
+    root, out = Path(str(directory)), {}
+    for top, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = Path(top) / name
+            try:
+                out[path.relative_to(root).as_posix()] = path.stat().st_size
+            except OSError:
+                continue
+            if len(out) > MAX_FILES:
+                return None
+    return out
+
+
+def _differences(theirs: dict[str, int], mine: dict[str, int]) -> list[str]:
+    missing = sorted(set(theirs) - set(mine))
+    resized = sorted(k for k in set(theirs) & set(mine) if theirs[k] != mine[k])
+    added = sorted(set(mine) - set(theirs))
+    return ([f"{k}: {theirs[k]} bytes there, {mine[k]} here" for k in resized] + [f"{k} missing here" for k in missing]
+            + [f"{k} only here" for k in added])
+
+
+def data_change(cfg, ckpt: dict, trained: dict) -> str | None:
+    """How this run's ``data.dir`` differs from the one the checkpoint ``ckpt`` (with its resolved config ``trained``)
+    was trained on, in words (None: the same folder, or the same files elsewhere, or nothing to compare)."""
+    from omegaconf import OmegaConf
+
+    mine = OmegaConf.select(cfg, "data.dir", default=None)
+    theirs = (trained.get("data") or {}).get("dir") if isinstance(trained.get("data"), dict) else None
+    if mine == theirs:
+        return None
+    if mine is None or theirs is None:
+        return f"data.dir: {theirs} there, {mine} here ({'the hub copy' if mine is None else 'a local folder'} here)"
+    carried = ckpt.get(CHECKPOINT_DATA_FILES)
+    reference = carried if isinstance(carried, dict) else files_of(theirs)
+    here = files_of(mine)
+    if reference is None or here is None:
+        log.warning("ckpt_path=%s was trained on data.dir=%s; this run reads data.dir=%s, whose files cannot be "
+                    "compared with those (%s): make sure they are the same data", cfg.ckpt_path, theirs, mine,
+                    "not a folder" if here is None else "the checkpoint does not list them and that folder is gone")
+        return None
+    diff = _differences(reference, here)
+    if not diff:
+        return None
+    more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
+    return f"data.dir: {theirs} there, {mine} here, other files ({'; '.join(diff[:3])}{more})"

@@ -1,0 +1,47 @@
+"""coda_exp.resume_data: a run resumed with another data.dir is compared by the folder's files (name and size), so
+a relocated data folder or checkout resumes and other data is refused (it resumed silently, mixing two datasets in
+one curve and one choice of the best checkpoint)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from omegaconf import OmegaConf
+
+from coda_exp.checkpoint_avg import CheckpointError
+from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
+from coda_exp.run_checks import check_same_configuration
+from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+
+def _checkpoint(cfg, data_dir, carried=True):
+    trained = OmegaConf.to_container(cfg, resolve=True)
+    trained["data"]["dir"] = str(data_dir)
+    return {CHECKPOINT_CONFIG: trained, **({CHECKPOINT_DATA_FILES: files_of(data_dir)} if carried else {})}
+
+
+def test_another_data_folder_is_refused_unless_it_holds_the_same_files(make_cfg, tmp_path, caplog):
+    cfg = make_cfg("task=snli", "scale=fixture", "ckpt_path=x.ckpt")
+    trained_on = tmp_path / "old" / "snli"
+    shutil.copytree(cfg.data.dir, trained_on)
+    ckpt = _checkpoint(cfg, trained_on)
+    check_same_configuration(cfg, ckpt)  # the same files elsewhere (a moved checkout): resumes
+    other = tmp_path / "other"
+    shutil.copytree(cfg.data.dir, other)
+    dev = next(p for p in sorted(other.rglob("*")) if p.is_file() and "dev" in p.name)
+    dev.write_text(dev.read_text() + dev.read_text())  # a bigger dev set
+    cfg.data.dir = str(other)
+    with pytest.raises(CheckpointError, match=rf"another configuration than this run's \(data.dir: {trained_on} "
+                                              rf"there, {other} here, other files \({dev.relative_to(other)}: \d+ "
+                                              r"bytes there, \d+ here\)"):
+        check_same_configuration(cfg, ckpt)
+    shutil.rmtree(trained_on)  # the data folder moved away: its files still ride in the checkpoint
+    with pytest.raises(CheckpointError, match="other files"):
+        check_same_configuration(cfg, ckpt)
+    cfg.resume = "force"
+    check_same_configuration(cfg, ckpt)
+    assert "resume=force: resuming it under this run's" in caplog.text
+    cfg.resume = None
+    check_same_configuration(cfg, _checkpoint(cfg, trained_on, carried=False))  # older checkpoint, folder gone
+    assert "cannot be compared with those" in caplog.text
