@@ -216,8 +216,7 @@ def save_outputs(record: dict, predictions: list[dict] | None, cfg: DictConfig) 
         if folder == targets[0]:
             return results.write_record(record, folder)
         name = names[targets.index(folder)]
-        results.validate_record(record)
-        return results.atomic_write_text(folder / name, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        return results.atomic_write_text(folder / name, results.record_text(record))
 
     path, errors = _first_writable(write, targets)
     problems += errors
