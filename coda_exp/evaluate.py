@@ -43,7 +43,7 @@ from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
 from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status
 from coda_exp.experiments import earlier_defaults, run_configuration
-from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label
+from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
     default_output,
@@ -91,12 +91,13 @@ def eval_identity(prep: Prepared) -> dict:
                                       attention.get("gate_scale"))
     vectors = trained.get("vectors")
     settings = trained.get("experiment_overrides")
+    world = trained.get("world_size") or world_size_of(list(trained.get("overrides") or []))  # how it was trained
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
             "model": str(cfg.model.name), "seed": int(cfg.seed),
             "scale": trained.get("scale") or scale_label(cfg.scale_name, []), "overrides": overrides,
             **run_configuration(overrides, vectors, trained.get("experiment"),
-                                settings if isinstance(settings, list) else None),
-            "vectors": vectors}
+                                settings if isinstance(settings, list) else None, world),
+            "vectors": vectors, "world_size": world}
 
 
 def _eval_folder(prep: Prepared) -> Path:

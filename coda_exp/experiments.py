@@ -94,13 +94,14 @@ def experiment_of(overrides: list[str]) -> str | None:
 
 
 def run_configuration(overrides: list[str], vectors: dict | None, experiment: str | None,
-                      settings: list[str] | None = None) -> dict:
+                      settings: list[str] | None = None, world_size: int | None = None) -> dict:
     """The record's ``experiment``, ``experiment_overrides``, ``fingerprint``, ``fingerprint_overrides`` and
-    ``fingerprint_rule`` of a run of ``overrides`` (``settings``: its experiment's, read from its file when None)."""
+    ``fingerprint_rule`` of a run of ``overrides`` (``settings``: its experiment's, read from its file when None;
+    ``world_size``: its processes, :data:`coda_exp.fingerprint.PARALLEL_KEYS`, else what the overrides say)."""
     experiment = experiment or experiment_of(overrides)
     if settings is None:
         settings = experiment_settings(experiment) or []
-    configuration = configuration_overrides(with_settings(settings, overrides), vectors)
+    configuration = configuration_overrides(with_settings(settings, overrides), vectors, world_size)
     return {"experiment": experiment, "experiment_overrides": list(settings), "fingerprint": digest(configuration),
             "fingerprint_overrides": configuration, "fingerprint_rule": FINGERPRINT_RULE}
 
@@ -159,7 +160,9 @@ def record_configuration(record: dict) -> tuple[str, list[str]]:
     attention = record.get("attention") if isinstance(record.get("attention"), dict) else {}
     earlier = earlier_defaults(str(record.get("task")), str(record.get("model")), attention.get("n_fn"),
                                attention.get("gate_scale"))
-    configuration = configuration_overrides(record_settings(record) + earlier, record.get("vectors"))
+    world = record.get("world_size")
+    configuration = configuration_overrides(record_settings(record) + earlier, record.get("vectors"),
+                                            world if isinstance(world, int) and not isinstance(world, bool) else None)
     return digest(configuration), configuration
 
 

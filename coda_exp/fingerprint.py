@@ -28,13 +28,21 @@ drop
 - the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
   record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
-  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``data.embeddings.path``, ``trainer.devices``,
+  ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``data.embeddings.path``, ``trainer.strategy``,
   ...) or only measure it
   (the ``callbacks`` group choice, e.g. ``callbacks=gate_stats``, and ``callbacks.gate_stats.*``: a callbacks option
   must not change what a run computes; ``callbacks.early_stopping.patience`` and the like still count);
 
 and hash what remains (``optimizer.lr=0.001``, ``data.batch_size=32``, ``preset=...``, ``task.patience=5`` ...),
 sorted, with numbers normalised (``1e-3`` = ``0.001``).
+
+Processes. A run of N > 1 processes side by side (DDP: ``trainer.devices`` x ``trainer.num_nodes``, however given:
+``trainer.devices=4``, ``trainer=ddp``'s every visible GPU) takes N batches per optimizer step, N times the
+effective batch and 1/N of the steps: it adds ``world_size=N`` (:data:`PARALLEL_KEYS`; the run's resolved count,
+``coda_exp.run_record.world_size``; a record without one: what its overrides say, :func:`world_size_of`). One process
+adds nothing, so every one-process run keeps the fingerprint it had (no new rule: records of rule 2 keep theirs; one
+of several processes written before this entry read as the grid's). ``trainer.accumulate_grad_batches`` counts as
+any setting does.
 
 Pretrained word vectors count by what they are, not where they lie: the path is a location (above), and the
 vectors' identity (:func:`vectors_name` of the file, and its dimension where known: the run record's ``vectors``,
@@ -94,9 +102,15 @@ OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.
                "ckpt_path", "resume", "threads", "verbose",
                "save_record", "save_predictions", "data.dir", "data.embeddings.path", "data.cache_dir",
                "data.num_workers",
-               "data_dir_by_scale", "local", "trainer.accelerator", "trainer.devices", "trainer.num_nodes",
+               "data_dir_by_scale", "local", "trainer.accelerator",
                "trainer.strategy", "trainer.enable_progress_bar", "trainer.enable_model_summary",
                "trainer.log_every_n_steps", "trainer.default_root_dir", "trainer.sync_batchnorm")
+
+#: how many processes train side by side (DDP): ``trainer.devices`` x ``trainer.num_nodes``, each its own batches, so
+#: one optimizer step sees that many batches; it enters the fingerprint as ``world_size=N`` where N > 1 (never at 1,
+#: so a one-process run keeps its fingerprint), whatever gave it (``trainer=ddp``'s ``devices: -1``, an override)
+PARALLEL_KEYS = ("trainer.devices", "trainer.num_nodes")
+WORLD_SIZE = "world_size"
 
 
 #: config groups whose choice alone changes no result (their keys below are judged one by one)
@@ -156,13 +170,30 @@ def _normalise(override: str) -> str:
     return f"{key.strip()}{sep}{value}"
 
 
-def configuration_overrides(overrides: list[str], vectors: dict | None = None) -> list[str]:
+def world_size_of(overrides: list[str]) -> int:
+    """The world size the ``trainer.devices`` and ``trainer.num_nodes`` overrides give (``trainer.devices=4``: 4; a
+    list of devices: its length); 1 without them or where they leave it to the machine (``-1``, ``auto``)."""
+    size = 1
+    for key in PARALLEL_KEYS:
+        values = [o.split("=", 1)[1].strip().strip("'\"") for o in overrides if "=" in o and override_key(o) == key]
+        value = values[-1] if values else "1"
+        if value.startswith("["):
+            size *= max(len([v for v in value.strip("[]").split(",") if v.strip()]), 1)
+        elif value.isdigit() and int(value) > 0:
+            size *= int(value)
+    return size
+
+
+def configuration_overrides(overrides: list[str], vectors: dict | None = None,
+                            world_size: int | None = None) -> list[str]:
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted, with
-    the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name)."""
+    the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name) and the
+    ``world_size=N`` entry where ``world_size`` (else :func:`world_size_of` the overrides) is above 1."""
     kept = [_normalise(o) for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
-            and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS)]
+            and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS + PARALLEL_KEYS)]
     entry = vectors_override(vectors if vectors is not None else _vectors_of(overrides))
-    return sorted(kept + ([entry] if entry else []))
+    world = world_size_of(overrides) if world_size is None else int(world_size)
+    return sorted(kept + ([entry] if entry else []) + ([f"{WORLD_SIZE}={world}"] if world > 1 else []))
 
 
 def digest(configuration: list[str]) -> str:
@@ -170,9 +201,9 @@ def digest(configuration: list[str]) -> str:
     return hashlib.sha256(json.dumps(list(configuration)).encode("utf-8")).hexdigest()[:12]
 
 
-def fingerprint(overrides: list[str], vectors: dict | None = None) -> str:
+def fingerprint(overrides: list[str], vectors: dict | None = None, world_size: int | None = None) -> str:
     """12 hex digits of the SHA-256 of :func:`configuration_overrides`."""
-    return digest(configuration_overrides(overrides, vectors))
+    return digest(configuration_overrides(overrides, vectors, world_size))
 
 
 def record_overrides(record: dict) -> list[str]:

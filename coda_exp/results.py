@@ -23,10 +23,16 @@ pretrained word vectors were: ``coda_exp.data.common.embeddings.vectors_identity
 and ``eval_data`` (:mod:`coda_exp.evaluate`); a training record has no ``mode``. A run with ``callbacks=gate_stats``
 also records ``gate_stats``: ``{layer: {"steps": [...], "mean": [...], "frac_lt_0.01": [...]}}``
 (:class:`coda_exp.callbacks.GateStats`; ``{}`` for a model without CoDA attention).
+
+A record carries :data:`CHECKSUM_KEY`, the SHA-256 of its own content (canonical JSON:
+sorted keys, every key but the checksum; :func:`record_checksum`), and a record whose content no longer matches it
+(a metric, its scale or any other value edited after the run wrote it) fails validation when read: tables skip it
+with a warning naming the file. A record written before records carried it has none and is read as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -60,6 +66,9 @@ REQUIRED_KEYS: dict[str, str] = {
     "overrides": "list of str",
     "created": "ISO 8601 time str",
 }
+
+#: the key of a record's own checksum (:func:`record_checksum`), written with it and checked when it is read
+CHECKSUM_KEY = "record_sha256"
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]*$")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9.-]+")
@@ -207,8 +216,17 @@ def _check_value(key: str, value: Any) -> str | None:
     return f"expected {REQUIRED_KEYS[key]}, got {type(value).__name__} {value!r:.80}"
 
 
-def validate_record(record: Any, source: str | os.PathLike = "<memory>") -> dict:
-    """Check that ``record`` has every key of :data:`REQUIRED_KEYS` with the right type; return it.
+def record_checksum(record: dict) -> str:
+    """SHA-256 (hex) of ``record``'s canonical JSON (sorted keys, compact; as it reads back from its file), every key
+    but :data:`CHECKSUM_KEY`. ``TypeError`` / ``ValueError`` for a value JSON cannot hold."""
+    body = json.loads(json.dumps({k: v for k, v in record.items() if k != CHECKSUM_KEY}, allow_nan=False))
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def validate_record(record: Any, source: str | os.PathLike = "<memory>", checksum: bool = True) -> dict:
+    """Check that ``record`` has every key of :data:`REQUIRED_KEYS` with the right type, and (``checksum``) that its
+    content matches its :data:`CHECKSUM_KEY` where it has one; return it.
 
     Raises :class:`RecordError` (a ``ValueError``) naming ``source`` (the file, or ``<memory>``), the key
     and what was expected. Extra keys are allowed and not checked.
@@ -224,7 +242,22 @@ def validate_record(record: Any, source: str | os.PathLike = "<memory>") -> dict
     if record.get("status", "finished") not in STATUSES:  # absent: a record written before runs recorded it
         raise RecordError(f"{source}: key 'status': expected one of {', '.join(STATUSES)}, got "
                           f"{record['status']!r}")
+    if checksum and CHECKSUM_KEY in record and record[CHECKSUM_KEY] != record_checksum(record):
+        raise RecordError(f"{source}: its content does not match its {CHECKSUM_KEY}: the record was changed after "
+                          "its run wrote it (a hand edit?); restore the record as written (e.g. git checkout "
+                          "results/runs/), or run again")
     return record
+
+
+def record_text(record: dict) -> str:
+    """``record`` as its file holds it (indented JSON), with its :data:`CHECKSUM_KEY` set (in ``record`` too) after
+    validating it; :class:`RecordError` for a value JSON cannot hold."""
+    try:
+        record[CHECKSUM_KEY] = record_checksum(record)
+    except (TypeError, ValueError) as err:
+        raise RecordError(f"<memory>: run record {record.get('run_id')!r} is not JSON-serialisable: {err}") from err
+    validate_record(record)
+    return json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -232,32 +265,29 @@ def validate_record(record: Any, source: str | os.PathLike = "<memory>") -> dict
 
 
 def write_record(record: dict, runs_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Validate ``record`` and write it atomically to ``<runs_dir>/<run_id>.json``; return the path.
+    """Validate ``record`` and write it atomically to ``<runs_dir>/<run_id>.json`` with its checksum
+    (:func:`record_text`); return the path.
 
     Refuses (``FileExistsError``) to replace an existing record unless ``overwrite=True``: run ids are unique,
     so a clash means a bug upstream.
     """
-    validate_record(record)
-    try:
-        text = json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except (TypeError, ValueError) as err:
-        raise RecordError(
-            f"<memory>: run record {record['run_id']!r} is not JSON-serialisable: {err}"
-        ) from err
+    validate_record({k: v for k, v in record.items() if k != CHECKSUM_KEY})  # its own keys first: a clear error
+    text = record_text(record)
     path = Path(runs_dir) / f"{record['run_id']}.json"
     if path.exists() and not overwrite:
         raise FileExistsError(f"run record already exists: {path}")
     return atomic_write_text(path, text)
 
 
-def read_record(path: str | os.PathLike) -> dict:
-    """Read and validate one record file; ``ValueError`` (naming the file) if unreadable or invalid."""
+def read_record(path: str | os.PathLike, checksum: bool = True) -> dict:
+    """Read and validate one record file; ``ValueError`` (naming the file) if unreadable or invalid (``checksum=False``:
+    an edited one too, for what a run's bookkeeping reads: whether it finished, not its numbers)."""
     path = Path(path)
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RecordError(f"{path}: cannot read run record: {err}") from err
-    return validate_record(record, source=path)
+    return validate_record(record, source=path, checksum=checksum)
 
 
 def load_records(runs_dir: str | os.PathLike, strict: bool = False) -> list[dict]:
@@ -291,6 +321,7 @@ def created_time(record: dict) -> datetime:
 
 
 __all__ = [
+    "CHECKSUM_KEY",
     "REQUIRED_KEYS",
     "SCHEMA_VERSION",
     "RecordError",
@@ -301,6 +332,8 @@ __all__ = [
     "load_records",
     "make_run_id",
     "read_record",
+    "record_checksum",
+    "record_text",
     "utc_now_iso",
     "validate_record",
     "write_record",

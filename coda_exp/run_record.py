@@ -76,14 +76,33 @@ def experiment_name() -> str | None:
     return None if choice in (None, "null") else str(choice)
 
 
+def world_size(trainer_cfg) -> int:
+    """How many processes a trainer config trains with: ``devices`` (a count, a list of devices, ``"0,1"``; ``-1`` or
+    ``auto``: every visible GPU under a GPU accelerator, every CPU core for ``-1`` on a CPU, else 1, as Lightning
+    counts them) x ``num_nodes``."""
+    import os
+
+    devices, nodes = trainer_cfg.get("devices", 1), int(trainer_cfg.get("num_nodes") or 1)
+    if isinstance(devices, str) and "," in devices:
+        devices = [d for d in devices.split(",") if d.strip()]
+    if not isinstance(devices, (int, str)) and devices is not None:  # a list of device indices
+        return max(len(list(devices)), 1) * nodes
+    text = str(devices).strip().lower()
+    if text.lstrip("-").isdigit() and int(text) > 0:
+        return int(text) * nodes
+    if str(trainer_cfg.get("accelerator", "cpu")).lower() in ("gpu", "cuda"):
+        return max(torch.cuda.device_count(), 1) * nodes
+    return (os.cpu_count() or 1) * nodes if text == "-1" else nodes
+
+
 def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     """Which run this is, known before it starts, saved in its checkpoints (``coda_exp.run``) so that an evaluation
     of one (``coda-exp eval``) is recorded as a run of the same configuration: ``run_id``, ``task``, ``model``,
     ``seed``, ``scale``, ``overrides``, ``experiment`` and ``experiment_overrides`` (what its experiment's file sets,
     :mod:`coda_exp.experiments`), ``fingerprint``, ``fingerprint_overrides`` and ``fingerprint_rule``
     (:mod:`coda_exp.fingerprint`), ``vectors`` (what the pretrained word vectors are:
-    ``coda_exp.data.common.embeddings.vectors_identity``; None without). A missing vectors file is named here,
-    before any data loads."""
+    ``coda_exp.data.common.embeddings.vectors_identity``; None without) and ``world_size`` (:func:`world_size`: its
+    processes, in the fingerprint above 1). A missing vectors file is named here, before any data loads."""
     embeddings = cfg.data.get("embeddings") or {}
     vectors = vectors_identity(embeddings.get("path"))
     experiment = experiment_name() or experiment_of(overrides)
@@ -91,10 +110,11 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     if settings is None:  # an experiment from another config folder (--config-dir): its settings are not known here
         log.warning("experiment=%s: no configs/experiment/%s.yaml here; the fingerprint counts the command line "
                     "only", experiment, experiment)
+    world = world_size(cfg.trainer)
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
             "model": str(cfg.model.name), "seed": int(cfg.seed), "scale": scale_label(cfg.scale_name, overrides),
-            "overrides": list(overrides), **run_configuration(overrides, vectors, experiment, settings or []),
-            "vectors": vectors}
+            "overrides": list(overrides), **run_configuration(overrides, vectors, experiment, settings or [], world),
+            "vectors": vectors, "world_size": world}
 
 
 def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict, trainer: pl.Trainer,
@@ -118,6 +138,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "experiment": identity.get("experiment"),
         "experiment_overrides": identity.get("experiment_overrides"),
         "vectors": identity.get("vectors"),
+        "world_size": identity.get("world_size"),
         "metrics": metrics,
         "steps": int(steps),
         "epochs": int(epochs),
@@ -225,8 +246,7 @@ def save_outputs(record: dict, predictions: list[dict] | None, cfg: DictConfig) 
             if folder == targets[0]:
                 return results.write_record(record, folder)
             name = names[targets.index(folder)]
-            results.validate_record(record)
-            return results.atomic_write_text(folder / name, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            return results.atomic_write_text(folder / name, results.record_text(record))
 
         try:
             record_path, errors = _first_writable(write, targets)

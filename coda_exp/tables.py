@@ -57,6 +57,10 @@ to be unfinished (``trained_run_state``: a run folder without a finished record)
 listed apart, never pooled: a re-evaluation of a run whose record counts, an evaluation on other data (another
 ``data.dir``), of a partly trained model or of a checkpoint whose run is unknown (:func:`evaluation_apart`).
 
+Checks. A record that a cell would pool but that contradicts itself (a real-data scale on the tiny fixtures) or its
+saved test predictions (a metric they give again, e.g. accuracy, that differs) is listed apart with the reason and a
+warning, never pooled (:mod:`coda_exp.record_checks`); one edited after it was written fails its checksum when read.
+
 Comparisons. Each ``compare`` pair adds, per column, the difference treatment − baseline of the two cells' means
 with Welch's p across seeds and, where both runs of a seed kept their test predictions, McNemar's paired p
 (:mod:`coda_exp.significance`); the renderers print them as extra rows ``Δ <treatment> − <baseline>``.
@@ -77,6 +81,7 @@ from typing import Any
 
 from coda_exp.experiments import fixture_data, record_configuration, table_grid
 from coda_exp.fingerprint import FINGERPRINT_RULE, digest
+from coda_exp.record_checks import RecordChecker
 from coda_exp.results import created_time, utc_now_iso
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
@@ -225,7 +230,7 @@ def _listed(rec: dict, grid: list[str] = (), **extra) -> dict:
 
 
 def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str],
-                fingerprints: dict[str, str], grid: list[str]) -> Cell:
+                fingerprints: dict[str, str], grid: list[str], problem=lambda rec: None) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -250,8 +255,8 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
             continue
         if not record_matches(rec, col.task, metric, match):
             continue
-        apart = evaluation_apart(rec, trained_runs)
-        if apart is not None:  # one sample per trained model: listed apart, never pooled
+        apart = evaluation_apart(rec, trained_runs) or problem(rec)
+        if apart is not None:  # one sample per trained model; a record contradicting itself: listed apart, not pooled
             cell.off_grid.append(_listed(rec, status=apart))
             continue
         if fingerprints[rec["run_id"]] != expected:  # another configuration: listed apart, never pooled
@@ -304,9 +309,11 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     except ValueError as err:
         raise TableSpecError(str(err)) from None
     _warn_derived(spec.id, records)
+    problem = RecordChecker(spec.id, predictions_dir)  # a record contradicting itself or its predictions
     fingerprints = {r["run_id"]: record_fingerprint(r) for r in records}
     trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
-    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid) for j in range(len(spec.columns))]
+    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid, problem)
+              for j in range(len(spec.columns))]
              for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}

@@ -116,7 +116,8 @@ def test_the_later_checkpoint_and_only_training_records_count(tmp_path):
         (runs / f"{i}.json").write_text(json.dumps({**base, "run_id": f"r{i}", **extra}))
     results_dirs = [tmp_path / "results"]
     assert auto_resume.finished_records(results_dirs, [folder]) == {}  # an evaluation, a crashed run: not finished
-    (runs / "2.json").write_text(json.dumps({**base, "run_id": "r2", "status": "finished"}))
+    edited = {**base, "run_id": "r2", "status": "finished", "record_sha256": "0" * 64}  # a hand edit: tables refuse
+    (runs / "2.json").write_text(json.dumps(edited))  # it, but the run it names has ended all the same
     assert list(auto_resume.finished_records(results_dirs, [folder])) == [folder]
 
 

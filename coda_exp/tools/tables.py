@@ -84,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: unknown table id(s) {unknown}; known: {sorted(by_id)}", file=sys.stderr)
             return USER_ERROR_EXIT
         spec_paths = [by_id[t] for t in dict.fromkeys(args.tables)]
+    if args.runs.exists() and not args.runs.is_dir():  # a record or a checkpoint given for the folder
+        hint = f", e.g. {args.runs.parent}" if args.runs.suffix == ".json" else ""
+        print(f"error: --runs {args.runs}: a file, not a folder; expected the folder of run records (results/runs, or "
+              f"a results folder with runs/ inside{hint}; nothing was written)", file=sys.stderr)
+        return USER_ERROR_EXIT
     if not args.runs.is_dir():
         print(f"error: --runs {args.runs}: no such folder of run records (training runs write theirs to "
               "results/runs; nothing was written)", file=sys.stderr)

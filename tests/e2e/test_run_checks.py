@@ -128,6 +128,7 @@ def test_a_record_that_cannot_be_written_goes_to_a_named_fallback(make_cfg, tmp_
     fallback = tmp_path / "run" / "run_record.json"
     assert f"the run record is at {fallback}" in str(err.value) and "Permission denied" in str(err.value)
     record = results.validate_record(json.loads(fallback.read_text()))
+    assert record[results.CHECKSUM_KEY] == results.record_checksum(record)  # sealed as results/runs/ records are
     assert "test/map" in capsys.readouterr().out  # the metric summary was printed anyway
     assert os.path.isfile(record["predictions"])  # the record points at its predictions: none orphaned
     assert isinstance(err.value, UserError)  # one message and exit status 2, not a traceback: nothing was lost

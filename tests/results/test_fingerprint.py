@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 import yaml
 
@@ -21,7 +24,7 @@ def run_with(*overrides, **kw):
 def test_only_configuration_overrides_count():
     grid = ["task=snli", "model=decompatt_coda", "seed=3", "scale=cpu", "experiment=table_3", "task.epochs=2",
             "model.attention.center_e=true", "model/attention=coda", "centering=e", "paths.results_dir=/x",
-            "hydra.run.dir=/y", "logger=none", "trainer=ddp", "trainer.devices=2", "data.dir=/d", "ckpt_path=/c",
+            "hydra.run.dir=/y", "logger=none", "trainer=ddp", "trainer.devices=1", "data.dir=/d", "ckpt_path=/c",
             "+data.num_test=50", "debug=limit"]
     assert configuration_overrides(grid) == [] and fingerprint(grid) == GRID_FINGERPRINT
     assert configuration_overrides([*grid, "optimizer.lr=1e-3", "+trainer.gradient_clip_val=1"]) == [
@@ -40,6 +43,43 @@ def test_only_configuration_overrides_count():
     assert fingerprint([*grid, "task.val_check_interval=500"]) == GRID_FINGERPRINT
     assert scale_label("cpu", ["task.max_steps=10000", "task.val_check_interval=500"]) == (
         "cpu (task.max_steps=10000, task.val_check_interval=500)")
+
+
+def test_several_processes_are_another_configuration_one_is_none(make_cfg, spec):
+    """A 4-process DDP run (4 batches per step, a quarter of the steps) superseded the 1-process run of its seed."""
+    from coda_exp.run_record import run_identity, world_size
+
+    assert configuration_overrides(["trainer.devices=4"]) == ["world_size=4"]
+    assert configuration_overrides(["trainer.devices=[0,1]", "trainer.num_nodes=2"]) == ["world_size=4"]
+    assert fingerprint(["trainer.devices=1", "trainer.num_nodes=1", "trainer.devices=[3]"]) == GRID_FINGERPRINT
+    assert fingerprint(["trainer=ddp"]) == GRID_FINGERPRINT  # every visible GPU: the run counts them (below)
+    assert fingerprint(["trainer=ddp"], world_size=2) == fingerprint(["trainer.devices=2"]) != GRID_FINGERPRINT
+    one = run_identity(make_cfg("task=snli", "scale=fixture"), ["task=snli"])
+    assert (one["world_size"], one["fingerprint"], one["fingerprint_overrides"]) == (1, GRID_FINGERPRINT, [])
+    four = run_identity(make_cfg("task=snli", "scale=fixture", "trainer.devices=4"), ["trainer.devices=4"])
+    assert (four["world_size"], four["fingerprint_overrides"]) == (4, ["world_size=4"])
+    ddp = {"accelerator": "cpu", "devices": -1, "num_nodes": 2}  # trainer=ddp on the CPU: every core, per node
+    assert world_size(ddp) == 2 * (os.cpu_count() or 1) and world_size({**ddp, "devices": "auto"}) == 2
+    assert world_size({"devices": "0,1"}) == world_size({"devices": [0, 1]}) == 2 == world_size({"devices": 2})
+    single = run_with(seed=1, metrics={"test/acc": 0.80})
+    parallel = rec(model="decompatt", seed=1, metrics={"test/acc": 0.70}, overrides=["trainer.devices=4"],
+                   **{k: four[k] for k in ("fingerprint", "fingerprint_overrides", "fingerprint_rule")})
+    c = cell(build_table(spec, [single, parallel]), "D-ATT", "SNLI")  # the later, parallel run replaces nothing
+    assert c.run_ids == [single["run_id"]] and [(o["run_id"], o["overrides"]) for o in c.off_grid] == [
+        (parallel["run_id"], ["world_size=4"])]
+
+
+def test_the_committed_records_keep_their_fingerprints():
+    """Every record under results/ ran in one process: adding the world size left each fingerprint as it was
+    (tests/results/committed_fingerprints.json: each record's fingerprint before it)."""
+    from coda_exp.experiments import record_configuration
+    from coda_exp.results import read_record
+
+    pinned = json.loads((ROOT / "tests" / "results" / "committed_fingerprints.json").read_text())
+    assert len(pinned) >= 77
+    for path, expected in pinned.items():
+        if (ROOT / path).is_file():  # a record removed since is no concern
+            assert record_configuration(read_record(ROOT / path))[0] == expected, path
 
 
 def test_measuring_the_gate_is_no_other_configuration():

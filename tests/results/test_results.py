@@ -238,3 +238,22 @@ def test_git_commit_of_a_copy_without_git(tmp_path, monkeypatch):
     assert git_commit(tmp_path) == "abc1234"
     monkeypatch.setenv("CODA_EXP_COMMIT", "")
     assert git_commit(tmp_path) is None
+
+
+def test_a_record_edited_after_it_was_written_is_refused_when_read(tmp_path):
+    record = make_record()
+    path = write_record(record, tmp_path)
+    assert read_record(path) == record and record[results.CHECKSUM_KEY] == results.record_checksum(record)
+    edited = json.loads(path.read_text())
+    edited["scale"], edited["metrics"]["test/acc"] = "paper", 0.99  # the probe's hand edit
+    path.write_text(json.dumps(edited, indent=2))
+    with pytest.raises(ValueError, match=r"does not match its record_sha256: the record was changed after"):
+        read_record(path)
+    with pytest.warns(RecordWarning, match=str(path)):
+        assert load_records(tmp_path) == []
+    # key order and indentation are no edit; a record written before records carried a checksum reads as before
+    path.write_text(json.dumps(dict(reversed(list(record.items())))))
+    assert read_record(path) == record
+    del record[results.CHECKSUM_KEY]
+    path.write_text(json.dumps(record))
+    assert read_record(path) == record

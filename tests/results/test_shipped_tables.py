@@ -155,6 +155,10 @@ def test_cli_reads_a_results_folder_from_its_runs(tmp_path, capsys, cli):
     assert "and 3 run record(s)" in captured.err
     assert cli.main(["--runs", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
     assert "no such folder of run records" in capsys.readouterr().err
+    record = next((tmp_path / "results" / "runs").glob("*.json"))  # a record given for its folder
+    assert cli.main(["--runs", str(record), "--out", str(out)]) == 2
+    assert f"--runs {record}: a file, not a folder; expected the folder of run records (results/runs, or a results " \
+           f"folder with runs/ inside, e.g. {record.parent}; nothing was written)" in capsys.readouterr().err
 
 
 def test_cli_all_tables_and_unknown_id(tmp_path, capsys, cli):
