@@ -181,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     def terminated(signum, frame):  # jobs run in sessions of their own: a signal to this one must stop them too
         raise Terminated(128 + signum)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, terminated)
+    previous = {sig: signal.signal(sig, terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     killed = 0
     try:
         while True:
@@ -235,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         for job in jobs:
             if job.state == "running":
                 stop(job, "interrupted")
+        for sig, handler in previous.items():  # the caller's handlers again (main() called from Python, a test)
+            signal.signal(sig, handler)
     summary = [{"name": j.name, "state": j.state, "returncode": j.returncode, "last_step": j.last_step(),
                 "steps": j.steps, "seconds": round(j.ended - j.started, 1) if j.started and j.ended else None}
                for j in jobs]

@@ -43,8 +43,10 @@ class _Signal(pl.Callback):
 
 @pytest.fixture
 def signalled(monkeypatch):
-    """``signalled(signum, stage)``: the evaluation's trainer gets a :class:`_Signal` callback."""
+    """``signalled(signum, stage)``: the evaluation's trainer gets a :class:`_Signal` callback. SIGTERM starts at its
+    default handler, as in a fresh ``coda-exp`` process (whatever an earlier test of this worker left)."""
     built = evaluate.trainer_for
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def arm(signum: int, stage: str) -> None:
         def trainer_for(*args, **kwargs):
@@ -54,7 +56,8 @@ def signalled(monkeypatch):
 
         monkeypatch.setattr(evaluate, "trainer_for", trainer_for)
 
-    return arm
+    yield arm
+    signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.mark.parametrize("signum,stage,status,name", [(signal.SIGTERM, "test", 143, "SIGTERM"),
