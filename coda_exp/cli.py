@@ -104,6 +104,7 @@ def check_composition(argv: list[str]) -> None:
     composition checked is one of its jobs); runs with Hydra's own config flags (``--config-name``...) are left to
     Hydra. An experiment that is a sweep (``hydra.sweeper.params``) chosen without ``-m`` is refused unless the run
     is one of its jobs that the user picked (:func:`_sweep_without_multirun`)."""
+    import yaml
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
@@ -111,7 +112,8 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp.config_checks import REQUIRED, appended_key_problems, composition_error
+    from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
+    from coda_exp.config_keys import appended_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
@@ -156,6 +158,9 @@ def check_composition(argv: list[str]) -> None:
                     if not (args.multirun or "MULTIRUN" in str(cfg.hydra.get("mode"))):  # said before the folder
                         _check_compatible(cfg)
                     check_job_folder(cfg, args.multirun)
+    except yaml.YAMLError as err:  # a config file PyYAML cannot read: its file, line and column, not a traceback
+        print(f"error: {yaml_error(err)}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         if isinstance(err, OverrideParseException):
@@ -275,7 +280,7 @@ def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None
     another section, or one spelled almost alike), from the config composed without that override; empty when there
     is none or the config does not compose. ``overrides``: one value each (a sweep's job); ``typed_in``: the
     overrides as typed (``optimizer.lrr=1,2``), whose value the hint repeats."""
-    from coda_exp.config_checks import same_name_keys
+    from coda_exp.config_keys import same_name_keys
 
     typed = next((o for o in typed_in or overrides if o.split("=", 1)[0] == key), f"{key}=")
     cfg = _composed_without(key, overrides)

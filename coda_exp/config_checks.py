@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -298,71 +297,21 @@ def composition_error(err: Exception) -> ConfigError:
     return ConfigError(str(err).split("\nConfig search path:")[0].strip())
 
 
-def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
-    """Every value's dotted path in a (to_container, unresolved) config, with the value, in the config's order. An
-    empty mapping below the top (``x: {}``) holds no value and is left out, unless ``keep_empty``: then it is a value
-    of its own (``{"x": {}}``), as an experiment's settings read it (``coda_exp.experiments``: ``x={}``)."""
-    out: dict[str, Any] = {}
-    if isinstance(node, dict) and (node or not (keep_empty and prefix)):
-        for key, value in node.items():
-            out.update(leaves(value, f"{prefix}{key}.", keep_empty))
-    elif prefix:
-        out[prefix[:-1]] = node
-    return out
+def yaml_error(err: BaseException) -> ConfigError | None:
+    """A YAML file PyYAML cannot read (a config Hydra composes, ``configs/local/default.yaml``...) behind ``err``, as
+    one message naming the file, line and column (1-based) and what is wrong, or None for another error."""
+    import yaml
 
+    from coda_exp.errors import cause_of
 
-def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
-    """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
-    ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
-    left out: what a user who typed ``key`` may have meant."""
-    name = key.rsplit(".", 1)[-1]
-    paths = [p for p in leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
-    found = [p for p in paths if p.rsplit(".", 1)[-1] == name]
-    if close:
-        found += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.85) if p not in found]
-    return found
-
-
-def _top_level_like(cfg: DictConfig, key: str) -> str | None:
-    """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
-    from coda_exp.environment import config_dir
-
-    folder = config_dir()
-    groups = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    names = {str(k) for k in cfg if str(k) not in (key, "hydra")} | set(groups)
-    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.8)
-    return close[0] if close else None
-
-
-# the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
-# instantiation of callbacks and loggers) or to Hydra itself
-_PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
-
-
-def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> list[str]:
-    """Of the ``+key=value`` overrides (``appended``: (key, override as typed)), those that add a key the config
-    already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
-    after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
-    another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
-    nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
-    ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
-    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
-    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
-    problems = []
-    for key, typed in appended:
-        if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
-            continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
-        others = same_name_keys(cfg, key)
-        if not others and "." not in key and "/" not in key:
-            close = _top_level_like(cfg, key)
-            if close is not None:
-                value = typed.split("=", 1)[1] if "=" in typed else ""
-                problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
-                                f"did you mean {close}={value}? (to add the key anyway: +{typed})")
-                continue
-        if others:
-            value = typed.split("=", 1)[1] if "=" in typed else ""
-            meant = " or ".join(f"{o}={value}" for o in others[:3])
-            problems.append(f"{typed} adds a new key {key} that no config value refers to, while the config has "
-                            f"{', '.join(others[:3])}: did you mean {meant}? (to add the key anyway: +{typed})")
-    return problems
+    found = cause_of(err, yaml.YAMLError)
+    if found is None:
+        return None
+    mark = getattr(found, "problem_mark", None) or getattr(found, "context_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "a config file"
+    problem = getattr(found, "problem", None) or str(found).splitlines()[0]
+    context = getattr(found, "context", None)
+    context_mark = getattr(found, "context_mark", None)
+    if context and context_mark is not None and context_mark is not mark:
+        context = f"{context} started at line {context_mark.line + 1}, column {context_mark.column + 1}"
+    return ConfigError(f"{where}: {problem}{f' ({context})' if context else ''}: not valid YAML; fix that file")
