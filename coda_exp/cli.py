@@ -113,7 +113,7 @@ def check_composition(argv: list[str]) -> None:
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
-    from coda_exp.config_keys import appended_key_problems
+    from coda_exp.config_keys import appended_key_problems, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
 
     args, _ = get_args_parser().parse_known_args(argv)
@@ -149,6 +149,9 @@ def check_composition(argv: list[str]) -> None:
                 composed = list(overrides)
                 cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
+                if number == 0:  # configs/local/default.yaml: a misspelt key there is refused as one typed here
+                    problems += local_key_problems(cfg, list(overrides), lambda o: compose(
+                        "train", overrides=o, return_hydra_config=True))
                 if number == 0 and not (args.multirun or args.cfg):
                     problems += [p for p in [_sweep_without_multirun(cfg, parsed, args.overrides)] if p]
                 if problems:

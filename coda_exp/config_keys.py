@@ -1,5 +1,6 @@
 """Keys a user adds that nothing reads: a ``+key=value`` override of a key the config has under another section
-(:func:`appended_key_problems`); with the keys a user may have meant (:func:`same_name_keys`). Reads composed configs
+(:func:`appended_key_problems`), and a key of the machine's ``configs/local/default.yaml`` that no config has
+(:func:`local_key_problems`); with the keys a user may have meant (:func:`same_name_keys`). Reads composed configs
 only (no Lightning, no torch): the entry point asks before Hydra sets up logging."""
 
 from __future__ import annotations
@@ -80,3 +81,43 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
                             f"{', '.join(others[:3])}: did you mean {meant}? (to add the key anyway: +{typed})")
     return problems
 
+
+#: the machine's own settings (``configs/train.yaml``: ``optional local@_global_: default``), git-ignored
+LOCAL_CONFIG = "local/default.yaml"
+
+
+def local_key_problems(cfg: DictConfig, overrides: list[str], compose) -> list[str]:
+    """The keys ``configs/local/default.yaml`` adds that no other config has and no config value refers to
+    (``paths: {data_dirr: /data}``, which the run would ignore, falling back to the default folder or the hub), each
+    with the key spelled almost alike where there is one. ``cfg``: the config composed from ``overrides``;
+    ``compose(overrides)``: Hydra's compose, inside its initialisation, which composes the config without the file
+    (with the groups the file's own defaults list overrides) to tell its new keys apart. Keys of the sections passed
+    on to a constructor that checks them (``trainer``, ``callbacks``, ``logger``, ``hydra``) are left to it; a config
+    that does not compose without the file (an override of a key only the file has) is not checked."""
+    from hydra.errors import HydraException
+
+    from coda_exp.environment import config_dir
+
+    path = config_dir() / LOCAL_CONFIG
+    if not path.is_file():
+        return []
+    defaults = OmegaConf.load(path).get("defaults") or []
+    chosen = [f"{str(k).split()[-1].lstrip('/')}={v}" for entry in defaults if isinstance(entry, DictConfig)
+              for k, v in entry.items() if str(k).startswith("override ")]
+    try:
+        without = compose([*overrides, *chosen, "~local@_global_"])
+    except HydraException:
+        return []
+    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
+    known = {".".join(k.split(".")[:n]) for k in leaves(OmegaConf.to_container(without, resolve=False), keep_empty=True)
+             for n in range(1, k.count(".") + 2)} | {str(k) for k in without}  # a section set to a value is known
+    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    problems = []
+    for key in raw:
+        if key in known or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+            continue
+        meant = same_name_keys(without, key, close=True) or (
+            [close] if "." not in key and (close := _top_level_like(without, key)) else [])
+        hint = f": did you mean {' or '.join(meant[:3])}?" if meant else ""
+        problems.append(f"{path} sets {key}, a key no config has and nothing reads{hint}")
+    return problems

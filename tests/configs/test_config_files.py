@@ -55,3 +55,26 @@ def test_eval_and_other_commands_name_the_file_pyyaml_cannot_read(configs, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"error: {configs}/local/default.yaml, line 2, column 1: ") and "Traceback" not in err, err
 
+
+@pytest.mark.parametrize("text,message", [
+    ("paths:\n  data_dirr: /data\n", "local/default.yaml sets paths.data_dirr, a key no config has and nothing "
+                                     "reads: did you mean paths.data_dir?"),
+    ("seeds: 3\n", "local/default.yaml sets seeds, a key no config has and nothing reads: did you mean seed?"),
+])
+def test_a_key_of_the_local_file_that_nothing_reads_is_refused(configs, capsys, tmp_path, text, message):
+    """It was ignored: at scale=paper the run fell back to the default data folder, or to the hub."""
+    (configs / "local" / "default.yaml").write_text(text)
+    assert message in refused(["task=snli", "scale=fixture"], capsys, tmp_path)
+
+
+def test_the_local_files_own_keys_and_the_keys_it_sets_are_taken(configs):
+    """A key the config has, a new key another value refers to, a Trainer argument (the Trainer checks it) and a
+    group its defaults list overrides; the file's keys land at the top level (no ``# @package`` header needed)."""
+    from hydra import compose, initialize_config_dir
+
+    (configs / "local" / "default.yaml").write_text(
+        "defaults:\n  - override /logger: none\npaths:\n  data_dir: /data\n  mine: /x\n  cache_dir: ${paths.mine}/c\n"
+        "trainer:\n  deterministic: true\nlogger: null\n")
+    cli.check_composition(["task=snli", "scale=fixture", "--cfg", "job"])
+    with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
+        assert compose("train", overrides=["task=snli"]).paths.data_dir == "/data"
