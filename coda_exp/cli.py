@@ -233,11 +233,11 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
 
 
 def _check_compatible(cfg: DictConfig) -> None:
-    """A single run whose model cannot run its task (``config_checks.family_problem``): one message and exit status
+    """A single run whose model cannot run its task (``model_fit.family_problem``): one message and exit status
     2 before Hydra makes a run folder and starts its logging. Imports no Lightning: imported before Hydra sets up
     logging, Lightning would keep its lines out of the run's train.log. The run checks the model's keys itself."""
-    from coda_exp.config_checks import family_problem
     from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.model_fit import family_problem
 
     problem = family_problem(cfg)
     if problem:

@@ -253,16 +253,6 @@ def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
     return problems
 
 
-def family_problem(cfg: DictConfig) -> str | None:
-    """Why the model cannot run the task (a seq2seq Transformer on SNLI: ``model.families`` lacks the task's
-    ``family``), or None; imports nothing, so the entry point can ask before Hydra sets up logging."""
-    families = cfg.model.get("families")
-    if families is not None and cfg.task.family not in families:
-        return (f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is {cfg.task.family}, the model "
-                f"serves {list(families)}")
-    return None
-
-
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""

@@ -190,6 +190,18 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
     assert not (tmp_path / "outputs").exists()
 
 
+def test_the_default_model_that_cannot_run_the_task_is_named_so_with_the_models_that_can(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """task=mlu alone used to say "model=decompatt does not fit", a model the user never typed."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=mlu", "scale=fixture", f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: model=decompatt (the default model: no model= was given) "
+                                                    "does not fit task=mlu: the task is seq2seq"), err
+    assert "; the models that fit it: model=coda_transformer, " in err and ", model=transformer\n" in err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["-m", "experiment=quickstart", "scale=fixture", "--cfg", "job"], "drop -m"),
     (["--info", "-m", "task=snli"], "-m and --info given together"),
