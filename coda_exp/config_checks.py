@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.errors import UserError
@@ -105,6 +105,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.retrieval.hash_bits": (lambda v: _int(v) and 1 <= v <= 30, "an int in [1, 30]"),
     **{f"data.{key}": _int_at_least(0, null=True) for key in ("min_freq", "min_words", "bpe_min_frequency")},
     "data.val_fraction": (lambda v: v is None or (_number(v) and 0 <= v < 1), "a number in [0, 1) or null"),
+    "data.validation_from_train": (lambda v: v is None or (_number(v) and 0 < v < 1),
+                                   "a fraction in (0, 1) of the training examples held out for validation, or null"),
     "data.max_len_a": _NON_NEGATIVE_OR_NULL,
     "data.max_len_b": _NON_NEGATIVE_OR_NULL,
     # model sizes and dropout rates (a negative size or a rate of 1.5 fails deep inside torch, after the data)
@@ -160,6 +162,52 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
                f"within the training budget; lower {source}.warmup_steps (e.g. {source}.warmup_steps="
                f"{max(1, total // 10)}) or raise {total_key}")
     return f"{source}.warmup_steps", message
+
+
+#: coda_exp.optim's schedules that give the learning rate themselves (the optimizer's lr multiplies it: 1.0), with
+#: the key of each that sets the peak rate instead
+UNIT_LR_SCHEDULES = {"noam_schedule": "factor", "linear_warmup_rsqrt_decay": "peak_lr", "warmup_cosine": "peak_lr"}
+
+
+def _unit_lr_problem(cfg: DictConfig) -> str | None:
+    """``optimizer.lr`` other than 1.0 under a schedule of :data:`UNIT_LR_SCHEDULES` (``task=mlu model=transformer
+    optimizer.lr=0.001``): the schedule refused it once the data had loaded and the model was built."""
+    (lr, _), (node, _) = _value(cfg, "optimizer.lr"), _value(cfg, "scheduler")
+    target = str(node.get("_target_", "")) if isinstance(node, DictConfig) else ""
+    name = target.rpartition(".")[2]
+    if not target.startswith("coda_exp.optim.") or name not in UNIT_LR_SCHEDULES or not _number(lr) or lr == 1.0:
+        return None
+    source = "scheduler"
+    if OmegaConf.is_interpolation(cfg, "scheduler"):  # ${task.cpu_scheduler}: the key a user overrides
+        source = str(cfg._get_node("scheduler")._value()).strip("${}")
+    return (f"optimizer.lr = {lr!r}: expected 1.0 under the schedule {name} ({source}._target_), which gives the "
+            f"learning rate itself (the optimizer's lr multiplies it); set optimizer.lr=1.0 and change the peak with "
+            f"{source}.{UNIT_LR_SCHEDULES[name]}=...")
+
+
+def missing_keys(cfg: DictConfig) -> list[str]:
+    """The keys left at ``???`` (a mandatory value no config or override gave: ``data.dataset`` of a new task's YAML
+    that lacks ``dataset:``), without resolving anything; the ``hydra`` section left out."""
+    found: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for key in (node.keys() if isinstance(node, DictConfig) else range(len(node))):
+            child = node._get_node(key)
+            path = f"{prefix}{key}"
+            if child is None or OmegaConf.is_interpolation(node, key) or path == "hydra":
+                continue
+            if child._is_missing():
+                found.append(path)
+            elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none():
+                walk(child, f"{path}.")
+
+    walk(cfg, "")
+    return found
+
+
+def _missing_problem(key: str) -> str:
+    where = "the task's YAML (configs/task/<task>.yaml, under data:)" if key.startswith("data.") else "its YAML"
+    return f"{key} = ???: a mandatory value that no config or override gives: give it ({key}=...) or set it in {where}"
 
 
 def _validation_problem(cfg: DictConfig) -> str | None:
@@ -256,21 +304,21 @@ def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
     and a schedule that does not fit the budget."""
-    bad: dict[str, str] = {}
+    bad: dict[str, str] = {key: _missing_problem(key) for key in missing_keys(cfg)}
     for key in REQUIRED:
         if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
             bad[key] = f"{key} is required and absent (~{key} removes it): give it a value instead"
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
-        if value is _ABSENT or ok(value):
+        if value is _ABSENT or ok(value) or key in bad:
             continue
         if raw is not None and any(other in raw for other in bad):
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
     for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg)),
-                         ("task.val_check_interval", _validation_problem(cfg))):
-        if problem is not None:
+                         ("task.val_check_interval", _validation_problem(cfg)), ("optimizer.lr", _unit_lr_problem(cfg))):
+        if problem is not None and key not in bad:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))
     bad.update(_decoding_problems(cfg))
