@@ -10,6 +10,7 @@ exists, the checkout first. Importing this module registers the configs' resolve
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import sys
@@ -115,6 +116,7 @@ def check_composition(argv: list[str]) -> None:
     from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
     from coda_exp.config_keys import appended_key_problems, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.sweeps import job_problems, sweep_refusal, unfit_pairs
 
     args, _ = get_args_parser().parse_known_args(argv)
     if not (args.help or args.hydra_help) and (several := _one_command_only(args)):
@@ -144,6 +146,9 @@ def check_composition(argv: list[str]) -> None:
             print(f"error: {_null_group(null_group.key_or_group, args.overrides)}", file=sys.stderr, flush=True)
             raise SystemExit(USER_ERROR_EXIT)
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
+        swept = {o.get_key_element(): [str(v) for v in o.sweep_string_iterator()] for o in parsed
+                 if args.multirun and o.is_sweep_override()}
+        jobs, job_configs = [], []  # a sweep's jobs composed: (its swept overrides, its problems), their configs
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
                 composed = list(overrides)
@@ -161,6 +166,16 @@ def check_composition(argv: list[str]) -> None:
                     if not (args.multirun or "MULTIRUN" in str(cfg.hydra.get("mode"))):  # said before the folder
                         _check_compatible(cfg)
                     check_job_folder(cfg, args.multirun)
+                if args.multirun and not args.cfg:
+                    jobs.append((" ".join(o for o in overrides if o.split("=", 1)[0] in swept), job_problems(cfg)))
+                    job_configs.append(cfg)
+        if jobs:  # each job composed is checked as its run would check it, before the first job starts
+            pairs = unfit_pairs(job_configs, swept["task"], swept["model"]) if {"task", "model"} <= set(swept) else []
+            refusal = sweep_refusal([*jobs, *((f"task={t} model={m}", [why]) for t, m, why in pairs)],
+                                    math.prod(len(values) for values in swept.values()))
+            if refusal:
+                print(f"error: {refusal}", file=sys.stderr, flush=True)
+                raise SystemExit(USER_ERROR_EXIT)
     except yaml.YAMLError as err:  # a config file PyYAML cannot read: its file, line and column, not a traceback
         print(f"error: {yaml_error(err)}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None

@@ -303,7 +303,16 @@ def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
 
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
-    and a schedule that does not fit the budget."""
+    and a schedule that does not fit the budget (:func:`config_problems`)."""
+    bad = config_problems(cfg)
+    if bad:
+        raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))
+
+
+def config_problems(cfg: DictConfig, imports: bool = True) -> dict[str, str]:
+    """Each bad key with its message (:func:`check_config`). ``imports=False`` leaves out the checks that import the
+    task's family or the models (``task.monitor``, the decoding keys), for a caller that must not import Lightning
+    before Hydra sets up logging (a sweep's jobs, checked before the first starts: :mod:`coda_exp.sweeps`)."""
     bad: dict[str, str] = {key: _missing_problem(key) for key in missing_keys(cfg)}
     for key in REQUIRED:
         if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
@@ -316,17 +325,17 @@ def check_config(cfg: DictConfig) -> None:
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
-    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg)),
+    for key, problem in (("task.monitor", _monitor_problem(cfg) if imports else None),
+                         ("model.num_heads", _heads_problem(cfg)),
                          ("task.val_check_interval", _validation_problem(cfg)), ("optimizer.lr", _unit_lr_problem(cfg))):
         if problem is not None and key not in bad:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))
-    bad.update(_decoding_problems(cfg))
+    bad.update(_decoding_problems(cfg) if imports else {})
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]
-    if bad:
-        raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))
+    return bad
 
 
 def composition_error(err: Exception) -> ConfigError:

@@ -40,14 +40,16 @@ def _model_named(cfg: DictConfig) -> bool | None:
     return any(str(o).lstrip("~+").split("=", 1)[0] in ("model", "experiment") for o in overrides)
 
 
-def family_problem(cfg: DictConfig) -> str | None:
+def family_problem(cfg: DictConfig, named: bool | None = None) -> str | None:
     """Why the model cannot run the task (a seq2seq Transformer on SNLI: ``model.families`` lacks the task's
     ``family``), or None, with the models that fit the task and, where the user chose no model, that the model is
-    the default; imports nothing of Lightning, so the entry point can ask before Hydra sets up logging."""
+    the default (``named``: whether the user chose the model; None: from the run's overrides); imports nothing of
+    Lightning, so the entry point can ask before Hydra sets up logging."""
     families = cfg.model.get("families")
     if families is None or cfg.task.family in families:
         return None
-    default = " (the default model: no model= was given)" if _model_named(cfg) is False else ""
+    named = _model_named(cfg) if named is None else named
+    default = " (the default model: no model= was given)" if named is False else ""
     fitting = [name for name, served in model_families().items() if cfg.task.family in served]
     choose = f"; the models that fit it: {', '.join(f'model={m}' for m in fitting)}" if fitting else ""
     return (f"model={cfg.model.name}{default} does not fit task={cfg.task.name}: the task is {cfg.task.family}, the "

@@ -57,8 +57,8 @@ def test_eval_and_other_commands_name_the_file_pyyaml_cannot_read(configs, capsy
 
 
 @pytest.mark.parametrize("text,message", [
-    ("paths:\n  data_dirr: /data\n", "local/default.yaml sets paths.data_dirr, a key no config has and nothing "
-                                     "reads: did you mean paths.data_dir?"),
+    ("paths:\n  data_dirr: /data\n", ("local/default.yaml sets paths.data_dirr, a key no config has and nothing "
+                                      "reads: did you mean paths.data_dir?")),
     ("seeds: 3\n", "local/default.yaml sets seeds, a key no config has and nothing reads: did you mean seed?"),
 ])
 def test_a_key_of_the_local_file_that_nothing_reads_is_refused(configs, capsys, tmp_path, text, message):
