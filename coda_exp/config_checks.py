@@ -341,7 +341,14 @@ def config_problems(cfg: DictConfig, imports: bool = True) -> dict[str, str]:
 def composition_error(err: Exception) -> ConfigError:
     """Hydra's refusal to compose a config (an unknown option, a key the config lacks, an override it cannot parse)
     as a ConfigError: its message without the config search path Hydra appends, which is no help to a user."""
-    return ConfigError(str(err).split("\nConfig search path:")[0].strip())
+    message = str(err).split("\nConfig search path:")[0].strip()
+    cause = err.__cause__
+    if message.startswith("Error merging override") and isinstance(cause, OmegaConfBaseException):
+        # a typed key's value of another type (hydra.launcher.n_jobs=abc): OmegaConf's reason, with the key's type
+        typed = getattr(cause.object_type, "__name__", None)
+        where = f" ({cause.full_key} is typed in {typed})" if getattr(cause, "full_key", None) and typed else ""
+        message = f"{message}: {str(cause).splitlines()[0]}{where}"
+    return ConfigError(message)
 
 
 def yaml_error(err: BaseException) -> ConfigError | None:

@@ -100,6 +100,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
     (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+    # a typed key's value of another type: OmegaConf's reason and the key's type, not "Error merging override" alone
+    (["hydra.job.chdir=maybe"], [("error: Error merging override hydra.job.chdir=maybe: Value 'maybe' is not a valid "
+                                  "bool (type str) (hydra.job.chdir is typed in JobConf)\n")]),
 ])
 def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages, capsys, monkeypatch, tmp_path):
     """It used to be Hydra's report (its config search path, the HYDRA_FULL_ERROR hint) with exit status 1."""
