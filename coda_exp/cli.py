@@ -10,6 +10,7 @@ exists, the checkout first. Importing this module registers the configs' resolve
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import sys
@@ -104,6 +105,7 @@ def check_composition(argv: list[str]) -> None:
     composition checked is one of its jobs); runs with Hydra's own config flags (``--config-name``...) are left to
     Hydra. An experiment that is a sweep (``hydra.sweeper.params``) chosen without ``-m`` is refused unless the run
     is one of its jobs that the user picked (:func:`_sweep_without_multirun`)."""
+    import yaml
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
     from hydra.core.global_hydra import GlobalHydra
@@ -111,8 +113,10 @@ def check_composition(argv: list[str]) -> None:
     from hydra.core.override_parser.types import ValueType
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp.config_checks import REQUIRED, appended_key_problems, composition_error
+    from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
+    from coda_exp.config_keys import appended_key_problems, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.sweeps import job_problems, sweep_refusal, unfit_pairs
 
     args, _ = get_args_parser().parse_known_args(argv)
     if not (args.help or args.hydra_help) and (several := _one_command_only(args)):
@@ -142,11 +146,17 @@ def check_composition(argv: list[str]) -> None:
             print(f"error: {_null_group(null_group.key_or_group, args.overrides)}", file=sys.stderr, flush=True)
             raise SystemExit(USER_ERROR_EXIT)
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
+        swept = {o.get_key_element(): [str(v) for v in o.sweep_string_iterator()] for o in parsed
+                 if args.multirun and o.is_sweep_override()}
+        jobs, job_configs = [], []  # a sweep's jobs composed: (its swept overrides, its problems), their configs
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
                 composed = list(overrides)
                 cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
+                if number == 0:  # configs/local/default.yaml: a misspelt key there is refused as one typed here
+                    problems += local_key_problems(cfg, list(overrides), lambda o: compose(
+                        "train", overrides=o, return_hydra_config=True))
                 if number == 0 and not (args.multirun or args.cfg):
                     problems += [p for p in [_sweep_without_multirun(cfg, parsed, args.overrides)] if p]
                 if problems:
@@ -156,6 +166,19 @@ def check_composition(argv: list[str]) -> None:
                     if not (args.multirun or "MULTIRUN" in str(cfg.hydra.get("mode"))):  # said before the folder
                         _check_compatible(cfg)
                     check_job_folder(cfg, args.multirun)
+                if args.multirun and not args.cfg:
+                    jobs.append((" ".join(o for o in overrides if o.split("=", 1)[0] in swept), job_problems(cfg)))
+                    job_configs.append(cfg)
+        if jobs:  # each job composed is checked as its run would check it, before the first job starts
+            pairs = unfit_pairs(job_configs, swept["task"], swept["model"]) if {"task", "model"} <= set(swept) else []
+            refusal = sweep_refusal([*jobs, *((f"task={t} model={m}", [why]) for t, m, why in pairs)],
+                                    math.prod(len(values) for values in swept.values()))
+            if refusal:
+                print(f"error: {refusal}", file=sys.stderr, flush=True)
+                raise SystemExit(USER_ERROR_EXIT)
+    except yaml.YAMLError as err:  # a config file PyYAML cannot read: its file, line and column, not a traceback
+        print(f"error: {yaml_error(err)}", file=sys.stderr, flush=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
     except (ConfigCompositionException, OverrideParseException) as err:
         message = str(composition_error(err))
         if isinstance(err, OverrideParseException):
@@ -225,11 +248,11 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
 
 
 def _check_compatible(cfg: DictConfig) -> None:
-    """A single run whose model cannot run its task (``config_checks.family_problem``): one message and exit status
+    """A single run whose model cannot run its task (``model_fit.family_problem``): one message and exit status
     2 before Hydra makes a run folder and starts its logging. Imports no Lightning: imported before Hydra sets up
     logging, Lightning would keep its lines out of the run's train.log. The run checks the model's keys itself."""
-    from coda_exp.config_checks import family_problem
     from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.model_fit import family_problem
 
     problem = family_problem(cfg)
     if problem:
@@ -275,7 +298,7 @@ def _elsewhere(key: str, overrides: list[str], typed_in: list[str] | None = None
     another section, or one spelled almost alike), from the config composed without that override; empty when there
     is none or the config does not compose. ``overrides``: one value each (a sweep's job); ``typed_in``: the
     overrides as typed (``optimizer.lrr=1,2``), whose value the hint repeats."""
-    from coda_exp.config_checks import same_name_keys
+    from coda_exp.config_keys import same_name_keys
 
     typed = next((o for o in typed_in or overrides if o.split("=", 1)[0] == key), f"{key}=")
     cfg = _composed_without(key, overrides)

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import yaml
+
 from coda_exp.environment import set_environment
 from coda_exp.errors import USER_ERROR_EXIT, UserError
 
@@ -117,5 +119,10 @@ def run_command(name: str, argv: Sequence[str], prog: str | None = None) -> int:
             status = getattr(module, command.function)(list(argv))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
+        return USER_ERROR_EXIT
+    except yaml.YAMLError as err:  # a YAML file PyYAML cannot read (a config, a table spec): where, not a traceback
+        from coda_exp.config_checks import yaml_error
+
+        print(f"error: {yaml_error(err)}", file=sys.stderr, flush=True)
         return USER_ERROR_EXIT
     return status if isinstance(status, int) and not isinstance(status, bool) else 0

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.errors import UserError
@@ -106,6 +105,8 @@ CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.retrieval.hash_bits": (lambda v: _int(v) and 1 <= v <= 30, "an int in [1, 30]"),
     **{f"data.{key}": _int_at_least(0, null=True) for key in ("min_freq", "min_words", "bpe_min_frequency")},
     "data.val_fraction": (lambda v: v is None or (_number(v) and 0 <= v < 1), "a number in [0, 1) or null"),
+    "data.validation_from_train": (lambda v: v is None or (_number(v) and 0 < v < 1),
+                                   "a fraction in (0, 1) of the training examples held out for validation, or null"),
     "data.max_len_a": _NON_NEGATIVE_OR_NULL,
     "data.max_len_b": _NON_NEGATIVE_OR_NULL,
     # model sizes and dropout rates (a negative size or a rate of 1.5 fails deep inside torch, after the data)
@@ -161,6 +162,52 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
                f"within the training budget; lower {source}.warmup_steps (e.g. {source}.warmup_steps="
                f"{max(1, total // 10)}) or raise {total_key}")
     return f"{source}.warmup_steps", message
+
+
+#: coda_exp.optim's schedules that give the learning rate themselves (the optimizer's lr multiplies it: 1.0), with
+#: the key of each that sets the peak rate instead
+UNIT_LR_SCHEDULES = {"noam_schedule": "factor", "linear_warmup_rsqrt_decay": "peak_lr", "warmup_cosine": "peak_lr"}
+
+
+def _unit_lr_problem(cfg: DictConfig) -> str | None:
+    """``optimizer.lr`` other than 1.0 under a schedule of :data:`UNIT_LR_SCHEDULES` (``task=mlu model=transformer
+    optimizer.lr=0.001``): the schedule refused it once the data had loaded and the model was built."""
+    (lr, _), (node, _) = _value(cfg, "optimizer.lr"), _value(cfg, "scheduler")
+    target = str(node.get("_target_", "")) if isinstance(node, DictConfig) else ""
+    name = target.rpartition(".")[2]
+    if not target.startswith("coda_exp.optim.") or name not in UNIT_LR_SCHEDULES or not _number(lr) or lr == 1.0:
+        return None
+    source = "scheduler"
+    if OmegaConf.is_interpolation(cfg, "scheduler"):  # ${task.cpu_scheduler}: the key a user overrides
+        source = str(cfg._get_node("scheduler")._value()).strip("${}")
+    return (f"optimizer.lr = {lr!r}: expected 1.0 under the schedule {name} ({source}._target_), which gives the "
+            f"learning rate itself (the optimizer's lr multiplies it); set optimizer.lr=1.0 and change the peak with "
+            f"{source}.{UNIT_LR_SCHEDULES[name]}=...")
+
+
+def missing_keys(cfg: DictConfig) -> list[str]:
+    """The keys left at ``???`` (a mandatory value no config or override gave: ``data.dataset`` of a new task's YAML
+    that lacks ``dataset:``), without resolving anything; the ``hydra`` section left out."""
+    found: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for key in (node.keys() if isinstance(node, DictConfig) else range(len(node))):
+            child = node._get_node(key)
+            path = f"{prefix}{key}"
+            if child is None or OmegaConf.is_interpolation(node, key) or path == "hydra":
+                continue
+            if child._is_missing():
+                found.append(path)
+            elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none():
+                walk(child, f"{path}.")
+
+    walk(cfg, "")
+    return found
+
+
+def _missing_problem(key: str) -> str:
+    where = "the task's YAML (configs/task/<task>.yaml, under data:)" if key.startswith("data.") else "its YAML"
+    return f"{key} = ???: a mandatory value that no config or override gives: give it ({key}=...) or set it in {where}"
 
 
 def _validation_problem(cfg: DictConfig) -> str | None:
@@ -254,115 +301,71 @@ def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
     return problems
 
 
-def family_problem(cfg: DictConfig) -> str | None:
-    """Why the model cannot run the task (a seq2seq Transformer on SNLI: ``model.families`` lacks the task's
-    ``family``), or None; imports nothing, so the entry point can ask before Hydra sets up logging."""
-    families = cfg.model.get("families")
-    if families is not None and cfg.task.family not in families:
-        return (f"model={cfg.model.name} does not fit task={cfg.task.name}: the task is {cfg.task.family}, the model "
-                f"serves {list(families)}")
-    return None
-
-
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
-    and a schedule that does not fit the budget."""
-    bad: dict[str, str] = {}
+    and a schedule that does not fit the budget (:func:`config_problems`)."""
+    bad = config_problems(cfg)
+    if bad:
+        raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))
+
+
+def config_problems(cfg: DictConfig, imports: bool = True) -> dict[str, str]:
+    """Each bad key with its message (:func:`check_config`). ``imports=False`` leaves out the checks that import the
+    task's family or the models (``task.monitor``, the decoding keys), for a caller that must not import Lightning
+    before Hydra sets up logging (a sweep's jobs, checked before the first starts: :mod:`coda_exp.sweeps`)."""
+    bad: dict[str, str] = {key: _missing_problem(key) for key in missing_keys(cfg)}
     for key in REQUIRED:
         if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
             bad[key] = f"{key} is required and absent (~{key} removes it): give it a value instead"
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
-        if value is _ABSENT or ok(value):
+        if value is _ABSENT or ok(value) or key in bad:
             continue
         if raw is not None and any(other in raw for other in bad):
             continue  # e.g. trainer.max_epochs: ${task.epochs} with task.epochs already reported
         source = f" (from {raw})" if raw is not None else ""
         bad[key] = f"{key} = {value!r}{source}: expected {expected}"
-    for key, problem in (("task.monitor", _monitor_problem(cfg)), ("model.num_heads", _heads_problem(cfg)),
-                         ("task.val_check_interval", _validation_problem(cfg))):
-        if problem is not None:
+    for key, problem in (("task.monitor", _monitor_problem(cfg) if imports else None),
+                         ("model.num_heads", _heads_problem(cfg)),
+                         ("task.val_check_interval", _validation_problem(cfg)), ("optimizer.lr", _unit_lr_problem(cfg))):
+        if problem is not None and key not in bad:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))
-    bad.update(_decoding_problems(cfg))
+    bad.update(_decoding_problems(cfg) if imports else {})
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:
         bad[schedule[0]] = schedule[1]
-    if bad:
-        raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))
+    return bad
 
 
 def composition_error(err: Exception) -> ConfigError:
     """Hydra's refusal to compose a config (an unknown option, a key the config lacks, an override it cannot parse)
     as a ConfigError: its message without the config search path Hydra appends, which is no help to a user."""
-    return ConfigError(str(err).split("\nConfig search path:")[0].strip())
+    message = str(err).split("\nConfig search path:")[0].strip()
+    cause = err.__cause__
+    if message.startswith("Error merging override") and isinstance(cause, OmegaConfBaseException):
+        # a typed key's value of another type (hydra.launcher.n_jobs=abc): OmegaConf's reason, with the key's type
+        typed = getattr(cause.object_type, "__name__", None)
+        where = f" ({cause.full_key} is typed in {typed})" if getattr(cause, "full_key", None) and typed else ""
+        message = f"{message}: {str(cause).splitlines()[0]}{where}"
+    return ConfigError(message)
 
 
-def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
-    """Every value's dotted path in a (to_container, unresolved) config, with the value, in the config's order. An
-    empty mapping below the top (``x: {}``) holds no value and is left out, unless ``keep_empty``: then it is a value
-    of its own (``{"x": {}}``), as an experiment's settings read it (``coda_exp.experiments``: ``x={}``)."""
-    out: dict[str, Any] = {}
-    if isinstance(node, dict) and (node or not (keep_empty and prefix)):
-        for key, value in node.items():
-            out.update(leaves(value, f"{prefix}{key}.", keep_empty))
-    elif prefix:
-        out[prefix[:-1]] = node
-    return out
+def yaml_error(err: BaseException) -> ConfigError | None:
+    """A YAML file PyYAML cannot read (a config Hydra composes, ``configs/local/default.yaml``...) behind ``err``, as
+    one message naming the file, line and column (1-based) and what is wrong, or None for another error."""
+    import yaml
 
+    from coda_exp.errors import cause_of
 
-def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
-    """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
-    ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
-    left out: what a user who typed ``key`` may have meant."""
-    name = key.rsplit(".", 1)[-1]
-    paths = [p for p in leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
-    found = [p for p in paths if p.rsplit(".", 1)[-1] == name]
-    if close:
-        found += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.85) if p not in found]
-    return found
-
-
-def _top_level_like(cfg: DictConfig, key: str) -> str | None:
-    """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
-    from coda_exp.environment import config_dir
-
-    folder = config_dir()
-    groups = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    names = {str(k) for k in cfg if str(k) not in (key, "hydra")} | set(groups)
-    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.8)
-    return close[0] if close else None
-
-
-# the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
-# instantiation of callbacks and loggers) or to Hydra itself
-_PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
-
-
-def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> list[str]:
-    """Of the ``+key=value`` overrides (``appended``: (key, override as typed)), those that add a key the config
-    already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
-    after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
-    another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
-    nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
-    ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
-    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
-    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
-    problems = []
-    for key, typed in appended:
-        if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
-            continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
-        others = same_name_keys(cfg, key)
-        if not others and "." not in key and "/" not in key:
-            close = _top_level_like(cfg, key)
-            if close is not None:
-                value = typed.split("=", 1)[1] if "=" in typed else ""
-                problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
-                                f"did you mean {close}={value}? (to add the key anyway: +{typed})")
-                continue
-        if others:
-            value = typed.split("=", 1)[1] if "=" in typed else ""
-            meant = " or ".join(f"{o}={value}" for o in others[:3])
-            problems.append(f"{typed} adds a new key {key} that no config value refers to, while the config has "
-                            f"{', '.join(others[:3])}: did you mean {meant}? (to add the key anyway: +{typed})")
-    return problems
+    found = cause_of(err, yaml.YAMLError)
+    if found is None:
+        return None
+    mark = getattr(found, "problem_mark", None) or getattr(found, "context_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "a config file"
+    problem = getattr(found, "problem", None) or str(found).splitlines()[0]
+    context = getattr(found, "context", None)
+    context_mark = getattr(found, "context_mark", None)
+    if context and context_mark is not None and context_mark is not mark:
+        context = f"{context} started at line {context_mark.line + 1}, column {context_mark.column + 1}"
+    return ConfigError(f"{where}: {problem}{f' ({context})' if context else ''}: not valid YAML; fix that file")

@@ -9,7 +9,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from coda_exp.config_checks import leaves
+from coda_exp.config_keys import leaves
 from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
 
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from coda_exp.config_checks import leaves
+from coda_exp.config_keys import leaves
 from coda_exp.environment import config_dir
 from coda_exp.fingerprint import (
     FINGERPRINT_RULE,

@@ -22,6 +22,8 @@ import math
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
+from coda_exp.errors import UserError
+
 
 def noam_lambda(step: int, d_model: int, warmup: int, factor: float = 2.0) -> float:
     """factor * min(1, s / warmup) * rsqrt(max(s, warmup)) * rsqrt(d_model), s = step + 1.
@@ -40,10 +42,15 @@ def linear_warmup_rsqrt_decay_lambda(step: int, warmup: int, peak_lr: float) -> 
     return peak_lr * min(1.0, s / warmup) * math.sqrt(warmup / max(s, warmup))
 
 
+class ScheduleError(UserError, ValueError):
+    """A learning-rate schedule the optimizer's settings cannot take (``config_checks`` says so before the data
+    loads; this is the schedule's own check, for a caller that builds it directly)."""
+
+
 def _check_unit_lr(optimizer: torch.optim.Optimizer, name: str) -> None:
     lrs = [group["lr"] for group in optimizer.param_groups]
     if any(lr != 1.0 for lr in lrs):
-        raise ValueError(f"{name}: the schedule gives the learning rate itself, so the optimizer's lr must be 1.0 "
+        raise ScheduleError(f"{name}: the schedule gives the learning rate itself, so the optimizer's lr must be 1.0 "
                          f"(got {lrs}); set optimizer.lr=1.0")
 
 

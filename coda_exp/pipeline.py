@@ -350,13 +350,14 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-",
     a caller that builds the config's Trainer) before any data is read."""
     import tempfile
 
+    import yaml
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import ConfigCompositionException, OverrideParseException
     from omegaconf import open_dict
 
-    from coda_exp.config_checks import composition_error
+    from coda_exp.config_checks import composition_error, yaml_error
     from coda_exp.environment import config_dir, set_environment
 
     set_environment()
@@ -369,6 +370,8 @@ def build_offline(overrides: list[str], prefix: str = "coda-exp-",
                 "logger=none", *overrides])
     except (ConfigCompositionException, OverrideParseException) as err:
         raise composition_error(err) from None
+    except yaml.YAMLError as err:
+        raise yaml_error(err) from None
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg["hydra"]

@@ -87,7 +87,11 @@ def _check(row: dict, fields: tuple[str, ...], where: str, family: str) -> dict:
             continue
         if not (text or listed):
             kind = "a string or a list of strings" if f in LIST_FIELDS else "a string"
-            raise DataError(f"{where}: field {f!r} must be {kind}, got {type(value).__name__}")
+            got = type(value).__name__
+            if f in LIST_FIELDS and isinstance(value, list):  # the first element that is not a string, by position
+                index, item = next((i, v) for i, v in enumerate(value) if not isinstance(v, str))
+                got = f"a list whose element {index} (counting from 0) is {item!r}, of type {type(item).__name__}"
+            raise DataError(f"{where}: field {f!r} must be {kind}, got {got}")
         if f in fields:
             _check_not_empty(value, f, where)
     return row

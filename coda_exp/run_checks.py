@@ -27,9 +27,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError, family_problem
+from coda_exp.config_checks import ConfigError
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
+from coda_exp.model_fit import family_problem
 from coda_exp.models.attconv_layers import injected_attention_problem
 from coda_exp.resume_data import data_change
 from coda_exp.run_folder import RESOLVED_CONFIG

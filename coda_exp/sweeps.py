@@ -40,3 +40,56 @@ def sweep_problem(cfg: DictConfig, parsed: list) -> tuple[str, int, list[str], l
     if not off and (runs == 1 or named & {o.key_or_group for o in sweep}):
         return None
     return choices.get("experiment") or "this experiment", runs, first, off
+
+
+def job_problems(cfg: DictConfig) -> list[str]:
+    """What would fail in a sweep's job of the composed ``cfg`` (with its Hydra section) before it loads any data: the
+    model that does not fit the task (:func:`coda_exp.model_fit.family_problem`) and the value checks
+    (:func:`coda_exp.config_checks.config_problems`, less those that import Lightning or the models: the entry point
+    asks before Hydra sets up logging). Composed configs only: a few milliseconds a job."""
+    from omegaconf import open_dict
+
+    from coda_exp.config_checks import config_problems
+    from coda_exp.model_fit import family_problem
+
+    job = cfg.copy()
+    with open_dict(job):
+        job.pop("hydra", None)
+    fit = family_problem(cfg)
+    return ([fit] if fit else []) + list(config_problems(job, imports=False).values())
+
+
+def unfit_pairs(composed: list[DictConfig], tasks: list[str], models: list[str]) -> list[tuple[str, str, str]]:
+    """(task option, model option, why) for each pair of a sweep's swept ``tasks`` and ``models`` (options as typed)
+    that none of the ``composed`` jobs has and whose model does not fit the task: a grid's jobs are not all composed
+    (:func:`coda_exp.cli.sweep_variants`), but each task's family and each model's families are known from those."""
+    from coda_exp.model_fit import family_problem
+
+    seen, task_of, model_of = set(), {}, {}
+    for cfg in composed:
+        choices = cfg.hydra.runtime.choices
+        seen.add((choices.get("task"), choices.get("model")))
+        task_of[choices.get("task")] = {"name": cfg.task.name, "family": cfg.task.family}
+        model_of[choices.get("model")] = {"name": cfg.model.name, "families": cfg.model.get("families")}
+    found = []
+    for task in tasks:
+        for model in models:
+            if (task, model) in seen or task not in task_of or model not in model_of:
+                continue
+            why = family_problem(OmegaConf.create({"task": task_of[task], "model": model_of[model]}), named=True)
+            if why:
+                found.append((task, model, why))
+    return found
+
+
+def sweep_refusal(jobs: list[tuple[str, list[str]]], runs: int) -> str | None:
+    """The message refusing a sweep of ``runs`` jobs some of whose ``jobs`` ((the job's swept overrides, its
+    problems), one per job checked, the first job first) would fail, or None: a problem every checked job has is
+    said once, the others under the job's overrides."""
+    if not any(problems for _, problems in jobs):
+        return None
+    every = [p for p in jobs[0][1] if len(jobs) > 1 and all(p in problems for _, problems in jobs)]
+    lines = [f"every job: {p}" for p in every]
+    lines += [f"job {label or '(the first)'}: {p}" for label, problems in jobs for p in problems if p not in every]
+    return (f"the sweep of {runs} job{'s' * (runs > 1)} would fail in these jobs before any data loads; no job has "
+            f"run (fix the swept values or the overrides):\n  " + "\n  ".join(lines))

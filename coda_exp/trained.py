@@ -29,11 +29,13 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
-from coda_exp.config_checks import ConfigError, appended_key_problems, check_config
+from coda_exp.config_checks import ConfigError, check_config, yaml_error
+from coda_exp.config_keys import appended_key_problems, local_key_problems
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.run_checks import FP16_MIXED, META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
@@ -138,12 +140,18 @@ def compose_environment(inv: Invocation, scale: str | None = None) -> DictConfig
     group = [f"scale={scale}"] if scale and (config_dir() / "scale" / f"{scale}.yaml").is_file() else []
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
-            return compose("train", overrides=[*group, *inv.environment])
+            cfg = compose("train", overrides=[*group, *inv.environment])
+            problems = local_key_problems(cfg, [*group, *inv.environment], lambda o: compose("train", overrides=o))
     except HydraException as err:
         message = " ".join(str(err).split()).split(" Config search path")[0]
         raise ConfigError(f"coda-exp {inv.mode}: {message}") from None
+    except yaml.YAMLError as err:
+        raise yaml_error(err) from None
     finally:
         GlobalHydra.instance().clear()
+    if problems:
+        raise ConfigError("\n  ".join(problems))
+    return cfg
 
 
 def _relocated(data_dir: str | None, trained_root: str | None, root: str) -> str | None:

@@ -95,13 +95,14 @@ def problem(cfg) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import yaml
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...})
-    from coda_exp.config_checks import composition_error
+    from coda_exp.config_checks import composition_error, yaml_error
     from coda_exp.environment import config_dir
 
     overrides = list(sys.argv[1:] if argv is None else argv)
@@ -120,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
                     problems[cfg.task.name, found] = None
     except (ConfigCompositionException, OverrideParseException) as err:
         print(f"error: {one_line(str(composition_error(err)))}", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as err:  # a config file PyYAML cannot read
+        print(f"error: {yaml_error(err)}", file=sys.stderr)
         return 2
     finally:
         GlobalHydra.instance().clear()

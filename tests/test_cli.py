@@ -100,6 +100,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
     (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+    # a typed key's value of another type: OmegaConf's reason and the key's type, not "Error merging override" alone
+    (["hydra.job.chdir=maybe"], [("error: Error merging override hydra.job.chdir=maybe: Value 'maybe' is not a valid "
+                                  "bool (type str) (hydra.job.chdir is typed in JobConf)\n")]),
 ])
 def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages, capsys, monkeypatch, tmp_path):
     """It used to be Hydra's report (its config search path, the HYDRA_FULL_ERROR hint) with exit status 1."""
@@ -190,6 +193,18 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
     assert not (tmp_path / "outputs").exists()
 
 
+def test_the_default_model_that_cannot_run_the_task_is_named_so_with_the_models_that_can(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """task=mlu alone used to say "model=decompatt does not fit", a model the user never typed."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=mlu", "scale=fixture", f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: model=decompatt (the default model: no model= was given) "
+                                                    "does not fit task=mlu: the task is seq2seq"), err
+    assert "; the models that fit it: model=coda_transformer, " in err and ", model=transformer\n" in err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["-m", "experiment=quickstart", "scale=fixture", "--cfg", "job"], "drop -m"),
     (["--info", "-m", "task=snli"], "-m and --info given together"),
@@ -220,3 +235,26 @@ def test_info_with_overrides_shows_the_composed_config(argv, capsys, monkeypatch
     captured = capsys.readouterr()
     assert "invalid choice" not in captured.err and "Defaults List" in captured.out, captured.err[-2000:]
     assert "\nscale_name: fixture\n" in captured.out
+
+
+@pytest.mark.parametrize("argv,lines", [
+    (["task=snli", "model=decompatt", "optimizer.lr=1e-3,abc"],
+     ["  job optimizer.lr=abc: optimizer.lr = 'abc': expected a number > 0"]),
+    (["task=snli", "model=decompatt", "data.batch_size=8,-2", "seed=1,2,3"],
+     ["the sweep of 6 jobs would fail", "  job data.batch_size=-2 seed=1: data.batch_size = -2: expected an int >= 1"]),
+    # (mlu, decompatt) is not one of the jobs composed (each swept value once): its fit is still checked
+    (["task=snli,mlu", "model=transformer,decompatt"],
+     ["  job task=snli model=transformer: model=transformer does not fit task=snli",
+      "  job task=mlu model=decompatt: model=decompatt does not fit task=mlu"]),
+    (["task=snli", "optimizer.lr=-1", "seed=1,2"], ["  every job: optimizer.lr = -1: expected a number > 0"]),
+])
+def test_a_sweep_whose_jobs_would_fail_is_refused_before_its_first_job(argv, lines, tmp_path, capsys, monkeypatch):
+    """A bad swept value used to fail only when its job came up, after the good jobs had trained."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "scale=fixture", *argv, f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: the sweep of ") and err.count("error:") == 1, err
+    assert "no job has run" in err and all(line in err.splitlines() or line in err for line in lines), err
+    assert len(err.splitlines()) == 1 + len([line for line in lines if line.startswith("  ")])  # the good jobs: none
+    assert not (tmp_path / "outputs").exists()

@@ -36,6 +36,15 @@ def test_bad_inputs_name_file_and_line(tmp_path, content, message):
         read_inputs(path, ("src",), "seq2seq")
 
 
+def test_a_list_field_names_its_element_that_is_not_a_string(tmp_path):
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"question": "q", "passages": ["a", "b"]}\n{"question": "q", "passages": ["a", 3]}\n')
+    with pytest.raises(DataError) as err:
+        read_inputs(path, ("question", "passages"), "span")
+    assert str(err.value) == (f"{path}:2: field 'passages' must be a string or a list of strings, got a list whose "
+                              "element 1 (counting from 0) is 3, of type int")
+
+
 def test_a_tsv_row_of_the_wrong_width_and_a_missing_file(tmp_path):
     path = tmp_path / "in.tsv"
     path.write_text("text_a\ttext_b\none\ttwo\nonly one\n")

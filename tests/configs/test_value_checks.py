@@ -68,6 +68,18 @@ def test_every_task_default_passes(make_cfg, task):
     (["task=imdb", "model=transformer_classifier", "model.num_heads=5"], "model.num_heads=4 or"),
     # refused only once the data module was built, after start-up
     (["task=fever", "data.retrieval.hash_bits=31"], "data.retrieval.hash_bits = 31: expected an int in [1, 30]"),
+    # OmegaConf's MissingMandatoryValue traceback (a new task YAML without dataset:) once the run read the key
+    (["task=snli", "data.dataset=???"], ("data.dataset = ???: a mandatory value that no config or override gives: give "
+                                         "it (data.dataset=...) or set it in the task's YAML")),
+    # the schedule's ValueError traceback once the data had loaded and the model was built
+    (["task=mlu", "model=transformer", "optimizer.lr=0.001"],
+     ("optimizer.lr = 0.001: expected 1.0 under the schedule noam_schedule (scheduler._target_), which gives the "
+      "learning rate itself (the optimizer's lr multiplies it); set optimizer.lr=1.0 and change the peak with "
+      "scheduler.factor=...")),
+    (["task=mlu", "model=transformer", "scale=cpu", "optimizer.lr=0.5"],
+     "under the schedule warmup_cosine (task.cpu_scheduler._target_)"),
+    # the data module's DataError, without the key's section
+    (["task=snli", "data.validation_from_train=1.5"], "data.validation_from_train = 1.5: expected a fraction in (0, 1)"),
 ])
 def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides, message):
     with pytest.raises(ConfigError) as err:

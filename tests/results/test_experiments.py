@@ -33,10 +33,10 @@ def test_an_experiments_settings_are_read_as_overrides():
 
 
 def test_an_empty_mapping_is_a_setting_of_its_own_but_no_config_leaf(tmp_path):
-    """experiments.py and config_checks.py share one flattening (config_checks.leaves), which differs on an empty
+    """experiments.py and config_keys.py share one flattening (config_keys.leaves), which differs on an empty
     mapping only: an experiment's ``callbacks: {}`` is the setting ``callbacks={}`` (it empties the group), while a
     config's leaves (the keys a mistyped override may have meant, the keys two configurations differ in) have none."""
-    from coda_exp.config_checks import leaves
+    from coda_exp.config_keys import leaves
 
     node = {"a": {}, "b": {"c": {}, "d": 1}, "e": [1, 2]}
     assert leaves(node) == {"b.d": 1, "e": [1, 2]}

@@ -1,0 +1,123 @@
+"""Keys a user adds that nothing reads: a ``+key=value`` override of a key the config has under another section
+(:func:`appended_key_problems`), and a key of the machine's ``configs/local/default.yaml`` that no config has
+(:func:`local_key_problems`); with the keys a user may have meant (:func:`same_name_keys`). Reads composed configs
+only (no Lightning, no torch): the entry point asks before Hydra sets up logging."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
+    """Every value's dotted path in a (to_container, unresolved) config, with the value, in the config's order. An
+    empty mapping below the top (``x: {}``) holds no value and is left out, unless ``keep_empty``: then it is a value
+    of its own (``{"x": {}}``), as an experiment's settings read it (``coda_exp.experiments``: ``x={}``)."""
+    out: dict[str, Any] = {}
+    if isinstance(node, dict) and (node or not (keep_empty and prefix)):
+        for key, value in node.items():
+            out.update(leaves(value, f"{prefix}{key}.", keep_empty))
+    elif prefix:
+        out[prefix[:-1]] = node
+    return out
+
+
+def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
+    """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
+    ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
+    left out: what a user who typed ``key`` may have meant."""
+    name = key.rsplit(".", 1)[-1]
+    paths = [p for p in leaves(OmegaConf.to_container(cfg, resolve=False)) if p != key and not p.startswith("hydra.")]
+    found = [p for p in paths if p.rsplit(".", 1)[-1] == name]
+    if close:
+        found += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.85) if p not in found]
+    return found
+
+
+def _top_level_like(cfg: DictConfig, key: str) -> str | None:
+    """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
+    from coda_exp.environment import config_dir
+
+    folder = config_dir()
+    groups = [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    names = {str(k) for k in cfg if str(k) not in (key, "hydra")} | set(groups)
+    close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+# the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
+# instantiation of callbacks and loggers) or to Hydra itself
+_PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
+
+
+def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> list[str]:
+    """Of the ``+key=value`` overrides (``appended``: (key, override as typed)), those that add a key the config
+    already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
+    after ``task.batch_size=0``) adds a key nothing reads while ``data.batch_size`` goes on at its default. A key
+    another value refers to (``+task.gradient_clip_val``, which ``trainer.gradient_clip_val`` selects) is not one;
+    nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
+    ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
+    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
+    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    problems = []
+    for key, typed in appended:
+        if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+            continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
+        others = same_name_keys(cfg, key)
+        if not others and "." not in key and "/" not in key:
+            close = _top_level_like(cfg, key)
+            if close is not None:
+                value = typed.split("=", 1)[1] if "=" in typed else ""
+                problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
+                                f"did you mean {close}={value}? (to add the key anyway: +{typed})")
+                continue
+        if others:
+            value = typed.split("=", 1)[1] if "=" in typed else ""
+            meant = " or ".join(f"{o}={value}" for o in others[:3])
+            problems.append(f"{typed} adds a new key {key} that no config value refers to, while the config has "
+                            f"{', '.join(others[:3])}: did you mean {meant}? (to add the key anyway: +{typed})")
+    return problems
+
+
+#: the machine's own settings (``configs/train.yaml``: ``optional local@_global_: default``), git-ignored
+LOCAL_CONFIG = "local/default.yaml"
+
+
+def local_key_problems(cfg: DictConfig, overrides: list[str], compose) -> list[str]:
+    """The keys ``configs/local/default.yaml`` adds that no other config has and no config value refers to
+    (``paths: {data_dirr: /data}``, which the run would ignore, falling back to the default folder or the hub), each
+    with the key spelled almost alike where there is one. ``cfg``: the config composed from ``overrides``;
+    ``compose(overrides)``: Hydra's compose, inside its initialisation, which composes the config without the file
+    (with the groups the file's own defaults list overrides) to tell its new keys apart. Keys of the sections passed
+    on to a constructor that checks them (``trainer``, ``callbacks``, ``logger``, ``hydra``) are left to it; a config
+    that does not compose without the file (an override of a key only the file has) is not checked."""
+    from hydra.errors import HydraException
+
+    from coda_exp.environment import config_dir
+
+    path = config_dir() / LOCAL_CONFIG
+    if not path.is_file():
+        return []
+    defaults = OmegaConf.load(path).get("defaults") or []
+    chosen = [f"{str(k).split()[-1].lstrip('/')}={v}" for entry in defaults if isinstance(entry, DictConfig)
+              for k, v in entry.items() if str(k).startswith("override ")]
+    try:
+        without = compose([*overrides, *chosen, "~local@_global_"])
+    except HydraException:
+        return []
+    raw = leaves(OmegaConf.to_container(cfg, resolve=False))
+    known = {".".join(k.split(".")[:n]) for k in leaves(OmegaConf.to_container(without, resolve=False), keep_empty=True)
+             for n in range(1, k.count(".") + 2)} | {str(k) for k in without}  # a section set to a value is known
+    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    problems = []
+    for key in raw:
+        if key in known or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+            continue
+        meant = same_name_keys(without, key, close=True) or (
+            [close] if "." not in key and (close := _top_level_like(without, key)) else [])
+        hint = f": did you mean {' or '.join(meant[:3])}?" if meant else ""
+        problems.append(f"{path} sets {key}, a key no config has and nothing reads{hint}")
+    return problems
