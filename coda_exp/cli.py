@@ -116,7 +116,7 @@ def check_composition(argv: list[str]) -> None:
     from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
     from coda_exp.config_keys import appended_key_problems, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
-    from coda_exp.sweeps import job_problems, sweep_refusal, unfit_pairs
+    from coda_exp.sweeps import experiment_axes, job_problems, sweep_refusal, unfit_pairs
 
     args, _ = get_args_parser().parse_known_args(argv)
     if not (args.help or args.hydra_help) and (several := _one_command_only(args)):
@@ -128,12 +128,17 @@ def check_composition(argv: list[str]) -> None:
     composed = list(args.overrides)  # the overrides of the composition that failed (one value each in a sweep)
     try:
         parsed = OverridesParser.create().parse_overrides(args.overrides)
-        variants = [args.overrides]
-        if args.multirun and any(o.is_sweep_override() for o in parsed):
+        variants, axes = [args.overrides], {}
+        if args.multirun:
             if any(o.value_type == ValueType.GLOB_CHOICE_SWEEP for o in parsed):
                 return  # glob(...) needs Hydra's loader to expand: Hydra's own report
-            variants = sweep_variants([[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
-                                       if o.is_sweep_override() else [o.input_line] for o in parsed])
+            rows = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                    else [o.input_line] for o in parsed]
+            composed = [row[0] for row in rows]
+            with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):  # the experiment's grid
+                axes = experiment_axes(compose("train", overrides=composed, return_hydra_config=True),
+                                       {o.key_or_group for o in parsed})
+            variants = sweep_variants(rows + [[f"{k}={v}" for v in values] for k, values in axes.items()])
         removed = next((o.key_or_group for o in parsed if o.is_delete() and o.key_or_group in REQUIRED), None)
         if removed is not None:
             print(f"error: ~{removed} removes {removed}, which every run reads: give it another value instead "
@@ -147,7 +152,7 @@ def check_composition(argv: list[str]) -> None:
             raise SystemExit(USER_ERROR_EXIT)
         appended = [(o.key_or_group, o.input_line) for o in parsed if o.is_add() and not o.is_force_add()]
         swept = {o.get_key_element(): [str(v) for v in o.sweep_string_iterator()] for o in parsed
-                 if args.multirun and o.is_sweep_override()}
+                 if args.multirun and o.is_sweep_override()} | {k: v for k, v in axes.items() if len(v) > 1}
         jobs, job_configs = [], []  # a sweep's jobs composed: (its swept overrides, its problems), their configs
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):

@@ -42,6 +42,19 @@ def sweep_problem(cfg: DictConfig, parsed: list) -> tuple[str, int, list[str], l
     return choices.get("experiment") or "this experiment", runs, first, off
 
 
+def experiment_axes(cfg: DictConfig, named: set[str]) -> dict[str, list[str]]:
+    """The keys the composed ``cfg``'s experiment sweeps (``hydra.sweeper.params``) that the command line does not
+    name (``named``: there the command line wins, as in Hydra's basic sweeper), each with its values as typed: the
+    grid ``-m experiment=table_6`` runs, whose jobs the entry point checks before the first starts."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = cfg.hydra.sweeper.get("params") or {}
+    mine = [f"{k}={v}" for k, v in params.items() if k not in named]
+    return {o.get_key_element(): ([str(v) for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                                  else [o.get_value_element_as_str()])
+            for o in OverridesParser.create().parse_overrides(mine)}
+
+
 def job_problems(cfg: DictConfig) -> list[str]:
     """What would fail in a sweep's job of the composed ``cfg`` (with its Hydra section) before it loads any data: the
     model that does not fit the task (:func:`coda_exp.model_fit.family_problem`) and the value checks

@@ -126,6 +126,10 @@ def test_a_config_hydra_cannot_compose_is_one_message_and_exit_2(argv, messages,
                                   # an experiment's sweep: with -m, or one of its runs named (docs/fast_path.md,
                                   # results/README.md), or hydra.mode=MULTIRUN
                                   ["-m", "experiment=quickstart"],
+                                  # make run's sweep and the gate study: their grids are the experiments' (model=
+                                  # ...), not the config's own model=decompatt, which does not fit task=mlu
+                                  ["-m", "experiment=table_6", "scale=cpu", "seed=1"],
+                                  ["-m", "experiment=mlu_gate_ablation", "scale=fixture"],
                                   ["experiment=table_6", "model=coda_transformer", "seed=1", "trainer=gpu_fast"],
                                   ["experiment=table_6", "scale=cpu", "model=coda_transformer",
                                    "task.cpu_scheduler.peak_lr=4e-3"],
@@ -247,6 +251,9 @@ def test_info_with_overrides_shows_the_composed_config(argv, capsys, monkeypatch
      ["  job task=snli model=transformer: model=transformer does not fit task=snli",
       "  job task=mlu model=decompatt: model=decompatt does not fit task=mlu"]),
     (["task=snli", "optimizer.lr=-1", "seed=1,2"], ["  every job: optimizer.lr = -1: expected a number > 0"]),
+    # an experiment's own grid (model: transformer,coda_transformer; seed: 1,2,3) is the sweep's: each job checked
+    (["experiment=table_6", "data.batch_size=-2"],
+     ["the sweep of 6 jobs would fail", "  every job: data.batch_size = -2: expected an int >= 1"]),
 ])
 def test_a_sweep_whose_jobs_would_fail_is_refused_before_its_first_job(argv, lines, tmp_path, capsys, monkeypatch):
     """A bad swept value used to fail only when its job came up, after the good jobs had trained."""
