@@ -11,6 +11,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from coda_exp.fingerprint import OUTPUT_KEYS, PARALLEL_KEYS, VECTORS_PATH
+
 
 def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, Any]:
     """Every value's dotted path in a (to_container, unresolved) config, with the value, in the config's order. An
@@ -113,11 +115,36 @@ def local_key_problems(cfg: DictConfig, overrides: list[str], compose) -> list[s
              for n in range(1, k.count(".") + 2)} | {str(k) for k in without}  # a section set to a value is known
     referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
     problems = []
-    for key in raw:
-        if key in known or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+    for key in raw:  # (a location key another task has, data.cache_dir for MLU: the file serves every task)
+        if key in known or key.startswith(_PASSED_ON) or key in OUTPUT_KEYS or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
             continue
         meant = same_name_keys(without, key, close=True) or (
             [close] if "." not in key and (close := _top_level_like(without, key)) else [])
         hint = f": did you mean {' or '.join(meant[:3])}?" if meant else ""
         problems.append(f"{path} sets {key}, a key no config has and nothing reads{hint}")
-    return problems
+    return problems or local_setting_problems(path)
+
+
+#: what the machine's file may choose: where things are and how a run is placed and logged, never what it computes
+#: (a run's fingerprint holds its command line's and experiment's settings, not this file's)
+LOCAL_GROUPS = ("trainer", "callbacks", "logger", "paths", "hydra")
+
+
+def local_setting_problems(path) -> list[str]:
+    """The settings of the machine's ``configs/local/default.yaml`` (at ``path``) that change what a run computes
+    (``optimizer.lr``, ``data.batch_size``, the word vectors, ``override /optimizer: adagrad``): refused, since
+    tables tell runs apart by what their command lines and experiments set (``coda_exp.fingerprint``), so a run
+    changed there would be pooled with the default's. Where things are (``paths``, ``data.dir``), how a run is
+    placed and logged (``fingerprint.OUTPUT_KEYS``, the number of processes) are what the file is for."""
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+    defaults = raw.pop("defaults", None) or []
+    groups = [str(k).split()[-1].lstrip("/") for entry in defaults if isinstance(entry, dict) for k in entry]
+    allowed = tuple(k for k in OUTPUT_KEYS + PARALLEL_KEYS if k != VECTORS_PATH)
+    keys = [k for k in leaves(raw) if not any(k == a or k.startswith(a + ".") for a in allowed)]
+    keys += [f"{g} (a defaults choice)" for g in groups if g.split("/")[0] not in LOCAL_GROUPS]
+    if not keys:
+        return []
+    return [(f"{path} sets {', '.join(keys)}: that file says where things are on this machine (paths.*, data.dir, "
+             "data.cache_dir, the logger, the trainer's accelerator and devices), not what a run computes, which "
+             "tables would not see (a run's fingerprint holds what its command line and experiment set); give "
+             f"{'it' if len(keys) == 1 else 'them'} on the command line or in an experiment")]

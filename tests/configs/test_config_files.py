@@ -67,6 +67,19 @@ def test_a_key_of_the_local_file_that_nothing_reads_is_refused(configs, capsys, 
     assert message in refused(["task=snli", "scale=fixture"], capsys, tmp_path)
 
 
+@pytest.mark.parametrize("text,keys", [
+    ("optimizer:\n  lr: 0.5\n", "optimizer.lr"),
+    ("data:\n  batch_size: 7\n  embeddings:\n    path: /v/glove.6B.50d.txt\n", "data.batch_size, data.embeddings.path"),
+    ("trainer:\n  precision: bf16-mixed\n", "trainer.precision"),
+    ("defaults:\n  - override /optimizer: adagrad\n", "optimizer (a defaults choice)"),
+])
+def test_a_setting_of_the_local_file_that_changes_results_is_refused(configs, capsys, tmp_path, text, keys):
+    """Taken since the file lands at the top level, and invisible to tables: its runs were pooled with the default's."""
+    (configs / "local" / "default.yaml").write_text(text)
+    err = refused(["task=snli", "scale=fixture"], capsys, tmp_path)
+    assert f"local/default.yaml sets {keys}: that file says where things are" in err, err
+
+
 def test_the_local_files_own_keys_and_the_keys_it_sets_are_taken(configs):
     """A key the config has, a new key another value refers to, a Trainer argument (the Trainer checks it) and a
     group its defaults list overrides; the file's keys land at the top level (no ``# @package`` header needed)."""
@@ -74,7 +87,7 @@ def test_the_local_files_own_keys_and_the_keys_it_sets_are_taken(configs):
 
     (configs / "local" / "default.yaml").write_text(
         "defaults:\n  - override /logger: none\npaths:\n  data_dir: /data\n  mine: /x\n  cache_dir: ${paths.mine}/c\n"
-        "trainer:\n  deterministic: true\nlogger: null\n")
+        "trainer:\n  accelerator: cpu\nlogger: null\n")
     cli.check_composition(["task=snli", "scale=fixture", "--cfg", "job"])
     with initialize_config_dir(config_dir=str(configs), version_base="1.3"):
         assert compose("train", overrides=["task=snli"]).paths.data_dir == "/data"
