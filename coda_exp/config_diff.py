@@ -10,7 +10,7 @@ import os
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from coda_exp.config_keys import leaves
-from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS
+from coda_exp.fingerprint import BUDGET_KEYS, OUTPUT_KEYS, PARALLEL_KEYS
 
 IGNORED = ("ckpt_path", "resume", "verbose")  # top-level keys that change no result
 # ``paths`` keys that only feed others which are compared (``paths.results_dir`` follows ``results_root``): a run of
@@ -52,7 +52,8 @@ def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
     """The keys whose values differ between the resolved config ``trained`` (a checkpoint's) and ``cfg``'s, with
     ``cfg``'s budget keys (``fingerprint.BUDGET_KEYS``: a resumed run may train longer) set to the checkpoint's
     before resolving, so what derives from them (``task.patience``, a schedule's total steps) follows; where a run
-    is stored, logged or placed (``fingerprint.OUTPUT_KEYS``), each run's own folder and a callback only one of
+    is stored, logged or placed (``fingerprint.OUTPUT_KEYS``; the number of devices and nodes, ``PARALLEL_KEYS``: a
+    job requeued on another number of GPUs goes on, as Lightning resumes it), each run's own folder and a callback only one of
     them has (``+callbacks.x=...``, ``callbacks=gate_stats``) do not count."""
     mine, node = cfg.copy(), OmegaConf.create(trained)
     with open_dict(mine):
@@ -62,7 +63,7 @@ def configuration_changes(cfg: DictConfig, trained: dict) -> list[str]:
                 OmegaConf.update(mine, key, theirs, merge=False)
     a = leaves(normalised(OmegaConf.to_container(mine, resolve=True)))
     b = leaves(normalised(trained))
-    skipped = (*OUTPUT_KEYS, *BUDGET_KEYS, *IGNORED)
+    skipped = (*OUTPUT_KEYS, *PARALLEL_KEYS, *BUDGET_KEYS, *IGNORED)  # a requeued job on other devices resumes
 
     def added_callback(key: str) -> bool:  # a callback on one side only measures or stops; one on both counts
         parts = key.split(".")

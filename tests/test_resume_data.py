@@ -45,3 +45,12 @@ def test_another_data_folder_is_refused_unless_it_holds_the_same_files(make_cfg,
     cfg.resume = None
     check_same_configuration(cfg, _checkpoint(cfg, trained_on, carried=False))  # older checkpoint, folder gone
     assert "cannot be compared with those" in caplog.text
+
+
+def test_a_job_requeued_on_another_number_of_devices_resumes(make_cfg):
+    """The fingerprint's world_size (several processes: another configuration for tables) is not a change of the run
+    for a resume: a cluster job requeued on 2 GPUs instead of 4 goes on from its checkpoint."""
+    cfg = make_cfg("task=snli", "scale=fixture", "ckpt_path=x.ckpt")
+    trained = OmegaConf.to_container(cfg, resolve=True)
+    trained["trainer"]["devices"], trained["trainer"]["num_nodes"] = 4, 2
+    check_same_configuration(cfg, {CHECKPOINT_CONFIG: trained})
