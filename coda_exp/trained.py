@@ -166,16 +166,23 @@ def _relocated(data_dir: str | None, trained_root: str | None, root: str) -> str
     return str(moved) if moved.exists() else None
 
 
-def _results_in_checkout(trained_paths, environment: list[str]) -> str | None:
-    """The trained run's results folder relative to its checkout (``outputs/fixture_results`` for a run on the
-    fixtures, whatever its scale was called, e.g. ``experiment=quickstart``), unless the command names its own."""
-    root, results = trained_paths.get("root_dir"), trained_paths.get("results_root")
-    if not root or not results or any(o.startswith(("paths.results_root=", "paths.results_dir=")) for o in environment):
-        return None
-    try:
-        return str(Path(results).relative_to(root))
-    except ValueError:  # outside the checkout: this machine's results folder
-        return None
+def _results_in_checkout(trained_paths, environment: list[str]) -> dict[str, str]:
+    """The trained run's results folders (``results_root``, and ``results_dir`` where an experiment put its records
+    in a folder of its own, e.g. ``mlu_gate_ablation``) relative to its checkout (``outputs/fixture_results`` for a
+    run on the fixtures, whatever its scale was called, e.g. ``experiment=quickstart``), unless the command names
+    its own; a folder outside that checkout is left to this machine's settings."""
+    root = trained_paths.get("root_dir")
+    if not root or any(o.startswith(("paths.results_root=", "paths.results_dir=")) for o in environment):
+        return {}
+    out = {}
+    for key in ("results_root", "results_dir"):
+        try:
+            out[key] = str(Path(str(trained_paths.get(key))).relative_to(root)) if trained_paths.get(key) else None
+        except ValueError:  # outside the checkout: this machine's results folder
+            out[key] = None
+    if out.get("results_dir") == out.get("results_root"):  # the default: results_dir follows results_root
+        out.pop("results_dir")
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
@@ -187,9 +194,8 @@ def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
         precision = cfg.get("trainer", {}).get("precision")
         cfg.paths = env.paths
         cfg.paths.output_dir = None  # the command sets its own folder
-        kept = _results_in_checkout(trained_paths, inv.environment)
-        if kept is not None:  # the record goes where the training run's went, never into tracked results by surprise
-            cfg.paths.results_root = str(Path(str(OmegaConf.select(cfg, "paths.root_dir"))) / kept)
+        for key, kept in _results_in_checkout(trained_paths, inv.environment).items():  # where the training's went
+            cfg.paths[key] = str(Path(str(OmegaConf.select(cfg, "paths.root_dir"))) / kept)
         for key in ("logger", "trainer", "threads", "save_record", "save_predictions"):
             cfg[key] = env.get(key)
         if precision is not None and not any(o.startswith("trainer.precision=") for o in inv.environment):

@@ -93,6 +93,9 @@ def test_the_record_goes_where_the_training_runs_went(make_cfg, tmp_path, monkey
     assert cfg.paths.results_dir == str(tmp_path / "outputs" / "fixture_results")
     cfg = build_config(parse("eval", ["ckpt_path=x", f"paths.results_root={tmp_path}/mine"]), resolved)
     assert cfg.paths.results_dir == f"{tmp_path}/mine"
-    resolved.paths.results_root = "/elsewhere/results"  # outside the trained checkout: this machine's default
+    resolved.paths.results_dir = "/gone/checkout/results/mlu_gate_ablation"  # an experiment's own folder
     cfg = build_config(parse("eval", ["ckpt_path=x"]), resolved)
-    assert cfg.paths.results_dir == str(tmp_path / "results")
+    assert cfg.paths.results_dir == str(tmp_path / "results" / "mlu_gate_ablation")
+    resolved.paths.results_root = resolved.paths.results_dir = "/elsewhere/results"  # not under that checkout
+    cfg = build_config(parse("eval", ["ckpt_path=x"]), resolved)
+    assert cfg.paths.results_dir == str(tmp_path / "results")  # this machine's default
