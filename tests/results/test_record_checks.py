@@ -53,6 +53,20 @@ def test_a_metric_its_predictions_contradict_is_listed_apart(spec, tmp_path):
     assert build_table(spec, [edited]).cells[1][0].run_ids == [edited["run_id"]]  # without its predictions folder
 
 
+def test_a_record_whose_checksum_held_is_not_read_again_from_its_predictions(tmp_path, monkeypatch):
+    """Its metrics came from these predictions when the run wrote it (any edit since breaks the checksum, and the
+    record is skipped when read): a paper-scale predictions file read at every make tables would check nothing."""
+    from coda_exp import record_checks
+    from coda_exp.results import CHECKSUM_KEY, record_checksum
+
+    record = rec(metrics={"test/acc": 0.5}, **TODAYS_GRID)
+    predictions(tmp_path, record, 19, 4)
+    assert "is not what its test predictions give" in record_problem(record, tmp_path)  # no checksum: read
+    record[CHECKSUM_KEY] = record_checksum(record)
+    monkeypatch.setattr(record_checks, "metric_problem", lambda *a: pytest.fail("its predictions were read"))
+    assert record_problem(record, tmp_path) is None
+
+
 def test_every_committed_record_passes_the_checks():
     checked = 0
     for runs in sorted(ROOT.glob("results/**/runs")):
