@@ -166,8 +166,9 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         check_same_configuration(cfg, ckpt)
         finished = auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
-            log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): the best checkpoint so far "
-                        "is not known to this run", cfg.ckpt_path)
+            log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): this run trains in a folder of "
+                        "its own, its best checkpoint so far the one the checkpoint names where that file still "
+                        "exists", cfg.ckpt_path)
         elif finished is not None:  # a new run from it: that run's folder and files stay as they are
             log.warning("ckpt_path=%s: its run %s already (record %s), so this run trains on from it in a new run "
                         "folder, leaving %s as it is", cfg.ckpt_path, finished[1].get("status"), finished[0], theirs)

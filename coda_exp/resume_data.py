@@ -65,9 +65,12 @@ def data_change(cfg, ckpt: dict, trained: dict) -> str | None:
     reference = carried if isinstance(carried, dict) else files_of(theirs)
     here = files_of(mine)
     if reference is None or here is None:
+        many = f"holds over {MAX_FILES} files, too many to list"
+        why = ((f"this data.dir {'is not a folder' if not Path(str(mine)).is_dir() else many}") if here is None
+               else "the checkpoint does not list them and that folder "
+               + ("is gone" if not Path(str(theirs)).is_dir() else many))
         log.warning("ckpt_path=%s was trained on data.dir=%s; this run reads data.dir=%s, whose files cannot be "
-                    "compared with those (%s): make sure they are the same data", cfg.ckpt_path, theirs, mine,
-                    "not a folder" if here is None else "the checkpoint does not list them and that folder is gone")
+                    "compared with those (%s): make sure they are the same data", cfg.ckpt_path, theirs, mine, why)
         return None
     diff = _differences(reference, here)
     if not diff:

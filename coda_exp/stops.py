@@ -14,6 +14,7 @@ it. ``docs/running.md`` says it for users.
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import sys
 import threading
@@ -369,8 +370,8 @@ def _resume_command(overrides: list[str], checkpoint: Path | None) -> str:
     """The command that resumes a run of ``overrides`` from ``checkpoint`` (None: the run again); ``resume=auto``
     finds the checkpoint itself: the same command again."""
     auto = "resume=auto" in overrides
-    return " ".join([program(), *(o for o in overrides if not o.startswith("ckpt_path=")),
-                     *([] if auto or checkpoint is None else [f"ckpt_path={checkpoint}"])])
+    return " ".join([program(), *(shlex.quote(o) for o in overrides if not o.startswith("ckpt_path=")),
+                     *([] if auto or checkpoint is None else [shlex.quote(f"ckpt_path={checkpoint}")])])
 
 
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:

@@ -163,3 +163,17 @@ def test_a_stop_before_a_due_validation_saves_the_step_too_and_a_resume_from_it_
     assert stop.after_checkpoint == "SIGTERM" and stop.state_dict() == {}
     GracefulStop().load_state_dict(states[0][1])
     assert "resumed from a checkpoint saved before the validation due after step 5" in caplog.text
+
+
+def test_the_resume_command_can_be_pasted_into_a_shell(monkeypatch):
+    """An override with a space (a data folder) was printed bare: pasted back, the shell split it."""
+    import shlex
+    from pathlib import Path
+
+    from coda_exp import stops
+
+    monkeypatch.setattr("sys.argv", ["train.py"])
+    again = stops._resume_command(["task=snli", "data.dir=/my data/snli", "ckpt_path=old.ckpt"],
+                                  Path("/runs/a b/checkpoints/interrupted.ckpt"))
+    assert shlex.split(again) == ["python", "train.py", "task=snli", "data.dir=/my data/snli",
+                                  "ckpt_path=/runs/a b/checkpoints/interrupted.ckpt"]
