@@ -331,6 +331,11 @@ def config_problems(cfg: DictConfig, imports: bool = True) -> dict[str, str]:
         if problem is not None and key not in bad:
             bad[key] = problem
     bad.update(_group_node_problems(cfg))
+    from coda_exp.config_nodes import coda_option_problems, path_problems
+
+    for key, (problem, raw) in {**path_problems(cfg), **coda_option_problems(cfg)}.items():
+        if key not in bad and not (raw is not None and any(other in raw for other in bad)):
+            bad[key] = problem
     bad.update(_decoding_problems(cfg) if imports else {})
     schedule = None if any(k.startswith(("task.max_steps", "trainer.max_steps")) for k in bad) else _schedule_problem(cfg)
     if schedule is not None:

@@ -14,6 +14,20 @@ from coda_exp.layers import MLP
 PROJECTIONS = ("mlp", "linear")
 
 
+def check_module_options(hidden=200, projection: str = "linear", share_projections: bool = True,
+                         dropout: float = 0.2) -> None:
+    """The arguments of ``CoDACrossAttention`` that are not ``CoDAOptions`` fields (``dim`` apart: the model gives
+    it): a ValueError naming the first bad one. The constructor and the pre-data config check both call it."""
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+        raise ValueError(f"hidden must be an int >= 1, got {hidden!r}")
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {list(PROJECTIONS)}, got {projection!r}")
+    if not isinstance(share_projections, bool):
+        raise ValueError(f"share_projections must be True or False, got {share_projections!r}")  # noqa: TRY004
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+
+
 def _projection(kind: str, dim: int, hidden: int, dropout: float) -> nn.Module:
     """F_E / F_N of eqs. 1-2: dropout -> linear (-> ReLU for 'mlp', DecompAtt's F network with one layer)."""
     if kind == "mlp":
@@ -58,13 +72,9 @@ class CoDACrossAttention(nn.Module):
                  center_over: str = DEFAULTS.center_over, kernel: str = DEFAULTS.kernel,
                  query_scale: bool = DEFAULTS.query_scale):
         super().__init__()
-        for name, size in (("dim", dim), ("hidden", hidden)):
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {size!r}")
-        if projection not in PROJECTIONS:
-            raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
-        if not isinstance(share_projections, bool):
-            raise ValueError(f"share_projections must be True or False, got {share_projections!r}")  # noqa: TRY004
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim must be an int >= 1, got {dim!r}")
+        check_module_options(hidden, projection, share_projections, dropout)
         self.options = CoDAOptions(e_fn=e_fn, n_fn=n_fn, alpha=alpha, beta=beta, scale=scale, center_e=center_e,
                                    center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel,
                                    query_scale=query_scale)

@@ -80,6 +80,24 @@ def test_every_task_default_passes(make_cfg, task):
      "under the schedule warmup_cosine (task.cpu_scheduler._target_)"),
     # the data module's DataError, without the key's section
     (["task=snli", "data.validation_from_train=1.5"], "data.validation_from_train = 1.5: expected a fraction in (0, 1)"),
+    # CoDA options: the module's own ValueError, a traceback once the data had loaded; now named by key, each one
+    (["task=snli", "model=decompatt_coda", "model.attention.e_fn=bogus", "model.attention.dropout=1.5"],
+     ("model.attention.dropout = 1.5: CoDA option dropout must be a probability in [0, 1), got 1.5\n  "
+      "model.attention.e_fn = 'bogus': CoDA option e_fn must be one of ['sigmoid', 'tanh'], got 'bogus'")),
+    (["task=snli", "model=decompatt_coda", "model.attention.projection=bogus"],
+     "model.attention.projection = 'bogus': CoDA option projection must be one of ['mlp', 'linear']"),
+    (["task=snli", "model=decompatt_coda", "model.attention.center_over=bogus"],
+     "model.attention.center_over = 'bogus': CoDA option center_over must be one of ['slice', 'row']"),
+    (["task=snli", "model=decompatt_coda", "model.attention.gate_scale=0"],
+     "model.attention.gate_scale = 0: CoDA option gate_scale must be null or a finite float > 0"),
+    (["task=mlu", "model=coda_transformer", "model.scoring.n_fn=relu", "model.scoring.alpha=-1"],
+     "model.scoring.n_fn = 'relu': CoDA option n_fn must be one of"),
+    (["task=mlu", "model=coda_transformer", "model.scoring.alpha=-1"],
+     "model.scoring.alpha = -1: CoDA option alpha must be a finite float >= 0"),
+    # an empty path is the current folder: records and predictions landed in ./runs and ./predictions unseen
+    (["task=snli", "paths.results_root="], "paths.results_root = '': expected a folder path; an empty one is the "),
+    (["task=snli", "paths.cache_dir=' '"], "paths.cache_dir = ' ': expected a folder path"),
+    (["task=snli", "data.dir="], "data.dir = '': expected a folder path; an empty one is the current folder, the data"),
 ])
 def test_a_value_that_failed_late_or_silently_is_one_message(make_cfg, overrides, message):
     with pytest.raises(ConfigError) as err:
