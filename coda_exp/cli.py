@@ -116,7 +116,7 @@ def check_composition(argv: list[str]) -> None:
     from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
     from coda_exp.config_keys import appended_key_problems, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
-    from coda_exp.sweeps import experiment_axes, job_problems, sweep_refusal, unfit_pairs
+    from coda_exp.sweeps import experiment_axes, job_problems, repeated_values, sweep_refusal, unfit_pairs
 
     args, _ = get_args_parser().parse_known_args(argv)
     if not (args.help or args.hydra_help) and (several := _one_command_only(args)):
@@ -176,7 +176,7 @@ def check_composition(argv: list[str]) -> None:
                     job_configs.append(cfg)
         if jobs:  # each job composed is checked as its run would check it, before the first job starts
             pairs = unfit_pairs(job_configs, swept["task"], swept["model"]) if {"task", "model"} <= set(swept) else []
-            refusal = sweep_refusal([*jobs, *((f"task={t} model={m}", [why]) for t, m, why in pairs)],
+            refusal = repeated_values(swept) or sweep_refusal([*jobs, *((f"task={t} model={m}", [why]) for t, m, why in pairs)],
                                     math.prod(len(values) for values in swept.values()))
             if refusal:
                 print(f"error: {refusal}", file=sys.stderr, flush=True)

@@ -95,6 +95,18 @@ def unfit_pairs(composed: list[DictConfig], tasks: list[str], models: list[str])
     return found
 
 
+def repeated_values(swept: dict[str, list[str]]) -> str | None:
+    """The message refusing a sweep one of whose ``swept`` keys (key -> its values as typed) repeats a value
+    (``seed=1,1``: the same configuration trained twice, the later record superseding the earlier), else None."""
+    repeats = [(key, value) for key, values in swept.items() for value in dict.fromkeys(values)
+               if values.count(value) > 1]
+    if not repeats:
+        return None
+    listed = "; ".join(f"{key}={','.join(swept[key])} repeats {value}" for key, value in repeats)
+    return (f"the sweep repeats a value: {listed}; its jobs would train the same configuration more than once, and "
+            "each record would supersede the one before: give each value once")
+
+
 def sweep_refusal(jobs: list[tuple[str, list[str]]], runs: int) -> str | None:
     """The message refusing a sweep of ``runs`` jobs some of whose ``jobs`` ((the job's swept overrides, its
     problems), one per job checked, the first job first) would fail, or None: a problem every checked job has is

@@ -269,3 +269,17 @@ def test_a_sweep_whose_jobs_would_fail_is_refused_before_its_first_job(argv, lin
     assert "no job has run" in err and all(line in err.splitlines() or line in err for line in lines), err
     assert len(err.splitlines()) == 1 + len([line for line in lines if line.startswith("  ")])  # the good jobs: none
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["task=snli", "model=decompatt", "seed=1,1"], "seed=1,1 repeats 1"),
+    (["experiment=table_6", "seed=2,3,2"], "seed=2,3,2 repeats 2"),  # the experiment's model axis swept too
+])
+def test_a_sweep_that_repeats_a_value_is_refused(argv, line, tmp_path, capsys, monkeypatch):
+    """seed=1,1 trained the same configuration twice without a word, the second record superseding the first."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "scale=fixture", *argv, f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("error: the sweep repeats a value: ") and line in err, err
+    assert not (tmp_path / "outputs").exists()
