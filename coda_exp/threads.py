@@ -7,7 +7,28 @@ is set first and torch last, and :func:`thread_counts` reads both back for the r
 
 from __future__ import annotations
 
+import logging
+import os
+
 import torch
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[int, int]] = set()  # (threads, cores) already warned about in this process: a sweep's jobs once
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS says, else ``os.cpu_count()``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def _warn_oversubscribed(n: int) -> None:
+    cores = available_cores()
+    if n > cores and (n, cores) not in _warned:
+        _warned.add((n, cores))
+        log.warning("threads=%d on a machine where this process has %d cores: the threads take turns on them, which "
+                    "is slower than threads=%d (the results are those of %d threads all the same)", n, cores, cores, n)
 
 
 def pin_threads(n: int | None) -> dict[str, int]:
@@ -22,6 +43,7 @@ def pin_threads(n: int | None) -> dict[str, int]:
         if numba is not None:
             numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
         torch.set_num_threads(n)
+        _warn_oversubscribed(n)
     return thread_counts()
 
 

@@ -59,3 +59,19 @@ def test_two_ambient_thread_settings_give_the_same_record(compose, tmp_path, res
         assert rec["device"].endswith("1 threads)")
     assert json.dumps(one["metrics"], sort_keys=True) == json.dumps(two["metrics"], sort_keys=True)
     assert one["val_curve"] == two["val_curve"] and one["fingerprint"] == two["fingerprint"]
+
+
+def test_more_threads_than_cores_warns_once(restore_threads, caplog, monkeypatch):
+    """threads=999 on 2 cores ran 6x slower without a word."""
+    from coda_exp import threads
+
+    monkeypatch.setattr(threads, "available_cores", lambda: 1)
+    monkeypatch.setattr(threads, "_warned", set())
+    with caplog.at_level("WARNING", logger="coda_exp.threads"):
+        pin_threads(1)
+        assert not caplog.records
+        pin_threads(3)
+        pin_threads(3)  # a sweep's next job: not said again
+    (warning,) = caplog.records
+    assert "threads=3 on a machine where this process has 1 cores" in warning.getMessage()
+    assert "slower than threads=1" in warning.getMessage()
