@@ -114,7 +114,7 @@ def check_composition(argv: list[str]) -> None:
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
     from coda_exp.config_checks import REQUIRED, composition_error, yaml_error
-    from coda_exp.config_keys import appended_key_problems, local_key_problems
+    from coda_exp.config_keys import appended_key_problems, group_option_hint, local_key_problems
     from coda_exp.errors import USER_ERROR_EXIT
     from coda_exp.sweeps import experiment_axes, job_problems, repeated_values, sweep_refusal, unfit_pairs
 
@@ -194,8 +194,11 @@ def check_composition(argv: list[str]) -> None:
             message = message.partition("\n")[0] + group
         elif missing:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
-            hint = _elsewhere(missing.group(1), composed, typed_in=args.overrides)
-            message = first + hint + (f"\n{rest}" if rest else "")
+            typed = next((o for o in args.overrides if o.split("=", 1)[0] == missing.group(1)), "=")
+            other = group_option_hint(missing.group(1), _composed_without(missing.group(1), composed),
+                                      typed.split("=", 1)[1])  # another option of a model's group: not "+key"
+            hint = other or _elsewhere(missing.group(1), composed, typed_in=args.overrides)
+            message = first + hint + (f"\n{rest}" if rest and not other else "")
         print(f"error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
 

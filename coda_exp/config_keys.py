@@ -148,3 +148,35 @@ def local_setting_problems(path) -> list[str]:
              "data.cache_dir, the logger, the trainer's accelerator and devices), not what a run computes, which "
              "tables would not see (a run's fingerprint holds what its command line and experiment set); give "
              f"{'it' if len(keys) == 1 else 'them'} on the command line or in an experiment")]
+
+
+def group_option_hint(key: str, cfg: DictConfig | None, value: str) -> str:
+    """For ``model.scoring.kernel=...`` where the model's ``model/scoring`` option (softmax) has no ``kernel``: the
+    options of the ``model/<group>`` groups that have it, as a line of its own, or empty when none has it or ``cfg``
+    (the config composed without the override) is None. Hydra's advice, ``+model.scoring.kernel``, would add a key
+    the chosen module refuses."""
+    import yaml
+
+    from coda_exp.environment import config_dir
+
+    parts = key.split(".")
+    if cfg is None or len(parts) < 3 or parts[0] != "model":
+        return ""
+    group, option = parts[1], parts[2]
+    folder = config_dir() / "model"
+    holders: dict[str, list[str]] = {}
+    for path in sorted(folder.glob("*/*.yaml")) if folder.is_dir() else []:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict) and option in loaded:
+            holders.setdefault(f"model/{path.parent.name}", []).append(path.stem)
+    choices = cfg.hydra.runtime.choices
+    own = {g: holders[g] for g in holders if choices.get(g) is not None}
+    if not own:
+        return ""
+    name, current = cfg.model.get("name"), choices.get(f"model/{group}")
+    ways = " or ".join(f"{g}={o} model.{g.split('/')[1]}.{'.'.join(parts[2:])}={value}"
+                       for g, options in own.items() for o in options)
+    where = (f"model={name} chooses model/{group}={current}, which has no {option}" if current is not None
+             else f"model={name} has no model/{group}")
+    found = ", ".join(f"{g}={o}" for g, options in holders.items() for o in options)
+    return f"\n{where}; {option} is an option of {found}: did you mean {ways}?"

@@ -100,6 +100,13 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
     (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+    # an option of another choice of the model's group: Hydra's "+model.scoring.kernel" adds a key softmax refuses
+    (["task=mlu", "model=transformer", "model.scoring.kernel=bogus"],
+     [("error: Could not override 'model.scoring.kernel'.\nmodel=transformer chooses model/scoring=softmax, which "
+       "has no kernel; kernel is an option of model/attention=coda, model/scoring=coda: did you mean "
+       "model/scoring=coda model.scoring.kernel=bogus?\n")]),
+    (["task=mlu", "model=transformer", "model.attention.kernel=bogus"],
+     ["model=transformer has no model/attention; kernel is", "did you mean model/scoring=coda model.scoring.kernel"]),
     # a typed key's value of another type: OmegaConf's reason and the key's type, not "Error merging override" alone
     (["hydra.job.chdir=maybe"], [("error: Error merging override hydra.job.chdir=maybe: Value 'maybe' is not a valid "
                                   "bool (type str) (hydra.job.chdir is typed in JobConf)\n")]),
