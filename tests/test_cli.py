@@ -261,6 +261,8 @@ def test_info_with_overrides_shows_the_composed_config(argv, capsys, monkeypatch
     # an experiment's own grid (model: transformer,coda_transformer; seed: 1,2,3) is the sweep's: each job checked
     (["experiment=table_6", "data.batch_size=-2"],
      ["the sweep of 6 jobs would fail", "  every job: data.batch_size = -2: expected an int >= 1"]),
+    # the seed error alone: the first job used to be composed without the experiment's model (a false model line)
+    (["experiment=table_6", "seed=abc"], ["  every job: seed = 'abc': expected an int in [0, 4294967295]"]),
     # a CoDA option failed only at its job, as a crash (exit 1), after the good jobs had trained
     (["task=snli", "model=decompatt_coda", "model.attention.e_fn=tanh,bogus"],
      [("  job model.attention.e_fn=bogus: model.attention.e_fn = 'bogus': CoDA option e_fn must be one of "
