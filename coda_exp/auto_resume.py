@@ -164,15 +164,16 @@ def furthest(folders: list[Path]) -> tuple[Path, int] | None:
     return path, step
 
 
-def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path, dict]]:
-    """folder -> (record file, record) of the runs among ``folders`` (resolved paths) whose training record says they
-    ended, read from ``<results_dir>/runs/`` of each of ``results_dirs`` and the folders' fallback records."""
+def finished_records(results_dirs, folders: list[Path], run_ids=()) -> dict[Path, tuple[Path, dict]]:
+    """folder -> (record file, record) of the runs among ``folders`` (resolved paths), or whose run id is among
+    ``run_ids``, whose training record says they ended, read from ``<results_dir>/runs/`` of each of
+    ``results_dirs`` and the folders' fallback records."""
     from coda_exp import results
     from coda_exp.run_record import FALLBACK_RECORD
 
-    wanted = set(folders)
+    wanted, ids = set(folders), set(run_ids) - {None}
     out: dict[Path, tuple[Path, dict]] = {}
-    if not wanted:  # no earlier run of this configuration: no record to read
+    if not wanted and not ids:  # no earlier run of this configuration: no record to read
         return out
     files = [p for d in map(Path, results_dirs) if (d / "runs").is_dir() for p in sorted((d / "runs").glob("*.json"))]
     files += [f / FALLBACK_RECORD for f in folders if (f / FALLBACK_RECORD).is_file()]
@@ -184,7 +185,8 @@ def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path
         except ValueError:
             continue
         folder = Path(record.get("output_dir") or "/nonexistent").resolve()
-        if folder in wanted and record.get("mode", "train") == "train" and record.get("status") in DONE:
+        if ((folder in wanted or record.get("run_id") in ids) and record.get("mode", "train") == "train"
+                and record.get("status") in DONE):
             out[folder] = (path, record)
     return out
 
@@ -205,6 +207,23 @@ def _raised(mine, theirs) -> bool:
         return mine != theirs
 
 
+def _record_of(results_dirs, folder: Path | None, ckpt: dict, theirs) -> tuple[Path, dict] | None:
+    """(record file, record) of the finished run a checkpoint is of: looked up by its run folder ``folder`` and, so
+    that a checkpoint copied out of that folder is the same run's, by the run folder and run id it carries
+    (``paths.output_dir`` of its config, ``run_id`` of ``coda_exp.run``); None where no record says it ended."""
+    from coda_exp.tasks.base import CHECKPOINT_RUN
+
+    folders = [folder.resolve()] if folder is not None else []
+    if theirs is not None and OmegaConf.select(theirs, "paths.output_dir", default=None):
+        folders.append(Path(str(theirs.paths.output_dir)).resolve())
+    identity = ckpt.get(CHECKPOINT_RUN)
+    run_id = identity.get("run_id") if isinstance(identity, dict) else None
+    done = finished_records(results_dirs, folders, [run_id])
+    if not done:
+        return None
+    return max(done.values(), key=lambda item: str(item[1].get("created")))
+
+
 def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tuple[Path, dict] | None:
     """``ckpt_path=`` a checkpoint of a run that finished (its record, in this run's or the checkpoint's
     ``paths.results_dir``, says ``finished`` or ``diverged``): (record file, record) of that run, whose folder and
@@ -218,13 +237,11 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
     from coda_exp.config_diff import configuration_changes
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
-    if folder is None:
-        return None
     trained = ckpt.get(CHECKPOINT_CONFIG)
     theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
     results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None)
                                                     if theirs is not None else None)}
-    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    done = _record_of(results_dirs - {"None"}, folder, ckpt, theirs)
     if done is None or not cfg.get("save_record", True) or theirs is None:
         return done  # (save_record=false writes no record; a checkpoint without its config: no budget to compare)
     if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))

@@ -258,3 +258,37 @@ def test_a_relative_results_folder_is_the_absolute_one_under_the_root():
                                 "results_dir": "/p/results/mlu_gate_ablation", "output_dir": "/o/b"}}
     assert normalised(before) == normalised(now)
     assert normalised(before) != normalised({**now, "paths": {**now["paths"], "results_dir": "/p/results/x"}})
+
+
+def _finished_record(tmp_path, run_id: str, folder) -> None:
+    from pathlib import Path
+
+    shipped = min((Path(__file__).parents[1] / "results" / "runs").glob("*.json"))
+    record = {**json.loads(shipped.read_text()), "run_id": run_id, "output_dir": str(folder), "status": "finished",
+              "steps": 40, "mode": "train"}
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / f"{run_id}.json").write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("carries", ["folder", "run_id"])
+def test_a_finished_runs_checkpoint_copied_out_of_its_folder_is_still_that_run(tmp_path, carries):
+    """A finished run's checkpoint copied elsewhere (no run folder around it) is found by the run folder and run id
+    it carries: ckpt_path= of it is refused as in its folder, not trained and recorded again (superseding it)."""
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import check_not_finished
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "first"
+    config = {"paths": {"results_dir": str(tmp_path / "results"),
+                        "output_dir": str(folder if carries == "folder" else tmp_path / "moved")},
+              "task": {"epochs": 5}, "trainer": {"max_epochs": 5, "max_steps": -1}, "save_record": True}
+    _finished_record(tmp_path, "20261127T155519.813293Z_snli_decompatt_s1_75e2b1", folder)
+    ckpt = {"coda_exp.run_config": config, "global_step": 25,
+            "coda_exp.run": {"run_id": "20261127T155519.813293Z_snli_decompatt_s1_75e2b1" if carries == "run_id"
+                             else "another"}}
+    cfg = OmegaConf.create({**config, "ckpt_path": str(tmp_path / "copy.ckpt")})
+    with pytest.raises(CheckpointError, match="a checkpoint at step 25 of a run that finished already at step 40"):
+        check_not_finished(cfg, None, ckpt)
+    cfg.task.epochs = cfg.trainer.max_epochs = 9  # a longer budget: a new run from it (the caller's new folder)
+    assert check_not_finished(cfg, None, ckpt)[1]["status"] == "finished"
