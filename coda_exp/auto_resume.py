@@ -264,6 +264,68 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
                           "and add resume=force")
 
 
+def _budget_key(cfg: DictConfig, name: str) -> str:
+    """The key a user sets for ``trainer.<name>``: the ``task.*`` key it follows (``task.epochs``), else itself."""
+    raw = OmegaConf.to_container(cfg.trainer, resolve=False).get(name)
+    if isinstance(raw, str) and raw.startswith("${"):
+        inner = raw[2:-1].split(":", 1)[-1].split(",")[0]
+        return inner if inner.startswith("task.") else f"trainer.{name}"
+    return f"trainer.{name}"
+
+
+def check_budget(cfg: DictConfig, ckpt: dict) -> None:
+    """``ckpt_path=`` under a budget the checkpoint has reached already (``task.epochs`` at or below its epoch,
+    ``task.max_steps`` at or below its step): a CheckpointError naming the key, the checkpoint's epoch or step and
+    the smallest value that trains on, before any data loads (Lightning refused a lower epoch budget with a
+    traceback after the data loaded, and a lower step budget trained nothing and wrote a record that states it)."""
+    from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    trained = ckpt.get(CHECKPOINT_CONFIG)
+    theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
+    reached = {"max_epochs": (int(ckpt.get("epoch") or 0), "epoch", " (counting from 0)"),
+               "max_steps": (int(ckpt.get("global_step") or 0), "step", "")}
+    for name, (done, what, note) in reached.items():
+        limit = OmegaConf.select(cfg, f"trainer.{name}", default=None)
+        if limit in (None, -1) or int(limit) > done:
+            continue
+        # its own run's budget reached (a run stopped while it tested): it tests and writes its record, as before
+        if theirs is not None and not _raised(OmegaConf.select(theirs, f"trainer.{name}", default=None), limit):
+            continue
+        if theirs is None and int(limit) == done:
+            continue
+        key = _budget_key(cfg, name)
+        raise CheckpointError(f"{key} = {limit}: ckpt_path={cfg.ckpt_path} is at {what} {done}{note} already, so "
+                              f"nothing is left to train under it; set {key}={done + 1} or more to train on from "
+                              f"it, or test it with coda-exp eval ckpt_path={cfg.ckpt_path}")
+
+
+def _without_budget(config: dict) -> dict:
+    """``normalised(config)`` without the ``STEP_BUDGET`` keys."""
+    out = normalised(config)
+    for key in STEP_BUDGET:
+        section, name = key.split(".")
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k != name}
+    return out
+
+
+def other_budget(cfg: DictConfig, own: Path) -> tuple[Path, str] | None:
+    """(folder, the budget keys that differ) of an earlier run (:func:`candidates`) whose configuration is this run's
+    but for its budget (``STEP_BUDGET``), which ``resume=auto`` does not go on from; None where there is none."""
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    for folder in candidates(cfg, own.resolve()):
+        theirs, _ = run_config(folder, warn=False)
+        if theirs is not None and _without_budget(theirs) == _without_budget(mine):
+            there = OmegaConf.create(theirs)
+            keys = [f"{k}: {OmegaConf.select(there, k, default=None)} there, {OmegaConf.select(cfg, k, default=None)} "
+                    "here" for k in STEP_BUDGET
+                    if OmegaConf.select(there, k, default=None) != OmegaConf.select(cfg, k, default=None)]
+            if keys:
+                return folder, "; ".join(keys)
+    return None
+
+
 def decide(cfg: DictConfig, own: Path) -> Decision:
     """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
     if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched
@@ -308,5 +370,11 @@ def apply(cfg: DictConfig) -> dict | None:
         if decision.step is not None:
             log.warning("resume=auto: resuming the same run from %s (step %d)", decision.checkpoint, decision.step)
     elif pl.utilities.rank_zero_only.rank == 0:  # the ranks rank 0 launched took its choice silently
-        log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
+        other = other_budget(cfg, Path(cfg.paths.output_dir))
+        if other is None:
+            log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
+        else:
+            log.warning("resume=auto: no earlier run of this configuration to go on from; a fresh run. %s holds a "
+                        "run of it under another budget (%s): to go on from that run instead, run with "
+                        "ckpt_path=<its checkpoint> and a budget above its epoch and step", *other)
     return None

@@ -164,6 +164,7 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
+        auto_resume.check_budget(cfg, ckpt)  # a budget the checkpoint has reached trains nothing
         finished = auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): this run trains in a folder of "

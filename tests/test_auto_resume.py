@@ -292,3 +292,48 @@ def test_a_finished_runs_checkpoint_copied_out_of_its_folder_is_still_that_run(t
         check_not_finished(cfg, None, ckpt)
     cfg.task.epochs = cfg.trainer.max_epochs = 9  # a longer budget: a new run from it (the caller's new folder)
     assert check_not_finished(cfg, None, ckpt)[1]["status"] == "finished"
+
+
+def _budget_cfg(tmp_path, epochs, max_steps=None):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"task": {"name": "snli", "epochs": epochs, "max_steps": max_steps},
+                             "model": {"name": "decompatt"}, "seed": 1, "ckpt_path": "run/checkpoints/last.ckpt",
+                             "paths": {"log_dir": str(tmp_path), "output_dir": str(tmp_path / "new")},
+                             "trainer": {"max_epochs": "${task.epochs}",
+                                         "max_steps": "${oc.select:task.max_steps,-1}"}})
+
+
+@pytest.mark.parametrize(("epochs", "max_steps", "said"), [
+    (5, None, ("task.epochs = 5: ckpt_path=run/checkpoints/last.ckpt is at epoch 46 (counting from 0) already, so "
+              "nothing is left to train under it; set task.epochs=47 or more")),
+    (300, 50, ("task.max_steps = 50: ckpt_path=run/checkpoints/last.ckpt is at step 235 already, so nothing is left "
+              "to train under it; set task.max_steps=236 or more"))])
+def test_a_budget_the_checkpoint_has_reached_is_refused_before_the_data_loads(tmp_path, epochs, max_steps, said):
+    """Resuming under a lower task.epochs gave Lightning's traceback after the data loaded; under a lower
+    task.max_steps it trained nothing and wrote a record stating the lower budget."""
+    from coda_exp.auto_resume import check_budget
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    ckpt = {"epoch": 46, "global_step": 235, "coda_exp.run_config": {"trainer": {"max_epochs": 300, "max_steps": -1}}}
+    with pytest.raises(CheckpointError) as err:
+        check_budget(_budget_cfg(tmp_path, epochs, max_steps), ckpt)
+    assert said in str(err.value)
+    check_budget(_budget_cfg(tmp_path, 47), ckpt)  # trains on
+    ckpt["coda_exp.run_config"]["trainer"]["max_epochs"] = 46  # its own budget, reached (stopped while it tested)
+    check_budget(_budget_cfg(tmp_path, 46), ckpt)
+
+
+def test_resume_auto_names_a_run_of_this_configuration_under_another_budget(tmp_path):
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import other_budget
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "2026-11-27_16-24-26.472408-s1"
+    folder.mkdir(parents=True)
+    theirs = OmegaConf.to_container(_budget_cfg(tmp_path, 300), resolve=True)
+    theirs["paths"]["output_dir"] = str(folder)
+    (folder / "config_resolved.yaml").write_text(OmegaConf.to_yaml(theirs))
+    assert other_budget(_budget_cfg(tmp_path, 5), tmp_path / "new") == (
+        folder, "task.epochs: 300 there, 5 here; trainer.max_epochs: 300 there, 5 here")
+    assert other_budget(_budget_cfg(tmp_path, 300), tmp_path / "new") is None  # the same run: resume=auto resumes it
