@@ -98,6 +98,18 @@ def test_a_data_cache_that_cannot_be_read_is_one_message_naming_it(tmp_path, dm)
     assert len(dm(tmp_path).splits["train"]) > 0
 
 
+def test_a_corrupt_dataset_info_in_the_data_cache_is_one_message_naming_it(tmp_path, dm):
+    """A cut-short dataset_info.json in the datasets cache was a JSONDecodeError's traceback."""
+    dm(tmp_path)
+    infos = sorted((tmp_path / "cache").rglob("dataset_info.json"))
+    assert infos
+    for path in infos:
+        path.write_text("{bad")
+    with pytest.raises(DataError, match=rf"the data cache under {tmp_path / 'cache'} cannot be read \(JSONDecodeError"
+                                        ".*delete that folder and run again"):
+        dm(tmp_path)
+
+
 def test_a_full_disk_while_the_cache_is_written_is_one_message_naming_the_cache(tmp_path, dm, monkeypatch):
     """The datasets library's write to a full disk: an OSError with no file name (a full disk elsewhere says
     which file; here the cache folder and the key that moves it)."""
