@@ -164,15 +164,16 @@ def furthest(folders: list[Path]) -> tuple[Path, int] | None:
     return path, step
 
 
-def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path, dict]]:
-    """folder -> (record file, record) of the runs among ``folders`` (resolved paths) whose training record says they
-    ended, read from ``<results_dir>/runs/`` of each of ``results_dirs`` and the folders' fallback records."""
+def finished_records(results_dirs, folders: list[Path], run_ids=()) -> dict[Path, tuple[Path, dict]]:
+    """folder -> (record file, record) of the runs among ``folders`` (resolved paths), or whose run id is among
+    ``run_ids``, whose training record says they ended, read from ``<results_dir>/runs/`` of each of
+    ``results_dirs`` and the folders' fallback records."""
     from coda_exp import results
     from coda_exp.run_record import FALLBACK_RECORD
 
-    wanted = set(folders)
+    wanted, ids = set(folders), set(run_ids) - {None}
     out: dict[Path, tuple[Path, dict]] = {}
-    if not wanted:  # no earlier run of this configuration: no record to read
+    if not wanted and not ids:  # no earlier run of this configuration: no record to read
         return out
     files = [p for d in map(Path, results_dirs) if (d / "runs").is_dir() for p in sorted((d / "runs").glob("*.json"))]
     files += [f / FALLBACK_RECORD for f in folders if (f / FALLBACK_RECORD).is_file()]
@@ -184,7 +185,8 @@ def finished_records(results_dirs, folders: list[Path]) -> dict[Path, tuple[Path
         except ValueError:
             continue
         folder = Path(record.get("output_dir") or "/nonexistent").resolve()
-        if folder in wanted and record.get("mode", "train") == "train" and record.get("status") in DONE:
+        if ((folder in wanted or record.get("run_id") in ids) and record.get("mode", "train") == "train"
+                and record.get("status") in DONE):
             out[folder] = (path, record)
     return out
 
@@ -205,6 +207,23 @@ def _raised(mine, theirs) -> bool:
         return mine != theirs
 
 
+def _record_of(results_dirs, folder: Path | None, ckpt: dict, theirs) -> tuple[Path, dict] | None:
+    """(record file, record) of the finished run a checkpoint is of: looked up by its run folder ``folder`` and, so
+    that a checkpoint copied out of that folder is the same run's, by the run folder and run id it carries
+    (``paths.output_dir`` of its config, ``run_id`` of ``coda_exp.run``); None where no record says it ended."""
+    from coda_exp.tasks.base import CHECKPOINT_RUN
+
+    folders = [folder.resolve()] if folder is not None else []
+    if theirs is not None and OmegaConf.select(theirs, "paths.output_dir", default=None):
+        folders.append(Path(str(theirs.paths.output_dir)).resolve())
+    identity = ckpt.get(CHECKPOINT_RUN)
+    run_id = identity.get("run_id") if isinstance(identity, dict) else None
+    done = finished_records(results_dirs, folders, [run_id])
+    if not done:
+        return None
+    return max(done.values(), key=lambda item: str(item[1].get("created")))
+
+
 def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tuple[Path, dict] | None:
     """``ckpt_path=`` a checkpoint of a run that finished (its record, in this run's or the checkpoint's
     ``paths.results_dir``, says ``finished`` or ``diverged``): (record file, record) of that run, whose folder and
@@ -218,13 +237,11 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
     from coda_exp.config_diff import configuration_changes
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
-    if folder is None:
-        return None
     trained = ckpt.get(CHECKPOINT_CONFIG)
     theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
     results_dirs = {str(cfg.paths.results_dir), str(OmegaConf.select(theirs, "paths.results_dir", default=None)
                                                     if theirs is not None else None)}
-    done = finished_records(results_dirs - {"None"}, [folder.resolve()]).get(folder.resolve())
+    done = _record_of(results_dirs - {"None"}, folder, ckpt, theirs)
     if done is None or not cfg.get("save_record", True) or theirs is None:
         return done  # (save_record=false writes no record; a checkpoint without its config: no budget to compare)
     if any(_raised(OmegaConf.select(cfg, k, default=None), OmegaConf.select(theirs, k, default=None))
@@ -245,6 +262,68 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
                           f"checkpoint, coda-exp eval ckpt_path={cfg.ckpt_path}; to train on from it as a new run "
                           "(in a new run folder), raise task.epochs or task.max_steps, or change the configuration "
                           "and add resume=force")
+
+
+def _budget_key(cfg: DictConfig, name: str) -> str:
+    """The key a user sets for ``trainer.<name>``: the ``task.*`` key it follows (``task.epochs``), else itself."""
+    raw = OmegaConf.to_container(cfg.trainer, resolve=False).get(name)
+    if isinstance(raw, str) and raw.startswith("${"):
+        inner = raw[2:-1].split(":", 1)[-1].split(",")[0]
+        return inner if inner.startswith("task.") else f"trainer.{name}"
+    return f"trainer.{name}"
+
+
+def check_budget(cfg: DictConfig, ckpt: dict) -> None:
+    """``ckpt_path=`` under a budget the checkpoint has reached already (``task.epochs`` at or below its epoch,
+    ``task.max_steps`` at or below its step): a CheckpointError naming the key, the checkpoint's epoch or step and
+    the smallest value that trains on, before any data loads (Lightning refused a lower epoch budget with a
+    traceback after the data loaded, and a lower step budget trained nothing and wrote a record that states it)."""
+    from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.tasks.base import CHECKPOINT_CONFIG
+
+    trained = ckpt.get(CHECKPOINT_CONFIG)
+    theirs = OmegaConf.create(trained) if isinstance(trained, dict) else None
+    reached = {"max_epochs": (int(ckpt.get("epoch") or 0), "epoch", " (counting from 0)"),
+               "max_steps": (int(ckpt.get("global_step") or 0), "step", "")}
+    for name, (done, what, note) in reached.items():
+        limit = OmegaConf.select(cfg, f"trainer.{name}", default=None)
+        if limit in (None, -1) or int(limit) > done:
+            continue
+        # its own run's budget reached (a run stopped while it tested): it tests and writes its record, as before
+        if theirs is not None and not _raised(OmegaConf.select(theirs, f"trainer.{name}", default=None), limit):
+            continue
+        if theirs is None and int(limit) == done:
+            continue
+        key = _budget_key(cfg, name)
+        raise CheckpointError(f"{key} = {limit}: ckpt_path={cfg.ckpt_path} is at {what} {done}{note} already, so "
+                              f"nothing is left to train under it; set {key}={done + 1} or more to train on from "
+                              f"it, or test it with coda-exp eval ckpt_path={cfg.ckpt_path}")
+
+
+def _without_budget(config: dict) -> dict:
+    """``normalised(config)`` without the ``STEP_BUDGET`` keys."""
+    out = normalised(config)
+    for key in STEP_BUDGET:
+        section, name = key.split(".")
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k != name}
+    return out
+
+
+def other_budget(cfg: DictConfig, own: Path) -> tuple[Path, str] | None:
+    """(folder, the budget keys that differ) of an earlier run (:func:`candidates`) whose configuration is this run's
+    but for its budget (``STEP_BUDGET``), which ``resume=auto`` does not go on from; None where there is none."""
+    mine = OmegaConf.to_container(cfg, resolve=True)
+    for folder in candidates(cfg, own.resolve()):
+        theirs, _ = run_config(folder, warn=False)
+        if theirs is not None and _without_budget(theirs) == _without_budget(mine):
+            there = OmegaConf.create(theirs)
+            keys = [f"{k}: {OmegaConf.select(there, k, default=None)} there, {OmegaConf.select(cfg, k, default=None)} "
+                    "here" for k in STEP_BUDGET
+                    if OmegaConf.select(there, k, default=None) != OmegaConf.select(cfg, k, default=None)]
+            if keys:
+                return folder, "; ".join(keys)
+    return None
 
 
 def decide(cfg: DictConfig, own: Path) -> Decision:
@@ -291,5 +370,11 @@ def apply(cfg: DictConfig) -> dict | None:
         if decision.step is not None:
             log.warning("resume=auto: resuming the same run from %s (step %d)", decision.checkpoint, decision.step)
     elif pl.utilities.rank_zero_only.rank == 0:  # the ranks rank 0 launched took its choice silently
-        log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
+        other = other_budget(cfg, Path(cfg.paths.output_dir))
+        if other is None:
+            log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
+        else:
+            log.warning("resume=auto: no earlier run of this configuration to go on from; a fresh run. %s holds a "
+                        "run of it under another budget (%s): to go on from that run instead, run with "
+                        "ckpt_path=<its checkpoint> and a budget above its epoch and step", *other)
     return None

@@ -80,17 +80,42 @@ def write_failed(err: BaseException, folder: Path) -> OutputDirError | None:
     path = Path(str(failed.filename)).absolute()
     if folder.absolute() not in path.parents:
         return None
-    last = folder / "checkpoints" / "last.ckpt"
-    if last.is_file():
-        from coda_exp.checkpoint_avg import CheckpointError, global_step
-
-        try:
-            step = f" (step {global_step(last)})"
-        except CheckpointError:
-            step = ""
+    last = _last_checkpoint(folder)
+    if last is not None:
         saved = (f"the checkpoints written so far are kept: make the folder writable again (or copy it elsewhere), "
-                 f"then resume with ckpt_path={last}{step}")
+                 f"then resume with ckpt_path={last}")
     else:
         saved = "it saved no checkpoint yet: make the folder writable again, then run it again"
     return OutputDirError(f"{failed.strerror or 'cannot write'} writing {path}: the run folder {folder} cannot be "
                           f"written any more; {saved}")
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    """``<folder>/checkpoints/last.ckpt (step N)`` where that file exists, else None."""
+    last = Path(folder) / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        return None
+    from coda_exp.checkpoint_avg import CheckpointError, global_step
+
+    try:
+        return f"{last} (step {global_step(last)})"
+    except CheckpointError:
+        return str(last)
+
+
+PEER_LOST = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer", "Broken pipe")
+
+
+def peer_lost(err: BaseException, folder: Path) -> str | None:
+    """For an error of a distributed run's communication (another rank died: killed, out of memory), what was
+    kept and how to resume (its ``last.ckpt`` survives); None for any other error."""
+    import torch.distributed as dist
+
+    backend = getattr(dist, "DistBackendError", ())
+    if not (isinstance(err, backend) or (isinstance(err, RuntimeError) and any(s in str(err) for s in PEER_LOST))):
+        return None
+    last = _last_checkpoint(folder)
+    kept = (f"the checkpoints written so far are kept: resume with ckpt_path={last}" if last is not None
+            else "it saved no checkpoint yet: run it again")
+    return (f"a process of this distributed run lost its peers ({type(err).__name__}): another rank stopped (killed, "
+            f"out of memory? its log says why); {kept}")

@@ -22,7 +22,7 @@ from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, 
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import ElapsedTime, GateStats, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
-from coda_exp.checkpoint_io import AtomicCheckpointIO, write_failed
+from coda_exp.checkpoint_io import AtomicCheckpointIO, peer_lost, write_failed
 from coda_exp.config_checks import check_config
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
@@ -164,6 +164,7 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)
+        auto_resume.check_budget(cfg, ckpt)  # a budget the checkpoint has reached trains nothing
         finished = auto_resume.check_not_finished(cfg, theirs, ckpt)  # a finished run trained and tested again
         if theirs is None:
             log.warning("ckpt_path=%s lies outside a run folder (<run>/checkpoints/): this run trains in a folder of "
@@ -227,6 +228,8 @@ def run(cfg: DictConfig) -> float | None:
                 log.error("run failed: %s", shown)
             else:
                 log.exception("run failed")
+                if (lost := peer_lost(err, Path(cfg.paths.output_dir))) is not None:  # a DDP rank died: resume line
+                    log.error("%s", lost)
             try:
                 setattr(shown, LOGGED, True)
             except AttributeError:

@@ -258,3 +258,82 @@ def test_a_relative_results_folder_is_the_absolute_one_under_the_root():
                                 "results_dir": "/p/results/mlu_gate_ablation", "output_dir": "/o/b"}}
     assert normalised(before) == normalised(now)
     assert normalised(before) != normalised({**now, "paths": {**now["paths"], "results_dir": "/p/results/x"}})
+
+
+def _finished_record(tmp_path, run_id: str, folder) -> None:
+    from pathlib import Path
+
+    shipped = min((Path(__file__).parents[1] / "results" / "runs").glob("*.json"))
+    record = {**json.loads(shipped.read_text()), "run_id": run_id, "output_dir": str(folder), "status": "finished",
+              "steps": 40, "mode": "train"}
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / f"{run_id}.json").write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("carries", ["folder", "run_id"])
+def test_a_finished_runs_checkpoint_copied_out_of_its_folder_is_still_that_run(tmp_path, carries):
+    """A finished run's checkpoint copied elsewhere (no run folder around it) is found by the run folder and run id
+    it carries: ckpt_path= of it is refused as in its folder, not trained and recorded again (superseding it)."""
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import check_not_finished
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "first"
+    config = {"paths": {"results_dir": str(tmp_path / "results"),
+                        "output_dir": str(folder if carries == "folder" else tmp_path / "moved")},
+              "task": {"epochs": 5}, "trainer": {"max_epochs": 5, "max_steps": -1}, "save_record": True}
+    _finished_record(tmp_path, "20261127T155519.813293Z_snli_decompatt_s1_75e2b1", folder)
+    ckpt = {"coda_exp.run_config": config, "global_step": 25,
+            "coda_exp.run": {"run_id": "20261127T155519.813293Z_snli_decompatt_s1_75e2b1" if carries == "run_id"
+                             else "another"}}
+    cfg = OmegaConf.create({**config, "ckpt_path": str(tmp_path / "copy.ckpt")})
+    with pytest.raises(CheckpointError, match="a checkpoint at step 25 of a run that finished already at step 40"):
+        check_not_finished(cfg, None, ckpt)
+    cfg.task.epochs = cfg.trainer.max_epochs = 9  # a longer budget: a new run from it (the caller's new folder)
+    assert check_not_finished(cfg, None, ckpt)[1]["status"] == "finished"
+
+
+def _budget_cfg(tmp_path, epochs, max_steps=None):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"task": {"name": "snli", "epochs": epochs, "max_steps": max_steps},
+                             "model": {"name": "decompatt"}, "seed": 1, "ckpt_path": "run/checkpoints/last.ckpt",
+                             "paths": {"log_dir": str(tmp_path), "output_dir": str(tmp_path / "new")},
+                             "trainer": {"max_epochs": "${task.epochs}",
+                                         "max_steps": "${oc.select:task.max_steps,-1}"}})
+
+
+@pytest.mark.parametrize(("epochs", "max_steps", "said"), [
+    (5, None, ("task.epochs = 5: ckpt_path=run/checkpoints/last.ckpt is at epoch 46 (counting from 0) already, so "
+              "nothing is left to train under it; set task.epochs=47 or more")),
+    (300, 50, ("task.max_steps = 50: ckpt_path=run/checkpoints/last.ckpt is at step 235 already, so nothing is left "
+              "to train under it; set task.max_steps=236 or more"))])
+def test_a_budget_the_checkpoint_has_reached_is_refused_before_the_data_loads(tmp_path, epochs, max_steps, said):
+    """Resuming under a lower task.epochs gave Lightning's traceback after the data loaded; under a lower
+    task.max_steps it trained nothing and wrote a record stating the lower budget."""
+    from coda_exp.auto_resume import check_budget
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    ckpt = {"epoch": 46, "global_step": 235, "coda_exp.run_config": {"trainer": {"max_epochs": 300, "max_steps": -1}}}
+    with pytest.raises(CheckpointError) as err:
+        check_budget(_budget_cfg(tmp_path, epochs, max_steps), ckpt)
+    assert said in str(err.value)
+    check_budget(_budget_cfg(tmp_path, 47), ckpt)  # trains on
+    ckpt["coda_exp.run_config"]["trainer"]["max_epochs"] = 46  # its own budget, reached (stopped while it tested)
+    check_budget(_budget_cfg(tmp_path, 46), ckpt)
+
+
+def test_resume_auto_names_a_run_of_this_configuration_under_another_budget(tmp_path):
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import other_budget
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "2026-11-27_16-24-26.472408-s1"
+    folder.mkdir(parents=True)
+    theirs = OmegaConf.to_container(_budget_cfg(tmp_path, 300), resolve=True)
+    theirs["paths"]["output_dir"] = str(folder)
+    (folder / "config_resolved.yaml").write_text(OmegaConf.to_yaml(theirs))
+    assert other_budget(_budget_cfg(tmp_path, 5), tmp_path / "new") == (
+        folder, "task.epochs: 300 there, 5 here; trainer.max_epochs: 300 there, 5 here")
+    assert other_budget(_budget_cfg(tmp_path, 300), tmp_path / "new") is None  # the same run: resume=auto resumes it

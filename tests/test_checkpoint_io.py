@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full, write_failed
+from coda_exp.checkpoint_io import AtomicCheckpointIO, disk_full, peer_lost, write_failed
 from coda_exp.run_folder import OutputDirError
 
 
@@ -165,3 +165,25 @@ def test_a_second_ctrl_c_during_the_write_stops_at_once_leaving_the_previous_che
         signal.signal(signal.SIGINT, previous)
     assert err.value.__suppress_context__  # no "unexpected pos" traceback behind it
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["interrupted.ckpt"]
+
+
+def test_a_ddp_rank_that_died_gets_the_resume_line_its_surviving_checkpoint_allows(make_cfg, tmp_path, caplog,
+                                                                                   monkeypatch):
+    """A rank killed mid-run left the main process with gloo's traceback alone, although last.ckpt survived."""
+    from coda_exp.pipeline import run
+
+    folder = tmp_path / "run"
+    lost = RuntimeError("[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:10667: Connection reset by peer")
+    assert peer_lost(RuntimeError("shape mismatch"), folder) is None
+
+    def train(cfg, start):
+        (folder / "checkpoints").mkdir(parents=True)
+        (folder / "checkpoints" / "last.ckpt").write_bytes(b"")  # its step is named where it can be read
+        raise lost
+
+    monkeypatch.setattr("coda_exp.pipeline._train_and_record", train)
+    with pytest.raises(RuntimeError):
+        run(make_cfg("task=snli", "scale=fixture"))
+    assert ("a process of this distributed run lost its peers (RuntimeError): another rank stopped (killed, out of "
+            "memory? its log says why); the checkpoints written so far are kept: resume with "
+            f"ckpt_path={folder / 'checkpoints' / 'last.ckpt'}") in caplog.text

@@ -43,12 +43,21 @@ def _reader_examples(reader: Reader, directory: str | None, split: str):  # for 
 
 
 def _arrow_error(err: BaseException) -> BaseException | None:
-    """The pyarrow error behind ``err`` (a cache file of ``datasets`` that cannot be read), if there is one."""
+    """The error behind ``err`` that says a cache file of ``datasets`` cannot be read, if there is one: pyarrow's (an
+    ``.arrow`` file), or a JSONDecodeError raised inside ``datasets`` (its ``dataset_info.json``; the project's
+    readers name a malformed data line in a DataError instead)."""
     try:
         from pyarrow.lib import ArrowException
     except ImportError:
-        return None
-    return cause_of(err, ArrowException)
+        ArrowException = ()  # no pyarrow: only the JSON metadata can be the cache's
+    found = cause_of(err, ArrowException) if ArrowException else None
+    if found is None and (bad := cause_of(err, json.JSONDecodeError)) is not None:
+        tb, inside = bad.__traceback__, False
+        while tb is not None:
+            inside = inside or f"{os.sep}datasets{os.sep}" in tb.tb_frame.f_code.co_filename
+            tb = tb.tb_next
+        found = bad if inside else None
+    return found
 
 
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,

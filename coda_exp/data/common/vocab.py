@@ -10,11 +10,13 @@ lists (:meth:`Vocab.lookup` after :func:`tokenize`); sequence tasks text split o
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
@@ -24,6 +26,7 @@ from coda_exp.tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIAL_TOKEN
 
 __all__ = ["BOS", "BOS_ID", "EOS", "EOS_ID", "PAD", "PAD_ID", "SPECIAL_TOKENS", "UNK", "UNK_ID", "Vocab",
            "strip_special", "tokenize"]
+log = logging.getLogger(__name__)
 _TOKEN_RE = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]", re.UNICODE)
 
 
@@ -111,16 +114,53 @@ class Vocab:
         return cls(tokens)
 
     def save(self, path: str | os.PathLike) -> None:
-        atomic_write_text(path, json.dumps(self.itos, ensure_ascii=False))
+        """The JSON cache: the tokens with their count and checksum, which :meth:`load` verifies (a file cut short
+        at a token boundary is still valid JSON)."""
+        atomic_write_text(path, json.dumps({"coda_exp_vocab": CACHE_FORMAT, "size": len(self.itos),
+                                            "sha256": _checksum(self.itos), "tokens": self.itos}, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocab:
+        """A vocabulary :meth:`save` wrote; a DataError naming the file (delete it: it is rebuilt) where it cannot be
+        read, is not one, or its tokens are not the count and checksum written with them."""
+        rebuilt = "delete it and run again, it is rebuilt from the training data"
         try:
             with open(path, encoding="utf-8") as f:
-                itos = json.load(f)
+                saved = json.load(f)
         except (ValueError, UnicodeDecodeError) as e:  # a cache file cut short (a full disk), or not one of ours
-            raise DataError(f"{path}: not a readable vocabulary file ({e}); delete it and run again, it is rebuilt "
-                            "from the training data") from None
+            raise DataError(f"{path}: not a readable vocabulary file ({e}); {rebuilt}") from None
+        if isinstance(saved, list):  # written before the cache carried its count and checksum
+            raise DataError(f"{path}: a vocabulary cache without its token count and checksum (an older "
+                            f"coda-exp's, or not one of ours), which cannot be verified; {rebuilt}")
+        itos = saved.get("tokens") if isinstance(saved, dict) else None
         if not isinstance(itos, list) or itos[: len(SPECIAL_TOKENS)] != list(SPECIAL_TOKENS):
-            raise DataError(f"{path}: not a coda-exp vocabulary (must start with {list(SPECIAL_TOKENS)})")
+            raise DataError(f"{path}: not a coda-exp vocabulary (its tokens must start with {list(SPECIAL_TOKENS)}); "
+                            f"{rebuilt}")
+        if saved.get("size") != len(itos) or saved.get("sha256") != _checksum(itos):
+            raise DataError(f"{path}: the vocabulary cache holds {len(itos)} tokens, not the {saved.get('size')} "
+                            f"with the checksum written with them (cut short or edited); {rebuilt}")
         return cls(itos[len(SPECIAL_TOKENS):])
+
+    @classmethod
+    def cached(cls, path: Path, build: Callable[[], Vocab]) -> Vocab:
+        """The vocabulary cached at ``path`` (:meth:`load`); ``build()`` and saved there where there is none yet, or
+        only one of the older format (a plain list: rebuilt, since it cannot be verified)."""
+        if path.is_file():
+            try:
+                with open(path, encoding="utf-8") as f:
+                    legacy = json.load(f)
+            except (OSError, ValueError, UnicodeDecodeError):
+                legacy = None  # load names it
+            if not isinstance(legacy, list):
+                return cls.load(path)
+            log.info("%s: a vocabulary cache of the older format (no count, no checksum): rebuilt", path)
+        vocab = build()
+        vocab.save(path)
+        return vocab
+
+
+CACHE_FORMAT = 2  # the JSON cache's format: {"coda_exp_vocab", "size", "sha256", "tokens"} (1: a plain list)
+
+
+def _checksum(itos: list[str]) -> str:
+    return hashlib.sha256(json.dumps(itos, ensure_ascii=False).encode("utf-8")).hexdigest()

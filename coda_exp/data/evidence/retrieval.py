@@ -224,4 +224,14 @@ def retrieved_evidence(store: WikiStore, options: RetrievalOptions, split: str, 
     path = predictions_path(store, options, split, claims_key)
     if not path.is_file():
         write_predictions(list(retrieve(store, open_ranker(store, options, progress), claims, progress)), path)
-    return read_predictions(path), path
+        return read_predictions(path), path
+    rebuilt = "delete it and run again, it is retrieved again"
+    try:  # the cache of an earlier run: cut short (a full disk, a stopped run) or edited, it is named as the cache
+        predicted = read_predictions(path)
+    except DataError as err:
+        raise DataError(f"{err} (a cached retrieval file of {split}, not a data file: {rebuilt})") from None
+    missing = [c["id"] for c in claims if c["id"] not in predicted]
+    if missing:
+        raise DataError(f"{path}: the cached retrieved evidence of {split} lacks {len(missing)} of its {len(claims)} "
+                        f"claims (claim id {missing[0]} first; cut short?): {rebuilt}")
+    return predicted, path

@@ -170,12 +170,8 @@ class PairDataModule(LabelledDataModule):
         # v2: special ids pad 0, bos 1, eos 2, unk 3 (v1 had pad 0, unk 1)
         self.vocab_key = fingerprint("vocab-v2", train._fingerprint, self.lowercase, self.min_freq, self.max_vocab)
         path = self.cache_dir / self.reader.name / f"vocab-{self.vocab_key}.json"
-        if path.is_file():
-            return Vocab.load(path)
         texts = (tokenize(t, self.lowercase) for col in ("text_a", "text_b") for t in train[col])
-        vocab = Vocab.build(texts, min_freq=self.min_freq, max_size=self.max_vocab)
-        vocab.save(path)
-        return vocab
+        return Vocab.cached(path, lambda: Vocab.build(texts, min_freq=self.min_freq, max_size=self.max_vocab))
 
     def _eval_words(self, raw: dict[str, datasets.Dataset]) -> set[str]:
         """Words of the validation and test texts that the training vocabulary lacks (candidates for pretrained

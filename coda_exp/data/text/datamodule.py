@@ -144,11 +144,8 @@ class TextClassificationDataModule(LabelledDataModule):
         lower, train = self.lowercase, raw["train"]
         key = fingerprint("text-vocab-v1", train._fingerprint, lower, self.min_freq, self.max_vocab)
         self.tokenizer_path = self.cache_dir / self.reader.name / f"vocab-{key}.json"
-        if self.tokenizer_path.is_file():
-            vocab = Vocab.load(self.tokenizer_path)
-        else:
-            vocab = Vocab.build((tokenize(t, lower) for t in train["text"]), self.min_freq, self.max_vocab)
-            vocab.save(self.tokenizer_path)
+        vocab = Vocab.cached(self.tokenizer_path, lambda: Vocab.build((tokenize(t, lower) for t in train["text"]),
+                                                                       self.min_freq, self.max_vocab))
         path = self.embeddings_cfg.get("path")
         if not path:
             self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "

@@ -131,3 +131,21 @@ def test_a_cached_vocabulary_that_cannot_be_read_names_its_file(tmp_path, conten
     with pytest.raises(DataError, match=rf"{path}: not a"):
         Vocab.load(path)
 
+
+
+def test_a_cached_vocabulary_cut_short_is_refused_and_an_older_one_rebuilt(tmp_path):
+    """A vocabulary cache cut at a token boundary (valid JSON) was read as is: 8 words instead of 63, and the run
+    trained on <unk>. The count and checksum written with it are checked; a plain list (the older format, which
+    carries none) is rebuilt."""
+    import json
+
+    path = tmp_path / "vocab-x.json"
+    built = Vocab.build([["a", "b", "c", "d", "e"]])
+    assert Vocab.cached(path, lambda: built).itos == built.itos and Vocab.load(path).itos == built.itos
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**saved, "tokens": saved["tokens"][:6]}), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{path}: the vocabulary cache holds 6 tokens, not the 9 .*; delete it and "
+                                        "run again, it is rebuilt"):
+        Vocab.cached(path, lambda: pytest.fail("a corrupt cache is named, not silently rebuilt"))
+    path.write_text(json.dumps(built.itos[:6]), encoding="utf-8")  # the older format, cut short: cannot be checked
+    assert Vocab.cached(path, lambda: built).itos == built.itos and Vocab.load(path).itos == built.itos

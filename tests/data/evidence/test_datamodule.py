@@ -171,6 +171,25 @@ def test_a_page_index_cut_short_is_one_message_naming_it(tmp_path):
         open_ranker(store, OPTS, progress=False)
 
 
+def test_a_cached_retrieval_file_cut_short_is_named_as_a_cache_to_delete(tmp_path):
+    """A cached retrieval file missing lines was a KeyError (claim id) traceback in fever-retrieve and training; one
+    cut mid-line read like a data file's error. Both name the cache file to delete (it is retrieved again)."""
+    store = open_store(SRC, tmp_path)
+    claims = list(get_claim_reader("fever").read("test", SRC))
+    _, path = retrieved_evidence(store, OPTS, "test", claims, "k", progress=False)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:1]), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{path}: the cached retrieved evidence of test lacks {len(claims) - 1} of "
+                                        rf"its {len(claims)} claims .*delete it and run again, it is retrieved again"):
+        retrieved_evidence(store, OPTS, "test", claims, "k", progress=False)
+    path.write_text(lines[0] + lines[1][:10], encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{path}:2: malformed JSON line .*a cached retrieval file of test, not a "
+                                        "data file: delete it and run again"):
+        retrieved_evidence(store, OPTS, "test", claims, "k", progress=False)
+    path.unlink()
+    assert len(retrieved_evidence(store, OPTS, "test", claims, "k", progress=False)[0]) == len(claims)
+
+
 def test_data_module_batches_retrieved_and_gold_evidence(tmp_path):
     dm = module(SRC, tmp_path)
     dm.setup()

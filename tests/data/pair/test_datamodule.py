@@ -98,6 +98,18 @@ def test_a_data_cache_that_cannot_be_read_is_one_message_naming_it(tmp_path, dm)
     assert len(dm(tmp_path).splits["train"]) > 0
 
 
+def test_a_corrupt_dataset_info_in_the_data_cache_is_one_message_naming_it(tmp_path, dm):
+    """A cut-short dataset_info.json in the datasets cache was a JSONDecodeError's traceback."""
+    dm(tmp_path)
+    infos = sorted((tmp_path / "cache").rglob("dataset_info.json"))
+    assert infos
+    for path in infos:
+        path.write_text("{bad")
+    with pytest.raises(DataError, match=rf"the data cache under {tmp_path / 'cache'} cannot be read \(JSONDecodeError"
+                                        ".*delete that folder and run again"):
+        dm(tmp_path)
+
+
 def test_a_full_disk_while_the_cache_is_written_is_one_message_naming_the_cache(tmp_path, dm, monkeypatch):
     """The datasets library's write to a full disk: an OSError with no file name (a full disk elsewhere says
     which file; here the cache folder and the key that moves it)."""
@@ -120,7 +132,10 @@ def test_cached_vocabulary_of_the_old_special_ids_is_refused(tmp_path):
     # a v1 cache (pad 0, unk 1) must not be read as today's vocabulary (pad 0, bos 1, eos 2, unk 3)
     path = tmp_path / "old.json"
     path.write_text(json.dumps(["<pad>", "<unk>", "the"]), encoding="utf-8")
-    with pytest.raises(DataError, match="not a coda-exp vocabulary"):
+    with pytest.raises(DataError, match="cannot be verified; delete it and run again, it is rebuilt"):
+        Vocab.load(path)
+    path.write_text(json.dumps({"tokens": ["<pad>", "<unk>", "the"], "size": 3}), encoding="utf-8")
+    with pytest.raises(DataError, match="not a coda-exp vocabulary .*; delete it and run again, it is rebuilt"):
         Vocab.load(path)
 
 
