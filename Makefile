@@ -39,6 +39,28 @@ SCALE ?= paper
 results_of = $(if $(filter fixture,$(1)),outputs/fixture_results,results)
 RESULTS_OF_SCALE = $(call results_of,$(SCALE))
 
+# make tables: which runs folder it reads (a results folder with runs/ inside is read from its runs/; SCALE=fixture:
+# outputs/fixture_results/runs), where the tables go (default: tables/ beside the runs), which table ids (default:
+# every table some record fills), where the paired tests' predictions are (default: predictions/ beside the runs)
+RUNS ?= $(RESULTS_OF_SCALE)/runs
+OUT ?=
+TABLES ?=
+PREDICTIONS ?=
+
+# A variable given on the make command line that this Makefile does not know (RUN=..., runs=...) would be ignored
+# without a word while the target goes on: an error instead. Environment for the commands goes before make
+# (CUDA_VISIBLE_DEVICES=1 make run). Checked in the make a user called (MAKELEVEL 0), not in a make called by
+# another make with that one's variables.
+KNOWN_VARIABLES := $(shell sed -nE 's/^(export +)?([A-Za-z_][A-Za-z0-9_]*) *[?:+]?=.*/\2/p; s/^[^ \t:#]+: *([A-Za-z_][A-Za-z0-9_]*) *[?:+]?=.*/\1/p' $(firstword $(MAKEFILE_LIST)))
+ifeq ($(MAKELEVEL),0)
+UNKNOWN_VARIABLES := $(filter-out $(KNOWN_VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+ifneq ($(UNKNOWN_VARIABLES),)
+UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL VENV STAMP SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
+UNKNOWN_HELP += (make help says which target takes which); an environment variable for the commands goes before make: $(firstword $(UNKNOWN_VARIABLES))=... make $(MAKECMDGOALS)
+$(error $(foreach v,$(UNKNOWN_VARIABLES),$(v)=$($(v))): $(UNKNOWN_HELP))
+endif
+endif
+
 .DEFAULT_GOAL := help
 .PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
@@ -116,12 +138,13 @@ test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST
 test-full: $(STAMP) ## every test, the slow ones included
 	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
-tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs
-	$(PY) scripts/make_tables.py
+tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs; RUNS=folder, OUT=folder, TABLES="id ...", PREDICTIONS=folder
+	$(PY) scripts/make_tables.py --runs $(RUNS)$(if $(OUT), --out $(OUT))$(if $(TABLES), --tables $(TABLES))$(if $(PREDICTIONS), --predictions $(PREDICTIONS))
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
 	$(PY) scripts/bench_attention.py --omp-policy both
 
+ARGS ?=
 estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu model=coda_transformer [scale=cpu]"
 	$(PY) scripts/estimate_runtime.py $(ARGS)
 
