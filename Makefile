@@ -153,6 +153,8 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3). A sweep with failed jobs
 # does not stop the rule: every experiment runs, the table is made from the runs that finished, then make exits with
 # the worst sweep status (1: a job crashed, 2: only user errors); a sweep stopped by a signal stops it at once.
+# Failed sweeps that wrote no run record (refused before their first job: a bad override) leave the tables as
+# they were: there is nothing new to make them from.
 # scale=fixture writes its records under outputs/fixture_results (RESULTS_OF_SCALE): smoke runs stay out of results/
 SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
@@ -163,13 +165,17 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 	for experiment in $$experiments; do \
 		$(PY) scripts/check_sweep_data.py experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
-	status=0; \
+	status=0; since=$$(mktemp); trap 'rm -f "$$since"' EXIT; \
 	for experiment in $$experiments; do \
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
 		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS); code=$$?; \
 		if [ $$code -gt 128 ]; then exit $$code; fi; \
 		case "$$status:$$code" in 1:*|*:0) ;; *) status=$$code;; esac; \
 	done; \
+	if [ $$status -ne 0 ] && [ -z "$$(find $(RESULTS_OF_SCALE)/runs -maxdepth 1 -name '*.json' -newer "$$since" 2>/dev/null | head -n 1)" ]; then \
+		echo "reproduce-$*: no sweep wrote a run record (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); $(RESULTS_OF_SCALE)/tables was left as it was: fix what the messages above name, then make reproduce-$* again" >&2; \
+		exit $$status; \
+	fi; \
 	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print || exit $$?; \
 	if [ $$status -ne 0 ]; then \
 		echo "reproduce-$*: some sweep jobs failed (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); the table holds the runs that finished, each sweep's summary above lists its failed jobs and logs" >&2; \
