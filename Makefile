@@ -89,7 +89,7 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 
 reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on
 	$(PY) scripts/reproduce_table6_gpu.py --budget-s $(TABLE6_BUDGET_S) --scale $(SCALE) --results $(TABLE6_DIR) --outputs $(TABLE6_OUTPUTS) $(TABLE6_ARGS) || { status=$$?; [ $$status -eq 3 ] || exit $$status; echo "some runs are missing (the budget stopped them; make reproduce-table-6-gpu again goes on): $(TABLE6_OUTPUTS)/status.json"; }
-	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --predictions $(TABLE6_DIR)/predictions --out $(TABLE6_DIR)/tables --print
+	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --out $(TABLE6_DIR)/tables --print
 	$(PY) scripts/plot_learning_curves.py --runs $(TABLE6_DIR) --task mlu --table table_6 --out $(TABLE6_DIR)/figures/learning_curves.png
 	$(PY) scripts/mlu_breakdown.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/by_operation.md
 	$(PY) scripts/gate_ablation_table.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/gates.md
