@@ -39,6 +39,28 @@ SCALE ?= paper
 results_of = $(if $(filter fixture,$(1)),outputs/fixture_results,results)
 RESULTS_OF_SCALE = $(call results_of,$(SCALE))
 
+# make tables: which runs folder it reads (a results folder with runs/ inside is read from its runs/; SCALE=fixture:
+# outputs/fixture_results/runs), where the tables go (default: tables/ beside the runs), which table ids (default:
+# every table some record fills), where the paired tests' predictions are (default: predictions/ beside the runs)
+RUNS ?= $(RESULTS_OF_SCALE)/runs
+OUT ?=
+TABLES ?=
+PREDICTIONS ?=
+
+# A variable given on the make command line that this Makefile does not know (RUN=..., runs=...) would be ignored
+# without a word while the target goes on: an error instead. Environment for the commands goes before make
+# (CUDA_VISIBLE_DEVICES=1 make run). Checked in the make a user called (MAKELEVEL 0), not in a make called by
+# another make with that one's variables.
+KNOWN_VARIABLES := $(shell sed -nE 's/^(export +)?([A-Za-z_][A-Za-z0-9_]*) *[?:+]?=.*/\2/p; s/^[^ \t:#]+: *([A-Za-z_][A-Za-z0-9_]*) *[?:+]?=.*/\1/p' $(firstword $(MAKEFILE_LIST)))
+ifeq ($(MAKELEVEL),0)
+UNKNOWN_VARIABLES := $(filter-out $(KNOWN_VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+ifneq ($(UNKNOWN_VARIABLES),)
+UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL VENV STAMP SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
+UNKNOWN_HELP += (make help says which target takes which); an environment variable for the commands goes before make: $(firstword $(UNKNOWN_VARIABLES))=... make $(MAKECMDGOALS)
+$(error $(foreach v,$(UNKNOWN_VARIABLES),$(v)=$($(v))): $(UNKNOWN_HELP))
+endif
+endif
+
 .DEFAULT_GOAL := help
 .PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
@@ -67,7 +89,7 @@ run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at
 
 reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on
 	$(PY) scripts/reproduce_table6_gpu.py --budget-s $(TABLE6_BUDGET_S) --scale $(SCALE) --results $(TABLE6_DIR) --outputs $(TABLE6_OUTPUTS) $(TABLE6_ARGS) || { status=$$?; [ $$status -eq 3 ] || exit $$status; echo "some runs are missing (the budget stopped them; make reproduce-table-6-gpu again goes on): $(TABLE6_OUTPUTS)/status.json"; }
-	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --predictions $(TABLE6_DIR)/predictions --out $(TABLE6_DIR)/tables --print
+	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --out $(TABLE6_DIR)/tables --print
 	$(PY) scripts/plot_learning_curves.py --runs $(TABLE6_DIR) --task mlu --table table_6 --out $(TABLE6_DIR)/figures/learning_curves.png
 	$(PY) scripts/mlu_breakdown.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/by_operation.md
 	$(PY) scripts/gate_ablation_table.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/gates.md
@@ -116,12 +138,13 @@ test: $(STAMP) ## the fast test suite (what CI runs; ~3.5 min on 2 cores in TEST
 test-full: $(STAMP) ## every test, the slow ones included
 	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
-tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs
-	$(PY) scripts/make_tables.py
+tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs; RUNS=folder, OUT=folder, TABLES="id ...", PREDICTIONS=folder
+	$(PY) scripts/make_tables.py --runs $(RUNS)$(if $(OUT), --out $(OUT))$(if $(TABLES), --tables $(TABLES))$(if $(PREDICTIONS), --predictions $(PREDICTIONS))
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios
 	$(PY) scripts/bench_attention.py --omp-policy both
 
+ARGS ?=
 estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu model=coda_transformer [scale=cpu]"
 	$(PY) scripts/estimate_runtime.py $(ARGS)
 
@@ -130,6 +153,8 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # experiment YAML (e.g. experiment/attconv_table_3.yaml: make reproduce-attconv-table-3). A sweep with failed jobs
 # does not stop the rule: every experiment runs, the table is made from the runs that finished, then make exits with
 # the worst sweep status (1: a job crashed, 2: only user errors); a sweep stopped by a signal stops it at once.
+# Failed sweeps that wrote no run record (refused before their first job: a bad override) leave the tables as
+# they were: there is nothing new to make them from.
 # scale=fixture writes its records under outputs/fixture_results (RESULTS_OF_SCALE): smoke runs stay out of results/
 SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
 reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
@@ -140,13 +165,17 @@ reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-tab
 	for experiment in $$experiments; do \
 		$(PY) scripts/check_sweep_data.py experiment=$$experiment scale=$(SCALE) $(RUN_ARGS) || exit $$?; \
 	done; \
-	status=0; \
+	status=0; since=$$(mktemp); trap 'rm -f "$$since"' EXIT; \
 	for experiment in $$experiments; do \
 		echo "$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS)"; \
 		$(PY) train.py -m experiment=$$experiment scale=$(SCALE) $(RUN_ARGS); code=$$?; \
 		if [ $$code -gt 128 ]; then exit $$code; fi; \
 		case "$$status:$$code" in 1:*|*:0) ;; *) status=$$code;; esac; \
 	done; \
+	if [ $$status -ne 0 ] && [ -z "$$(find $(RESULTS_OF_SCALE)/runs -maxdepth 1 -name '*.json' -newer "$$since" 2>/dev/null | head -n 1)" ]; then \
+		echo "reproduce-$*: no sweep wrote a run record (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); $(RESULTS_OF_SCALE)/tables was left as it was: fix what the messages above name, then make reproduce-$* again" >&2; \
+		exit $$status; \
+	fi; \
 	$(PY) scripts/make_tables.py --runs $(RESULTS_OF_SCALE)/runs --out $(RESULTS_OF_SCALE)/tables --tables $$table --print || exit $$?; \
 	if [ $$status -ne 0 ]; then \
 		echo "reproduce-$*: some sweep jobs failed (exit status $$status: $$([ $$status -eq 2 ] && echo 'user errors' || echo 'a job crashed')); the table holds the runs that finished, each sweep's summary above lists its failed jobs and logs" >&2; \

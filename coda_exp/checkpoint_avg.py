@@ -13,6 +13,9 @@ or ``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scrip
 checkout). A run's ``checkpoints/`` itself holds its best checkpoint, ``last.ckpt`` and perhaps an earlier process's
 ``interrupted.ckpt``, not the last N of anything: ``--dir RUN/checkpoints`` averages its ``periodic/`` (and says
 so), and is refused, naming what it holds, where the run kept no periodic checkpoints (:func:`averaging_folder`).
+``--out`` is checked before any checkpoint is read (a path under a file, a folder); inside ``--dir``'s folder it may
+replace an earlier average, never one of the checkpoints averaged (refused, naming it); a failed write (a full disk)
+is one message naming ``--out``, nothing replaced.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from coda_exp.errors import UserError
-from coda_exp.io import atomic_write
+from coda_exp.io import atomic_write, output_problem, write_problem
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
@@ -204,9 +207,20 @@ def same_run(configs: Sequence[tuple[Path, dict | None]]) -> None:
 
 
 def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
-    """torch.save to a temporary file in the target folder, then rename over ``path``."""
-    with atomic_write(path, "wb") as f:
-        torch.save(ckpt, f)
+    """torch.save to a temporary file in the target folder, then rename over ``path``. A failed write (a full disk),
+    which torch reports as a RuntimeError ("unexpected pos"), is the OSError behind it, naming ``path``."""
+    from coda_exp.errors import cause_of
+
+    try:
+        with atomic_write(path, "wb") as f:
+            torch.save(ckpt, f)
+    except RuntimeError as err:
+        if cause_of(err, KeyboardInterrupt) is not None:  # a Ctrl-C during the write: the stop it asked for
+            raise KeyboardInterrupt from None
+        failed = cause_of(err, OSError)
+        if failed is None:
+            raise
+        raise OSError(failed.errno, failed.strerror, str(path)) from err
     return Path(path)
 
 
@@ -255,6 +269,23 @@ def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None
     return None if result is None else (str(result[0]), int(result[1]))
 
 
+def _out_of_the_folder(out: Path, folder: Path) -> None:
+    """``--out`` inside ``--dir``'s folder may replace an earlier average (which averaging leaves out) but not one
+    of the checkpoints it averages: a CheckpointError naming it (it used to be left out of the average without a
+    word, and the count of checkpoints came out one short)."""
+    if out.suffix != ".ckpt" or not out.is_file() or out.resolve().parent != folder.resolve():
+        return
+    try:
+        ckpt = load_checkpoint(out, mmap=True)
+    except CheckpointError as err:
+        raise CheckpointError(f"--out {out} lies in --dir {folder} and is not an earlier average ({err}): writing "
+                              "there would replace it; name a file outside the folder") from None
+    if "averaged_checkpoints" not in ckpt:
+        step = f" (step {ckpt['global_step']})" if "global_step" in ckpt else ""
+        raise CheckpointError(f"--out {out} is one of the checkpoints of --dir {folder}{step}: writing there would "
+                              "replace it; name a file outside the folder")
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description="Average the weights of the last N Lightning checkpoints "
                                                  "(T2T avg_checkpoints).")
@@ -266,12 +297,23 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--last", type=int, default=5, help="with --dir: how many checkpoints (default 5)")
     parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")
     args = parser.parse_args(argv)
-    paths = (select_last(averaging_folder(args.dir), args.last, exclude=[args.out]) if args.dir
-             else [Path(p) for p in args.ckpts])
+    wrong = output_problem("--out", args.out, "the averaged checkpoint", folder=False, example="averaged.ckpt")
+    if wrong:  # before any checkpoint is read
+        raise CheckpointError(wrong)
+    if args.dir:
+        folder = averaging_folder(args.dir)
+        _out_of_the_folder(Path(args.out), folder)
+        paths = select_last(folder, args.last, exclude=[args.out])
+    else:
+        paths = [Path(p) for p in args.ckpts]
     if any(Path(args.out).resolve() == p.resolve() for p in paths):
         raise CheckpointError(f"--out {args.out} is one of the checkpoints averaged: writing there would replace it; "
                               "name another file")
-    out = save_atomic(average_checkpoints(paths), args.out)
+    averaged = average_checkpoints(paths)
+    try:
+        out = save_atomic(averaged, args.out)
+    except OSError as err:  # a full disk, no permission: the temporary file is gone, nothing was replaced
+        raise CheckpointError(write_problem("--out", args.out, "the averaged checkpoint", err)) from err
     print(f"averaged {len(paths)} checkpoints -> {out}")
     for p in paths:
         print(f"  {p}")

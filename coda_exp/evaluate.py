@@ -272,8 +272,9 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
   ckpt_path=FILE      a .ckpt written by a training run (best.ckpt, last.ckpt, an averaged one)
   split=...           all (default: validation, then test), test or validation
   data.dir=DIR        read another folder of the same format (the record says it is other data)
-  data.*, task.*, model.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);
-                      training-only keys (optimizer.*, task.epochs, ...) are refused
+  data.*, task.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);
+                      training-only keys (optimizer.*, task.epochs, ...) and model.* (the weights fit the
+                      trained model only; model.*.kernel, how CoDA is computed, may change) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
   -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the details.""",

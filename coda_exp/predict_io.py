@@ -117,8 +117,8 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
     if not fields:
         raise DataError(f"coda-exp predict: not supported for the {family} family yet")
     if not path.is_file():
-        raise DataError(f"{path}: no such input file; expected JSON lines (or a .tsv file with a header) with "
-                        f"{', '.join(fields)}")
+        raise DataError(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such input file'}; expected "
+                        f"JSON lines (or a .tsv file with a header) with {', '.join(fields)}")
     rows, wheres = [], []
     if path.name.removesuffix(".gz").endswith(".tsv"):
         import csv

@@ -212,7 +212,12 @@ def check_writable(folders: dict[str, str | os.PathLike]) -> None:
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
                 pass
         except OSError as err:
-            bad.append(f"{key}: {folder} is not writable ({_reason(err)})")
+            above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+            if above is not None and not above.is_dir():  # mkdir's "File exists" said what it means
+                bad.append(f"{key}: {folder} is a file, not a folder" if above == folder
+                           else f"{key}: {folder} cannot be made: {above} is a file, not a folder")
+            else:
+                bad.append(f"{key}: {folder} is not writable ({_reason(err)})")
     if bad:
         raise OutputDirError("output folders not writable; fix the permissions or point the key elsewhere:\n  "
                              + "\n  ".join(bad))

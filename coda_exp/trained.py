@@ -8,7 +8,9 @@ The command line is ``key=value`` overrides, sorted into three kinds (:func:`par
 - changes to the trained run's configuration (``data.dir=...``, ``data.eval_batch_size=64``,
   ``task.module.decoding.beam_size=8``): applied to the configuration the checkpoint carries (a ``+key=`` that adds
   a key nothing reads while the configuration has one of that name elsewhere is refused, as for training). Its task,
-  model, seed and scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused.
+  model, seed and scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused, and so is a
+  ``model.*`` key (the weights fit the trained model only), but ``model.*.kernel`` (how CoDA is computed).
+  A bare argument (a path without ``ckpt_path=``) is refused with the key it was likely meant for.
 
 The configuration: the one the checkpoint carries (every checkpoint since the run config rode along), else the
 ``config_resolved.yaml`` of the run folder it lies in. Its paths are the training machine's; this machine's paths
@@ -75,6 +77,9 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    for arg in overrides:
+        if "=" not in arg and not arg.startswith("~"):  # a bare path: Hydra's grammar error names no fix
+            raise ConfigError(f"coda-exp {mode}: {arg}: expected key=value; " + _bare_argument_hint(mode, arg))
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except OverrideParseException as err:
@@ -97,6 +102,11 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
                               f"task.module.decoding.beam_size=...), or give "
                               f"{', '.join(f'{k}=' for k in inv.command)} or this machine's "
                               f"{', '.join(ENVIRONMENT)}")
+        elif top == "model" and not key.endswith(".kernel"):
+            raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's model is the trained one (its "
+                              f"weights fit its own configuration only): model.* cannot change, but for how CoDA is "
+                              f"computed (model.*.kernel); to try another, train it: coda-exp task=... "
+                              f"{o.input_line}")
         elif any(key == k or key.startswith(f"{k}.") for k in TRAINING_ONLY):
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: {mode} trains nothing, and this key only steers "
                               f"training (the checkpoint's value is what it was trained with); to train with it, "
@@ -111,6 +121,16 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
         raise ConfigError("coda-exp predict: input=FILE is required (JSON lines or a TSV file with a header; "
                           "docs/running.md)")
     return inv
+
+
+def _bare_argument_hint(mode: str, arg: str) -> str:
+    """What a ``key=value``-less argument of ``coda-exp eval|predict`` was likely meant as."""
+    path = Path(arg).expanduser()
+    if path.suffix == ".ckpt" or (path.is_file() and path.suffix not in (".jsonl", ".tsv", ".json")):
+        return f"did you mean ckpt_path={arg}?"
+    if mode == "predict" and path.suffix in (".jsonl", ".tsv", ".json"):
+        return f"did you mean input={arg}?"
+    return f"coda-exp {mode} takes {', '.join(f'{k}=' for k in COMMAND_KEYS[mode])} and key=value changes"
 
 
 def checkpoint_config(path: Path, ckpt: dict) -> DictConfig:

@@ -2,7 +2,7 @@
 """CoDA Table 6 (MLU) on one GPU: {Transformer, CoDA Transformer} x seeds side by side on the fast path.
 
     python scripts/reproduce_table6_gpu.py [--budget-s 660] [--scale paper] [--seeds 1 2 3] [--results DIR]
-    make reproduce-table-6-gpu [GPU_BUDGET_S=660] [SCALE=paper]        (this, then the table, curves, breakdown)
+    make reproduce-table-6-gpu [TABLE6_BUDGET_S=660] [SCALE=paper]     (this, then the table, curves, breakdown)
 
 Every run is ``python train.py experiment=table_6 model=M seed=S scale=SCALE trainer=gpu_fast callbacks=gate_stats``
 (the CoDA gate statistics every ``--gate-every`` steps) with its records under ``--results`` (``runs/``,

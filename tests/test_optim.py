@@ -223,6 +223,43 @@ def test_averaging_refuses_repeats_another_run_and_writing_over_an_input(tmp_pat
     assert not (tmp_path / "x.ckpt").exists() and torch.load(b, weights_only=False)["global_step"] == 20
 
 
+def test_averaging_names_a_bad_out_and_a_full_disk(tmp_path, capsys, monkeypatch):
+    """--out under a file (a FileExistsError traceback before), --out a checkpoint of --dir (left out of the inputs
+    without a word, the count one short) and a full disk (torch's "unexpected pos" RuntimeError traceback) are one
+    message each, exit 2, nothing replaced."""
+    import errno
+
+    from coda_exp import commands
+
+    for name, step in (("a.ckpt", 25), ("b.ckpt", 40)):
+        fake_ckpt(tmp_path / name, step, step)
+    (tmp_path / "afile").write_text("x")
+
+    def error(*argv):
+        capsys.readouterr()
+        assert commands.run_command("average-checkpoints", [str(a) for a in argv]) == 2
+        return capsys.readouterr().err
+
+    assert error("--dir", tmp_path, "--last", "2", "--out", tmp_path / "afile" / "x.ckpt").startswith(
+        f"error: --out {tmp_path / 'afile' / 'x.ckpt'}: {tmp_path / 'afile'} is a file, not a folder")
+    assert error("--dir", tmp_path, "--last", "2", "--out", tmp_path / "a.ckpt").startswith(
+        f"error: --out {tmp_path / 'a.ckpt'} is one of the checkpoints of --dir {tmp_path} (step 25): writing there "
+        "would replace it")
+
+    def no_space(obj, f):
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 981312 vs 981232")
+
+    monkeypatch.setattr(torch, "save", no_space)
+    out = tmp_path / "out" / "avg.ckpt"
+    assert error("--ckpts", tmp_path / "a.ckpt", tmp_path / "b.ckpt", "--out", out).startswith(
+        f"error: --out {out}: cannot write the averaged checkpoint: No space left on device: free space on that disk")
+    assert not list((tmp_path / "out").iterdir())
+    assert torch.load(tmp_path / "a.ckpt", weights_only=False)["global_step"] == 25
+
+
 class Tiny(pl.LightningModule):
     def __init__(self):
         super().__init__()

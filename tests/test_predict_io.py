@@ -52,8 +52,22 @@ def test_a_tsv_row_of_the_wrong_width_and_a_missing_file(tmp_path):
         read_inputs(path, ("text_a", "text_b"), "pair")
     with pytest.raises(DataError, match="no such input file"):
         read_inputs(tmp_path / "nope.jsonl", ("text",), "text")
+    with pytest.raises(DataError, match=r": a folder, not a file; expected JSON lines"):  # "no such input file" before
+        read_inputs(tmp_path, ("text",), "text")
     with pytest.raises(DataError, match="not supported for the dummy family yet"):
         read_inputs(path, (), "dummy")
+
+
+def test_an_output_folder_under_a_file_is_named_as_a_file(tmp_path):
+    """predict output=/etc/passwd/x.jsonl said "/etc/passwd is not writable (File exists)"."""
+    from coda_exp.run_folder import OutputDirError, check_writable
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputDirError, match=rf"output: {tmp_path / 'afile'} is a file, not a folder"):
+        check_writable({"output": tmp_path / "afile"})
+    with pytest.raises(OutputDirError, match=rf"runs: {tmp_path / 'afile' / 'a'} cannot be made: "
+                                             rf"{tmp_path / 'afile'} is a file, not a folder"):
+        check_writable({"runs": tmp_path / "afile" / "a"})
 
 
 def test_default_output_lies_beside_the_input(tmp_path):

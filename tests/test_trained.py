@@ -16,6 +16,8 @@ def test_the_command_line_is_sorted():
     assert str(inv.ckpt_path) == "/a/b.ckpt" and inv.command["split"] == "test"
     assert inv.environment == ["trainer=gpu", "paths.log_dir=/l", "logger=wandb"]
     assert inv.config_strings() == ["data.dir=/d", "task.module.decoding.beam_size=8", "+data.extra=1"]
+    assert parse("eval", ["ckpt_path=x", "model.scoring.kernel=torch"]).config_strings() == [
+        "model.scoring.kernel=torch"]  # how CoDA is computed, not what: the same weights fit
     inv = parse("predict", ["ckpt_path=x.ckpt", "input=in.jsonl", "output=out.jsonl"])
     assert (inv.command["input"], inv.command["output"]) == ("in.jsonl", "out.jsonl")
 
@@ -30,6 +32,13 @@ def test_the_command_line_is_sorted():
     ("predict", ["ckpt_path=x", "input=y", "split=test"], "split=test: split= is a key of coda-exp eval"),
     ("predict", ["ckpt_path=x"], "input=FILE is required"),
     ("eval", ["ckpt_path=x", "data.dir=[unclosed"], "coda-exp eval"),
+    # a model change used to load the data, then blame data.* for weights that do not fit
+    ("eval", ["ckpt_path=x", "model.hidden_size=64"], "model.hidden_size=64: the checkpoint's model is the trained one"),
+    ("predict", ["ckpt_path=x", "input=y", "model.scoring.center_n=true"], "model.scoring.center_n=true: the "),
+    # a bare path used to get Hydra's grammar error ("extraneous input '/'")
+    ("eval", ["/runs/a/last.ckpt"], "/runs/a/last.ckpt: expected key=value; did you mean ckpt_path=/runs/a/last.ckpt?"),
+    ("predict", ["ckpt_path=x", "new.jsonl"], "new.jsonl: expected key=value; did you mean input=new.jsonl?"),
+    ("eval", ["ckpt_path=x", "oops"], "oops: expected key=value; coda-exp eval takes ckpt_path=, split= and"),
 ])
 def test_what_cannot_be_given_is_named(mode, args, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):

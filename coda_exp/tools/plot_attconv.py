@@ -201,7 +201,7 @@ def plot(lines: dict[str, tuple[list[str], list[float], int]], figure_number: in
 
 
 def main(argv: list[str] | None = None) -> Path:
-    from coda_exp.results import read_record
+    from coda_exp.results import RecordError, read_record
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--figure", type=int, choices=sorted(TITLES), required=True)
@@ -230,7 +230,10 @@ def main(argv: list[str] | None = None) -> Path:
             parser.error(str(err))
         folder = runs_folder(args.runs[0])  # the figure goes beside the first folder's records
     else:
-        records, folder = [read_record(p) for p in args.records], Path(args.records[0]).parent
+        try:
+            records, folder = [read_record(p) for p in args.records], Path(args.records[0]).parent
+        except RecordError as err:  # not JSON, not a record: one line naming the file
+            parser.error(str(err))
     wrong = [r["run_id"] for r in records if r["task"] != task]
     if wrong:
         parser.error(f"Figure {args.figure} plots {task} runs; not: {', '.join(wrong)}")

@@ -179,12 +179,24 @@ def collect_layers(net, loader, batches: int, names: list[str]) -> dict:
             for key in CAPTURED}
 
 
+def _read_record(ap: argparse.ArgumentParser, path: Path) -> dict:
+    """``--record``'s run record as a dict; a parser error naming the file when it is none (not JSON, a list)."""
+    if not path.is_file():
+        ap.error(f"no run record at {path}" + (" (a folder; expected a record, results/runs/<run>.json)"
+                                                if path.is_dir() else ""))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        ap.error(f"--record {path}: cannot read it as a run record (JSON): {err}")
+    if not isinstance(record, dict):
+        ap.error(f"--record {path}: not a run record (a JSON {type(record).__name__}, expected an object)")
+    return record
+
+
 def _checkpoint(ap: argparse.ArgumentParser, args) -> Path:
     """The checkpoint to load (``--ckpt`` or the record's best_checkpoint); a parser error naming what is missing."""
     if args.record:
-        if not args.record.is_file():
-            ap.error(f"no run record at {args.record}")
-        ckpt = json.loads(args.record.read_text()).get("best_checkpoint")
+        ckpt = _read_record(ap, args.record).get("best_checkpoint")
         if not ckpt:
             ap.error(f"{args.record}: the record has no best_checkpoint")
         if not Path(ckpt).is_file():
@@ -229,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="every library's log lines and progress bars on the console (quiet by default, as training)")
     args = ap.parse_args(argv)
+    if args.batches < 1:  # a torch.cat of nothing otherwise, after the model loads
+        ap.error(f"--batches {args.batches}: expected at least 1 validation batch")
+    if args.config is not None and not args.config.is_file():
+        ap.error(f"--config {args.config}: " + ("a folder" if args.config.is_dir() else "no such file")
+                 + "; expected the run's config_resolved.yaml (without --config: the config the checkpoint carries)")
     extras.require("matplotlib", "coda-exp plot-coda")  # before the model loads
 
     from coda_exp import console
@@ -251,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if "weights" not in values or not len(values["weights"]):
         ap.error("no attention values collected")
     if args.out is None:
-        record = json.loads(args.record.read_text()) if args.record else {}
+        record = _read_record(ap, args.record) if args.record else {}
         args.out = default_figure("figure_2.png", args.record.parent if args.record else None,
                                   [record.get("scale", cfg.get("scale_name"))], Path(cfg.paths.results_dir))
     print(plot(values, args.out, title, options))

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from coda_exp.environment import root_dir
 from coda_exp.errors import UserError
+from coda_exp.io import atomic_write_text, output_problem, write_problem
 
 
 @dataclass
@@ -246,14 +247,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--left", action="store_true", help="only the runs not finished (stopped or failed)")
     parser.add_argument("--json", type=Path, help="also write the list as JSON to this file")
     args = parser.parse_args(argv)
+    if args.log_dir.exists() and not args.log_dir.is_dir():  # a checkpoint or a log given for the folder
+        raise UserError(f"--log-dir {args.log_dir}: a file, not a folder; expected the runs' paths.log_dir, the "
+                        "folder that holds runs/ and multiruns/ (default: outputs/ where runs go)")
     if not args.log_dir.is_dir():
         raise UserError(f"--log-dir {args.log_dir}: no such folder (the runs' paths.log_dir; default: outputs/ where "
                         "runs go)")
+    wrong = args.json and output_problem("--json", args.json, "the list of runs", folder=False, example="runs.json")
+    if wrong:  # before the folders are read, instead of a traceback after
+        raise UserError(wrong)
     rows = states(args.log_dir)
     if args.left:  # a resumed or skipped job's folder is none: its run is listed in its own folder
         rows = [r for r in rows if r.state in ("stopped", "failed")]
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n", encoding="utf-8")
+        try:
+            atomic_write_text(args.json, json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+        except OSError as err:  # no permission, a full disk
+            raise UserError(write_problem("--json", args.json, "the list of runs", err)) from err
     if not rows:
         print(f"no {'unfinished ' if args.left else ''}run folders under {args.log_dir}")
         return 0

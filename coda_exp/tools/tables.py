@@ -12,7 +12,8 @@ otherwise rewrite every table with ``no run`` cells), an empty one gives ``no ru
 ``*.json`` of its own, a ``runs/`` inside, as ``plot-curves --runs`` takes) is read from its ``runs/``. ``--out``
 and ``--predictions`` follow ``--runs``: the ``tables/`` and ``predictions/`` beside its runs folder
 (``results/tables`` for ``results/runs``; ``--runs outputs/fixture_results`` writes ``outputs/fixture_results/tables``,
-never over the committed tables).
+never over the committed tables). A ``--predictions`` given that is no folder is an error (the paired tests would
+be left out without a word).
 
 Without ``--tables`` a table that no record would fill (no run of its tasks and rows at all, not even one listed
 apart) is not written, and is named as skipped: ``make tables`` writes the tables that have runs, not dozens of
@@ -96,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     if not any(args.runs.glob("*.json")) and (args.runs / "runs").is_dir():  # a results folder, as plot-curves takes
         print(f"--runs {args.runs}: a results folder: reading its runs/ ({args.runs / 'runs'})", file=sys.stderr)
         args.runs = args.runs / "runs"
+    if args.predictions is not None and not args.predictions.is_dir():  # a mistyped one: paired tests dropped silently
+        what = "a file, not a folder" if args.predictions.exists() else "no such folder"
+        print(f"error: --predictions {args.predictions}: {what}; expected the folder of test predictions "
+              f"(<run_id>.jsonl.gz, results/predictions; nothing was written)", file=sys.stderr)
+        return USER_ERROR_EXIT
     if args.out is None:  # beside the records, never the committed results/tables for another folder's runs
         args.out = args.runs.parent / "tables"
     wrong = output_problem("--out", args.out, "the tables (<id>.md, .tex, .csv)", folder=True)

@@ -159,20 +159,30 @@ def test_one_make_rule_reproduces_each_table(table):
     assert "make_tables.py --runs results/runs --out results/tables --tables $table" in out.stdout
 
 
+def run_reproduce_table_8(tmp_path, codes, records=True) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`make reproduce-table-8 SCALE=cpu` in a copy of the checkout's layout (configs/ linked, its own results/),
+    a fake python whose sweeps exit with ``codes`` (table_8, table_8_nmt), each writing a run record if
+    ``records``; returns make's outcome and the scripts called."""
+    (tmp_path / "configs").symlink_to(CONFIGS)
+    record = "mkdir -p results/runs; touch results/runs/$$.json; " if records else ""
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\ncase "$*" in\n'
+                    f'  *train.py*experiment=table_8_nmt*) {record}exit {codes[1]};;\n'
+                    f'  *train.py*experiment=table_8*) {record}exit {codes[0]};;\nesac\nexit 0\n')
+    fake.chmod(0o755)
+    out = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-o", ".venv/.installed", "reproduce-table-8",
+                          "SCALE=cpu", f"PY={fake}"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    calls = [line.split()[0].rsplit("/", 1)[-1] for line in (tmp_path / "calls").read_text().splitlines()]
+    return out, calls
+
+
 @pytest.mark.parametrize("codes,status", [((2, 1), 1), ((1, 2), 1), ((2, 0), 2), ((0, 0), 0), ((130, 0), 130)])
 def test_a_failed_sweep_still_runs_the_others_and_makes_the_table(codes, status, tmp_path):
     """Table 8's two sweeps, the first with failed jobs: the second still runs, the table is still made from the
     runs that finished, then the rule fails with the worst status (1: a job crashed, over 2: user errors; make names
     it, "Error 1"); a sweep stopped by a signal (130) stops it there. It used to stop at the first failed sweep,
     with no table."""
-    fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\ncase "$*" in\n'
-                    f'  *train.py*experiment=table_8_nmt*) exit {codes[1]};;\n'
-                    f'  *train.py*experiment=table_8*) exit {codes[0]};;\nesac\nexit 0\n')
-    fake.chmod(0o755)
-    out = subprocess.run(["make", "-s", "-o", ".venv/.installed", "reproduce-table-8", "SCALE=cpu", f"PY={fake}"],
-                         cwd=ROOT, capture_output=True, text=True, check=False)
-    calls = [line.split()[0].rsplit("/", 1)[-1] for line in (tmp_path / "calls").read_text().splitlines()]
+    out, calls = run_reproduce_table_8(tmp_path, codes)
     assert (out.returncode == 0) == (status == 0), out.stderr  # make's own status is 2 for any failed rule
     assert (f"reproduce-table-8] Error {status}" in out.stderr) == (status != 0), out.stderr  # the rule's, named
     if status > 128:
@@ -183,6 +193,17 @@ def test_a_failed_sweep_still_runs_the_others_and_makes_the_table(codes, status,
     assert len(said) == (status != 0)
     if status:
         assert f"(exit status {status}: {'a job crashed' if status == 1 else 'user errors'})" in said[0]
+
+
+def test_sweeps_refused_before_any_job_leave_the_tables_alone(tmp_path):
+    """Both sweeps refused (exit 2: a bad override, say seed=abc), no record written: the tables are not rewritten
+    from the records they were made from already, and the rule says so, with the sweeps' status. It used to write
+    them anyway, then exit 2."""
+    out, calls = run_reproduce_table_8(tmp_path, (2, 2), records=False)
+    assert calls == ["check_sweep_data.py"] * 2 + ["train.py"] * 2  # no make_tables.py
+    assert "reproduce-table-8] Error 2" in out.stderr
+    assert ("reproduce-table-8: no sweep wrote a run record (exit status 2: user errors); results/tables was left "
+            "as it was") in out.stderr
 
 
 def test_fixture_runs_and_their_tables_stay_out_of_results():

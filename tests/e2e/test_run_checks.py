@@ -115,7 +115,8 @@ def test_unwritable_results_folder_fails_before_any_data(make_cfg, no_data, tmp_
     (tmp_path / "blocked").write_text("a file where a folder should be")
     with pytest.raises(run_folder.OutputDirError) as err:
         run(make_cfg("task=snli", "scale=fixture", f"paths.results_dir={tmp_path}/blocked/results"))
-    assert f"paths.results_dir (runs/): {tmp_path}/blocked/results/runs is not writable" in str(err.value)
+    assert (f"paths.results_dir (runs/): {tmp_path}/blocked/results/runs cannot be made: {tmp_path}/blocked is a "
+            "file, not a folder") in str(err.value)  # it said "is not writable (File exists)"
 
 
 def test_a_record_that_cannot_be_written_goes_to_a_named_fallback(make_cfg, tmp_path, monkeypatch, capsys):

@@ -159,6 +159,9 @@ def test_cli_reads_a_results_folder_from_its_runs(tmp_path, capsys, cli):
     assert cli.main(["--runs", str(record), "--out", str(out)]) == 2
     assert f"--runs {record}: a file, not a folder; expected the folder of run records (results/runs, or a results " \
            f"folder with runs/ inside, e.g. {record.parent}; nothing was written)" in capsys.readouterr().err
+    for given, what in ((tmp_path / "nowhere", "no such folder"), (record, "a file, not a folder")):  # accepted once
+        assert cli.main(["--runs", str(tmp_path / "results"), "--out", str(out), "--predictions", str(given)]) == 2
+        assert f"--predictions {given}: {what}; expected the folder of test predictions" in capsys.readouterr().err
 
 
 def test_cli_all_tables_and_unknown_id(tmp_path, capsys, cli):

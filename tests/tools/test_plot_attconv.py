@@ -90,6 +90,11 @@ def test_figure_8_from_fever_runs_and_refusals(plot, tmp_path, capsys):
     (tmp_path / f"{record['run_id']}.jsonl.gz").unlink()
     with pytest.raises(SystemExit, match="no saved test predictions"):
         plot.main(["--figure", "5", "--records", str(path)])
+    capsys.readouterr()
+    (tmp_path / "notrec.json").write_text("notjson\n")  # a RecordError traceback before
+    with pytest.raises(SystemExit) as exit_:
+        plot.main(["--figure", "8", "--records", str(tmp_path / "notrec.json")])
+    assert exit_.value.code == 2 and f"{tmp_path / 'notrec.json'}: cannot read run record" in capsys.readouterr().err
 
 
 def test_the_figure_goes_beside_the_records_not_into_the_committed_figures(plot, tmp_path, monkeypatch):

@@ -194,6 +194,23 @@ def test_missing_checkpoint_layers_and_records_are_clear_errors(plot_coda, mlu_r
     assert f"checkpoint {gone} does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--record", "{dir}/notrec.json"], "--record {dir}/notrec.json: cannot read it as a run record (JSON): Expecting"),
+    (["--record", "{dir}/list.json"], "--record {dir}/list.json: not a run record (a JSON list, expected an object)"),
+    (["--ckpt", "{dir}/x.ckpt", "--batches", "0"], "--batches 0: expected at least 1 validation batch"),
+    (["--ckpt", "{dir}/x.ckpt", "--config", "{dir}/none.yaml"],
+     "--config {dir}/none.yaml: no such file; expected the run's config_resolved.yaml"),
+])
+def test_bad_arguments_are_one_message_before_the_model_loads(plot_coda, tmp_path, capsys, args, message):
+    """They were a JSONDecodeError, a torch.cat ValueError and a FileNotFoundError saying the checkpoint had no run
+    config (it had one; --config did not exist) traceback."""
+    (tmp_path / "notrec.json").write_text("notjson\n")
+    (tmp_path / "list.json").write_text("[]\n")
+    with pytest.raises(SystemExit) as exit_:
+        plot_coda.main([a.format(dir=tmp_path) for a in args])
+    assert exit_.value.code == 2 and message.format(dir=tmp_path) in capsys.readouterr().err
+
+
 def test_the_console_is_quiet_as_in_training(plot_coda, monkeypatch, tmp_path):
     """The data module's "tokenising" progress bars used to show while the checkpoint's data was read."""
     import importlib

@@ -185,6 +185,23 @@ def test_no_folder_is_one_message(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"no unfinished run folders under {tmp_path / 'outputs'}"
 
 
+def test_a_file_for_the_folder_or_a_bad_json_path_is_one_message(tmp_path):
+    """--log-dir given a file says it is a file (it said "no such folder"); --json into a path under a file, or a
+    folder, is one message naming it before any folder is read (they were a NotADirectoryError / IsADirectoryError
+    traceback)."""
+    (tmp_path / "outputs").mkdir()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError, match=r"--log-dir .*afile: a file, not a folder; expected the runs' paths.log_dir"):
+        runs.main(["--log-dir", str(tmp_path / "afile")])
+    out = str(tmp_path / "outputs")
+    with pytest.raises(UserError, match=r"--json .*afile/x.json: .*afile is a file, not a folder"):
+        runs.main(["--log-dir", out, "--json", str(tmp_path / "afile" / "x.json")])
+    with pytest.raises(UserError, match=r"--json .*: a folder; expected the file to write the list of runs to \(e.g."):
+        runs.main(["--log-dir", out, "--json", str(tmp_path)])
+    assert runs.main(["--log-dir", out, "--json", str(tmp_path / "new" / "runs.json")]) == 0
+    assert json.loads((tmp_path / "new" / "runs.json").read_text()) == []
+
+
 def test_the_default_folder_is_where_runs_go_from_any_folder(tmp_path, monkeypatch, capsys):
     """outputs/ under paths.root_dir (the checkout, or $CODA_EXP_ROOT), not under the shell's folder."""
     (tmp_path / "root" / "outputs").mkdir(parents=True)

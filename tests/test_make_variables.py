@@ -1,0 +1,54 @@
+"""The Makefile's variables: ``make tables`` takes RUNS, OUT, TABLES and PREDICTIONS (it used to ignore them and
+rewrite the committed results/tables from results/runs); a variable the Makefile does not know is an error, not
+ignored without a word."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", *args], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_make_tables_passes_its_variables_on():
+    assert make("-n", "tables").stdout.split()[1:] == ["scripts/make_tables.py", "--runs", "results/runs"]
+    out = make("-n", "tables", "RUNS=/tmp/r", "OUT=/tmp/t", "TABLES=table_2 table_6", "PREDICTIONS=/tmp/p").stdout
+    assert out.split()[1:] == ["scripts/make_tables.py", "--runs", "/tmp/r", "--out", "/tmp/t", "--tables", "table_2",
+                               "table_6", "--predictions", "/tmp/p"]
+    assert "--runs outputs/fixture_results/runs" in make("-n", "tables", "SCALE=fixture").stdout  # smoke runs' folder
+    assert "RUNS=folder" in make("help").stdout  # make help names them
+
+
+def test_make_tables_on_a_missing_runs_folder_writes_nothing(tmp_path):
+    """In a copy of the checkout's layout (CODA_EXP_ROOT: what make_tables.py would fall back on), so that a
+    regression writes its tables there, not over the committed ones."""
+    for name in ("configs", "scripts"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    missing = tmp_path / "nonexistent"
+    out = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-o", ".venv/.installed", "tables",
+                          f"RUNS={missing}", f"PY={sys.executable}"], cwd=tmp_path, capture_output=True, text=True,
+                         check=False, timeout=120, env={**os.environ, "CODA_EXP_ROOT": str(tmp_path)})
+    assert out.returncode != 0
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"--runs {missing}: no such folder" in errors[0], out.stderr
+    assert not (tmp_path / "results" / "tables").exists()
+
+
+def test_an_unknown_variable_is_an_error():
+    out = make("-n", "tables", "RUN=/tmp/r")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "RUN=/tmp/r: not a variable of this Makefile, nothing would read it; its variables:" in out.stderr
+    assert " RUNS " in out.stderr and "goes before make: RUN=... make tables" in out.stderr
+    assert make("-n", "estimate", "ARGS=task=mlu").returncode == 0  # every variable a target reads is known
