@@ -76,8 +76,8 @@ def path_problems(cfg: DictConfig) -> dict[str, tuple[str, str | None]]:
         keys.append((data, "data", "dir"))
     for node, section, key in keys:
         value, raw, ok = _resolved(node, key)
-        if not ok or (raw is not None and raw.startswith("${hydra:")):  # Hydra's own (output_dir), set in the job
-            continue
+        if not ok or (raw is not None and raw.startswith("${hydra:")) or (section, key) == ("paths", "output_dir"):
+            continue  # the run's own folder: Hydra's (``${hydra:...}``), or chosen by the command (eval: None here)
         empty = isinstance(value, str) and not value.strip()
         if empty or (value is None and section == "paths"):
             source = f" (from {raw})" if raw is not None else ""

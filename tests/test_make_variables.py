@@ -17,8 +17,10 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make he
 
 
 def make(*args: str) -> subprocess.CompletedProcess:
+    """make as a user types it, not as a sub-make of ``make test`` (whose MAKELEVEL skips the variable check)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     return subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", *args], cwd=ROOT,
-                          capture_output=True, text=True, check=False, timeout=120)
+                          capture_output=True, text=True, check=False, timeout=120, env=env)
 
 
 def test_make_tables_passes_its_variables_on():
