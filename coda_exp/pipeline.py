@@ -57,6 +57,7 @@ from coda_exp.stops import (
 )
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
+from coda_exp.validation_checks import check_first_validation
 
 __all__ = ["attention_options", "build_loggers", "device_description", "load_trained", "run", "scale_label"]
 
@@ -283,6 +284,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
+    check_first_validation(trainer, datamodule)
     record = None
     try:
         for lg in loggers:
