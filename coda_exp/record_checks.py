@@ -36,10 +36,9 @@ TOLERANCE = 1e-5
 def predictions_file(record: dict, predictions_dir: str | os.PathLike | None) -> Path | None:
     """A record's test predictions: its ``predictions`` path, else ``<predictions_dir>/<run_id>.jsonl.gz``, the first
     that is a file; None without either."""
-    candidates = [Path(record["predictions"])] if record.get("predictions") else []
-    if predictions_dir is not None:
-        candidates.append(Path(predictions_dir) / f"{record['run_id']}.jsonl.gz")
-    return next((path for path in candidates if path.is_file()), None)
+    from coda_exp.results import prediction_paths
+
+    return next((path for path in prediction_paths(record, predictions_dir) if path.is_file()), None)
 
 
 @functools.lru_cache(maxsize=256)

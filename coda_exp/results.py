@@ -264,6 +264,16 @@ def record_text(record: dict) -> str:
 # reading and writing
 
 
+def prediction_paths(record: dict, predictions_dir: str | os.PathLike | None) -> list[Path]:
+    """Where a record's test predictions may lie, in order: its ``predictions`` path, then
+    ``<predictions_dir>/<run_id>.jsonl.gz`` (``results/predictions/`` beside ``results/runs/``); the paired tests
+    and the AttConv figures read them from the same places."""
+    paths = [Path(record["predictions"])] if record.get("predictions") else []
+    if predictions_dir is not None:
+        paths.append(Path(predictions_dir) / f"{record['run_id']}.jsonl.gz")
+    return paths
+
+
 def write_record(record: dict, runs_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Validate ``record`` and write it atomically to ``<runs_dir>/<run_id>.json`` with its checksum
     (:func:`record_text`); return the path.

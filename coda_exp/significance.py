@@ -31,6 +31,8 @@ from pathlib import Path
 
 from scipy import stats
 
+from coda_exp.results import prediction_paths
+
 # ---- the two tests ---------------------------------------------------------------------------------------
 
 
@@ -202,10 +204,7 @@ def p_text(p: float) -> str:
 
 
 def _predictions(record: dict, predictions_dir: Path | None) -> list[dict] | None:
-    candidates = [Path(record["predictions"])] if record.get("predictions") else []
-    if predictions_dir is not None:
-        candidates.append(Path(predictions_dir) / f"{record['run_id']}.jsonl.gz")
-    for path in candidates:
+    for path in prediction_paths(record, predictions_dir):
         if path.is_file():
             try:
                 return read_predictions(path)

@@ -54,11 +54,10 @@ def system_name(record: dict) -> str:
 
 
 def predictions_of(record: dict, predictions_dir: Path | None) -> list[dict]:
+    from coda_exp.results import prediction_paths
     from coda_exp.significance import read_predictions
 
-    candidates = [Path(record["predictions"])] if record.get("predictions") else []
-    if predictions_dir is not None:
-        candidates.append(predictions_dir / f"{record['run_id']}.jsonl.gz")
+    candidates = prediction_paths(record, predictions_dir)
     for path in candidates:
         if path.exists():
             return read_predictions(path)
