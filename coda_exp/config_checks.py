@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from coda_exp.config_keys import raw_interpolation
 from coda_exp.errors import UserError
 
 _ABSENT = object()
@@ -124,15 +125,18 @@ REQUIRED = ("seed", "scale_name", "paths", "paths.output_dir", "paths.results_di
             "model._target_", "data", "data._target_", "optimizer", "trainer")
 
 
+def _scheduler_key(cfg: DictConfig) -> str:
+    """The key a user overrides for the schedule: ``scheduler``, or the node it interpolates (``task.cpu_scheduler``)."""
+    return (raw_interpolation(cfg, "scheduler") or "scheduler").strip("${}")
+
+
 def _value(cfg: DictConfig, key: str) -> tuple[Any, str | None]:
     """(resolved value or _ABSENT, the raw interpolation string if the node is one)."""
     parent_key, _, leaf = key.rpartition(".")
     parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
     if not isinstance(parent, DictConfig) or leaf not in parent:
         return _ABSENT, None
-    raw = None
-    if OmegaConf.is_interpolation(parent, leaf):
-        raw = str(parent._get_node(leaf)._value())
+    raw = raw_interpolation(parent, leaf)
     try:
         return parent[leaf], raw
     except OmegaConfBaseException as err:  # an interpolation that does not resolve
@@ -145,18 +149,14 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
     node = cfg.get("scheduler") if "scheduler" in cfg else None
     if not isinstance(node, DictConfig) or not {"warmup_steps", "total_steps"} <= set(node):
         return None
-    source = "scheduler"
-    if OmegaConf.is_interpolation(cfg, "scheduler"):  # e.g. ${task.cpu_scheduler}: name the keys a user overrides
-        source = str(cfg._get_node("scheduler")._value()).strip("${}")
+    source = _scheduler_key(cfg)  # e.g. task.cpu_scheduler: name the keys a user overrides
     try:
         warmup, hold, total = node.warmup_steps, node.get("hold_steps", 0) or 0, node.total_steps
     except OmegaConfBaseException:
         return None
     if not all(_int(v) for v in (warmup, hold, total)) or warmup + hold <= total:
         return None
-    total_key = f"{source}.total_steps"
-    if OmegaConf.is_interpolation(node, "total_steps"):
-        total_key = str(node._get_node("total_steps")._value()).strip("${}")
+    total_key = (raw_interpolation(node, "total_steps") or f"{source}.total_steps").strip("${}")
     held = f" + hold_steps {hold}" if hold else ""
     message = (f"{source}.warmup_steps = {warmup}{held} exceeds {total_key} = {total}: the schedule must warm up "
                f"within the training budget; lower {source}.warmup_steps (e.g. {source}.warmup_steps="
@@ -177,9 +177,7 @@ def _unit_lr_problem(cfg: DictConfig) -> str | None:
     name = target.rpartition(".")[2]
     if not target.startswith("coda_exp.optim.") or name not in UNIT_LR_SCHEDULES or not _number(lr) or lr == 1.0:
         return None
-    source = "scheduler"
-    if OmegaConf.is_interpolation(cfg, "scheduler"):  # ${task.cpu_scheduler}: the key a user overrides
-        source = str(cfg._get_node("scheduler")._value()).strip("${}")
+    source = _scheduler_key(cfg)
     return (f"optimizer.lr = {lr!r}: expected 1.0 under the schedule {name} ({source}._target_), which gives the "
             f"learning rate itself (the optimizer's lr multiplies it); set optimizer.lr=1.0 and change the peak with "
             f"{source}.{UNIT_LR_SCHEDULES[name]}=...")

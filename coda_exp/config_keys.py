@@ -27,6 +27,11 @@ def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, A
     return out
 
 
+def raw_interpolation(node: DictConfig, key: str) -> str | None:
+    """``node[key]``'s interpolation as written (``${task.cpu_scheduler}``), or None for a plain value."""
+    return str(node._get_node(key)._value()) if OmegaConf.is_interpolation(node, key) else None
+
+
 def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
     ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section
@@ -55,6 +60,13 @@ def _top_level_like(cfg: DictConfig, key: str) -> str | None:
 _PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
 
 
+def _read_through(raw: dict[str, Any]):
+    """A test of whether a value of the flattened, unresolved config ``raw`` refers to a key (``${key}``,
+    ``${oc.select:key,...}``): a key read through another is read."""
+    text = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    return lambda key: re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", text) is not None
+
+
 def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> list[str]:
     """Of the ``+key=value`` overrides (``appended``: (key, override as typed)), those that add a key the config
     already has under another section and that no config value refers to: ``+task.batch_size=0`` (Hydra's own hint
@@ -63,10 +75,10 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
     nor is a new top-level key that nothing refers to and is spelled like one the config has (``+seeds=2`` for
     ``seed``, ``+threds=1``). ``++key=value`` adds a key without this check."""
     raw = leaves(OmegaConf.to_container(cfg, resolve=False))
-    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    referenced = _read_through(raw)
     problems = []
     for key, typed in appended:
-        if key not in raw or key.startswith(_PASSED_ON) or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+        if key not in raw or key.startswith(_PASSED_ON) or referenced(key):
             continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
         others = same_name_keys(cfg, key)
         if not others and "." not in key and "/" not in key:
@@ -113,10 +125,10 @@ def local_key_problems(cfg: DictConfig, overrides: list[str], compose) -> list[s
     raw = leaves(OmegaConf.to_container(cfg, resolve=False))
     known = {".".join(k.split(".")[:n]) for k in leaves(OmegaConf.to_container(without, resolve=False), keep_empty=True)
              for n in range(1, k.count(".") + 2)} | {str(k) for k in without}  # a section set to a value is known
-    referenced = " ".join(v for v in raw.values() if isinstance(v, str) and "${" in v)
+    referenced = _read_through(raw)
     problems = []
     for key in raw:  # (a location key another task has, data.cache_dir for MLU: the file serves every task)
-        if key in known or key.startswith(_PASSED_ON) or key in OUTPUT_KEYS or re.search(rf"[{{:,\s]{re.escape(key)}[}},\s]", referenced):
+        if key in known or key.startswith(_PASSED_ON) or key in OUTPUT_KEYS or referenced(key):
             continue
         meant = same_name_keys(without, key, close=True) or (
             [close] if "." not in key and (close := _top_level_like(without, key)) else [])

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
+
+from coda_exp.config_keys import raw_interpolation
 
 #: the CoDA modules' class names (a node's ``_target_`` ends with one of them)
 _CODA_MODULES = ("CoDACrossAttention", "CoDAScoring")
@@ -22,7 +24,7 @@ _SKIPPED = ("_target_", "_partial_", "name", "kernel")
 
 def _resolved(node: DictConfig, key: str) -> tuple[Any, str | None, bool]:
     """(value, raw interpolation or None, whether it resolved)."""
-    raw = str(node._get_node(key)._value()) if OmegaConf.is_interpolation(node, key) else None
+    raw = raw_interpolation(node, key)
     try:
         return node[key], raw, True
     except OmegaConfBaseException:  # reported by the missing-value or interpolation checks
