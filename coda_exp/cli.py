@@ -128,7 +128,7 @@ def check_composition(argv: list[str]) -> None:
     composed = list(args.overrides)  # the overrides of the composition that failed (one value each in a sweep)
     try:
         parsed = OverridesParser.create().parse_overrides(args.overrides)
-        variants, axes = [args.overrides], {}
+        variants, axes, first = [args.overrides], {}, None  # (first: the sweep's first job composed, for its grid)
         if args.multirun:
             if any(o.value_type == ValueType.GLOB_CHOICE_SWEEP for o in parsed):
                 return  # glob(...) needs Hydra's loader to expand: Hydra's own report
@@ -136,8 +136,8 @@ def check_composition(argv: list[str]) -> None:
                     else [o.input_line] for o in parsed]
             composed = [row[0] for row in rows]
             with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):  # the experiment's grid
-                axes = experiment_axes(compose("train", overrides=composed, return_hydra_config=True),
-                                       {o.key_or_group for o in parsed})
+                first = compose("train", overrides=composed, return_hydra_config=True)
+            axes = experiment_axes(first, {o.key_or_group for o in parsed})
             variants = sweep_variants(rows + [[f"{k}={v}" for v in values] for k, values in axes.items()])
         removed = next((o.key_or_group for o in parsed if o.is_delete() and o.key_or_group in REQUIRED), None)
         if removed is not None:
@@ -156,8 +156,9 @@ def check_composition(argv: list[str]) -> None:
         jobs, job_configs = [], []  # a sweep's jobs composed: (its swept overrides, its problems), their configs
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
             for number, overrides in enumerate(variants):
+                again = first is not None and number == 0 and list(overrides) == composed  # no grid of its own
                 composed = list(overrides)
-                cfg = compose("train", overrides=list(overrides), return_hydra_config=True)
+                cfg = first if again else compose("train", overrides=list(overrides), return_hydra_config=True)
                 problems = appended_key_problems(cfg, appended) if number == 0 and appended else []
                 if number == 0:  # configs/local/default.yaml: a misspelt key there is refused as one typed here
                     problems += local_key_problems(cfg, list(overrides), lambda o: compose(
