@@ -64,20 +64,11 @@ def test_disk_full_is_a_users_error_naming_the_file_and_the_checkpoint_to_resume
     assert disk_full(RuntimeError("a bug"), tmp_path) is None
 
 
-def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line(tmp_path, capsys):
-    """train.log (Hydra's job log file and the relocated run's): Python's logging printed "--- Logging error ---" and
-    a traceback for every line it could not write; the run's own handler says it once and the console goes on."""
+def _log_three_lines(handler, name: str) -> None:
+    """Three warnings through a logger of its own whose one handler is ``handler``, closed after."""
     import logging
 
-    from coda_exp.run_folder import LogFile
-
-    handler = LogFile(tmp_path / "train.log", mode="a", encoding="utf-8")
-
-    def full(text):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    handler.stream.write = full
-    logger = logging.getLogger("coda_exp.test_full_log")
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.propagate = False
     try:
@@ -86,6 +77,20 @@ def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line
     finally:
         logger.removeHandler(handler)
         handler.close()
+
+
+def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line(tmp_path, capsys):
+    """train.log (Hydra's job log file and the relocated run's): Python's logging printed "--- Logging error ---" and
+    a traceback for every line it could not write; the run's own handler says it once and the console goes on."""
+    from coda_exp.run_folder import LogFile
+
+    handler = LogFile(tmp_path / "train.log", mode="a", encoding="utf-8")
+
+    def full(text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    handler.stream.write = full
+    _log_three_lines(handler, "coda_exp.test_full_log")
     err = capsys.readouterr().err
     assert err.strip() == (f"log file {tmp_path / 'train.log'}: cannot write ({os.strerror(errno.ENOSPC)}); its "
                            "lines stop here, the console goes on")
@@ -94,20 +99,10 @@ def test_a_full_disk_under_the_log_file_is_one_line_not_a_traceback_per_log_line
 def test_a_log_file_that_cannot_be_opened_any_more_is_one_line_not_a_traceback(tmp_path, capsys):
     """The run folder made read-only mid-run: FileHandler.emit (re)opening train.log raised the OSError through
     the logging call itself (a traceback out of log.exception / Hydra's job end)."""
-    import logging
-
     from coda_exp.run_folder import LogFile
 
     handler = LogFile(tmp_path / "gone" / "train.log", mode="a", encoding="utf-8", delay=True)  # opened at emit
-    logger = logging.getLogger("coda_exp.test_ro_log")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        for i in range(3):
-            logger.error("line %d", i)
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
+    _log_three_lines(handler, "coda_exp.test_ro_log")
     assert capsys.readouterr().err.count("its lines stop here, the console goes on") == 1
 
 
