@@ -197,10 +197,14 @@ TRAIN_SHAPES = {
 }
 
 
-def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dtype, shrink: int = 1) -> list[dict]:
-    """Transformer vs CoDA-Transformer (``auto``): median ms of one training step (forward, backward, Adam) at
-    ``TRAIN_SHAPES[shape]`` (batch divided by ``shrink``, for tests), under autocast to ``dtype`` when it is 16-bit
-    (what ``trainer.precision=bf16-mixed`` does), and the kernels CoDA ran."""
+def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dtype, shrink: int = 1,
+                    kernels: tuple[str, ...] = ("auto",)) -> list[dict]:
+    """Transformer vs CoDA-Transformer (one row per CoDA kernel in ``kernels``, ``auto`` first): median ms of one
+    training step (forward, backward, Adam) at ``TRAIN_SHAPES[shape]`` (batch divided by ``shrink``, for tests),
+    under autocast to ``dtype`` when it is 16-bit (what ``trainer.precision=bf16-mixed`` does), and the kernels CoDA
+    ran."""
+    import functools
+
     from coda_exp.attention import CoDAScoring, SoftmaxScoring, kernels_used
     from coda_exp.models import TransformerSeq2Seq
 
@@ -212,7 +216,9 @@ def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dt
     src_mask = (torch.arange(src_len)[None] < torch.randint(src_len // 2, src_len + 1, (batch, 1), generator=gen))
     src_mask, tgt_mask = src_mask.to(device), torch.ones(batch, tgt_len, dtype=torch.bool, device=device)
     rows = []
-    for name, scoring in (("transformer", SoftmaxScoring), ("coda_transformer", CoDAScoring)):
+    models = [("transformer", SoftmaxScoring, None)]
+    models += [("coda_transformer", functools.partial(CoDAScoring, kernel=kernel), kernel) for kernel in kernels]
+    for name, scoring, kernel in models:
         torch.manual_seed(0)
         model = TransformerSeq2Seq(vocab, vocab, scoring, max_len=max(src_len, tgt_len) + 2, **sizes).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -225,7 +231,7 @@ def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dt
             loss.backward()
             opt.step()
         row = {"shape": shape, "batch": batch, "src_len": src_len, "tgt_len": tgt_len, "dtype": str(dtype),
-               "model": name}
+               "model": name, "kernel": kernel}
         try:
             row["step_ms"] = round(measure(step, reps, warmup=2), 3)
             row["kernels"] = sorted(set(kernels_used(model))) if name == "coda_transformer" else []
@@ -233,8 +239,9 @@ def train_step_rows(device: str, shape: str, measure, reps: int, dtype: torch.dt
             row["error"] = f"{type(err).__name__}: {err}"[:300]
         rows.append(row)
         del model, opt
-    if all("step_ms" in r for r in rows):
-        rows[1]["over_transformer"] = round(rows[1]["step_ms"] / rows[0]["step_ms"], 2)
+    for row in rows[1:]:
+        if "step_ms" in row and "step_ms" in rows[0]:
+            row["over_transformer"] = round(row["step_ms"] / rows[0]["step_ms"], 2)
     return rows
 
 
@@ -257,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-length", type=int, default=4096, help="0: no profile")
     parser.add_argument("--train-steps", default=None,
                         help=f"training-step shapes among {','.join(TRAIN_SHAPES)} (default: all on cuda, none on cpu)")
+    parser.add_argument("--train-kernels", default="auto",
+                        help="CoDA kernels of the training steps, one row each (auto,chunked: CUDA's crossover)")
     parser.add_argument("--train-shrink", type=int, default=1, help="divide the training batches by this (tests)")
     parser.add_argument("--time-budget-s", type=float, default=1e9)
     parser.add_argument("--json", type=Path, default=None)
@@ -369,10 +378,12 @@ def main(argv: list[str] | None = None) -> int:
             if time.time() - start > args.time_budget_s:
                 out["skipped"].append(f"train step {shape} {dtype}: time budget")
                 continue
-            out["train_steps"] += train_step_rows(device, shape, measure, args.reps, dtype, args.train_shrink)
+            rows = train_step_rows(device, shape, measure, args.reps, dtype, args.train_shrink,
+                                   tuple(args.train_kernels.split(",")))
+            out["train_steps"] += rows
             save()
-            for row in out["train_steps"][-2:]:
-                print(f"train step {shape:9} {str(dtype)[6:]:>9} {row['model']:16} {row.get('step_ms', 'err'):>9} ms "
+            for row in rows:
+                print(f"train step {shape:9} {str(dtype)[6:]:>9} {row['model']:16} {row['kernel'] or '':8} {row.get('step_ms', 'err'):>9} ms "
                       f"{row.get('over_transformer') or ''} {row.get('kernels') or row.get('error', '')}", flush=True)
     save()
     return 0 if all(c["ok"] for c in out["check"]) else 1

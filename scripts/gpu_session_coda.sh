@@ -5,10 +5,10 @@
 #           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
-# PHASES picks and orders the phases (default "check kernels attn gputests"; "keops", not a default: the KeOps peer
+# PHASES picks and orders the phases (default "check kernels cuda attn gputests"; "keops", not a default: the KeOps peer
 # beside Flash-CoDA and SDPA in float32, e.g. PHASES="keops attn"); TOTAL_S is the call's own limit minus a
-# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json,
-# bench_keops.json (the keops phase needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first
+# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, check_cuda_coda.json,
+# bench_gpu_coda.json, bench_keops.json (the keops phase needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first
 # version of this script (14 forked check processes, its output through a process substitution) lost its machine
 # ("stopped answering") without a word; the check now spawns 4 processes, and everything prints plainly, as in the
 # two calls that then worked (results/bench/flash_kernels_h200.json).
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
-PHASES=${PHASES:-check kernels attn gputests}
+PHASES=${PHASES:-check kernels cuda attn gputests}
 mkdir -p "$OUT"
 keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python, a writable cache, CUDA it can find
     if ! "$PY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('pykeops') and u.find_spec('pybind11')))"; then
@@ -43,22 +43,30 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 for phase in $PHASES; do
     case $phase in
-    check)  # every autotune config of the kernels, split and fused backward, against float64, 4 spawned processes
-            # (~2 min before the fused backward was added; the JSON keeps the cases done if the cap cuts it)
-        timeout $(( $(left) < 170 ? $(left) : 170 )) "$PY" scripts/check_flash_triton.py --jobs 4 \
-            --json "$OUT/check_flash_triton.json"
+    check)  # every autotune config of the kernels, split and fused backward, against float64, in spawned processes
+            # (compiling dominates: ~2 s a config on one core, 17 configs per case and dtype; bf16 and fp32 first;
+            # the JSON keeps the cases done if the cap cuts it)
+        timeout $(( $(left) < 140 ? $(left) : 140 )) "$PY" scripts/check_flash_triton.py --jobs ${CHECK_JOBS:-10} \
+            --dtypes bfloat16,float32,float16,float64 --json "$OUT/check_flash_triton.json"
         echo "check: exit $? after $(( $(date +%s) - start )) s";;
     kernels)  # the kernels alone, split vs fused backward (vs baseline), bf16 and fp32
-        budget=$(( $(left) < 200 ? $(left) : 200 ))
+        budget=$(( $(left) < 130 ? $(left) : 130 ))
         base=""; [ -f outputs/gpu_baseline/old_flash_triton.py ] && base="--baseline outputs/gpu_baseline"
-        timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 \
+        timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 --dtypes bfloat16,float32 \
             --time-budget-s $((budget - 20)) --json "$OUT/bench_flash_kernels.json"
         echo "kernels: exit $? after $(( $(date +%s) - start )) s";;
-    attn)  # through coda_attention: Flash-CoDA vs SDPA vs the materialising path (bf16), float64 check first
+    cuda)  # every precision x kernel against float64, CUDA graphs, torch.compile(fullgraph) against eager
+        budget=$(( $(left) < 90 ? $(left) : 90 ))
+        timeout "$budget" "$PY" scripts/check_cuda_coda.py --device cuda --time-budget-s $((budget - 30)) \
+            --json "$OUT/check_cuda_coda.json" 2>&1 | grep -v Warning
+        echo "cuda: exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s";;
+    attn)  # through coda_attention: Flash-CoDA vs SDPA vs the materialising path (bf16), float64 check first;
+           # training steps with auto and chunked (CUDA's crossover); causal (ATTN_CAUSAL=0,1) compiles all again
         budget=$(( $(left) - 45 ))
         [ "$budget" -lt 40 ] && { echo "attn: only ${budget}s left, skipped"; continue; }
         timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024,4096,16384 --dtypes bfloat16 \
-            --causal 0,1 --reps 5 --time-budget-s $((budget - 15)) --json "$OUT/bench_gpu_coda.json" | tail -20
+            --causal ${ATTN_CAUSAL:-0} --reps 5 --train-kernels auto,chunked --time-budget-s $((budget - 15)) \
+            --json "$OUT/bench_gpu_coda.json" | tail -24
         echo "attn: exit $? after $(( $(date +%s) - start )) s";;
     keops)  # the KeOps peer (coda_exp.peers.keops_coda) beside Flash-CoDA and SDPA, float32 (KeOps has no bf16):
             # a child-process probe first (a failure is recorded in the JSON, the phase goes on), its float64 check,

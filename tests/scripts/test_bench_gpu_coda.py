@@ -26,19 +26,21 @@ def test_check_then_rows_into_the_json(load_script, tmp_path):
 
 
 def test_training_steps_side_by_side(load_script, tmp_path):
-    """--train-steps: Transformer vs CoDA-Transformer steps at one shape (batch shrunk), float32 and bf16 autocast."""
+    """--train-steps: Transformer vs CoDA-Transformer steps at one shape (batch shrunk), float32 and bf16 autocast,
+    one CoDA row per --train-kernels kernel, each running the kernel it names (auto its own choice)."""
     out = tmp_path / "gpu.json"
     code = load_script("bench_gpu_coda").main(["--device", "cpu", "--lengths", "16", "--tokens", "16", "--heads", "1",
                                                "--dim", "8", "--dtypes", "float32,bfloat16", "--causal", "0",
                                                "--reps", "1", "--train-steps", "mlu_tiny", "--train-shrink", "64",
-                                               "--json", str(out)])
+                                               "--train-kernels", "auto,chunked", "--json", str(out)])
     assert code == 0
     steps = json.loads(out.read_text())["train_steps"]
-    assert [(r["model"], r["dtype"]) for r in steps] == [
-        ("transformer", "torch.float32"), ("coda_transformer", "torch.float32"),
-        ("transformer", "torch.bfloat16"), ("coda_transformer", "torch.bfloat16")]
+    assert [(r["model"], r["kernel"], r["dtype"]) for r in steps] == [
+        (model, kernel, f"torch.{dtype}") for dtype in ("float32", "bfloat16")
+        for model, kernel in (("transformer", None), ("coda_transformer", "auto"), ("coda_transformer", "chunked"))]
     assert all("error" not in r and r["step_ms"] > 0 and r["batch"] == 3 for r in steps)
     assert steps[1]["kernels"] and steps[1]["over_transformer"] > 0
+    assert steps[2]["kernels"] == ["chunked"] and steps[2]["over_transformer"] > 0
 
 
 def _peer_run(load_script, tmp_path, monkeypatch, probe_ok: bool, keops_raises: bool):
