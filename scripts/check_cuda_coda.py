@@ -221,11 +221,13 @@ def main(argv: list[str] | None = None) -> int:
                 if time.time() - start > args.time_budget_s:
                     out["skipped"].append(f"{kernel} {precision}: time budget")
                     continue
+                began = time.time()
                 try:
                     row = precision_case(args.device, kernel, precision, args.batch, args.length)
                 except Exception as err:  # noqa: BLE001
                     row = {"kernel": kernel, "precision": precision, "ok": False,
                            "error": f"{type(err).__name__}: {err}"[:600]}
+                row["seconds"] = round(time.time() - began, 1)  # the first call of a dtype compiles its kernels
                 out["precisions"].append(row)
                 save()
                 print("precision", json.dumps(row), flush=True)

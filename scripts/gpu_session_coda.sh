@@ -46,7 +46,8 @@ for phase in $PHASES; do
     check)  # every autotune config of the kernels, split and fused backward, against float64, in spawned processes
             # (compiling dominates: ~2 s a config on one core, 17 configs per case and dtype; bf16 and fp32 first;
             # the JSON keeps the cases done if the cap cuts it)
-        timeout $(( $(left) < 140 ? $(left) : 140 )) "$PY" scripts/check_flash_triton.py --jobs ${CHECK_JOBS:-10} \
+        budget=$(( $(left) < 140 ? $(left) : 140 ))
+        timeout "$budget" "$PY" scripts/check_flash_triton.py --jobs ${CHECK_JOBS:-10} --time-budget-s $((budget - 10)) \
             --dtypes bfloat16,float32,float16,float64 --json "$OUT/check_flash_triton.json"
         echo "check: exit $? after $(( $(date +%s) - start )) s";;
     kernels)  # the kernels alone, split vs fused backward (vs baseline), bf16 and fp32

@@ -27,7 +27,7 @@ FOLDERS = {
           "`make run`", "current"),
     "bench": (("How fast are Flash-CoDA, the fast path's levers and the KeOps peer? (benchmark records, each naming "
               "device, versions and commit)"), ("`make bench`, `scripts/bench_attention.py --sweep/--train-step`, "
-              "`scripts/bench_fast_path.py`, `scripts/bench_gpu_coda.py` (`--impls ...,keops`), `scripts/sass_flash_kernels.py --json` "
+              "`scripts/bench_fast_path.py`, `scripts/gpu_session_coda.sh` (on a GPU: `check_flash_triton.py`, `bench_flash_kernels.py`, `check_cuda_coda.py`, `bench_gpu_coda.py`), `scripts/sass_flash_kernels.py --json` "
               "(SASS counts, no GPU)"), "current"),
     "mlu_recipe_probes": (("Which peak learning rate lets the Transformer learn MLU within 2500 CPU steps? (chose the "
                           "CPU recipe)"), "`train.py task=mlu scale=cpu task.cpu_scheduler.peak_lr=...` (README)",

@@ -53,8 +53,9 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # Self-attention on CUDA: Flash-CoDA at every size. On an H200 (issue 22), training steps with Flash-CoDA forced
 # beat the materialising ``chunked`` path that a size threshold kept: MLU tiny (batch 192) 21.3 vs 22.5 ms,
 # transformer_base (6 + 6 layers, 64 x 50 tokens) 76.3 vs 87.1 ms, both with the kernels before their rewrite,
-# which made them ~2x faster again (results/bench/flash_kernels_h200.json). Maps, the L1 distance and centred
-# cross-attention still take the materialising path.
+# which made them ~2x faster again (results/bench/flash_kernels_h200.json). On an H100 in bf16-mixed, MLU tiny's
+# step was 42.8 ms with Flash-CoDA, 34.6 with chunked (results/bench/gpu_h100.json): the crossover over lengths
+# and precisions is unmeasured. Maps, the L1 distance and centred cross-attention take the materialising path.
 SELF_FLASH_MIN_BYTES = 0
 # On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
 # results/bench/crossover_cpu_2core.json, commit e1c6774) Flash-CoDA is faster wherever a slice is long (L >= 1024:

@@ -30,7 +30,8 @@ import torch
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 
 #: the Triton backend's backward kernels (``flash_triton.BACKWARD``, else the environment variable
-#: :data:`BACKWARD_ENV`): "split" (over key blocks, then query blocks) or "fused" (each tile once)
+#: :data:`BACKWARD_ENV`, else fused, split under deterministic algorithms): "split" (over key blocks, then query
+#: blocks) or "fused" (each tile once, dq by atomic adds)
 BACKWARDS = ("split", "fused")
 BACKWARD_ENV = "CODA_FLASH_BACKWARD"
 
@@ -39,7 +40,7 @@ def backward_env_problem() -> str | None:
     """What is wrong with :data:`BACKWARD_ENV` (not set or empty: nothing), checked at start-up without Triton."""
     value = os.environ.get(BACKWARD_ENV, "")
     if value and value not in BACKWARDS:
-        return f"environment variable {BACKWARD_ENV} must be one of {list(BACKWARDS)} (or unset: split), got {value!r}"
+        return f"environment variable {BACKWARD_ENV} must be one of {list(BACKWARDS)} (or unset: fused, split under deterministic algorithms), got {value!r}"
     return None
 
 MASK32 = 0xFFFFFFFF

@@ -2,8 +2,9 @@
 
 ``forward`` / ``backward`` follow the ``flash_spec`` contract: out = (dropout(M) ⊙ valid) V without storing M, and
 its gradients. ``triton_jit`` holds the kernels (``_fwd_kernel``, ``_dkdv_kernel``, ``_dq_kernel``, ``_stats_kernel``)
-and their docstring the algorithm; ``triton_bwd`` a fused backward (``_bwd_kernel``), which ``BACKWARD`` /
-``CODA_FLASH_BACKWARD`` selects instead of the split pair (default: split, until the fused one is timed on a GPU).
+and their docstring the algorithm; ``triton_bwd`` the fused backward (``_bwd_kernel``, the default: faster on an
+H100) or the split pair (deterministic: taken under ``torch.use_deterministic_algorithms``), ``BACKWARD`` /
+``CODA_FLASH_BACKWARD`` choose.
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
 only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
@@ -12,9 +13,9 @@ only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot
 rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
 
 Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
-of Lq and Lk, the padded head dims, dn, causal, shared_n) among four configs per kernel (five for the forward), chosen from the register
-and spill reports of sm_90 builds (not from timings: written without a GPU at hand); feature dims are padded to a power of two >= 16 with masked
-loads, so any de, dn, dv >= 1 work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
+of Lq and Lk, the padded head dims, dn, causal, shared_n) among two to four configs per kernel (``CONFIGS``, kept
+from timings on an H100); feature dims are padded to a power of two >= 16 with masked loads, so any de, dn, dv >= 1
+work and lengths are arbitrary. Under the Triton interpreter (CPU tensors,
 ``TRITON_INTERPRET=1``) one small fixed config is used. ``triton.jit`` decides at decoration time whether it builds
 a compiled or an interpreted kernel (from ``TRITON_INTERPRET``), so when this module was imported without it, CPU
 calls load a second, interpreted copy of ``triton_jit`` once (``_interpreted_copy``): the CUDA and CPU paths can coexist
@@ -268,28 +269,26 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
     return cent
 
 
-# (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages[, maxnreg]) per kernel, from sm_90 builds (registers, spills,
-# SASS per pair and feature); autotune times them. 8 warps take BLOCK_M 128 (at 64 two warpgroups' wgmma tiles
-# would duplicate the element-wise work). The H200 ran the PF 0 rows (results/bench/flash_kernels_h200.json); PF 1
-# (each feature chunk loaded one ahead) is untimed. With the H200's Triton 3.6, PF 0 converts 16-bit chunks once
-# per pair: bf16 forward 4.3 vs 3.0 instructions per pair and feature, dkdv / dq 10.2 vs 7.4 (sass_sm90_triton36).
-# The forward at maxnreg 128 (222 registers without) spills nothing at 3.04: two programs of 8 warps per SM.
-CONFIGS = {"fwd": [(128, 64, 2, 0, 8, 2), (128, 64, 2, 1, 8, 2), (64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2),
-                   (128, 64, 2, 1, 8, 2, 128)],
-           "dkdv": [(128, 64, 4, 0, 8, 2), (128, 64, 4, 1, 8, 2), (64, 64, 4, 0, 4, 2), (64, 32, 4, 1, 4, 2)],
-           "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2), (64, 128, 4, 0, 8, 2), (32, 64, 4, 1, 4, 2)]}
+# (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages[, maxnreg]) per kernel, autotune's candidates, the fastest on an
+# H100 first (bf16, L 1024-16384, d 64, Triton 3.6: results/bench/gpu_h100.json, which also times the configs dropped
+# since: each lost by 24-60 % at every length). PF 1 loads each feature chunk one ahead: it rescues the 128-row
+# tiles (forward 16.0 vs 22.8 ms at L 4096) and ties at 64 rows (14.3 vs 14.2), so the forward is latency-bound,
+# not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature there, PF 1 3.0). maxnreg 128 caps
+# the 8-warp forward's 222 registers with no spill (15.8 ms). The 128 x 64 tiles need more shared memory in float64
+# than an H100 has: autotune skips them there.
+CONFIGS = {"fwd": [(64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2), (128, 64, 2, 1, 8, 2), (128, 64, 2, 1, 8, 2, 128)],
+           "dkdv": [(64, 64, 4, 0, 4, 2), (128, 64, 4, 1, 8, 2)],
+           "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
-# the fused backward (triton_bwd._bwd_kernel, BACKWARD "fused"): one program per key block, like dkdv; its sign
-# tiles: 8 x 8 lanes (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). sm_90,
-# bf16, d 64, Triton 3.6 (scripts/sass_flash_kernels.py): 10.3 SASS instructions per pair and feature at (128, 64),
-# 11.2 at (64, 64), 12.4 at (128, 32: 96 B of spills, the fewest); all warps over the pairs (the layout before):
-# 12.5-14.1, spilling 0.2-1.4 KB. The split kernels: ~7.4 each (14.8 together). Untimed
-CONFIGS["bwd"] = [(128, 64, 2, 1, 8, 2), (128, 64, 2, 0, 8, 2), (64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2)]
+# the fused backward (triton_bwd._bwd_kernel): one program per key block, like dkdv; its sign tiles: 8 x 8 lanes
+# (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). On the H100 (64, 64) won
+# (67.6 ms at L 4096) over (128, 32) 76.5 and (128, 64) 78.5, though sm_90 SASS counts 11.2, 12.4 and 10.3
+# instructions per pair and feature: occupancy, not instructions, decides here too.
+CONFIGS["bwd"] = [(64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2), (128, 64, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
-# Per kernel name, a CONFIGS tuple replacing autotuning on GPUs (empty: autotune). For checks that compile many flag
-# combinations (each autotuned one compiles every config) and for timing configs.
+# Per kernel name, a CONFIGS tuple replacing autotuning on GPUs (empty: autotune): checks, timing configs.
 FIXED_CONFIGS: dict[str, tuple[int, ...]] = {}
 
 
@@ -337,16 +336,18 @@ def _tuned(kern, name: str):
     return _TUNED[name]
 
 
-# Which kernels compute the backward: "split" (triton_jit's _dkdv_kernel over key blocks, then _dq_kernel over
-# query blocks: each recomputes every tile) or "fused" (triton_bwd's _bwd_kernel: each tile once, dq and dnq by
-# atomic adds). None: the environment variable CODA_FLASH_BACKWARD, else "split", the default until "fused" has
-# been timed on a GPU (it has not: scripts/bench_flash_kernels.py times both side by side).
+# The backward: "split" (triton_jit's _dkdv_kernel, then _dq_kernel: each recomputes every tile) or "fused"
+# (triton_bwd's _bwd_kernel: each tile once, dq and dnq by atomic adds, summed in a varying order). None: the
+# variable CODA_FLASH_BACKWARD, else fused, split under torch.use_deterministic_algorithms. H100, bf16, B.L 16384,
+# H 16, d 64 (results/bench/gpu_h100.json): fused 17.9 / 68.4 / 271 ms at L 1K / 4K / 16K, split 19.2 / 74.9 / 295.
 BACKWARD: str | None = None
 
 
 def backward_kind() -> str:
-    """``BACKWARD``, or ``CODA_FLASH_BACKWARD``, or "split"; a ValueError naming the choices for any other value."""
-    kind = BACKWARD if BACKWARD is not None else os.environ.get(BACKWARD_ENV) or "split"
+    """``BACKWARD``, or ``CODA_FLASH_BACKWARD``, or "fused" ("split" where deterministic algorithms are asked for);
+    a ValueError naming the choices for any other value."""
+    default = "split" if torch.are_deterministic_algorithms_enabled() else "fused"
+    kind = BACKWARD if BACKWARD is not None else os.environ.get(BACKWARD_ENV) or default
     if kind not in BACKWARDS:
         source = "flash_triton.BACKWARD" if BACKWARD is not None else BACKWARD_ENV
         raise ValueError(f"Flash-CoDA (triton): {source} must be one of {list(BACKWARDS)}, got {kind!r}")

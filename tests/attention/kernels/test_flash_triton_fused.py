@@ -108,11 +108,21 @@ def test_ties_have_no_l1_gradient():
 
 
 def test_the_choice_of_backward(monkeypatch):
-    """``BACKWARD`` first, then ``CODA_FLASH_BACKWARD``, then "split"; anything else fails the forward already."""
+    """``BACKWARD`` first, then ``CODA_FLASH_BACKWARD``, then "fused" ("split", whose sums come in one order, under
+    deterministic algorithms); anything else fails the forward already."""
     monkeypatch.setattr(ft, "BACKWARD", None)
-    assert ft.backward_kind() == "split"
-    monkeypatch.setenv("CODA_FLASH_BACKWARD", "fused")
+    monkeypatch.delenv("CODA_FLASH_BACKWARD", raising=False)
     assert ft.backward_kind() == "fused"
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert ft.backward_kind() == "split"
+        monkeypatch.setenv("CODA_FLASH_BACKWARD", "fused")  # asked for by name: the user's choice
+        assert ft.backward_kind() == "fused"
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    monkeypatch.setenv("CODA_FLASH_BACKWARD", "split")
+    assert ft.backward_kind() == "split"
     q, k, v, nq, nk = _inputs(1, 1, 3, 3, 2, 2, 2)
     params = FlashParams(1.0, 1.0, 2.0, "tanh", "sigmoid")
     monkeypatch.setenv("CODA_FLASH_BACKWARD", "fast")
