@@ -10,7 +10,7 @@ mask: median CUDA-event times of ``flash_triton.forward`` and ``backward`` (the 
 ``--backwards`` (``flash_triton.BACKWARD``; the rows of one dtype and length side by side), each kernel's own
 time from torch.profiler, and the fraction of the L1 floor (2 FP32 instructions per pair and feature at
 ``--fp32-tops`` 1e12 instructions/s: 33.5 for an H100/H200), and the config autotune chose for each kernel with every
-config's time (``PF`` 0 vs 1: which one wins). ``--baseline DIR`` also times the kernels of
+config's time (``PF`` 0 vs 1: which one wins; ``--candidates`` adds configs to time beside them, shipped or not). ``--baseline DIR`` also times the kernels of
 ``DIR/old_flash_triton.py`` (an earlier version, its module importing ``old_triton_jit`` from DIR) on the same
 inputs, so a speed-up is measured side by side. Rows go into the JSON as they are measured (device, versions and
 commit first); ``--time-budget-s`` stops before a row that would not fit.
@@ -37,6 +37,24 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_gpu_coda import autotuned, timer  # a sibling script: one CUDA-event timer, one autotune record
 
 _MEASURE = timer("cuda")
+
+
+def parse_configs(text: str) -> dict[str, list[tuple[int, ...]]]:
+    """'kernel:BLOCK_M,BLOCK_N,DC,PF,num_warps,num_stages[,maxnreg];...' -> {kernel: [config, ...]}; an
+    argparse error naming the part that is wrong."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, _, numbers = part.partition(":")
+        try:
+            config = tuple(int(x) for x in numbers.split(","))
+        except ValueError:
+            config = ()
+        if name not in flash_triton.CONFIGS or len(config) not in (6, 7):
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: expected kernel:BLOCK_M,BLOCK_N,DC,PF,num_warps,num_stages[,maxnreg] with kernel one of "
+                f"{sorted(flash_triton.CONFIGS)}")
+        out.setdefault(name, []).append(config)
+    return out
 
 
 def kernel_ms(fn) -> dict[str, float]:
@@ -75,11 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-lengths", default="4096")
     parser.add_argument("--fp32-tops", type=float, default=33.5)
     parser.add_argument("--time-budget-s", type=float, default=1e9)
+    parser.add_argument("--candidates", type=parse_configs, default={},
+                        help="configs timed beside flash_triton.CONFIGS by the same autotune, e.g. "
+                             "'fwd:64,64,2,1,4,2,128;fwd:32,64,2,1,4,2;bwd:64,64,2,1,4,3' (BLOCK_M, BLOCK_N, DC, PF, "
+                             "num_warps, num_stages[, maxnreg]): each one's time is in the row's autotune record")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_flash_kernels: needs a CUDA GPU")
         return 2
+    for name, extra in args.candidates.items():  # before the first call builds the autotuned kernels
+        flash_triton.CONFIGS[name] = [*flash_triton.CONFIGS[name], *extra]
     # (name, module, its BACKWARD or None: a baseline from before the choice existed runs its own backward)
     versions = [(f"new-{kind}", flash_triton, kind) for kind in args.backwards.split(",")]
     for kind in args.backwards.split(","):

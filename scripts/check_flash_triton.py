@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Flash-CoDA's Triton kernels against the float64 reference, every autotune config, in parallel processes (GPU).
 
-    python scripts/check_flash_triton.py [--device cuda] [--jobs 8] [--json OUT] [--quick] [--backwards split,fused]
+    python scripts/check_flash_triton.py [--device cuda] [--jobs 8] [--json OUT] [--quick] [--cases A,B]
+                                         [--backwards split,fused] [--time-budget-s S]
 
 Each case (a dtype and a set of features: masks, causal, dropout, unshared N inputs, odd sizes, each activation)
 runs forward and backward with every config of ``flash_triton.CONFIGS`` in turn (``flash_triton.FIXED_CONFIGS``, so
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16,float16,float64")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--quick", action="store_true", help="the first case only")
+    parser.add_argument("--cases", default="", help=f"these cases only (comma-separated: {', '.join(c[0] for c in CASES)})")
     parser.add_argument("--backwards", default="split,fused", help="flash_triton.BACKWARD values to check")
     parser.add_argument("--time-budget-s", type=float, default=1e9,
                         help="stop waiting for cases after this long and end the worker processes (a timeout that "
@@ -147,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu":
         dtypes = [d for d in dtypes if d != "bfloat16"]  # the interpreter's tl.dot is wrong in bfloat16
     cases = CASES[:1] if args.quick else CASES
+    if args.cases:
+        unknown = set(args.cases.split(",")) - {c[0] for c in CASES}
+        if unknown:
+            parser.error(f"--cases: no case {', '.join(sorted(unknown))} (there are {', '.join(c[0] for c in CASES)})")
+        cases = [c for c in cases if c[0] in args.cases.split(",")]
     # float64 reads its masks as int32 (flash_triton._mask_arg: Triton 3.6 could not build it with 8-bit masks for
     # sm_90); its masked cases (each compiles every config in float64 again) go last, the first of them only
     masked = [c for c in cases if c[12] or c[13] or c[14]]

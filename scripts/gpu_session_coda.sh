@@ -5,19 +5,29 @@
 #           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
-# PHASES picks and orders the phases (default "check kernels cuda attn gputests"; "keops", not a default: the KeOps peer
-# beside Flash-CoDA and SDPA in float32, e.g. PHASES="keops attn"); TOTAL_S is the call's own limit minus a
-# margin. JSON records go to $OUT: check_flash_triton.json, bench_flash_kernels.json, check_cuda_coda.json,
-# bench_gpu_coda.json, bench_keops.json (the keops phase needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first
-# version of this script (14 forked check processes, its output through a process substitution) lost its machine
-# ("stopped answering") without a word; the check now spawns 4 processes, and everything prints plainly, as in the
-# two calls that then worked (results/bench/flash_kernels_h200.json).
+# PHASES picks and orders the phases. The default is what the H100 call of session 25 (results/bench/gpu_h100.json,
+# which ran "check kernels cuda attn" under TOTAL_S 525) left unmeasured: "cuda crossover candidates check gputests"
+# (every precision, CUDA graphs and torch.compile; flash vs chunked over short lengths and in training steps; the
+# candidate configs CANDIDATES timed beside the shipped ones; the check's cases it did not reach, CHECK_CASES /
+# CHECK_DTYPES). "kernels" (every length and dtype again, after a kernel change), "attn" (coda_attention vs SDPA at
+# long lengths) and "keops" (the KeOps peer beside Flash-CoDA and SDPA in float32) are not defaults. TOTAL_S is the
+# call's own limit minus a margin. JSON records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json,
+# bench_candidates.json, check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
+# (keops needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first version of this script (14 forked
+# check processes, its output through a process substitution) lost its machine ("stopped answering") without a
+# word; the check spawns its processes and ends them at its own time budget (a timeout of the parent alone left
+# them compiling through the next phases), and everything prints plainly.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
-PHASES=${PHASES:-check kernels cuda attn gputests}
+PHASES=${PHASES:-cuda crossover candidates check gputests}
+# forward configs with more programs per SM than the shipped 64 x 64 (~250 registers: two per SM, latency-bound):
+# 64 x 32 builds at 168 registers with no spill (three per SM), 64 x 64 capped at 168 spills ~120 B (sm_90, Triton 3.9)
+CANDIDATES=${CANDIDATES:-fwd:64,32,2,1,4,2;fwd:64,32,2,0,4,2;fwd:64,64,2,1,4,2,168;fwd:64,64,2,0,4,2,168;bwd:64,32,2,1,4,2}
+CHECK_CASES=${CHECK_CASES:-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
+CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"
 keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python, a writable cache, CUDA it can find
     if ! "$PY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('pykeops') and u.find_spec('pybind11')))"; then
@@ -44,11 +54,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 for phase in $PHASES; do
     case $phase in
     check)  # every autotune config of the kernels, split and fused backward, against float64, in spawned processes
-            # (compiling dominates: ~2 s a config on one core, 17 configs per case and dtype; bf16 and fp32 first;
-            # the JSON keeps the cases done if the cap cuts it)
+            # (compiling dominates: ~2 s a config on one core, 13 configs per case and dtype; the JSON keeps the
+            # cases done if the cap cuts it; CHECK_CASES= CHECK_DTYPES=bfloat16,float32,float16,float64: all)
         budget=$(( $(left) < 140 ? $(left) : 140 ))
         timeout "$budget" "$PY" scripts/check_flash_triton.py --jobs ${CHECK_JOBS:-10} --time-budget-s $((budget - 10)) \
-            --dtypes bfloat16,float32,float16,float64 --json "$OUT/check_flash_triton.json"
+            --cases "$CHECK_CASES" --dtypes "$CHECK_DTYPES" --json "$OUT/check_flash_triton.json"
         echo "check: exit $? after $(( $(date +%s) - start )) s";;
     kernels)  # the kernels alone, split vs fused backward (vs baseline), bf16 and fp32
         budget=$(( $(left) < 130 ? $(left) : 130 ))
@@ -56,6 +66,18 @@ for phase in $PHASES; do
         timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 --dtypes bfloat16,float32 \
             --time-budget-s $((budget - 20)) --json "$OUT/bench_flash_kernels.json"
         echo "kernels: exit $? after $(( $(date +%s) - start )) s";;
+    crossover)  # CUDA's auto rule: flash vs chunked (and SDPA) fwd+bwd at short lengths, then training steps of
+                # Transformer vs CoDA-Transformer with auto and chunked (MLU tiny, transformer_base at 50 and 1024)
+        budget=$(( $(left) < 150 ? $(left) : 150 ))
+        timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 32,64,128,256,512 --tokens 16384 \
+            --dtypes float32,bfloat16 --causal 0 --reps 5 --profile-length 0 --train-kernels auto,chunked \
+            --time-budget-s $((budget - 15)) --json "$OUT/bench_crossover_cuda.json" | tail -40
+        echo "crossover: exit $? after $(( $(date +%s) - start )) s";;
+    candidates)  # CANDIDATES timed by the same autotune beside flash_triton.CONFIGS (bf16, L 4096, fused backward)
+        budget=$(( $(left) < 90 ? $(left) : 90 ))
+        timeout "$budget" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes bfloat16 --backwards fused \
+            --candidates "$CANDIDATES" --time-budget-s $((budget - 15)) --json "$OUT/bench_candidates.json"
+        echo "candidates: exit $? after $(( $(date +%s) - start )) s";;
     cuda)  # every precision x kernel against float64, CUDA graphs, torch.compile(fullgraph) against eager
         budget=$(( $(left) < 90 ? $(left) : 90 ))
         timeout "$budget" "$PY" scripts/check_cuda_coda.py --device cuda --time-budget-s $((budget - 30)) \

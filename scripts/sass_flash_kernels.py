@@ -121,15 +121,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", default="fwd,dkdv,dq,bwd")
     parser.add_argument("--dtypes", default="bf16,fp32")
     parser.add_argument("--unshared", action="store_true", help="separate N inputs (nq, nk) instead of q, k")
+    parser.add_argument("--configs", default="",
+                        help="build these configs instead of flash_triton.CONFIGS, as bench_flash_kernels' "
+                             "--candidates ('fwd:64,64,2,1,4,2,128;...'), for the kernels they name")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels (triton.jit reads it when flash_triton is imported)
     from coda_exp.attention.kernels import flash_triton as ft
 
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_flash_kernels import parse_configs  # a sibling: one syntax for configs
+
+    chosen = parse_configs(args.configs) if args.configs else {}
+    configs = {name: chosen.get(name, [] if chosen else ft.CONFIGS[name]) for name in ft.CONFIGS}
+
     rows = []
     for dtype in args.dtypes.split(","):
         for kernel in args.kernels.split(","):
-            for config in ft.CONFIGS[kernel]:
+            for config in configs[kernel]:
                 row = build(kernel, dtype, not args.unshared, config)
                 rows.append(row)
                 print(f"{kernel:5s} {dtype:5s} {config}: {row['registers']} registers, spills {row['spill_bytes']} B, "
