@@ -1,8 +1,9 @@
 """Whether a run resumed with ``ckpt_path=`` reads the data its checkpoint was trained on.
 
 ``data.dir`` is where the data lies, not what it is (``coda_exp.fingerprint.OUTPUT_KEYS``): a moved checkout, or a
-data folder copied or relocated elsewhere, resumes as before. So the folder's files, by name and size
-(:func:`files_of`; never by modification time, which a copy changes), ride in every checkpoint
+data folder copied or relocated elsewhere, resumes as before. So the folder's files, by name, size and a hash of
+their first, middle and last 64 KiB (:func:`files_of`; never by modification time, which a copy changes: a
+regenerated file of the same size differs in its bytes), ride in every checkpoint
 (:data:`CHECKPOINT_DATA_FILES`), and a resumed run whose ``data.dir`` differs from the checkpoint's is compared by
 them (:func:`data_change`): other files (another dev set, another dataset) are a configuration change, which
 ``run_checks.check_same_configuration`` refuses (``resume=force`` goes on). A checkpoint written before they rode
@@ -11,19 +12,36 @@ along is compared with its own ``data.dir`` where that folder still exists, else
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DATA_FILES = "coda_exp.data_files"  # {relative path: size in bytes} of the files under data.dir
+# {relative path: [size in bytes, sample hash]} of the files under data.dir (checkpoints before the hash: size alone)
+CHECKPOINT_DATA_FILES = "coda_exp.data_files"
 MAX_FILES = 10_000  # a folder with more files is not listed (a data folder holds a few; a wrong data.dir, many)
+SAMPLE = 64 << 10  # bytes hashed at the start, the middle and the end of each file
 
 
-def files_of(directory) -> dict[str, int] | None:
-    """``{path relative to directory: size}`` of the files under ``directory`` (hidden files and folders, such as a
-    cache, left out); None where it is not a folder or holds more than :data:`MAX_FILES` files."""
+def sample_hash(path: Path, size: int) -> str:
+    """sha256 of a file's first, middle and last :data:`SAMPLE` bytes (the whole file when it is smaller than
+    three of them): a few reads per file however large, so a 10 GB dump costs what a small file does."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if size <= 3 * SAMPLE:
+            digest.update(f.read())
+        else:
+            for offset in (0, (size - SAMPLE) // 2, size - SAMPLE):
+                f.seek(offset)
+                digest.update(f.read(SAMPLE))
+    return digest.hexdigest()[:16]
+
+
+def files_of(directory) -> dict[str, list] | None:
+    """``{path relative to directory: [size, sample hash]}`` of the files under ``directory`` (hidden files and
+    folders, such as a cache, left out); None where it is not a folder or holds more than :data:`MAX_FILES` files."""
     if directory is None or not Path(str(directory)).is_dir():
         return None
     root, out = Path(str(directory)), {}
@@ -34,7 +52,8 @@ def files_of(directory) -> dict[str, int] | None:
                 continue
             path = Path(top) / name
             try:
-                out[path.relative_to(root).as_posix()] = path.stat().st_size
+                size = path.stat().st_size
+                out[path.relative_to(root).as_posix()] = [size, sample_hash(path, size)]
             except OSError:
                 continue
             if len(out) > MAX_FILES:
@@ -42,12 +61,19 @@ def files_of(directory) -> dict[str, int] | None:
     return out
 
 
-def _differences(theirs: dict[str, int], mine: dict[str, int]) -> list[str]:
+def _differences(theirs: dict, mine: dict) -> list[str]:
+    """The files that differ, in words; an entry of an older checkpoint (a size alone) is compared by size."""
+    def size(entry):
+        return entry[0] if isinstance(entry, list) else entry
+
     missing = sorted(set(theirs) - set(mine))
-    resized = sorted(k for k in set(theirs) & set(mine) if theirs[k] != mine[k])
+    both = sorted(set(theirs) & set(mine))
+    resized = [k for k in both if size(theirs[k]) != size(mine[k])]
+    rewritten = [k for k in both if k not in resized and isinstance(theirs[k], list) and theirs[k] != mine[k]]
     added = sorted(set(mine) - set(theirs))
-    return ([f"{k}: {theirs[k]} bytes there, {mine[k]} here" for k in resized] + [f"{k} missing here" for k in missing]
-            + [f"{k} only here" for k in added])
+    return ([f"{k}: {size(theirs[k])} bytes there, {size(mine[k])} here" for k in resized]
+            + [f"{k}: other bytes of the same size" for k in rewritten]
+            + [f"{k} missing here" for k in missing] + [f"{k} only here" for k in added])
 
 
 def data_change(cfg, ckpt: dict, trained: dict) -> str | None:

@@ -1,5 +1,5 @@
-"""coda_exp.resume_data: a run resumed with another data.dir is compared by the folder's files (name and size), so
-a relocated data folder or checkout resumes and other data is refused (it resumed silently, mixing two datasets in
+"""coda_exp.resume_data: a run resumed with another data.dir is compared by the folder's files (name, size, sampled
+bytes), so a relocated data folder or checkout resumes and other data is refused (it resumed silently, mixing two datasets in
 one curve and one choice of the best checkpoint)."""
 
 from __future__ import annotations
@@ -30,12 +30,22 @@ def test_another_data_folder_is_refused_unless_it_holds_the_same_files(make_cfg,
     other = tmp_path / "other"
     shutil.copytree(cfg.data.dir, other)
     dev = next(p for p in sorted(other.rglob("*")) if p.is_file() and "dev" in p.name)
-    dev.write_text(dev.read_text() + dev.read_text())  # a bigger dev set
+    original = dev.read_text()
+    dev.write_text(original + original)  # a bigger dev set
     cfg.data.dir = str(other)
     with pytest.raises(CheckpointError, match=rf"another configuration than this run's \(data.dir: {trained_on} "
                                               rf"there, {other} here, other files \({dev.relative_to(other)}: \d+ "
                                               r"bytes there, \d+ here\)"):
         check_same_configuration(cfg, ckpt)
+    dev.write_text(original[::-1])  # the same size, other bytes (a regenerated set)
+    dev_name = dev.relative_to(other)
+    with pytest.raises(CheckpointError, match=rf"other files \({dev_name}: other bytes of the same size"):
+        check_same_configuration(cfg, ckpt)
+    old_style = {**ckpt, CHECKPOINT_DATA_FILES: {k: v[0] for k, v in ckpt[CHECKPOINT_DATA_FILES].items()}}
+    check_same_configuration(cfg, old_style)  # a checkpoint that carried sizes alone compares sizes
+    dev.write_text(dev.read_text() + "x")
+    with pytest.raises(CheckpointError, match=rf"{dev_name}: \d+ bytes there, \d+ here"):
+        check_same_configuration(cfg, old_style)
     shutil.rmtree(trained_on)  # the data folder moved away: its files still ride in the checkpoint
     with pytest.raises(CheckpointError, match="other files"):
         check_same_configuration(cfg, ckpt)
@@ -54,3 +64,22 @@ def test_a_job_requeued_on_another_number_of_devices_resumes(make_cfg):
     trained = OmegaConf.to_container(cfg, resolve=True)
     trained["trainer"]["devices"], trained["trainer"]["num_nodes"] = 4, 2
     check_same_configuration(cfg, {CHECKPOINT_CONFIG: trained})
+
+
+def test_a_large_file_is_sampled_at_its_start_middle_and_end(tmp_path):
+    from coda_exp.resume_data import SAMPLE, sample_hash
+
+    size = 10 * SAMPLE
+    data = bytearray(b"a" * size)
+    path = tmp_path / "big.txt"
+    path.write_bytes(data)
+    base = sample_hash(path, size)
+    for offset in (0, size // 2, size - 1):  # a byte in each sampled range changes the hash
+        changed = bytearray(data)
+        changed[offset] = ord("b")
+        path.write_bytes(changed)
+        assert sample_hash(path, size) != base
+    changed = bytearray(data)
+    changed[2 * SAMPLE] = ord("b")  # between the samples: not read, as documented
+    path.write_bytes(changed)
+    assert sample_hash(path, size) == base
