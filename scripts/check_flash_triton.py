@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"--cases: no case {', '.join(sorted(unknown))} (there are {', '.join(c[0] for c in CASES)})")
         cases = [c for c in cases if c[0] in args.cases.split(",")]
-    # float64 reads its masks as int32 (flash_triton._mask_arg: Triton 3.6 could not build it with 8-bit masks for
+    # float64 reads its masks as int32 (triton_args._mask_arg: Triton 3.6 could not build it with 8-bit masks for
     # sm_90); its masked cases (each compiles every config in float64 again) go last, the first of them only
     masked = [c for c in cases if c[12] or c[13] or c[14]]
     work = [(c, d) for c in cases for d in dtypes if not (d == "float64" and c in masked)]

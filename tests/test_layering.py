@@ -155,7 +155,7 @@ def test_the_cycle_scan_sees_a_lazy_cycle(tmp_path):
 
 
 ATTENTION_KERNELS_MAY_IMPORT = ("coda_exp.attention.activations", "coda_exp.attention.flash_spec",
-                                "coda_exp.attention.kernels")
+                                "coda_exp.attention.shapes", "coda_exp.attention.kernels")
 
 
 def test_attention_kernels_import_only_activations_the_contract_and_one_another():

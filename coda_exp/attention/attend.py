@@ -19,6 +19,7 @@ from coda_exp.attention.kernels.flash import flash_attention, flash_params
 from coda_exp.attention.masking import pair_mask
 from coda_exp.attention.options import CoDAOptions
 from coda_exp.attention.precision import cast_back, full_precision, upcast
+from coda_exp.attention.shapes import broadcast_shapes
 
 
 def _on_cpu_in_float32(run):
@@ -143,7 +144,7 @@ def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask
         raise ValueError(f"{caller}: n_q {tuple(n_q.shape)} and n_k {tuple(n_k.shape)} must be (..., Lq={lq}, "
                          f"dn) and (..., Lk={lk}, dn)")
     try:
-        lead = torch.broadcast_shapes(*(t.shape[:-2] for t in given.values()))
+        lead = broadcast_shapes(*(t.shape[:-2] for t in given.values()))
     except RuntimeError:
         raise ValueError(f"{caller}: the batch dimensions of " + ", ".join(
             f"{n} {tuple(t.shape[:-2])}" for n, t in given.items()) + " do not broadcast") from None
@@ -155,7 +156,7 @@ def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask
                              f"{m.dtype if isinstance(m, torch.Tensor) else type(m).__name__}")
         ok = m.dim() >= 2 and all(a in (1, b) for a, b in zip(m.shape[-2:], want))
         try:
-            torch.broadcast_shapes(m.shape[:-2], lead)
+            broadcast_shapes(m.shape[:-2], lead)
         except RuntimeError:
             ok = False
         if not ok:

@@ -44,6 +44,7 @@ from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.flash import flash_backend
 from coda_exp.attention.kernels.fused import fused_coda_matrix
 from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
+from coda_exp.attention.shapes import broadcast_shapes
 
 ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``) everywhere when set and non-empty
 # ``auto`` runs Flash-CoDA in the cross-attention (which computes M twice, once per direction) only from this size of
@@ -109,7 +110,7 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
     if len(tensors) >= 2:
         a, b = tensors[:2]
         try:
-            slices = math.prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+            slices = math.prod(broadcast_shapes(a.shape[:-2], b.shape[:-2]))
             size, key_length = slices * a.shape[-2] * b.shape[-2] * a.element_size(), b.shape[-2]
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = key_length = 0

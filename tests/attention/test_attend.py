@@ -308,7 +308,7 @@ def test_integer_padding_masks_still_read_as_bool():
 def test_flash_on_cuda_matches_the_float64_reference(dtype, tol):
     """The Triton backend through the op, with key and query masks, causal and unshared N inputs, values and
     gradients against the materialising float64 reference on the CPU (relative L2 error). float64 reads its masks
-    as int32 (``flash_triton._mask_arg``: Triton 3.6 could not build it with 8-bit masks)."""
+    as int32 (``triton_args._mask_arg``: Triton 3.6 could not build it with 8-bit masks)."""
     q, k, v, nq, nk, key, query = _inputs(30, b=2, h=3, lq=70, lk=90, de=32, dv=16, dn=8)
     leaves = (q, k, v, nq, nk)
     opts = CoDAOptions(alpha=0.7, beta=0.4, kernel="torch")

@@ -24,6 +24,7 @@ from coda_exp.attention.kernels import (
     flash_cpu,
     flash_triton,  # imports without triton (``available`` is then False)
 )
+from coda_exp.attention.shapes import broadcast_shapes
 
 if TYPE_CHECKING:
     from coda_exp.attention.options import CoDAOptions
@@ -64,14 +65,27 @@ def _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, ce
                        seed=seed, shared_n=shared_n, center_e=center_e, center_n=center_n, center_over=center_over)
 
 
+def _forward_impl(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed,
+                  shared_n, center_e, center_n, center_over, backend) -> torch.Tensor:
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
+    n_q, n_k = (q, k) if shared_n else (nq, nk)
+    return _module(backend).forward(q, k, v, n_q, n_k, mask, query_mask, params)
+
+
+def _backward_impl(dout, q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed,
+                   shared_n, center_e, center_n, center_over, backend):
+    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
+    n_q, n_k = (q, k) if shared_n else (nq, nk)
+    return _module(backend).backward(q, k, v, n_q, n_k, mask, query_mask, params, dout.contiguous())
+
+
 @torch.library.custom_op("coda_exp::flash_coda", mutates_args=())
 def _flash_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, nq: torch.Tensor | None, nk: torch.Tensor | None,
               mask: torch.Tensor | None, query_mask: torch.Tensor | None, alpha: float, beta: float, gate: float,
               e_fn: str, n_fn: str, causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool,
               center_e: bool, center_n: bool, center_over: str, backend: str) -> torch.Tensor:
-    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
-    n_q, n_k = (q, k) if shared_n else (nq, nk)
-    return _module(backend).forward(q, k, v, n_q, n_k, mask, query_mask, params)
+    return _forward_impl(q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed,
+                         shared_n, center_e, center_n, center_over, backend)
 
 
 @_flash_op.register_fake
@@ -87,9 +101,8 @@ def _flash_backward_op(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: 
                        causal: bool, dropout_p: float, seed: torch.Tensor, shared_n: bool, center_e: bool,
                        center_n: bool, center_over: str, backend: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv, dnq, dnk); with ``shared_n`` the L1 gradients are in dq / dk and dnq, dnk are empty."""
-    params = _params(alpha, beta, gate, e_fn, n_fn, causal, dropout_p, seed, shared_n, center_e, center_n, center_over)
-    n_q, n_k = (q, k) if shared_n else (nq, nk)
-    dq, dk, dv, dnq, dnk = _module(backend).backward(q, k, v, n_q, n_k, mask, query_mask, params, dout.contiguous())
+    dq, dk, dv, dnq, dnk = _backward_impl(dout, q, k, v, nq, nk, mask, query_mask, alpha, beta, gate, e_fn, n_fn,
+                                          causal, dropout_p, seed, shared_n, center_e, center_n, center_over, backend)
     return dq, dk, dv, q.new_empty(0) if dnq is None else dnq, q.new_empty(0) if dnk is None else dnk
 
 
@@ -122,6 +135,29 @@ def _flash_backward(ctx, dout):
 _flash_op.register_autograd(_flash_backward, setup_context=_flash_setup_context)
 
 
+class _EagerFlash(torch.autograd.Function):
+    """The same forward and backward outside torch.compile, without the custom ops' Python dispatch (~1 ms per
+    forward + backward on this CPU, against ~0.2 for the Triton host code itself: at short sequences, where the
+    kernels take microseconds, that dispatch made an eager CoDA training step slower than the materialising path)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, nq, nk, mask, query_mask, *scalars):
+        out = _forward_impl(q, k, v, nq, nk, mask, query_mask, *scalars)
+        _flash_setup_context(ctx, (q, k, v, nq, nk, mask, query_mask, *scalars), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        if torch.is_grad_enabled():  # create_graph: its result would carry no graph, a silently wrong 2nd derivative
+            raise RuntimeError("Flash-CoDA has no second derivative (backward with create_graph=True): use "
+                               "kernel=chunked or kernel=torch for that")
+        saved = ctx.saved_tensors
+        shared = ctx.scalars[_SHARED]
+        nq, nk = (None, None) if shared else saved[3:]
+        dq, dk, dv, dnq, dnk = _backward_impl(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
+        return (dq, dk, dv, dnq, dnk, *([None] * (2 + len(ctx.scalars))))
+
+
 def _as_4d(t: torch.Tensor, name: str) -> torch.Tensor:
     if t.dim() < 2:
         raise ValueError(f"{name} must have shape (..., L, d), got {tuple(t.shape)}")
@@ -150,13 +186,13 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
         if n_q.shape[-1] != n_k.shape[-1] or n_q.shape[-2] != q.shape[-2] or n_k.shape[-2] != k.shape[-2]:
             raise ValueError(f"n_q {tuple(n_q.shape)} / n_k {tuple(n_k.shape)} must match q's and k's lengths "
                              "and share a feature size")
-    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+    lead = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
                                   *(() if shared else (n_q.shape[:-2], n_k.shape[:-2])))
     lq, lk = q.shape[-2], k.shape[-2]
     if mask is not None:
-        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
+        lead = broadcast_shapes(lead, mask.shape[:-2])
     if query_mask is not None:
-        lead = torch.broadcast_shapes(lead, query_mask.shape[:-2])
+        lead = broadcast_shapes(lead, query_mask.shape[:-2])
     expand = [t.expand(lead + t.shape[-2:]) for t in (q, k, v, *(() if shared else (n_q, n_k)))]
     q4, k4, v4, *ns = (_as_4d(t, name).contiguous() for t, name in zip(expand, ("q", "k", "v", "n_q", "n_k")))
     full = q4.shape[:2] + (lq, lk)
@@ -170,9 +206,10 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
         raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
     p = params
     seed = seed_tensor(p.seed, q.device)
-    out = _flash_op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
-                    float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared,
-                    bool(p.center_e), bool(p.center_n), p.center_over, backend)
+    op = _flash_op if torch.compiler.is_compiling() else _EagerFlash.apply  # the custom op: traced without a break
+    out = op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
+             float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared,
+             bool(p.center_e), bool(p.center_n), p.center_over, backend)
     return out.reshape(lead + (lq, v.shape[-1]))
 
 

@@ -36,6 +36,7 @@ import torch
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 from coda_exp.attention.flash_spec import BACKWARD_ENV, BACKWARDS, FlashParams, seed_tensor
 from coda_exp.attention.kernels import triton_bwd, triton_jit, triton_math
+from coda_exp.attention.kernels.triton_args import _bucket, _mask_arg, _pad, _scalars
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
 if HAVE_TRITON:
@@ -47,7 +48,6 @@ if HAVE_TRITON:
 FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INTERPRET_BLOCK = (8, 8, 4, 1)  # (BLOCK_M, BLOCK_N, DC, PF) under the interpreter: tiny tests cross blocks and chunks
-_MIN_DOT = 16  # tl.dot needs every dimension >= 16 on GPUs
 
 
 def available(device_type: str) -> bool:
@@ -188,33 +188,12 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
     return b, h, lq, lk, de, dn, dv, nq, nk
 
 
-def _pad(d: int) -> int:
-    return max(_MIN_DOT, triton.next_power_of_2(d))
-
-
-def _bucket(n: int) -> int:
-    return triton.next_power_of_2(max(n, 1))
-
-
-def _mask_arg(mask: torch.Tensor, wide: bool) -> torch.Tensor:
-    """A bool mask as the kernels read it: a uint8 view, which keeps the (possibly 0) strides of an expanded view
-    (nothing is materialised); ``wide`` (float64 kernels): int32, converted from the compact tensor under the
-    expanded view (its stride-0 dims taken once) and expanded again. Triton 3.6 cannot compile a float64 kernel
-    that loads an 8-bit mask for sm_90 (an assertion in its MMAv2 lowering, "fp64 don't support largeK MMA",
-    reported as "PassManager::run failed": the i8 tile's layout reaches the float64 tl.dot operands); with 32-bit
-    masks every kernel compiles (``tests/attention/kernels/test_flash_triton.py``)."""
-    if not wide:
-        return mask.view(torch.uint8)
-    compact = mask[tuple(slice(0, 1) if st == 0 else slice(None) for st in mask.stride())]
-    return compact.to(torch.int32).expand(mask.shape)
-
-
 def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     """Kernel arguments shared by the three kernels (positional after the tensors, then constexpr keywords)."""
     h, lq, lk, de, dn, dv = dims
     cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = 1.0 / (1.0 - params.dropout_p)
-    scalars = torch.tensor([params.alpha, params.beta, params.gate, scale], dtype=cdt, device=q.device)
+    scalars = _scalars((float(params.alpha), float(params.beta), float(params.gate), scale), cdt, q.device)
     mask_t = q if mask is None else _mask_arg(mask, wide=cdt == torch.float64)
     ms = (0, 0, 0, 0) if mask is None else mask_t.stride()
     qmask_t = q if query_mask is None else _mask_arg(query_mask, wide=cdt == torch.float64)

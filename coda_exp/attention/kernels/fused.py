@@ -21,6 +21,7 @@ import torch
 
 from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads, slices
+from coda_exp.attention.shapes import broadcast_shapes
 
 
 def _mask_layout(mask: torch.Tensor | None, batch: tuple, la: int, lb: int):
@@ -158,7 +159,7 @@ def fused_coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n
     if (n_a.shape[-2], n_b.shape[-2]) != (la, lb):
         raise ValueError(f"lengths differ: e_a/e_b have {(la, lb)}, n_a/n_b have {(n_a.shape[-2], n_b.shape[-2])}")
     shapes = [t.shape[:-2] for t in (e_a, e_b, n_a, n_b)] + ([mask.shape[:-2]] if mask is not None else [])
-    batch = tuple(torch.broadcast_shapes(*shapes))
+    batch = tuple(broadcast_shapes(*shapes))
     shared = n_a is e_a and n_b is e_b  # eq. 10: one input per side, its two gradients summed inside the op
     tensors = [t.expand(batch + t.shape[-2:]) for t in ((e_a, e_b) if shared else (e_a, e_b, n_a, n_b))]
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from coda_exp.attention.kernels import numba_cpu
+from coda_exp.attention.shapes import broadcast_shapes
 
 HAVE_NUMBA = numba_cpu.HAVE_NUMBA
 if HAVE_NUMBA:
@@ -161,7 +162,7 @@ class _L1DistanceChunked(torch.autograd.Function):
 
 def _expanded(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x, y expanded to one batch shape (autograd sums the gradient back over broadcast dims)."""
-    batch = torch.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    batch = broadcast_shapes(x.shape[:-2], y.shape[:-2])
     return x.expand(batch + x.shape[-2:]), y.expand(batch + y.shape[-2:])
 
 

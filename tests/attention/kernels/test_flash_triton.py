@@ -294,7 +294,7 @@ def test_interpret_set_before_import():
                                                  ("dq", "fp64", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed). float64
-    kernels read masks as int32 (``flash_triton._mask_arg``: Triton 3.6 cannot build them with 8-bit masks)."""
+    kernels read masks as int32 (``triton_args._mask_arg``: Triton 3.6 cannot build them with 8-bit masks)."""
     if ft.triton_jit._INTERPRETED:
         pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
     import triton
