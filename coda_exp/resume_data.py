@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -44,20 +45,27 @@ def files_of(directory) -> dict[str, list] | None:
     folders, such as a cache, left out); None where it is not a folder or holds more than :data:`MAX_FILES` files."""
     if directory is None or not Path(str(directory)).is_dir():
         return None
-    root, out = Path(str(directory)), {}
-    for top, dirs, names in os.walk(root):
+    root, sizes = Path(str(directory)), {}
+    for top, dirs, names in os.walk(root):  # listed first, hashed after: a folder of too many files reads nothing
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in names:
             if name.startswith("."):
                 continue
             path = Path(top) / name
             try:
-                size = path.stat().st_size
-                out[path.relative_to(root).as_posix()] = [size, sample_hash(path, size)]
+                info = path.stat()
             except OSError:
                 continue
-            if len(out) > MAX_FILES:
+            if stat.S_ISREG(info.st_mode):  # regular files (opening a FIFO would block)
+                sizes[path] = info.st_size
+            if len(sizes) > MAX_FILES:
                 return None
+    out = {}
+    for path, size in sizes.items():
+        try:
+            out[path.relative_to(root).as_posix()] = [size, sample_hash(path, size)]
+        except OSError:
+            continue
     return out
 
 

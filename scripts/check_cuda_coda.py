@@ -14,7 +14,7 @@
 2. **torch.compile(fullgraph=True)**: the module with ``kernel=flash`` (eval, and train with dropout 0.2 under
    inductor's ``fallback_random``, so the compiled draw is eager's) and a small CoDA-Transformer (padding masks,
    causal decoder, cross-attention) against eager, forward and every gradient; a graph break fails it.
-3. **CUDA graphs** (before 2: its compiles take longest): the module's forward and backward (``torch.cuda.make_graphed_callables``) with dropout 0
+3. **CUDA graphs** (run first by default: ``--parts graphs,precisions,compile``, compiling takes longest): the module's forward and backward (``torch.cuda.make_graphed_callables``) with dropout 0
    against eager, and with dropout 0.2 (the seed a device tensor: capture needs no host sync) two replays that
    draw different masks and stay finite.
 
@@ -152,6 +152,18 @@ def compile_cases(device: str, b: int, length: int) -> list[dict]:
     return rows
 
 
+class _SelfAttention(torch.nn.Module):
+    """x -> mha(x, x, x): one input for ``make_graphed_callables`` (the same tensor given three times would be three
+    inputs, each handed the whole gradient)."""
+
+    def __init__(self, mha: MultiHeadAttention):
+        super().__init__()
+        self.mha = mha
+
+    def forward(self, x):
+        return self.mha(x, x, x)
+
+
 def graph_cases(b: int, length: int) -> list[dict]:
     """``make_graphed_callables`` over the module's forward and backward, on CUDA."""
     rows = []
@@ -162,11 +174,11 @@ def graph_cases(b: int, length: int) -> list[dict]:
         twin = copy.deepcopy(mha)
         try:
             arg = x.detach().clone().requires_grad_()
-            graphed = torch.cuda.make_graphed_callables(mha, (arg, arg, arg), num_warmup_iters=3)
+            graphed = torch.cuda.make_graphed_callables(_SelfAttention(mha), (arg,), num_warmup_iters=3)
             outs = []
             for _ in range(2):
                 leaf = x.detach().clone().requires_grad_()
-                out = graphed(leaf, leaf, leaf)
+                out = graphed(leaf)
                 out.backward(dout)
                 outs.append((out.detach().clone(), leaf.grad.clone()))
             torch.cuda.synchronize()
@@ -188,6 +200,25 @@ def graph_cases(b: int, length: int) -> list[dict]:
     return rows
 
 
+def run_precisions(args, out: dict, start: float, save) -> None:
+    """Each precision x kernel case into ``out["precisions"]`` (saved after each) while the time budget lasts."""
+    for precision in args.precisions.split(","):
+        for kernel in args.kernels.split(","):
+            if time.time() - start > args.time_budget_s:
+                out["skipped"].append(f"{kernel} {precision}: time budget")
+                continue
+            began = time.time()
+            try:
+                row = precision_case(args.device, kernel, precision, args.batch, args.length)
+            except Exception as err:  # noqa: BLE001
+                row = {"kernel": kernel, "precision": precision, "ok": False,
+                       "error": f"{type(err).__name__}: {err}"[:600]}
+            row["seconds"] = round(time.time() - began, 1)  # the first call of a dtype compiles its kernels
+            out["precisions"].append(row)
+            save()
+            print("precision", json.dumps(row), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -195,13 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--length", type=int, default=96)
-    parser.add_argument("--parts", default="precisions,graphs,compile")
+    parser.add_argument("--parts", default="graphs,precisions,compile", help="run in this order (the budget runs out last)")
     parser.add_argument("--configs", choices=("first", "autotune"), default="first",
                         help="Triton configs on CUDA: each kernel's first (compiles once per flag set: this checks "
                              "results, check_flash_triton checks every config) or autotune's choice")
     parser.add_argument("--time-budget-s", type=float, default=1e9)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    parts = args.parts.split(",")
+    if set(parts) - {"precisions", "graphs", "compile"}:
+        parser.error(f"--parts: {args.parts!r}: each part must be one of precisions, graphs, compile")
     start = time.time()
     out = {"environment": {**benchmark_environment(ROOT), "device": args.device}, "args": vars(args) | {"json": str(args.json)},
            "precisions": [], "compile": [], "graphs": [], "skipped": []}
@@ -214,41 +248,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and args.configs == "first":
         from coda_exp.attention.kernels import flash_triton
         flash_triton.FIXED_CONFIGS.update({name: configs[0] for name, configs in flash_triton.CONFIGS.items()})
-    parts = args.parts.split(",")
-    if "precisions" in parts:
-        for precision in args.precisions.split(","):
-            for kernel in args.kernels.split(","):
-                if time.time() - start > args.time_budget_s:
-                    out["skipped"].append(f"{kernel} {precision}: time budget")
-                    continue
-                began = time.time()
-                try:
-                    row = precision_case(args.device, kernel, precision, args.batch, args.length)
-                except Exception as err:  # noqa: BLE001
-                    row = {"kernel": kernel, "precision": precision, "ok": False,
-                           "error": f"{type(err).__name__}: {err}"[:600]}
-                row["seconds"] = round(time.time() - began, 1)  # the first call of a dtype compiles its kernels
-                out["precisions"].append(row)
-                save()
-                print("precision", json.dumps(row), flush=True)
-    if "graphs" in parts:
-        if args.device != "cuda":
-            out["skipped"].append("graphs: CUDA only")
-        elif time.time() - start > args.time_budget_s:
-            out["skipped"].append("graphs: time budget")
+    for part in parts:  # in the order given: the first gets the budget first
+        if part == "precisions":
+            run_precisions(args, out, start, save)
+        elif part == "graphs":
+            if args.device != "cuda":
+                out["skipped"].append("graphs: CUDA only")
+            elif time.time() - start > args.time_budget_s:
+                out["skipped"].append("graphs: time budget")
+            else:
+                out["graphs"] = graph_cases(args.batch, args.length)
+                for row in out["graphs"]:
+                    print("graphs", json.dumps(row), flush=True)
         else:
-            out["graphs"] = graph_cases(args.batch, args.length)
-            for row in out["graphs"]:
-                print("graphs", json.dumps(row), flush=True)
-    save()
-    if "compile" in parts:
-        if time.time() - start > args.time_budget_s:
-            out["skipped"].append("compile: time budget")
-        else:
-            out["compile"] = compile_cases(args.device, args.batch, args.length)
-            for row in out["compile"]:
-                print("compile", json.dumps(row), flush=True)
-    save()
+            if time.time() - start > args.time_budget_s:
+                out["skipped"].append("compile: time budget")
+            else:
+                out["compile"] = compile_cases(args.device, args.batch, args.length)
+                for row in out["compile"]:
+                    print("compile", json.dumps(row), flush=True)
+        save()
     rows = out["precisions"] + out["compile"] + out["graphs"]
     failed = [r for r in rows if not r.get("ok")]
     print(f"check_cuda_coda: {len(rows) - len(failed)} of {len(rows)} ok in {time.time() - start:.0f} s", flush=True)

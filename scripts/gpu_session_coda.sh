@@ -26,7 +26,7 @@ PHASES=${PHASES:-cuda crossover candidates check gputests}
 # forward configs with more programs per SM than the shipped 64 x 64 (~250 registers: two per SM, latency-bound):
 # 64 x 32 builds at 168 registers with no spill (three per SM), 64 x 64 capped at 168 spills ~120 B (sm_90, Triton 3.9)
 CANDIDATES=${CANDIDATES:-fwd:64,32,2,1,4,2;fwd:64,32,2,0,4,2;fwd:64,64,2,1,4,2,168;fwd:64,64,2,0,4,2,168;bwd:64,32,2,1,4,2}
-CHECK_CASES=${CHECK_CASES:-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
+CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"
 keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python, a writable cache, CUDA it can find
@@ -47,6 +47,8 @@ keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python,
 }
 start=$(date +%s)
 left() { echo $((TOTAL_S - ($(date +%s) - start))); }
+# cap N: the seconds a phase may take, at most N, all that is left if less; 0 when under 20 are left (skip it)
+cap() { local l; l=$(left); [ "$l" -lt 20 ] && { echo 0; return; }; echo $(( l < $1 ? l : $1 )); }
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
 export CODA_EXP_COMMIT=${CODA_EXP_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
@@ -56,30 +58,30 @@ for phase in $PHASES; do
     check)  # every autotune config of the kernels, split and fused backward, against float64, in spawned processes
             # (compiling dominates: ~2 s a config on one core, 13 configs per case and dtype; the JSON keeps the
             # cases done if the cap cuts it; CHECK_CASES= CHECK_DTYPES=bfloat16,float32,float16,float64: all)
-        budget=$(( $(left) < 140 ? $(left) : 140 ))
+        budget=$(cap 140); [ "$budget" -eq 0 ] && { echo "check: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/check_flash_triton.py --jobs ${CHECK_JOBS:-10} --time-budget-s $((budget - 10)) \
             --cases "$CHECK_CASES" --dtypes "$CHECK_DTYPES" --json "$OUT/check_flash_triton.json"
         echo "check: exit $? after $(( $(date +%s) - start )) s";;
     kernels)  # the kernels alone, split vs fused backward (vs baseline), bf16 and fp32
-        budget=$(( $(left) < 130 ? $(left) : 130 ))
+        budget=$(cap 130); [ "$budget" -eq 0 ] && { echo "kernels: skipped, no time left"; continue; }
         base=""; [ -f outputs/gpu_baseline/old_flash_triton.py ] && base="--baseline outputs/gpu_baseline"
         timeout "$budget" "$PY" scripts/bench_flash_kernels.py $base --lengths 1024,4096,16384 --dtypes bfloat16,float32 \
             --time-budget-s $((budget - 20)) --json "$OUT/bench_flash_kernels.json"
         echo "kernels: exit $? after $(( $(date +%s) - start )) s";;
     crossover)  # CUDA's auto rule: flash vs chunked (and SDPA) fwd+bwd at short lengths, then training steps of
                 # Transformer vs CoDA-Transformer with auto and chunked (MLU tiny, transformer_base at 50 and 1024)
-        budget=$(( $(left) < 150 ? $(left) : 150 ))
+        budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "crossover: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 32,64,128,256,512 --tokens 16384 \
             --dtypes float32,bfloat16 --causal 0 --reps 5 --profile-length 0 --train-kernels auto,chunked \
             --time-budget-s $((budget - 15)) --json "$OUT/bench_crossover_cuda.json" | tail -40
         echo "crossover: exit $? after $(( $(date +%s) - start )) s";;
     candidates)  # CANDIDATES timed by the same autotune beside flash_triton.CONFIGS (bf16, L 4096, fused backward)
-        budget=$(( $(left) < 90 ? $(left) : 90 ))
+        budget=$(cap 90); [ "$budget" -eq 0 ] && { echo "candidates: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes bfloat16 --backwards fused \
             --candidates "$CANDIDATES" --time-budget-s $((budget - 15)) --json "$OUT/bench_candidates.json"
         echo "candidates: exit $? after $(( $(date +%s) - start )) s";;
     cuda)  # every precision x kernel against float64, CUDA graphs, torch.compile(fullgraph) against eager
-        budget=$(( $(left) < 90 ? $(left) : 90 ))
+        budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "cuda: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/check_cuda_coda.py --device cuda --time-budget-s $((budget - 30)) \
             --json "$OUT/check_cuda_coda.json" 2>&1 | grep -v Warning
         echo "cuda: exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s";;
@@ -95,7 +97,7 @@ for phase in $PHASES; do
             # a child-process probe first (a failure is recorded in the JSON, the phase goes on), its float64 check,
             # then rows of at most 60 s each, compiling included
         keops_env
-        budget=$(( $(left) < 240 ? $(left) : 240 ))
+        budget=$(cap 240)
         [ "$budget" -lt 60 ] && { echo "keops: only ${budget}s left, skipped"; continue; }
         timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024,4096 --dtypes float32 \
             --causal 0,1 --impls sdpa,flash,keops --reps 5 --keops-budget-s 60 --profile-length 0 --train-steps "" \
@@ -106,7 +108,8 @@ for phase in $PHASES; do
             "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
                 .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
         fi
-        timeout $(( $(left) < 60 ? $(left) : 60 )) "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" \
+        budget=$(cap 60); [ "$budget" -eq 0 ] && { echo "gputests: skipped, no time left"; continue; }
+        timeout "$budget" "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" \
             tests/test_fast_step.py tests/attention/test_attend.py 2>&1 | tail -5
         echo "gputests: exit $? after $(( $(date +%s) - start )) s";;
     *) echo "unknown phase $phase";;

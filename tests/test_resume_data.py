@@ -83,3 +83,12 @@ def test_a_large_file_is_sampled_at_its_start_middle_and_end(tmp_path):
     changed[2 * SAMPLE] = ord("b")  # between the samples: not read, as documented
     path.write_bytes(changed)
     assert sample_hash(path, size) == base
+
+
+def test_only_regular_files_are_read(tmp_path):
+    """A FIFO (or another special file) in the data folder is left out: opening it to hash would block."""
+    import os
+
+    (tmp_path / "train.txt").write_text("a b c\n")
+    os.mkfifo(tmp_path / "pipe")
+    assert list(files_of(tmp_path)) == ["train.txt"]

@@ -69,3 +69,17 @@ def test_the_kernels_scalars_are_made_once_per_set_of_values():
     other = _scalars((0.5, 0.25, 2.0, 1.0), torch.float64, cpu)
     assert other is not first and other.dtype == torch.float64
     assert _scalars((0.5, 0.25, 1.0, 1.0), torch.float32, cpu).tolist() == [0.5, 0.25, 1.0, 1.0]
+
+
+def test_vmap_through_flash_takes_the_custom_op():
+    """torch.vmap (bench_fast_path's vmap lever) batches the custom op; the autograd.Function has no vmap rule."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 2, 6, 4, generator=gen, dtype=torch.float64) for _ in range(3))
+    opts = CoDAOptions(kernel="flash")
+
+    def attend(q, k, v):
+        return coda_attention(q, k, v, options=opts)
+
+    got = torch.vmap(attend)(q, k, v)
+    want = torch.stack([attend(*x) for x in zip(q, k, v)])
+    torch.testing.assert_close(got, want)

@@ -18,6 +18,20 @@ def test_precisions_and_compile_on_the_cpu(load_script, tmp_path):
     assert all(r["ran"] == r["kernel"] for r in data["precisions"] if r["kernel"] != "auto")
     assert [r["case"] for r in data["compile"]] == ["mha_flash_eval", "mha_flash_dropout", "coda_transformer"]
     assert data["graphs"] == [] and data["skipped"] == ["graphs: CUDA only"]
+    assert all("seconds" in r for r in data["precisions"])
+
+
+def test_parts_run_in_the_order_given_and_a_bad_part_is_refused(load_script, tmp_path, capsys):
+    import pytest
+
+    script = load_script("check_cuda_coda")
+    with pytest.raises(SystemExit):
+        script.main(["--device", "cpu", "--parts", "graphs,precison"])
+    assert "each part must be one of precisions, graphs, compile" in capsys.readouterr().err
+    out = tmp_path / "c.json"
+    assert script.main(["--device", "cpu", "--parts", "compile,precisions", "--kernels", "torch", "--precisions",
+                        "32-true", "--batch", "1", "--length", "8", "--time-budget-s", "0", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["skipped"] == ["compile: time budget", "torch 32-true: time budget"]
 
 
 def test_a_wrong_result_fails_the_run(load_script, tmp_path, monkeypatch):

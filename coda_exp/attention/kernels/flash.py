@@ -206,7 +206,9 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
         raise ValueError(f"no Flash-CoDA backend for {q.device.type} {q.dtype} tensors")
     p = params
     seed = seed_tensor(p.seed, q.device)
-    op = _flash_op if torch.compiler.is_compiling() else _EagerFlash.apply  # the custom op: traced without a break
+    # the custom op where torch traces or transforms (compile: no graph break; vmap: its batching), else the Function
+    traced = torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
+    op = _flash_op if traced else _EagerFlash.apply
     out = op(q4, k4, v4, *(ns if ns else (None, None)), mask4, qm4, float(p.alpha), float(p.beta),
              float(p.gate), p.e_fn, p.n_fn, bool(p.causal), float(p.dropout_p), seed, shared,
              bool(p.center_e), bool(p.center_n), p.center_over, backend)
