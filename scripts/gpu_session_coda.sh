@@ -23,9 +23,11 @@ OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
 PHASES=${PHASES:-cuda crossover candidates check gputests}
-# forward configs with more programs per SM than the shipped 64 x 64 (~250 registers: two per SM, latency-bound):
-# 64 x 32 builds at 168 registers with no spill (three per SM), 64 x 64 capped at 168 spills ~120 B (sm_90, Triton 3.9)
-CANDIDATES=${CANDIDATES:-fwd:64,32,2,1,4,2;fwd:64,32,2,0,4,2;fwd:64,64,2,1,4,2,168;fwd:64,64,2,0,4,2,168;bwd:64,32,2,1,4,2}
+# forward configs against its stalls (sm_90 SASS, Triton 3.9: each feature-chunk iteration of the shipped 64 x 64,
+# DC 2 has 4 barriers and 18 shared-memory loads per 128 FADDs, at ~250 registers: two programs per SM): more
+# programs per SM (64 x 32 at 168 registers, no spill: three; 64 x 64 capped at 168, ~120 B of spills) or fewer
+# barriers per FADD (DC 4: 6 per 256; 64 x 64 spills 28 B at 255 registers)
+CANDIDATES=${CANDIDATES:-fwd:64,32,2,1,4,2;fwd:64,32,2,0,4,2;fwd:64,64,2,1,4,2,168;fwd:64,64,2,0,4,2,168;fwd:64,64,4,0,4,2;fwd:128,64,4,1,8,2;bwd:64,32,2,1,4,2}
 CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"
