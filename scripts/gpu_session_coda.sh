@@ -6,12 +6,13 @@
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
 # PHASES picks and orders the phases. The default is what the H100 call of session 25 (results/bench/gpu_h100.json,
-# which ran "check kernels cuda attn" under TOTAL_S 525) left unmeasured: "cuda crossover candidates check gputests"
-# (every precision, CUDA graphs and torch.compile; flash vs chunked over short lengths and in training steps; the
-# candidate configs CANDIDATES timed beside the shipped ones; the check's cases it did not reach, CHECK_CASES /
-# CHECK_DTYPES). "kernels" (every length and dtype again, after a kernel change), "attn" (coda_attention vs SDPA at
-# long lengths) and "keops" (the KeOps peer beside Flash-CoDA and SDPA in float32) are not defaults. TOTAL_S is the
-# call's own limit minus a margin. JSON records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json,
+# which ran "check kernels cuda attn" under TOTAL_S 525) left unmeasured: "cuda crossover fits candidates check
+# gputests" (every precision, CUDA graphs and torch.compile; flash vs chunked over short lengths and in training
+# steps; Lightning fits under the 16-bit precisions; the candidate configs CANDIDATES timed beside the shipped ones;
+# the check's cases it did not reach, CHECK_CASES / CHECK_DTYPES). "kernels" (every length and dtype again, after a
+# kernel change), "attn" (coda_attention vs SDPA at long lengths) and "keops" (the KeOps peer beside Flash-CoDA and
+# SDPA in float32) are not defaults. TOTAL_S is the
+# call's own limit minus a margin. Records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json, fits.log,
 # bench_candidates.json, check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
 # (keops needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first version of this script (14 forked
 # check processes, its output through a process substitution) lost its machine ("stopped answering") without a
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
-PHASES=${PHASES:-cuda crossover candidates check gputests}
+PHASES=${PHASES:-cuda crossover fits candidates check gputests}
 # forward configs against its stalls (sm_90 SASS, Triton 3.9: each feature-chunk iteration of the shipped 64 x 64,
 # DC 2 has 4 barriers and 18 shared-memory loads per 128 FADDs, at ~250 registers: two programs per SM): more
 # programs per SM (64 x 32 at 168 registers, no spill: three; 64 x 64 capped at 168, ~120 B of spills) or fewer
@@ -46,6 +47,12 @@ keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python,
     eval "$exports"
     "$PY" -m pybind11 --includes || echo "keops: pybind11 not importable by a child python"
     echo "keops: CUDA_PATH=${CUDA_PATH:-} KEOPS_CACHE_FOLDER=$KEOPS_CACHE_FOLDER"
+}
+hydra_wheels() {  # Hydra and omegaconf, which the image lacks, from the carried wheels (tests and train.py need them)
+    if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
 }
 start=$(date +%s)
 left() { echo $((TOTAL_S - ($(date +%s) - start))); }
@@ -105,11 +112,31 @@ for phase in $PHASES; do
             --causal 0,1 --impls sdpa,flash,keops --reps 5 --keops-budget-s 60 --profile-length 0 --train-steps "" \
             --time-budget-s $((budget - 15)) --json "$OUT/bench_keops.json" | tail -20
         echo "keops: exit $? after $(( $(date +%s) - start )) s";;
+    fits)  # Lightning fits on CUDA (train.py, fixture data): a CoDA Transformer under each 16-bit precision and
+           # DecompAtt + CoDA in bf16-mixed; each run's exit status, then its record's kernels and metrics (fits.log)
+        hydra_wheels
+        mkdir -p /tmp/fits
+        for spec in "mlu coda_transformer bf16-true" "mlu coda_transformer bf16-mixed" \
+                    "mlu coda_transformer 16-mixed" "wikiqa decompatt_coda bf16-mixed"; do
+            set -- $spec
+            budget=$(cap 60); [ "$budget" -eq 0 ] && { echo "fits: no time left for $spec" | tee -a "$OUT/fits.log"; break; }
+            budget_args="task.max_steps=4 task.val_check_interval=2"; [ "$1" = wikiqa ] && budget_args="task.epochs=1"
+            dir=/tmp/fits/$1_$3
+            timeout "$budget" "$PY" train.py task=$1 model=$2 scale=fixture trainer=gpu trainer.precision=$3 \
+                $budget_args logger=none save_predictions=false paths.results_root=$dir/results \
+                hydra.run.dir=$dir/run > "$dir.log" 2>&1
+            echo "fits: $spec exit $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/fits.log"
+            tail -3 "$dir.log" >> "$OUT/fits.log"
+            "$PY" - "$dir/results/runs" >> "$OUT/fits.log" 2>&1 <<'PYEOF'
+import json, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    rec = json.loads(path.read_text())
+    print(rec.get("status"), rec.get("attention_kernels"), rec.get("metrics"))
+PYEOF
+        done
+        echo "fits: done after $(( $(date +%s) - start )) s";;
     gputests)  # the tests marked gpu (real CUDA graphs across a zero_grad, Flash-CoDA vs float64)
-        if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
-            "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-                .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-        fi
+        hydra_wheels
         budget=$(cap 60); [ "$budget" -eq 0 ] && { echo "gputests: skipped, no time left"; continue; }
         timeout "$budget" "$PY" -m pytest -q -p no:cacheprovider -m gpu -o addopts="" \
             tests/test_fast_step.py tests/attention/test_attend.py 2>&1 | tail -5

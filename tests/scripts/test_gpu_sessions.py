@@ -105,3 +105,15 @@ def test_the_stand_in_refuses_a_bad_command_line(tmp_path):
     subprocess.run(["bash", str(session)], capture_output=True, text=True, timeout=120, check=False,
                    env=_stand_in(tmp_path))
     assert [rc for rc, _ in _calls(tmp_path)] == [2, 0, 4]
+
+
+def test_the_coda_session_s_fits_compose(tmp_path, compose):
+    """The fits phase's train.py command lines (which the stand-in runs nothing of) compose: every override is a key
+    of the configs, each run is a CoDA model at the fixture scale on the GPU trainer."""
+    calls = _session(tmp_path, "gpu_session_coda.sh", PHASES="fits")
+    fits = [args[1:] for _, args in calls if args and args[0] == "train.py"]
+    assert len(fits) == 4
+    for overrides in fits:
+        cfg = compose([o for o in overrides if not o.startswith("hydra.")], tmp_path / "cfg")
+        assert cfg.trainer.accelerator == "gpu" and "coda" in cfg.model.name and cfg.scale_name == "fixture"
+        assert cfg.trainer.precision in ("bf16-true", "bf16-mixed", "16-mixed")
