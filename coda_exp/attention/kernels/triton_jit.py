@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
 if HAVE_TRITON:
     # the element-wise helpers: an interpreted copy of this module imports an interpreted copy of them
     # (flash_triton._interpreted_copy)
-    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _step, _valid
+    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _l1_grid, _step, _valid
 
     # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
     # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
@@ -82,13 +82,16 @@ if HAVE_TRITON:
                  CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the
         feature axis, which the default layout keeps within each thread (no shuffles), from two coalesced loads.
-        PF: the next chunk is loaded before this one is summed (its global-memory latency hidden by the sum)."""
+        PF 1: the next chunk is loaded before this one is summed (its latency hidden by the sum); PF 2: the tile
+        as (RM, RN, 8, 8) pairs (``triton_math._l1_grid``; the sign sums then load as PF 1 does)."""
+        if PF == 2:
+            return _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, CDT, BLOCK_M, BLOCK_N)
         dist = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=CDT)
-        if PF:
+        if PF == 1:
             a = _cols(NQ, offs_m, m_ok, 0, DN, DC, CDT)
             b = _cols(NK, offs_n, n_ok, 0, DN, DC, CDT)
         for c0 in range(0, DN, DC):
-            if PF:
+            if PF == 1:
                 a_c, b_c = a, b
                 a = _cols(NQ, offs_m, m_ok, c0 + DC, DN, DC, CDT)  # past DN: masked, nothing read
                 b = _cols(NK, offs_n, n_ok, c0 + DC, DN, DC, CDT)

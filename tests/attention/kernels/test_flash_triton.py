@@ -116,11 +116,11 @@ CASES = {  # name: (B, H, Lq, Lk, de, dn, dv, mask, query_mask, FlashParams over
 }
 
 
-@pytest.mark.parametrize("prefetch", [1, 0])
+@pytest.mark.parametrize("prefetch", [1, 0, 2])
 @pytest.mark.parametrize("name", list(CASES))
 def test_cases_float64(name, prefetch, monkeypatch):
     """Masks (expanded views), query masks, causal with Lq != Lk, dropout, shared_n, odd lengths, d not 2^k; the
-    feature chunks loaded one ahead (PF 1) or as they are used (PF 0)."""
+    feature chunks loaded one ahead (PF 1), as they are used (PF 0), or the distance over a grid of pairs (PF 2)."""
     monkeypatch.setattr(ft, "INTERPRET_BLOCK", (*ft.INTERPRET_BLOCK[:3], prefetch))
     b, h, lq, lk, de, dn, dv, mask_kind, with_query, overrides = CASES[name]
     params = FlashParams(**{"alpha": 0.6, "beta": 0.3, "gate": 2.0, "e_fn": "tanh", "n_fn": "sigmoid",
