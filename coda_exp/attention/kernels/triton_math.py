@@ -21,9 +21,10 @@ if HAVE_TRITON:
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """Σ_c |nq_ic - nk_jc| as ``_l1_tile`` computes it, over the tile's pairs indexed (RM, RN, 8, 8), i = rm 8 + tm,
         j = rn 8 + tn, as the fused backward's sign tile is (``triton_bwd._sign_pairs``), each chunk loaded as
-        (DC, RM, 8) and (DC, RN, 8) tiles: on sm_90 (Triton 3.9, bf16, 64 x 64, DC 2, 4 warps) 206 registers
-        instead of 247 and 8 shared-memory loads per 128 FADDs instead of 18; capped at 168 (three programs per SM)
-        it builds with no spill. Config PF 2; BLOCK_M and BLOCK_N multiples of 8."""
+        (DC, RM, 8) and (DC, RN, 8) tiles. sm_90, 64 x 64, DC 2, 4 warps: Triton 3.9, bf16, 206 registers instead of
+        247 and 8 shared-memory loads per 128 FADDs instead of 18 (capped at 168, three programs per SM: no spill);
+        the GPU machine's 3.6: bf16 246 and 24 (PF 0: 242 and 10, at 4.5 instructions per pair and feature
+        against 3.5), float32 231 and 6 (235 and 18). Config PF 2 (untimed); BLOCK_M, BLOCK_N multiples of 8."""
         tl.static_assert(BLOCK_M % 8 == 0 and BLOCK_N % 8 == 0)
         RM: tl.constexpr = BLOCK_M // 8
         RN: tl.constexpr = BLOCK_N // 8
