@@ -96,18 +96,18 @@ def run_case(case: tuple, dtype_name: str, device: str, backwards: tuple[str, ..
         try:
             out = ft.forward(*args)
         except Exception as err:  # a config the GPU cannot hold, which autotune skips, is no failure
-            if not _too_big(err):
+            if (why := _too_big(err)) is None:
                 raise
-            result["configs"].append({"config": cfg, "skipped": _too_big(err)})
+            result["configs"].append({"config": cfg, "skipped": why})
             continue
         for kind in backwards:
             ft.BACKWARD = kind
             try:
                 dq, dk, dv_, dnq, dnk = ft.backward(*args, dout.to(device, dtype))
             except Exception as err:
-                if not _too_big(err):
+                if (why := _too_big(err)) is None:
                     raise
-                result["configs"].append({"config": cfg, "backward": kind, "skipped": _too_big(err)})
+                result["configs"].append({"config": cfg, "backward": kind, "skipped": why})
                 continue
             got = {"out": out, "q": dq, "k": dk, "v": dv_, "nq": dnq, "nk": dnk}
             errors = {}

@@ -40,7 +40,8 @@ def backward_env_problem() -> str | None:
     """What is wrong with :data:`BACKWARD_ENV` (not set or empty: nothing), checked at start-up without Triton."""
     value = os.environ.get(BACKWARD_ENV, "")
     if value and value not in BACKWARDS:
-        return f"environment variable {BACKWARD_ENV} must be one of {list(BACKWARDS)} (or unset: fused, split under deterministic algorithms), got {value!r}"
+        return (f"environment variable {BACKWARD_ENV} must be one of {list(BACKWARDS)} (or unset: fused, split "
+                f"under deterministic algorithms), got {value!r}")
     return None
 
 MASK32 = 0xFFFFFFFF

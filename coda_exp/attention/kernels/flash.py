@@ -124,12 +124,18 @@ def _flash_setup_context(ctx, inputs, output):
     ctx.masks, ctx.scalars = (mask, query_mask), scalars
 
 
-def _flash_backward(ctx, dout):
+def _saved_backward(ctx, dout, run):
+    """The op's input gradients from what ``_flash_setup_context`` saved, through ``run`` (the backward op, or its
+    implementation outside torch.compile): (dq, dk, dv, dnq, dnk) and None for masks and scalars."""
     saved = ctx.saved_tensors
     shared = ctx.scalars[_SHARED]
     nq, nk = (None, None) if shared else saved[3:]
-    dq, dk, dv, dnq, dnk = _flash_backward_op(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
+    dq, dk, dv, dnq, dnk = run(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
     return (dq, dk, dv, None if shared else dnq, None if shared else dnk, *([None] * (2 + len(ctx.scalars))))
+
+
+def _flash_backward(ctx, dout):
+    return _saved_backward(ctx, dout, _flash_backward_op)
 
 
 _flash_op.register_autograd(_flash_backward, setup_context=_flash_setup_context)
@@ -151,11 +157,7 @@ class _EagerFlash(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: its result would carry no graph, a silently wrong 2nd derivative
             raise RuntimeError("Flash-CoDA has no second derivative (backward with create_graph=True): use "
                                "kernel=chunked or kernel=torch for that")
-        saved = ctx.saved_tensors
-        shared = ctx.scalars[_SHARED]
-        nq, nk = (None, None) if shared else saved[3:]
-        dq, dk, dv, dnq, dnk = _backward_impl(dout, *saved[:3], nq, nk, *ctx.masks, *ctx.scalars)
-        return (dq, dk, dv, dnq, dnk, *([None] * (2 + len(ctx.scalars))))
+        return _saved_backward(ctx, dout, _backward_impl)
 
 
 def _as_4d(t: torch.Tensor, name: str) -> torch.Tensor:
@@ -187,7 +189,7 @@ def flash_attention(q, k, v, *, params: FlashParams, n_q=None, n_k=None, mask=No
             raise ValueError(f"n_q {tuple(n_q.shape)} / n_k {tuple(n_k.shape)} must match q's and k's lengths "
                              "and share a feature size")
     lead = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
-                                  *(() if shared else (n_q.shape[:-2], n_k.shape[:-2])))
+                            *(() if shared else (n_q.shape[:-2], n_k.shape[:-2])))
     lq, lk = q.shape[-2], k.shape[-2]
     if mask is not None:
         lead = broadcast_shapes(lead, mask.shape[:-2])

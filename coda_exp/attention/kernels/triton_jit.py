@@ -36,13 +36,17 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
     HAVE_TRITON = False
 
 if HAVE_TRITON:
-    # the element-wise helpers: an interpreted copy of this module imports an interpreted copy of them
-    # (flash_triton._interpreted_copy)
-    from coda_exp.attention.kernels.triton_math import _act, _act_grad, _keep, _l1_grid, _step, _valid
-
-    # Only triton.language *builtins* (not tl.sum, tl.zeros, tl.sigmoid, tl.cdiv: @jit functions, compiled or
-    # interpreted once, at import); reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted).
-    _SUM_COMBINE = tl.standard._sum_combine
+    # helpers (an interpreted copy of this module imports interpreted ones: flash_triton._interpreted_copy); only
+    # tl *builtins* are called (tl.sum, zeros, sigmoid, cdiv are @jit functions): tl.reduce with _SUM_COMBINE
+    from coda_exp.attention.kernels.triton_math import (
+        _SUM_COMBINE,
+        _act,
+        _act_grad,
+        _keep,
+        _l1_grid,
+        _step,
+        _valid,
+    )
 
     # ------------------------------------------------------------------ tiles
     @triton.jit
@@ -80,10 +84,9 @@ if HAVE_TRITON:
     @triton.jit
     def _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
                  CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the
-        feature axis, which the default layout keeps within each thread (no shuffles), from two coalesced loads.
-        PF 1: the next chunk is loaded before this one is summed (its latency hidden by the sum); PF 2: the tile
-        as (RM, RN, 8, 8) pairs (``triton_math._l1_grid``; the sign sums then load as PF 1 does)."""
+        """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the feature
+        axis in-thread, from two coalesced loads. PF 1: the next chunk is loaded before this one is summed (its
+        latency hidden); PF 2: the tile as (RM, RN, 8, 8) pairs (``triton_math._l1_grid``; sign sums load as PF 1)."""
         if PF == 2:
             return _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, CDT, BLOCK_M, BLOCK_N)
         dist = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=CDT)

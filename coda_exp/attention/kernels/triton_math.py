@@ -14,7 +14,8 @@ except ImportError:  # pragma: no cover - exercised only on installs without tri
     HAVE_TRITON = False
 
 if HAVE_TRITON:
-    _SUM = tl.standard._sum_combine  # tl.sum's combine, as triton_jit's _SUM_COMBINE
+    # reductions by tl.reduce with tl.sum's combine (numpy.sum when interpreted): tl.sum is a @jit function
+    _SUM_COMBINE = tl.standard._sum_combine
 
     @triton.jit
     def _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr,
@@ -39,7 +40,7 @@ if HAVE_TRITON:
                         mask=(offs_c < DN)[:, None, None] & rows_ok[None, :, :], other=0.0).to(CDT)
             b = tl.load(NK + offs_c[:, None, None] + (cols * DN)[None, :, :],
                         mask=(offs_c < DN)[:, None, None] & cols_ok[None, :, :], other=0.0).to(CDT)
-            dist += tl.reduce(tl.abs(a[:, :, None, :, None] - b[:, None, :, None, :]), 0, _SUM)
+            dist += tl.reduce(tl.abs(a[:, :, None, :, None] - b[:, None, :, None, :]), 0, _SUM_COMBINE)
         return tl.reshape(tl.permute(dist, (0, 2, 1, 3)), (BLOCK_M, BLOCK_N))
 
     @triton.jit
