@@ -37,7 +37,7 @@ FOLDERS = {
                           "threads: see the top-level records for the pinned one)")),
     "mlu_gate_ablation_10k": ("The gate study again at 10K steps (one H100)", "`make mlu-studies-gpu`", "current"),
     "mlu_coda_peak_lr": ("Does the CoDA Transformer want another peak learning rate?",
-                         "`train.py experiment=table_6 scale=cpu model=coda_transformer task.cpu_scheduler.peak_lr=4e-3`",
+                         "`train.py experiment=mlu_gate_ablation scale=cpu model=coda_transformer seed=1 task.cpu_scheduler.peak_lr=4.0e-3 paths.results_dir=results/mlu_coda_peak_lr`",
                          "current"),
     "mlu_coda_recipe_probes": (("Can a recipe change make CoDA learn within `make run`'s budget? And both models at "
                                "5000 steps (the README's 59.5 / 30.85 %)"), ("`make mlu-studies-gpu` (probes), "
