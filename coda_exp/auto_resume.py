@@ -231,10 +231,12 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
     finish (resumed in its own folder). With the budget and configuration that run finished with, training from any
     of its checkpoints would train that same run again, test it again and write a second record of it (which plots
     and tables would pool): a CheckpointError naming the record and what to do instead. A raised budget
-    (``task.epochs``, ``task.max_steps``) or another configuration (``resume=force``) from a checkpoint before its
-    end trains on, as a new run; from its last step under another configuration nothing is left to train."""
+    (``task.epochs``, ``task.max_steps``) or another configuration (``resume=force``; another ``data.dir`` counts
+    where it holds other files, ``coda_exp.resume_data``, not where the same files lie elsewhere) from a checkpoint
+    before its end trains on, as a new run; from its last step under another configuration nothing is left to train."""
     from coda_exp.checkpoint_avg import CheckpointError
     from coda_exp.config_diff import configuration_changes
+    from coda_exp.resume_data import data_change
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
     trained = ckpt.get(CHECKPOINT_CONFIG)
@@ -254,7 +256,9 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
                               f"{record['steps']} (record {path}) with this budget, so nothing is left to train: to "
                               f"test it again, coda-exp eval ckpt_path={cfg.ckpt_path}; to train longer, raise "
                               "task.epochs or task.max_steps")
-    if configuration_changes(cfg, trained):  # resume=force (check_same_configuration refused it otherwise)
+    # resume=force (check_same_configuration refused it otherwise); another data.dir counts by its files, not its
+    # path (a moved copy of the same data is that run; said once, there, where the files cannot be compared)
+    if configuration_changes(cfg, trained) or data_change(cfg, ckpt, trained, warn=False):
         return done
     raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: a checkpoint at step {step} of a run that {record['status']} "
                           f"already at step {ended} (record {path}) with this configuration and budget: training on "

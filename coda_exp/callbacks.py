@@ -21,27 +21,32 @@ class LastCheckpoint(pl.callbacks.ModelCheckpoint):
                          enable_version_counter=False, auto_insert_metric_name=False)
 
 
-def keep_best_across_folders(callbacks: list) -> None:
+class KeepBestAcrossFolders(pl.Callback):
     """A run trained on from a checkpoint of another folder (a finished run's, which it leaves as it is): each
     monitored ModelCheckpoint keeps the best-model state that checkpoint carries (its best score and the files of
     its best checkpoints), where Lightning drops all but ``best_model_path`` when the folder changed ("dirpath has
     changed") and the new run's first validation would be its best whatever its score: the best checkpoint is
     chosen over the whole run, as for a run resumed in its own folder. Lightning never deletes a checkpoint outside
-    the callback's folder, so the other run's files stay; the state is kept only where each of them still exists."""
-    for callback in callbacks:
-        if isinstance(callback, pl.callbacks.ModelCheckpoint) and callback.monitor is not None:
-            callback.load_state_dict = _keeping_best(callback, callback.load_state_dict)
+    the callback's folder, so the other run's files stay; the state is kept only where each of them still exists.
 
+    Lightning calls every callback's ``on_load_checkpoint`` before any callback's ``load_state_dict``, so this one
+    sets the ModelCheckpoints' states in the loaded checkpoint to their own folder before they read them: any
+    ModelCheckpoint (the configs' by ``_target_``, the periodic one, a user's ``+callbacks.x``) is kept, and its
+    class, hence the key its state is saved under, stays Lightning's. It saves nothing."""
 
-def _keeping_best(callback: pl.callbacks.ModelCheckpoint, load):
-    def load_state_dict(state: dict) -> None:
-        files = [*(state.get("best_k_models") or {}), state.get("best_model_path")]
-        there = state.get("dirpath")
-        if there and there != callback.dirpath and all(f and Path(f).is_file() for f in files):
-            state = {**state, "dirpath": callback.dirpath, "last_model_path": ""}
-        load(state)
-
-    return load_state_dict
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        states = checkpoint.get("callbacks") or {}
+        for callback in trainer.checkpoint_callbacks:
+            if not isinstance(callback, pl.callbacks.ModelCheckpoint) or callback.monitor is None:
+                continue
+            key = callback.state_key if callback.state_key in states else type(callback)  # (Lightning < 1.5's key)
+            state = states.get(key)
+            if not state:
+                continue
+            files = [*(state.get("best_k_models") or {}), state.get("best_model_path")]
+            there = state.get("dirpath")
+            if there and there != callback.dirpath and all(f and Path(f).is_file() for f in files):
+                states[key] = {**state, "dirpath": callback.dirpath, "last_model_path": ""}
 
 
 class EarlyStopping(pl.callbacks.EarlyStopping):

@@ -226,9 +226,10 @@ def save_atomic(ckpt: dict, path: str | os.PathLike) -> Path:
 
 def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
     """With ``task.average_last = N > 0``: keep the last N checkpoints, one every ``task.val_check_interval``
-    optimizer steps, as T2T saves by steps (a run's ModelCheckpoint into ``<run>/checkpoints/periodic``, which
-    :func:`average_last` averages). Validation counts batches: under gradient accumulation the two intervals
-    differ, and the checkpoints keep their spacing in steps."""
+    optimizer steps (a fraction of an epoch: one at each validation), as T2T saves by steps (a run's
+    ModelCheckpoint into ``<run>/checkpoints/periodic``, which :func:`average_last` averages). Validation counts
+    batches: under gradient accumulation the two intervals differ, and the checkpoints keep their spacing in steps
+    (``docs/transformer.md``)."""
     import pytorch_lightning as pl
 
     n = int(cfg.task.get("average_last") or 0)

@@ -188,15 +188,14 @@ def missing_keys(cfg: DictConfig) -> list[str]:
     that lacks ``dataset:``), without resolving anything; the ``hydra`` section left out."""
     found: list[str] = []
 
-    def walk(node, prefix: str) -> None:
+    def walk(node, prefix: str) -> None:  # (OmegaConf.missing_keys reads every interpolation, resolving it)
         for key in (node.keys() if isinstance(node, DictConfig) else range(len(node))):
-            child = node._get_node(key)
             path = f"{prefix}{key}"
-            if child is None or OmegaConf.is_interpolation(node, key) or path == "hydra":
+            if OmegaConf.is_interpolation(node, key) or path == "hydra":
                 continue
-            if child._is_missing():
+            if OmegaConf.is_missing(node, key):
                 found.append(path)
-            elif isinstance(child, (DictConfig, ListConfig)) and not child._is_none():
+            elif isinstance(child := node[key], (DictConfig, ListConfig)):  # (not an interpolation: nothing resolves)
                 walk(child, f"{path}.")
 
     walk(cfg, "")

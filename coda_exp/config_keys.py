@@ -28,8 +28,11 @@ def leaves(node: Any, prefix: str = "", keep_empty: bool = False) -> dict[str, A
 
 
 def raw_interpolation(node: DictConfig, key: str) -> str | None:
-    """``node[key]``'s interpolation as written (``${task.cpu_scheduler}``), or None for a plain value."""
-    return str(node._get_node(key)._value()) if OmegaConf.is_interpolation(node, key) else None
+    """``node[key]``'s interpolation as written (``${task.cpu_scheduler}``), or None for a plain value; read from an
+    unresolved copy of that key alone (nothing else is resolved or copied)."""
+    if not OmegaConf.is_interpolation(node, key):
+        return None
+    return str(OmegaConf.to_container(OmegaConf.masked_copy(node, key), resolve=False)[key])
 
 
 def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:

@@ -20,7 +20,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 # resolvers: registered on import
 from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, results, run_folder  # noqa: F401
 from coda_exp.attention import kernels_used
-from coda_exp.callbacks import ElapsedTime, GateStats, RandomState, ValidationHistory
+from coda_exp.callbacks import ElapsedTime, GateStats, KeepBestAcrossFolders, RandomState, ValidationHistory
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.checkpoint_io import AtomicCheckpointIO, peer_lost, write_failed
 from coda_exp.config_checks import check_config
@@ -272,15 +272,13 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
+    if cfg.get("ckpt_path"):
+        check_checkpoint_fits(cfg.ckpt_path, task)
+        callbacks.append(KeepBestAcrossFolders())  # a finished run's checkpoint, trained on in a new folder
     if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
         # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
         # DistributedSigterm (a SIGTERM noted, then the ranks' vote)
         callbacks.append(GracefulStop())
-    if cfg.get("ckpt_path"):
-        check_checkpoint_fits(cfg.ckpt_path, task)
-        from coda_exp.callbacks import keep_best_across_folders
-
-        keep_best_across_folders(callbacks)  # a finished run's checkpoint, trained on in a new folder
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training

@@ -6,7 +6,8 @@ their first, middle and last 64 KiB (:func:`files_of`; never by modification tim
 regenerated file of the same size differs in its bytes), ride in every checkpoint
 (:data:`CHECKPOINT_DATA_FILES`), and a resumed run whose ``data.dir`` differs from the checkpoint's is compared by
 them (:func:`data_change`): other files (another dev set, another dataset) are a configuration change, which
-``run_checks.check_same_configuration`` refuses (``resume=force`` goes on). A checkpoint written before they rode
+``run_checks.check_same_configuration`` refuses (``resume=force`` goes on), and from a finished run's checkpoint
+a new run, as another configuration is (``auto_resume.check_not_finished``). A checkpoint written before they rode
 along is compared with its own ``data.dir`` where that folder still exists, else a warning says it cannot be checked.
 """
 
@@ -84,9 +85,10 @@ def _differences(theirs: dict, mine: dict) -> list[str]:
             + [f"{k} missing here" for k in missing] + [f"{k} only here" for k in added])
 
 
-def data_change(cfg, ckpt: dict, trained: dict) -> str | None:
+def data_change(cfg, ckpt: dict, trained: dict, warn: bool = True) -> str | None:
     """How this run's ``data.dir`` differs from the one the checkpoint ``ckpt`` (with its resolved config ``trained``)
-    was trained on, in words (None: the same folder, or the same files elsewhere, or nothing to compare)."""
+    was trained on, in words (None: the same folder, or the same files elsewhere, or nothing to compare; ``warn``:
+    say so in the log where the files cannot be compared)."""
     from omegaconf import OmegaConf
 
     mine = OmegaConf.select(cfg, "data.dir", default=None)
@@ -103,8 +105,10 @@ def data_change(cfg, ckpt: dict, trained: dict) -> str | None:
         why = ((f"this data.dir {'is not a folder' if not Path(str(mine)).is_dir() else many}") if here is None
                else "the checkpoint does not list them and that folder "
                + ("is gone" if not Path(str(theirs)).is_dir() else many))
-        log.warning("ckpt_path=%s was trained on data.dir=%s; this run reads data.dir=%s, whose files cannot be "
-                    "compared with those (%s): make sure they are the same data", cfg.ckpt_path, theirs, mine, why)
+        if warn:
+            log.warning("ckpt_path=%s was trained on data.dir=%s; this run reads data.dir=%s, whose files cannot be "
+                        "compared with those (%s): make sure they are the same data", cfg.ckpt_path, theirs, mine,
+                        why)
         return None
     diff = _differences(reference, here)
     if not diff:

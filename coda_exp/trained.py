@@ -39,7 +39,14 @@ from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
-from coda_exp.run_checks import FP16_MIXED, META_KEYS, checked_trainer, quiet_lightning
+from coda_exp.run_checks import (
+    FP16_MIXED,
+    META_KEYS,
+    checked_trainer,
+    float16_without_gpu,
+    no_gpu_for_float16,
+    quiet_lightning,
+)
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 
@@ -278,7 +285,7 @@ def prepare(inv: Invocation) -> Prepared:
         check_config(cfg)
     with quiet_lightning():
         trainer = trainer_for(cfg, None)  # Lightning's check of the trainer settings, before any data loads
-    notes = [note] if (note := _float16_without_gpu(inv, cfg, str(trainer.precision))) else []
+    notes = [note] if (note := _float16_without_gpu(inv, cfg, trainer)) else []
     t = cfg.trainer
     if (t.get("devices", 1) not in (1, "1", "auto", None) or t.get("num_nodes", 1) not in (1, None)
             or "ddp" in str(t.get("strategy", ""))):  # trainer=ddp, trainer.devices=4: said, not silently dropped
@@ -287,20 +294,20 @@ def prepare(inv: Invocation) -> Prepared:
     return Prepared(inv, path, ckpt, trained, cfg, notes)
 
 
-def _float16_without_gpu(inv: Invocation, cfg: DictConfig, runs_as: str) -> str | None:
-    """``trainer.precision=16-mixed`` where the evaluation has no GPU, which Lightning runs as ``runs_as``
-    (bf16-mixed, with a warning only): given on the command line, a ConfigError (as training refuses it); the
+def _float16_without_gpu(inv: Invocation, cfg: DictConfig, trainer) -> str | None:
+    """``trainer.precision=16-mixed`` where the evaluation has no GPU, which Lightning's ``trainer`` runs in another
+    precision (bf16-mixed, with a warning only): given on the command line, a ConfigError in training's words
+    (``run_checks.float16_without_gpu``); the
     checkpoint's own precision, the evaluation runs in 32-true instead, said in one line (returned for the record):
     float32 holds every float16 value, so it comes closer to the float16 computation than bfloat16's 8-bit
     mantissa would (float16's is 11)."""
-    requested = str(cfg.trainer.get("precision"))
+    requested, runs_as = str(cfg.trainer.get("precision")), str(trainer.precision)
     if requested not in FP16_MIXED or runs_as == "16-mixed":
         return None
-    device = "this machine has no CUDA GPU" if not torch.cuda.is_available() else "this evaluation runs on the CPU"
+    accelerator = trainer.accelerator.__class__.__name__.removesuffix("Accelerator")
     if any(o.startswith("trainer.precision=") for o in inv.environment):
-        raise ConfigError(f"coda-exp {inv.mode}: trainer.precision={requested}: float16 mixed precision needs a GPU, "
-                          f"and {device} (Lightning would run {runs_as} instead): use trainer.precision=32-true or "
-                          f"{runs_as}" + ("" if not torch.cuda.is_available() else ", or trainer=gpu"))
+        raise ConfigError(f"coda-exp {inv.mode}: {float16_without_gpu(requested, runs_as, 'evaluation', accelerator)}")
+    device = no_gpu_for_float16("evaluation", accelerator)
     cfg.trainer.precision = "32-true"
     note = (f"the checkpoint trained with trainer.precision={requested}, which needs a GPU, and {device}: evaluating "
             f"in 32-true (float32 holds every float16 value; Lightning would substitute {runs_as}, which rounds "

@@ -294,6 +294,35 @@ def test_a_finished_runs_checkpoint_copied_out_of_its_folder_is_still_that_run(t
     assert check_not_finished(cfg, None, ckpt)[1]["status"] == "finished"
 
 
+def test_a_finished_run_trained_on_other_data_under_resume_force_is_a_new_run(tmp_path):
+    """data.dir is where the data lies, not what it is: from a finished run's checkpoint before its end,
+    resume=force with only another data.dir trains on as a new run where the folder holds other files (it was
+    refused as "that run again"), and is refused as that run where the same files lie elsewhere (a moved copy)."""
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import check_not_finished
+    from coda_exp.checkpoint_avg import CheckpointError
+    from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "first"
+    trained_on, moved, other = (tmp_path / name for name in ("data", "moved", "other"))
+    for data, text in ((trained_on, "a b\n"), (moved, "a b\n"), (other, "c d e\n")):
+        data.mkdir()
+        (data / "train.txt").write_text(text)
+    config = {"paths": {"results_dir": str(tmp_path / "results"), "output_dir": str(folder)},
+              "data": {"dir": str(trained_on)}, "task": {"epochs": 5},
+              "trainer": {"max_epochs": 5, "max_steps": -1}, "save_record": True}
+    _finished_record(tmp_path, "20261127T155519.813293Z_snli_decompatt_s1_75e2b1", folder)
+    ckpt = {"coda_exp.run_config": config, "global_step": 25, "coda_exp.run": {"run_id": "another"},
+            CHECKPOINT_DATA_FILES: files_of(trained_on)}
+    cfg = OmegaConf.create({**config, "ckpt_path": str(tmp_path / "last.ckpt"), "resume": "force"})
+    cfg.data.dir = str(other)
+    assert check_not_finished(cfg, folder, ckpt)[1]["status"] == "finished"  # a new run, in a new folder
+    cfg.data.dir = str(moved)
+    with pytest.raises(CheckpointError, match="a checkpoint at step 25 of a run that finished already at step 40"):
+        check_not_finished(cfg, folder, ckpt)
+
+
 def _budget_cfg(tmp_path, epochs, max_steps=None):
     from omegaconf import OmegaConf
 

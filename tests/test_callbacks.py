@@ -206,11 +206,13 @@ def test_elapsed_time_rides_in_the_checkpoint_and_adds_up_over_resumed_runs():
 
 def test_a_run_trained_on_from_another_folders_checkpoint_keeps_its_best_where_the_files_exist(tmp_path):
     """Trained on in a new folder from a finished run's checkpoint, Lightning dropped the best score ("dirpath has
-    changed"), so the new run's first validation was its best whatever its score."""
+    changed"), so the new run's first validation was its best whatever its score. Every monitored ModelCheckpoint
+    (Lightning's own class, so its state's key in the checkpoint stays the one older checkpoints carry) keeps it;
+    the unmonitored last.ckpt writer is left alone."""
     import pytorch_lightning as pl
     import torch
 
-    from coda_exp.callbacks import keep_best_across_folders
+    from coda_exp.callbacks import KeepBestAcrossFolders, LastCheckpoint
 
     theirs = tmp_path / "finished" / "checkpoints"
     theirs.mkdir(parents=True)
@@ -219,12 +221,21 @@ def test_a_run_trained_on_from_another_folders_checkpoint_keeps_its_best_where_t
     state = {"dirpath": str(theirs), "best_model_score": torch.tensor(0.9), "best_model_path": best,
              "best_k_models": {best: torch.tensor(0.9)}, "kth_best_model_path": best, "kth_value": torch.tensor(0.9),
              "last_model_path": ""}
+    new = str(tmp_path / "new" / "checkpoints")
     for exists in (True, False):
         if not exists:
             (theirs / "epoch000-step5.ckpt").unlink()
-        callback = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "new" / "checkpoints", monitor="val/acc")
-        keep_best_across_folders([callback])
-        callback.load_state_dict(dict(state))
+        callback = pl.callbacks.ModelCheckpoint(dirpath=new, monitor="val/acc")
+        last = LastCheckpoint(dirpath=new)
+        assert callback.state_key.startswith("ModelCheckpoint{")  # the key of every checkpoint written so far
+        trainer = pl.Trainer(callbacks=[callback, last, KeepBestAcrossFolders()], logger=False, accelerator="cpu",
+                             enable_progress_bar=False, enable_model_summary=False)
+        checkpoint = {"callbacks": {callback.state_key: dict(state), last.state_key: dict(state)}}
+        for each in trainer.callbacks:  # Lightning's order: every on_load_checkpoint, then every load_state_dict
+            each.on_load_checkpoint(trainer, None, checkpoint)
+        for each in (callback, last):
+            each.load_state_dict(checkpoint["callbacks"][each.state_key])
         assert (callback.best_model_score is not None) == exists and callback.best_k_models == (
             {best: torch.tensor(0.9)} if exists else {})
-        assert callback.dirpath == str(tmp_path / "new" / "checkpoints")
+        assert callback.dirpath == new and last.dirpath == new
+        assert last.best_model_score is None  # not monitored: Lightning's own handling of another folder

@@ -347,5 +347,5 @@ def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_s
     assert eval_main([f"ckpt_path={fp16}", "trainer.precision=16-mixed", *_paths(tmp_path / "e2")]) == USER_ERROR_EXIT
     assert capsys.readouterr().err.startswith("error: coda-exp eval: trainer.precision=16-mixed: float16 mixed "
                                               "precision needs a GPU, and this machine has no CUDA GPU (Lightning "
-                                              "would run bf16-mixed instead): use trainer.precision=32-true or "
-                                              "bf16-mixed\n")
+                                              "would run bf16-mixed instead, while the record would say 16-mixed): "
+                                              "use trainer.precision=32-true or bf16-mixed\n")  # training's words

@@ -1,10 +1,11 @@
 """Dependencies point one way (DESIGN.md): attention knows nothing of models, models nothing of tasks, tasks nothing of
 Hydra, metrics nothing of data and data nothing of metrics; no module imports a private name of another package (an
-AST scan of imports, lazy ones included)."""
+AST scan of imports, lazy ones included), nor calls OmegaConf's private node API."""
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -68,6 +69,20 @@ def test_no_module_imports_a_private_name_of_another_package():
                         bad.append(f"{path.relative_to(ROOT)} imports {node.module}.{alias.name}")
     assert bad == []
 
+
+# OmegaConf's private node API (a minor release may rename any of it): the package reads configs through the public
+# one (OmegaConf.is_missing, is_interpolation, masked_copy, to_container(resolve=False))
+OMEGACONF_PRIVATE = re.compile(r"\._(get_node|value|is_missing|is_none|is_interpolation|get_full_key|metadata|"
+                               r"content|get_flag|set_flag|set_value|iter_ex|dereference_node|"
+                               r"maybe_dereference_node|get_parent|is_optional)\(")
+
+
+def test_no_module_reads_omegaconfs_private_node_api():
+    bad = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}" for path in sorted(PACKAGE.rglob("*.py"))
+           for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+           if OMEGACONF_PRIVATE.search(line)]
+    assert bad == []
+    assert OMEGACONF_PRIVATE.search("str(node._get_node(key)._value())")  # the scan sees a call
 
 def test_the_scan_sees_imports(tmp_path, monkeypatch):
     fake = tmp_path / "coda_exp" / "metrics"

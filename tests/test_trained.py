@@ -108,3 +108,29 @@ def test_the_record_goes_where_the_training_runs_went(make_cfg, tmp_path, monkey
     resolved.paths.results_root = resolved.paths.results_dir = "/elsewhere/results"  # not under that checkout
     cfg = build_config(parse("eval", ["ckpt_path=x"]), resolved)
     assert cfg.paths.results_dir == str(tmp_path / "results")  # this machine's default
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_float16_without_a_gpu_is_refused_in_trainings_words(make_cfg, monkeypatch, gpu):
+    """coda-exp eval and training refused trainer.precision=16-mixed without a GPU in two wordings (eval's offered
+    no reason tied to the record, training's no 32-true): one message, the command named in front for eval."""
+    import torch
+
+    from coda_exp.run_checks import check_trainer, quiet_lightning
+    from coda_exp.trained import _float16_without_gpu, trainer_for
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    cfg = make_cfg("task=snli", "scale=fixture", "trainer.precision=16-mixed")
+    with pytest.raises(ConfigError) as training:
+        check_trainer(cfg)
+    with quiet_lightning():
+        trainer = trainer_for(cfg, None)
+    inv = parse("eval", ["ckpt_path=x.ckpt", "trainer.precision=16-mixed"])
+    with pytest.raises(ConfigError) as evaluation:
+        _float16_without_gpu(inv, cfg, trainer)
+    device = "this {} is on the CPU" if gpu else "this machine has no CUDA GPU"
+    said = ("trainer.precision=16-mixed: float16 mixed precision needs a GPU, and {} (Lightning would run bf16-mixed "
+            "instead, while the record would say 16-mixed): use trainer.precision=32-true or bf16-mixed"
+            + (", or trainer=gpu" if gpu else ""))
+    assert str(training.value) == said.format(device.format("run"))
+    assert str(evaluation.value) == "coda-exp eval: " + said.format(device.format("evaluation"))

@@ -157,3 +157,27 @@ def test_another_models_group_names_this_models_own(make_cfg):
                                        ["task=snli", "save_record=false", "test_after_fit=false", "seed=0"]])
 def test_valid_values_pass(make_cfg, overrides):
     check_config(make_cfg(*overrides))
+
+
+def test_missing_values_and_raw_interpolations_are_read_without_resolving_anything():
+    """Through OmegaConf's public API; OmegaConf.missing_keys itself resolves every interpolation it passes, so it
+    fails on the hydra section (``${hydra:...}`` outside a Hydra app) and on an interpolation of a missing value
+    (``trainer.max_epochs: ${task.epochs}`` with ``task.epochs=???``), where each missing key is to be named."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from coda_exp.config_checks import missing_keys
+    from coda_exp.config_keys import raw_interpolation
+
+    cfg = OmegaConf.create({"hydra": {"run": {"dir": "${hydra:runtime.cwd}"}, "x": "???"}, "a": "???",
+                            "task": {"epochs": "???"}, "trainer": {"max_epochs": "${task.epochs}"},
+                            "c": {"d": "???", "e": [1, "???", {"f": "???"}], "g": None, "h": "${oc.env:NOT_SET_X}"},
+                            "n": None, "s": "${oc.create:{}}"})
+    assert missing_keys(cfg) == ["a", "task.epochs", "c.d", "c.e.1", "c.e.2.f"]  # in the config's order
+    for without_hydra in (cfg, OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])):
+        with pytest.raises(OmegaConfBaseException):
+            OmegaConf.missing_keys(without_hydra)
+    assert raw_interpolation(cfg.trainer, "max_epochs") == "${task.epochs}"
+    assert raw_interpolation(cfg.c, "h") == "${oc.env:NOT_SET_X}" and raw_interpolation(cfg, "s") == "${oc.create:{}}"
+    assert raw_interpolation(cfg.hydra.run, "dir") == "${hydra:runtime.cwd}"
+    assert raw_interpolation(cfg, "a") is None and raw_interpolation(cfg.c, "g") is None

@@ -279,6 +279,19 @@ def test_average_last_gives_every_rank_rank_zeros_checkpoint(make_cfg, tmp_path)
     assert checkpoint_avg.average_last(make_cfg("task=iwslt15_envi", "task.average_last=0"), trainer(True)) is None
 
 
+def test_periodic_checkpoints_are_spaced_in_optimizer_steps_under_gradient_accumulation(make_cfg, tmp_path):
+    """docs/transformer.md: task.average_last keeps one checkpoint every task.val_check_interval optimizer steps
+    (T2T's spacing), whatever trainer.accumulate_grad_batches; validation counts the interval in batches."""
+    from coda_exp.checkpoint_avg import global_step
+
+    run(make_cfg("task=iwslt15_envi", "model=transformer", "scale=fixture", "logger=none", "save_predictions=false",
+                 "task.max_steps=6", "task.val_check_interval=2", "task.average_last=10",
+                 "+trainer.accumulate_grad_batches=2"))
+    (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert rec["val_curve_steps"] == [1, 2, 3, 4, 5, 6] and rec["checkpoints_averaged"] == 3  # 2 batches: 1 step
+    periodic = sorted((tmp_path / "run" / "checkpoints" / "periodic").glob("*.ckpt"))
+    assert [global_step(p) for p in periodic] == [2, 4, 6]
+
 @pytest.mark.slow
 def test_bench_attention_runs_under_both_wait_policies(tmp_path):
     out = tmp_path / "bench.json"

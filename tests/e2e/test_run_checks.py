@@ -71,10 +71,10 @@ def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_
                                         "refuses these settings: Precision 'bf17-mixed' is invalid. Allowed")),
     (["+trainer.no_such_argument=1"], "unexpected keyword argument 'no_such_argument'"),
     # Lightning ran it as bf16-mixed (a warning on stderr) while the record and its fingerprint said 16-mixed
-    (["trainer.precision=16-mixed"], ("trainer.precision=16-mixed: float16 mixed precision needs a GPU, and this run "
-                                      "is on the CPU (Lightning would run bf16-mixed instead, while the run record "
-                                      "said 16-mixed): use trainer.precision=bf16-mixed")),
-    (["trainer.precision=16"], "use trainer.precision=bf16-mixed"),
+    (["trainer.precision=16-mixed"], ("trainer.precision=16-mixed: float16 mixed precision needs a GPU, and this ")),
+    (["trainer.precision=16-mixed"], ("(Lightning would run bf16-mixed instead, while the record would say 16-mixed): "
+                                      "use trainer.precision=32-true or bf16-mixed")),  # (coda-exp eval's words too)
+    (["trainer.precision=16"], "use trainer.precision=32-true or bf16-mixed"),
     (["trainer=gpu_fast", "trainer.accelerator=cpu", "trainer.devices=[3]"], "devices"),
     # Lightning's own refusal came after the data, from Hydra's instantiate, naming ModelCheckpoint only
     (["+trainer.enable_checkpointing=false"], ("trainer.enable_checkpointing=false, but the run's checkpoint "
