@@ -366,7 +366,7 @@ def apply(cfg: DictConfig) -> dict | None:
     decision = decide(cfg, Path(cfg.paths.output_dir))
     if decision.finished is not None:
         finished_already = decision.finished
-        log.warning("resume=auto: %s %s (record %s): nothing to run", FINISHED_IN, decision.finished,
+        log.info("resume=auto: %s %s (record %s): nothing to run", FINISHED_IN, decision.finished,
                     decision.record["path"])
         return decision.record
     if decision.checkpoint is not None:

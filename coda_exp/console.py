@@ -10,7 +10,10 @@ and the final summary, and silences what a user cannot act on:
 - torch's FutureWarning about ``LeafSpec``, which Lightning's own code triggers (nothing here can change it),
   Lightning's warning that an ``IterableDataset`` with ``__len__`` may repeat examples across workers (ours do not),
   and its two warnings on a resume (a mid-epoch checkpoint with a loader it thinks is not resumable; a checkpoint
-  folder that is not empty): a resumed run's loaders do resume, in its own folder (:data:`HIDDEN_WARNINGS`).
+  folder that is not empty): a resumed run's loaders do resume, in its own folder; its model summary's warning that
+  ``bf16-mixed`` / ``16-mixed`` precision is not supported (the weights of a mixed-precision run are float32, the
+  size it then prints); and its warning that an epoch has fewer batches than ``log_every_n_steps`` (tiny data under a
+  paper-scale config: the epoch's mean loss is still logged) (:data:`HIDDEN_WARNINGS`).
 
 The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
 with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
@@ -31,11 +34,16 @@ LIBRARY_LOGGERS = ("pytorch_lightning", "lightning_fabric", "lightning", "torch"
 #: (``coda_exp.data.seq2seq.mlu``, ``get_worker_info``), and it printed on every MLU run with no worker at all.
 #: A resumed run continues in its own folder, whose checkpoints/ is not empty by design, and every loader here leaves
 #: out the batches of the epoch already trained on (docs/running.md), which Lightning cannot see: its two warnings
-#: on a resume said the opposite of what happens.
+#: on a resume said the opposite of what happens. A mixed-precision run keeps float32 weights: the model summary's
+#: "Using 32 bits instead" is the right size, not an approximation (only ``*-mixed``: a ``*-true`` one is measured).
+#: An epoch of fewer batches than ``log_every_n_steps`` (a paper-scale config on the fixtures) still logs its mean
+#: training loss at the epoch's end (``train/loss_epoch``), which every run's CSV and record read.
 HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning),
                    (r"Your `IterableDataset` has `__len__` defined", UserWarning),
                    (r"You're resuming from a checkpoint that ended before the epoch ended", UserWarning),
-                   (r"Checkpoint directory .* exists and is not empty", UserWarning))
+                   (r"Checkpoint directory .* exists and is not empty", UserWarning),
+                   (r"Precision (bf)?16-mixed is not supported by the model summary", UserWarning),
+                   (r"The number of training batches \(\d+\) is smaller than the logging interval", UserWarning))
 
 
 class LibraryInfoFilter(logging.Filter):

@@ -186,7 +186,12 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
                 extra["group"] = wandb_group(identity)
             if c.get("job_type") is None:
                 extra["job_type"] = job_type
-        out.append(instantiate(c, **extra))
+        logger = instantiate(c, **extra)
+        if is_wandb(c) and getattr(logger, "_wandb_init", {}).get("anonymous", False) is None:
+            # Lightning passes anonymous=None unless asked, and wandb warns of any value ("The anonymous setting has
+            # no effect...") on every run: left out, wandb's own default; logger.wandb.anonymous=true still passes
+            del logger._wandb_init["anonymous"]
+        out.append(logger)
     return out
 
 

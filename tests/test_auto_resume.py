@@ -24,6 +24,7 @@ def _records(tmp_path):
 def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(compose, tmp_path, monkeypatch,
                                                                              caplog):
     caplog.set_level("INFO", logger="coda_exp.pipeline")
+    caplog.set_level("INFO", logger="coda_exp.auto_resume")
     whole_dir = tmp_path / "whole"
     run(compose([o.replace("step=7", "step=1000") for o in BASE], whole_dir))  # never stopped
     (whole,) = _records(whole_dir)
@@ -52,7 +53,9 @@ def test_a_stopped_run_resumes_by_itself_and_a_finished_one_is_not_run_again(com
     monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("a finished run ran again"))
     value = run(compose([*auto, f"paths.output_dir={tmp_path}/runs/third"], tmp_path))
     assert value == resumed["metrics"]["val/loss"] and len(_records(tmp_path)) == 1
-    assert f"resume=auto: {FINISHED_IN} {tmp_path / 'runs' / 'first'} (record " in caplog.text
+    (done,) = [r for r in caplog.records if f"resume=auto: {FINISHED_IN} {tmp_path / 'runs' / 'first'} (record "
+               in r.getMessage()]
+    assert done.levelname == "INFO"  # the outcome asked for, not a warning
     from coda_exp import auto_resume
 
     assert auto_resume.finished_already == tmp_path / "runs" / "first"  # a sweep's summary counts it apart

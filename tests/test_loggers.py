@@ -199,3 +199,9 @@ def test_rows_moved_aside_by_a_killed_resume_are_read_by_the_next(tmp_path):
     logger.save()
     assert [line.split(",")[1] for line in path.read_text().splitlines()[1:]] == ["0", "1", "2", "3"]
     assert not path.with_name("metrics.csv.resumed").exists()
+
+
+def test_wandb_is_not_given_the_anonymous_setting_it_warns_of(make_cfg):
+    """Lightning passed anonymous=None, and wandb printed "The anonymous setting has no effect..." on every run."""
+    assert "anonymous" not in _wandb(make_cfg("task=snli", "logger=wandb"))
+    assert _wandb(make_cfg("task=snli", "logger=wandb", "+logger.wandb.anonymous=true"))["anonymous"] == "allow"
