@@ -138,7 +138,7 @@ test: $(STAMP) ## the fast test suite (what CI runs; ~4 min on 2 cores in TEST_W
 test-full: $(STAMP) ## every test, the slow ones included
 	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
-tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json: the tables that have runs; RUNS=folder, OUT=folder, TABLES="id ...", PREDICTIONS=folder
+tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json (SCALE=fixture: outputs/fixture_results/, the fixture runs): the tables that have runs, unchanged ones left as they are; RUNS=folder, OUT=folder, TABLES="id ...", PREDICTIONS=folder
 	$(PY) scripts/make_tables.py --runs $(RUNS)$(if $(OUT), --out $(OUT))$(if $(TABLES), --tables $(TABLES))$(if $(PREDICTIONS), --predictions $(PREDICTIONS))
 
 bench: $(STAMP) ## CoDA vs softmax attention: forward+backward time and peak memory, printed as ratios

@@ -186,5 +186,20 @@ def write_tables(
     for spec in specs:
         table = build_table(spec, records, generated=generated, predictions_dir=predictions_dir)
         for suffix, render in ((".md", render_markdown), (".tex", render_latex), (".csv", render_csv)):
-            written.append(atomic_write_text(Path(out_dir) / f"{spec.id}{suffix}", render(table)))
+            path, text = Path(out_dir) / f"{spec.id}{suffix}", render(table)
+            written.append(path if unchanged(path, text) else atomic_write_text(path, text))
     return written
+
+
+#: the time in a table's provenance line (Markdown's ``Generated <time> from``, LaTeX's ``% id: generated <time> from``)
+_GENERATED = re.compile(r"^(% \S+: generated|Generated) \S+ from ", re.MULTILINE)
+
+
+def unchanged(path: Path, text: str) -> bool:
+    """Whether ``path`` holds ``text`` already but for the time it was generated: such a file is left as it is, so
+    that ``make tables`` over the same records leaves a checkout clean (no diff of a timestamp alone)."""
+    try:
+        old = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _GENERATED.sub(r"\1 - from ", old) == _GENERATED.sub(r"\1 - from ", text)

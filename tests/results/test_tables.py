@@ -222,6 +222,19 @@ def test_write_tables_writes_md_tex_csv(spec, tmp_path):
     assert "run record(s) by coda-exp tables" in tex and "make_tables" not in tex
 
 
+def test_tables_regenerated_from_the_same_records_are_left_as_they_are(spec, tmp_path):
+    """make tables on a clean clone rewrote every table with only its Generated time changed: git dirty for nothing."""
+    out = tmp_path / "out"
+    record = rec()
+    first = write_tables([spec.path], [record], out, generated="2025-01-01T00:00:00+00:00")
+    before = {p: p.read_bytes() for p in first}
+    again = write_tables([spec.path], [record], out, generated="2026-06-01T12:00:00+00:00")
+    assert again == first and {p: p.read_bytes() for p in again} == before  # same content: not rewritten
+    changed = write_tables([spec.path], [rec(metrics={"test/acc": 0.5})], out, generated="2026-06-01T12:00:00+00:00")
+    md = changed[[p.suffix for p in changed].index(".md")].read_text(encoding="utf-8")
+    assert "Generated 2026-06-01T12:00:00+00:00 from" in md and "50.00" in md  # new content: a new time
+
+
 @pytest.mark.parametrize(
     "old, new, message",
     [
