@@ -76,6 +76,10 @@ class ElapsedTime(pl.Callback):
     def load_state_dict(self, state_dict: dict) -> None:
         self.earlier = float(state_dict.get("elapsed_s") or 0.0)
 
+    def so_far(self) -> float:
+        """The run's time until now, the earlier processes' included."""
+        return self.state_dict()["elapsed_s"]
+
 
 class RandomState(pl.Callback):
     """Saves the global random states (Python, NumPy, torch CPU and CUDA) in every checkpoint and restores them when

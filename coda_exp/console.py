@@ -15,6 +15,11 @@ and the final summary, and silences what a user cannot act on:
   size it then prints); and its warning that an epoch has fewer batches than ``log_every_n_steps`` (tiny data under a
   paper-scale config: the epoch's mean loss is still logged) (:data:`HIDDEN_WARNINGS`).
 
+A line logged with ``extra=file_only()`` goes to the run's ``train.log`` but not to the console: each validation's
+line (:class:`coda_exp.progress.ValidationReport`), which the progress bar shows on a terminal, and the run folder
+at the start, which the summary ends with (:func:`on_terminal`: both reach the console of a redirected run, a
+``nohup`` one or a cluster job's, where Rich draws no live bar).
+
 The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
 with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
 :func:`configure` is called once per run (``coda_exp.pipeline.run``); a verbose run undoes what a quiet one did in
@@ -44,6 +49,29 @@ HIDDEN_WARNINGS = ((r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureW
                    (r"Checkpoint directory .* exists and is not empty", UserWarning),
                    (r"Precision (bf)?16-mixed is not supported by the model summary", UserWarning),
                    (r"The number of training batches \(\d+\) is smaller than the logging interval", UserWarning))
+
+
+#: a log record's attribute: True keeps it off the console (:func:`file_only`, :class:`FileOnlyFilter`)
+FILE_ONLY = "coda_exp_file_only"
+
+
+def on_terminal() -> bool:
+    """Whether Rich draws on a terminal (the progress bar live): not under a redirect, ``nohup`` or a batch job."""
+    from rich import get_console
+
+    return get_console().is_terminal
+
+
+def file_only(only: bool = True) -> dict:
+    """``logging``'s keyword arguments for a line that goes to ``train.log`` only (``only=False``: everywhere)."""
+    return {"extra": {FILE_ONLY: bool(only)}}
+
+
+class FileOnlyFilter(logging.Filter):
+    """Drops the records logged with :func:`file_only` (a filter on the console handlers only, verbose or not)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, FILE_ONLY, False)
 
 
 class LibraryInfoFilter(logging.Filter):
@@ -77,8 +105,9 @@ def _datasets_bars(enabled: bool) -> None:
 def configure(verbose: bool) -> None:
     """Quiet (``verbose=False``) or everything (``True``) on the console, for the run about to start."""
     for handler in console_handlers():
-        for f in [f for f in handler.filters if isinstance(f, LibraryInfoFilter)]:
+        for f in [f for f in handler.filters if isinstance(f, (LibraryInfoFilter, FileOnlyFilter))]:
             handler.removeFilter(f)
+        handler.addFilter(FileOnlyFilter())
     if not verbose:
         for handler in console_handlers():
             handler.addFilter(LibraryInfoFilter())

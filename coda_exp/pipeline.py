@@ -212,6 +212,8 @@ def run(cfg: DictConfig) -> float | None:
             log.info("%s %s (its Hydra folder %s keeps only this log)", run_folder.RESUMED_IN, folder, hydra_dir)
         elif folder is not None:
             log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
+        else:  # the summary names it at the end; a redirected run's log says it from the start
+            log.info("run folder: %s", hydra_dir, **console.file_only(console.on_terminal()))
         try:
             return _train_and_record(cfg, start)
         except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
@@ -265,7 +267,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
                               CHECKPOINT_DATA_FILES: files_of(cfg.data.get("dir"))}  # what a resumed run compares
     loggers = build_loggers(cfg, identity)
     history, timer = ValidationHistory(cfg.task.monitor), ElapsedTime(start)
-    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, RandomState(), timer,
+    report = progress.ValidationReport(cfg.task.monitor, cfg.task.monitor_mode, history, timer.so_far)  # a line each
+    callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, report, RandomState(), timer,
                  DistributedSigterm()]
     periodic = checkpoint_avg.periodic_checkpoints(cfg)
     if periodic is not None:

@@ -6,16 +6,26 @@
 - :class:`ModelSummary`: the rich model summary without the ``FLOPs`` column and ``Total FLOPs`` line when Lightning
   measured none (it counts FLOPs only for a model with an ``example_input_array``: none here), and without the
   count of modules in train / eval mode. ``verbose=true`` keeps Lightning's own (``coda_exp.pipeline``).
+- :class:`ValidationReport`: one line per validation of the fit (the step, the monitored metric with the best so far,
+  the other ``val/*`` metrics, the time elapsed) logged to the run's ``train.log`` always, and to the console where
+  no live progress bar shows them (not a terminal, or ``trainer.enable_progress_bar=false``): a redirected,
+  ``nohup`` or cluster run can be followed (``tail -f``), and a finished one's log says how it went.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+from collections.abc import Callable
 from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import RichModelSummary, RichProgressBar
 
+from coda_exp.console import file_only, on_terminal
+
 STEPS = "Steps"
+log = logging.getLogger(__name__)
 
 
 def step_bounded(trainer: pl.Trainer) -> bool:
@@ -114,3 +124,53 @@ class ModelSummary(RichModelSummary):
             lines.append(("Total FLOPs", get_human_readable_count(int(total_flops)).strip()))
         for label, value in lines:
             console.print(f"[bold]{label}[/]: {value}")
+
+
+def _number(value: float) -> str:
+    return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+class ValidationReport(pl.Callback):
+    """Each validation of the fit as one line (module docstring), e.g. ``validation at step 50/300: val/acc_seq
+    0.4000 (best 0.4000), val/loss 1.7083; 0:00:41 elapsed``; an epoch-bounded run says ``epoch 3/20 (step 150)``.
+    ``history``: the monitored metric after each validation so far (a ``ValidationHistory``: its ``values``,
+    restored on a resume), for the best; ``elapsed``: the run's time so far (``ElapsedTime.so_far``); ``mode``:
+    ``min`` or ``max``. Placed after the history among the callbacks, so that the best counts this validation."""
+
+    def __init__(self, monitor: str, mode: str, history: Any, elapsed: Callable[[], float]) -> None:
+        self.monitor, self.mode, self.history, self.elapsed = monitor, mode, history, elapsed
+
+    def line(self, trainer: pl.Trainer) -> str | None:
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
+                   if k == self.monitor or k.startswith("val/")}
+        if not metrics:
+            return None
+        if step_bounded(trainer):
+            where = f"step {trainer.global_step}/{trainer.max_steps}"
+        else:
+            total = "" if trainer.max_epochs in (None, -1) else f"/{trainer.max_epochs}"
+            where = f"epoch {trainer.current_epoch + 1}{total} (step {trainer.global_step})"
+        parts = []
+        for key in sorted(metrics, key=lambda k: (k != self.monitor, k)):
+            text = f"{key} {_number(metrics[key])}"
+            seen = [v for v in self.history.values if math.isfinite(v)]  # NaN: never the best
+            if key == self.monitor and seen:
+                text += f" (best {_number(min(seen) if self.mode == 'min' else max(seen))})"
+            parts.append(text)
+        return f"validation at {where}: {', '.join(parts)}; {_clock(self.elapsed())} elapsed"
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit" or not trainer.is_global_zero:
+            return
+        line = self.line(trainer)
+        if line is None:
+            return
+        bar = trainer.progress_bar_callback
+        live = bar is not None and not bar.is_disabled and on_terminal()  # the bar shows the metrics already
+        log.info("%s", line, **file_only(live))

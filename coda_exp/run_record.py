@@ -24,6 +24,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import results
+from coda_exp.console import file_only
 from coda_exp.data.common.embeddings import vectors_identity
 from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
@@ -192,8 +193,11 @@ def print_summary(record: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    print(f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']}): "
-          f"{summary_outcome(record)}", flush=True)
+    title = f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']}): " \
+            f"{summary_outcome(record)}"
+    print(title, flush=True)
+    final = ", ".join(f"{k} {record['metrics'][k]:.4f}" for k in sorted(record["metrics"]))
+    log.info("%s%s", title, f"; {final}" if final else "", **file_only())  # train.log: the table printed below
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")

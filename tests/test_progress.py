@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from coda_exp.progress import STEPS, ModelSummary, ProgressBar, step_bounded
+from coda_exp.progress import STEPS, ModelSummary, ProgressBar, ValidationReport, step_bounded
 
 
 class _Tiny(pl.LightningModule):
@@ -78,3 +78,50 @@ def test_the_model_summary_leaves_out_flops_it_did_not_measure(capsys):
                            total_flops=1_200_000)
     out = capsys.readouterr().out
     assert "FLOPs" in out and "1.2 M" in out
+
+
+class _Validated(_Tiny):
+    def validation_step(self, batch, batch_idx):
+        self.log("val/loss", self.layer(batch[0]).pow(2).mean())
+        self.log("val/acc", 0.5)
+
+
+@pytest.mark.parametrize("terminal,bar,on_console", [(True, True, False), (False, True, True), (True, False, True)])
+def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_live_bar(tmp_path, monkeypatch,
+                                                                                     terminal, bar, on_console):
+    """A redirected run (nohup, a cluster job, make run > log) printed nothing between the model summary and the final
+    table, and its train.log held no validation value: now a line each, on the console only where no live bar is."""
+    import io
+    import logging
+
+    from coda_exp import progress
+    from coda_exp.callbacks import ElapsedTime, ValidationHistory
+    from coda_exp.console import FileOnlyFilter
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(progress, "on_terminal", lambda: terminal)
+    screen, logfile = io.StringIO(), io.StringIO()
+    console_handler, file_handler = logging.StreamHandler(screen), logging.StreamHandler(logfile)
+    console_handler.addFilter(FileOnlyFilter())
+    logger = logging.getLogger("coda_exp.progress")
+    for handler in (console_handler, file_handler):
+        logger.addHandler(handler)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    history, timer = ValidationHistory("val/loss"), ElapsedTime(0.0)
+    report = ValidationReport("val/loss", "min", history, lambda: 65.0)
+    loader = DataLoader(TensorDataset(torch.randn(12, 2)), batch_size=2)  # 6 batches an epoch: validated at 3 and 6
+    callbacks = [history, report, timer] + ([ProgressBar()] if bar else [])
+    try:
+        fit = pl.Trainer(callbacks=callbacks, logger=False, enable_checkpointing=False, enable_model_summary=False,
+                         accelerator="cpu", max_steps=6, max_epochs=10, val_check_interval=3,
+                         enable_progress_bar=bar)
+        fit.fit(_Validated(), loader, loader)
+    finally:
+        for handler in (console_handler, file_handler):
+            logger.removeHandler(handler)
+    lines = logfile.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["validation at step 3/6", "validation at step 6/6"]
+    best = min(history.values)
+    assert lines[1].startswith(f"validation at step 6/6: val/loss {history.values[1]:.4f} (best {best:.4f}), "
+                               "val/acc 0.5000; 0:01:05 elapsed")
+    assert screen.getvalue().splitlines() == (lines if on_console else [])

@@ -26,6 +26,17 @@ def test_one_step_is_singular_and_an_evaluation_says_its_steps_are_the_checkpoin
     assert "evaluated in 1 s (checkpoint trained 3 steps)" in out and "finished" not in out
 
 
+def test_the_log_file_gets_the_summary_the_console_gets_as_a_table(caplog, capsys):
+    """train.log ended with Lightning's lines: no final metric at all."""
+    from coda_exp.console import FILE_ONLY
+
+    caplog.set_level("INFO", logger="coda_exp.run_record")
+    print_summary(_record(metrics={"test/acc": 0.5, "val/acc": 0.25}))
+    (line,) = [r for r in caplog.records if "snli × decompatt" in r.getMessage()]
+    assert line.getMessage().endswith("finished, 1 step in 1 s; test/acc 0.5000, val/acc 0.2500")
+    assert getattr(line, FILE_ONLY) is True and "│ test/acc" in capsys.readouterr().out  # the console: the table
+
+
 def test_what_results_could_not_take_is_named_where_it_was_kept(tmp_path, monkeypatch, capsys):
     """The results folder unwritable at the run's end: the message named the record's fallback, not the predictions'
     (kept in the run folder too), nor where to move them; with save_record=false it said nothing at all."""
