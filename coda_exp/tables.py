@@ -46,7 +46,9 @@ scale, budget and output keys); a matching run of another configuration (``optim
 pooled"). Records without a fingerprint (older ones), or of an earlier fingerprint rule, get the one their
 ``overrides`` give under today's rule, with a warning. When a cell has records at several scales, scale "paper" is
 used if present, else the scale with the most runs (ties: alphabetical); the others' runs are listed under the
-table ("Not pooled, another scale ..."), their counts in the CSV. A cell with no record says ``no run``: ours is
+table ("Not pooled, another scale ..."; "another budget ..." where only budget overrides differ: ``fixture
+(task.epochs=2)`` beside ``fixture``), their counts in the CSV; a record is one note per row and reason, naming the
+columns it is left out of (:mod:`coda_exp.table_notes`). A cell with no record says ``no run``: ours is
 never filled from the paper.
 
 Evaluations. A record of ``coda-exp eval`` (``mode: "eval"``: a trained checkpoint evaluated again) enters a cell
@@ -83,6 +85,7 @@ from coda_exp.experiments import fixture_data, record_configuration, table_grid
 from coda_exp.fingerprint import FINGERPRINT_RULE, digest
 from coda_exp.record_checks import RecordChecker
 from coda_exp.results import created_time, utc_now_iso
+from coda_exp.table_notes import listed, off_grid_notes, scale_status  # noqa: F401 (off_grid_notes: API)
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
     Column,
@@ -220,17 +223,8 @@ def choose_scale(counts: dict[str, int]) -> str:
     return min(counts, key=lambda s: (-counts[s], s))
 
 
-def _listed(rec: dict, grid: list[str] = (), **extra) -> dict:
-    """A record listed under the table (not pooled): its id, seed, scale, and how its configuration differs from the
-    table's grid: ``overrides`` beyond it, ``missing`` (the grid's settings it lacks)."""
-    overrides = record_configuration(rec)[1]
-    return {"run_id": rec["run_id"], "seed": rec["seed"], "scale": rec["scale"],
-            "overrides": [o for o in overrides if o not in grid], "missing": [o for o in grid if o not in overrides],
-            **extra}
-
-
 def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_runs: set[str],
-                fingerprints: dict[str, str], grid: list[str], problem=lambda rec: None) -> Cell:
+                fingerprints: dict[str, str], grid: list[str], problem=lambda rec: None, warned=None) -> Cell:
     col = spec.columns[j]
     metric = col.metric_for(row.split)
     cell = Cell(
@@ -251,23 +245,26 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
     for rec in sorted(records, key=lambda r: (created_time(r), r["run_id"])):
         if rec.get("status", "finished") == "diverged":  # no test metrics: listed under the table, never pooled
             if rec.get("task") == col.task and all(_same(lookup(rec, k), v) for k, v in match.items()):
-                cell.off_grid.append(_listed(rec, status=f"diverged at step {rec.get('diverged_at_step')}"))
+                cell.off_grid.append(listed(rec, status=f"diverged at step {rec.get('diverged_at_step')}"))
             continue
         if not record_matches(rec, col.task, metric, match):
             continue
         apart = evaluation_apart(rec, trained_runs) or problem(rec)
         if apart is not None:  # one sample per trained model; a record contradicting itself: listed apart, not pooled
-            cell.off_grid.append(_listed(rec, status=apart))
+            cell.off_grid.append(listed(rec, status=apart))
             continue
         if fingerprints[rec["run_id"]] != expected:  # another configuration: listed apart, never pooled
-            cell.off_grid.append(_listed(rec, grid))
+            cell.off_grid.append(listed(rec, grid))
             continue
         key = (rec["scale"], rec["seed"])
+        if key in latest and (warned is None or latest[key]["run_id"] not in warned):  # once a table, not a cell
+            if warned is not None:
+                warned.add(latest[key]["run_id"])
+            warnings.warn(f"{spec.id}: {row.name}: run {latest[key]['run_id']} is superseded by the later "
+                          f"{rec['run_id']} (scale {key[0]!r}, seed {key[1]}); only the later counts (listed under "
+                          "the table)", SupersededRunWarning, stacklevel=3)
         if key in latest:  # a later run of the same scale and seed replaces it
-            warnings.warn(f"{spec.id}: {row.name} / {col.name}: run {latest[key]['run_id']} is superseded by "
-                          f"the later {rec['run_id']} (scale {key[0]!r}, seed {key[1]}); only the later counts",
-                          SupersededRunWarning, stacklevel=3)
-            superseded.append(_listed(latest[key], grid, status=f"superseded by the later {rec['run_id']}"))
+            superseded.append(listed(latest[key], grid, status=f"superseded by the later {rec['run_id']}"))
         latest[key] = rec
     cell.off_grid += superseded  # named under the table, as the runs of other scales below
     if not latest:
@@ -278,7 +275,7 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
         counts[scale] = counts.get(scale, 0) + 1
     cell.scale = choose_scale(counts)
     cell.other_scales = {s: n for s, n in sorted(counts.items()) if s != cell.scale}
-    cell.off_grid += [_listed(latest[key], grid, status=f"another scale than the cell's ({cell.scale})")
+    cell.off_grid += [listed(latest[key], grid, status=scale_status(key[0], cell.scale))
                       for key in sorted(latest, key=lambda k: (k[0], k[1])) if key[0] != cell.scale]
     chosen = [latest[key] for key in sorted(k for k in latest if k[0] == cell.scale)]
     raw = [float(rec["metrics"][metric]) for rec in chosen]
@@ -312,7 +309,8 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     problem = RecordChecker(spec.id, predictions_dir)  # a record contradicting itself or its predictions
     fingerprints = {r["run_id"]: record_fingerprint(r) for r in records}
     trained_runs = {r["run_id"] for r in records if r.get("mode") != "eval"}
-    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid, problem)
+    warned: set[str] = set()
+    cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid, problem, warned)
               for j in range(len(spec.columns))]
              for row in spec.rows]
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
@@ -353,19 +351,6 @@ def _warn_derived(table_id: str, records: list[dict]) -> None:
                       f"another fingerprint under today's, derived from their recorded overrides and today's file of "
                       f"their experiment (e.g. {run_id}: {' '.join(overrides) or 'no configuration override'})",
                       UnknownFingerprintWarning, stacklevel=3)
-
-
-def _difference(run: dict) -> str:
-    """`` with X`` / `` without the grid's Y``: how a listed run's configuration differs from the table's grid."""
-    text = f" with {' '.join(run['overrides'])}" if run["overrides"] else ""
-    return text + (f" without the grid's {' '.join(run['missing'])}" if run.get("missing") else "")
-
-
-def off_grid_notes(table: Table) -> list[str]:
-    """One line per matching run of another configuration (never pooled): the cell, seed, scale, its overrides."""
-    return [f"Not pooled, {run.get('status', 'another configuration')}: {cell.row} / {cell.column}: seed "
-            f"{run['seed']} ({run['scale']}){_difference(run)} ({run['run_id']})"
-            for cell_row in table.cells for cell in cell_row for run in cell.off_grid]
 
 
 def _parameters_text(row: Row, pooled: list[dict], key: str) -> str:

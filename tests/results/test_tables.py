@@ -76,6 +76,26 @@ def test_runs_of_another_scale_and_superseded_runs_are_named_under_the_table(spe
     assert cpu[1]["run_id"] in latex and fixture["run_id"] in latex
 
 
+def test_a_left_out_run_is_one_note_per_row_with_its_columns_and_a_budget_override_is_called_one():
+    """Each left-out WikiQA run was listed once for MAP and again for MRR (and warned of per column), and a run with
+    task.epochs=2 was "another scale than the cell's (fixture)" beside the fixture runs of its scale."""
+    from tests import ROOT
+
+    spec = load_table_spec(ROOT / "configs" / "tables" / "table_2.yaml")
+    wikiqa = {"task": "wikiqa", "model": "decompatt", "metrics": {"test/map": 0.6, "test/mrr": 0.62}, **TODAYS_GRID}
+    old, new = rec(seed=1, scale="fixture", **wikiqa), rec(seed=1, scale="fixture", **wikiqa)
+    budget = rec(seed=2, scale="fixture (task.epochs=2)", **{**wikiqa, "overrides": ["task.epochs=2"]})
+    with pytest.warns(SupersededRunWarning) as caught:
+        table = build_table(spec, [old, new, budget])
+    assert len([w for w in caught if w.category is SupersededRunWarning]) == 1
+    superseded = (f"- Not pooled, superseded by the later {new['run_id']}: D-ATT / WikiQA MAP, WikiQA MRR: seed 1 "
+                  f"(fixture) ({old['run_id']})")
+    budgeted = ("- Not pooled, another budget than the cell's (fixture): D-ATT / WikiQA MAP, WikiQA MRR: seed 2 "
+                f"(fixture (task.epochs=2)) ({budget['run_id']})")
+    notes = [line for line in render_markdown(table).splitlines() if line.startswith("- Not pooled")]
+    assert notes == [superseded, budgeted]
+
+
 def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
     """make quickstart, reproduce-* SCALE=fixture: the tables say their numbers mean nothing (issue 23)."""
     real = build_table(spec, [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in range(2)])
