@@ -236,3 +236,24 @@ def scale_label(scale_name: str, overrides: list[str]) -> str:
         return str(scale_name)
     changed = [text for key, text in parsed if key in BUDGET_KEYS]
     return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)
+
+
+def configuration_label(overrides: list[str], experiment: str | None = None) -> str:
+    """The overrides of a command line that change a run's configuration, as typed and compact (``model/attention=coda
+    trainer.precision=bf16-mixed``), after its ``experiment=``: every override but the seed, the task, model and
+    scale choices, the budget keys (the ``scale`` label says them: :func:`scale_label`) and where or how a run is stored
+    or logged (:data:`OUTPUT_KEYS`). Unlike :func:`configuration_overrides`, the grid's attention axes
+    (``model/attention=coda``, ``model.scoring.center_e=true``) and the processes (``trainer.devices=2``) are kept:
+    two runs that differ in them differ, though a table may pool both. Empty for a run of its scale's plain
+    configuration."""
+    shown = [o.lstrip("+") for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+             and not _covered(override_key(o), ("seed", *OUTPUT_KEYS))]
+    return " ".join(([f"experiment={experiment}"] if experiment else []) + shown)
+
+
+def run_label(record: dict) -> str:
+    """``task × model`` and its :func:`configuration_label` in brackets: ``scitail × attconv_light
+    [model/attention=coda]`` (an evaluation: its trained run's overrides)."""
+    overrides = record.get("trained_overrides") if record.get("mode") == "eval" else record.get("overrides")
+    config = configuration_label([str(o) for o in overrides or []], record.get("experiment"))
+    return f"{record['task']} × {record['model']}" + (f" [{config}]" if config else "")

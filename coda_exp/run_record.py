@@ -29,7 +29,7 @@ from coda_exp.data.common.embeddings import vectors_identity
 from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
 from coda_exp.experiments import experiment_of, experiment_settings, run_configuration
-from coda_exp.fingerprint import scale_label
+from coda_exp.fingerprint import run_label, scale_label
 from coda_exp.io import atomic_write
 from coda_exp.threads import thread_counts
 
@@ -188,13 +188,13 @@ def summary_outcome(record: dict) -> str:
 
 
 def print_summary(record: dict) -> None:
-    """The end of a run on the console: what ran, its metrics, and the run folder (config, log, checkpoints). The
-    title and folder are plain lines, never wrapped to the table's width (a path stays one line to copy)."""
+    """The end of a run on the console: what ran (with the overrides that change its configuration:
+    ``coda_exp.fingerprint.run_label``), its metrics, and the run folder (config, log, checkpoints). The title and
+    folder are plain lines, never wrapped to the table's width (a path stays one line to copy)."""
     from rich.console import Console
     from rich.table import Table
 
-    title = f"{record['task']} × {record['model']} (seed {record['seed']}, scale {record['scale']}): " \
-            f"{summary_outcome(record)}"
+    title = f"{run_label(record)} (seed {record['seed']}, scale {record['scale']}): {summary_outcome(record)}"
     print(title, flush=True)
     final = ", ".join(f"{k} {record['metrics'][k]:.4f}" for k in sorted(record["metrics"]))
     log.info("%s%s", title, f"; {final}" if final else "", **file_only())  # train.log: the table printed below

@@ -1,7 +1,8 @@
 """What a table lists under it, never pooled ("Not pooled, ..."), split from :mod:`coda_exp.tables` (which builds the
 cells and decides what each pools): a listed record's entry (:func:`listed`), how its configuration differs from the
 table's grid (:func:`difference`), why a run of another scale is left out (:func:`scale_status`: a budget override is
-called one) and the notes themselves, one per record, row and reason, naming
+called one), the records of a row's model that no row takes because their configuration differs (:func:`unmatched`:
+``model/scoring=softmax`` on the CoDA Transformer), and the notes themselves, one per record, row and reason, naming
 every column it is left out of (:func:`off_grid_notes`)."""
 
 from __future__ import annotations
@@ -26,6 +27,29 @@ def scale_status(scale: str, cell_scale: str) -> str:
     if scale.split(" (", 1)[0] == cell_scale.split(" (", 1)[0]:
         return f"another budget than the cell's ({cell_scale})"
     return f"another scale than the cell's ({cell_scale})"
+
+
+def unmatched(spec: Any, records: list[dict], fingerprints: dict[str, str], expected: str, grid: list[str],
+              matches) -> dict[tuple[int, int], list[dict]]:
+    """``{(row, column): [listed records]}``: the finished records of a column's task and metric that no row of the
+    table takes in that column (``matches(record, task, metric, match)`` false for every row), of a row's model
+    (its ``match``'s ``model``: the first such row), and of another configuration than the grid's; without this,
+    ``model=coda_transformer model/scoring=softmax`` was left out of Table 6 without a word. A run of the grid's
+    configuration that no row takes (Table 8's centring on Table 6) belongs to another table: not listed."""
+    out: dict[tuple[int, int], list[dict]] = {}
+    for j, col in enumerate(spec.columns):
+        for rec in records:
+            if (rec.get("task") != col.task or rec.get("status", "finished") == "diverged"
+                    or fingerprints[rec["run_id"]] == expected):
+                continue
+            rows = [(i, row) for i, row in enumerate(spec.rows) if row.match is not None]
+            if any(matches(rec, col.task, col.metric_for(row.split), {**row.match, **col.match}) for _, row in rows):
+                continue
+            own = next((i for i, row in rows if row.match.get("model") == rec.get("model")
+                        and col.metric_for(row.split) in (rec.get("metrics") or {})), None)
+            if own is not None:
+                out.setdefault((own, j), []).append(listed(rec, grid))
+    return out
 
 
 def difference(run: dict) -> str:

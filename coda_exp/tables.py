@@ -85,7 +85,7 @@ from coda_exp.experiments import fixture_data, record_configuration, table_grid
 from coda_exp.fingerprint import FINGERPRINT_RULE, digest
 from coda_exp.record_checks import RecordChecker
 from coda_exp.results import created_time, utc_now_iso
-from coda_exp.table_notes import listed, off_grid_notes, scale_status  # noqa: F401 (off_grid_notes: API)
+from coda_exp.table_notes import listed, off_grid_notes, scale_status, unmatched  # noqa: F401 (off_grid_notes: API)
 from coda_exp.table_spec import (  # noqa: F401 - re-exported: tables is the public face of the specs
     PAPERS,
     Column,
@@ -313,6 +313,8 @@ def build_table(spec: TableSpec, records: list[dict], generated: str | None = No
     cells = [[_build_cell(spec, row, j, records, trained_runs, fingerprints, grid, problem, warned)
               for j in range(len(spec.columns))]
              for row in spec.rows]
+    for (i, j), apart in unmatched(spec, records, fingerprints, digest(grid), grid, record_matches).items():
+        cells[i][j].off_grid += apart  # a row's model in another configuration, which no row takes
     used = {rid for cell_row in cells for cell in cell_row for rid in cell.run_ids}
     by_id = {r["run_id"]: r for r in records}
     pooled_rows = [list({i: by_id[i] for c in cell_row for i in c.run_ids}.values()) for cell_row in cells]  # once each

@@ -26,6 +26,19 @@ def test_one_step_is_singular_and_an_evaluation_says_its_steps_are_the_checkpoin
     assert "evaluated in 1 s (checkpoint trained 3 steps)" in out and "finished" not in out
 
 
+@pytest.mark.parametrize("overrides, label", [
+    (["model/attention=coda", "scale=fixture"], "snli × decompatt [model/attention=coda] (seed 1"),
+    (["model/scoring=softmax"], "snli × decompatt [model/scoring=softmax] (seed 1"),
+    (["trainer.precision=bf16-mixed", "trainer.devices=2"],
+     "snli × decompatt [trainer.precision=bf16-mixed trainer.devices=2] (seed 1"),
+    (["task.epochs=2", "seed=1", "paths.root_dir=/tmp", "logger=wandb"], "snli × decompatt (seed 1"),
+])
+def test_the_title_names_the_overrides_that_change_the_configuration(capsys, overrides, label):
+    """model/attention=coda, model/scoring=softmax, bf16-mixed or two devices printed the plain task × model."""
+    print_summary(_record(overrides=overrides))
+    assert capsys.readouterr().out.startswith(label)
+
+
 def test_the_log_file_gets_the_summary_the_console_gets_as_a_table(caplog, capsys):
     """train.log ended with Lightning's lines: no final metric at all."""
     from coda_exp.console import FILE_ONLY

@@ -29,7 +29,9 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
   ``train.log`` (with the lines a user's error lists after its first: the bad keys of a ConfigError).
 
 A folder that left no resolved config (a job that failed before it) is named by its Hydra config
-(``.hydra/config.yaml``, composed before the job started), else by its folder's name.
+(``.hydra/config.yaml``, composed before the job started), else by its folder's name. The model column adds the
+overrides that change a run's configuration (``attconv_light [model/attention=coda]``: its record's, else its job's
+``.hydra/overrides.yaml``), so that two runs of one task and model that differ are told apart.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pathlib import Path
 
 from coda_exp.environment import root_dir
 from coda_exp.errors import UserError
+from coda_exp.fingerprint import configuration_label
 from coda_exp.io import atomic_write_text, output_problem, write_problem
 
 
@@ -58,6 +61,7 @@ class RunState:
     checkpoint: str | None  # the checkpoint a stopped run resumes from
     record: str | None  # a finished run's record
     note: str | None = None  # what is amiss with the folder (its config_resolved.yaml deleted)
+    config: str | None = None  # the overrides that change its configuration (coda_exp.fingerprint.configuration_label)
 
 
 def run_folders(log_dir: Path) -> list[Path]:
@@ -102,9 +106,11 @@ def states(log_dir: Path) -> list[RunState]:
         cfg = configs[folder]
         task, model = (cfg.get("task") or {}).get("name"), (cfg.get("model") or {}).get("name")
         state, step, checkpoint, record = "failed", None, None, None
+        config = _configuration(folder)
         if folder.resolve() in records:
             path, rec = records[folder.resolve()]
             state, step, record = rec["status"], rec.get("steps"), str(path)
+            config = configuration_label([str(o) for o in rec.get("overrides") or []], rec.get("experiment"))
         elif live_owner(folder):
             state = "running"
         elif (point := resume_checkpoint(folder)) is not None:
@@ -126,8 +132,21 @@ def states(log_dir: Path) -> list[RunState]:
             notes.append(_last_error(log_end) or ("train.log names no error" if (folder / "train.log").is_file()
                                                   else "no train.log"))
         out.append(RunState(str(folder), task, model, cfg.get("seed"), cfg.get("scale_name"), state, step,
-                            checkpoint, record, "; ".join(notes) or None))
+                            checkpoint, record, "; ".join(notes) or None, config or None))
     return out
+
+
+def _configuration(folder: Path) -> str:
+    """The overrides that change a run's configuration, by its job's command line (``.hydra/overrides.yaml``); ""
+    where the folder has none readable."""
+    import yaml
+
+    try:
+        overrides = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text(encoding="utf-8")) or []
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return ""
+    experiments = [str(o).split("=", 1)[1] for o in overrides if str(o).lstrip("+").startswith("experiment=")]
+    return configuration_label([str(o) for o in overrides], experiments[-1] if experiments else None)
 
 
 def _job_names(folder: Path) -> dict:
@@ -228,7 +247,8 @@ def _last_error(lines: list[str], width: int = 400) -> str | None:
 
 def _table(rows: list[RunState]) -> str:
     header = ("state", "step", "task", "model", "seed", "scale", "folder")
-    cells = [header] + [(r.state, "" if r.step is None else str(r.step), r.task or "?", r.model or "?",
+    cells = [header] + [(r.state, "" if r.step is None else str(r.step), r.task or "?",
+                         (r.model or "?") + (f" [{r.config}]" if r.config else ""),
                          "" if r.seed is None else str(r.seed), r.scale or "?", r.folder) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
     notes = [""] + ["".join([f"  resumes from {r.checkpoint}" if r.state == "stopped" and r.checkpoint else "",

@@ -96,6 +96,24 @@ def test_a_left_out_run_is_one_note_per_row_with_its_columns_and_a_budget_overri
     assert notes == [superseded, budgeted]
 
 
+def test_a_run_of_a_rows_model_in_another_configuration_that_no_row_takes_is_listed():
+    """model=coda_transformer model/scoring=softmax matches no row of Table 6 (its attention is softmax) and was left
+    out without a word; a centring run of Table 8 (the grid's configuration) belongs to another table."""
+    from tests import ROOT
+    from tests.results.records import mlu_rec
+
+    spec = load_table_spec(ROOT / "configs" / "tables" / "table_6.yaml")
+    pooled, centred = mlu_rec(seed=1), mlu_rec(seed=1, options={"center_e": True})
+    softmax = mlu_rec(seed=1, attention={"name": "softmax"}, overrides=["model/scoring=softmax"],
+                      fingerprint="0123456789ab", fingerprint_overrides=["model/scoring=softmax"])
+    table = build_table(spec, [pooled, centred, softmax])
+    assert cell(table, "CoDA Transformer", "accuracy").run_ids == [pooled["run_id"]]
+    notes = [line for line in render_markdown(table).splitlines() if line.startswith("- Not pooled")]
+    listed = (f"- Not pooled, another configuration: CoDA Transformer / accuracy: seed 1 (cpu) with "
+              f"model/scoring=softmax ({softmax['run_id']})")
+    assert notes == [listed]
+
+
 def test_a_table_of_fixture_runs_says_it_is_a_smoke_test(spec):
     """make quickstart, reproduce-* SCALE=fixture: the tables say their numbers mean nothing (issue 23)."""
     real = build_table(spec, [rec(scale="cpu", seed=s, metrics={"test/acc": 0.8}) for s in range(2)])

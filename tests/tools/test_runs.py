@@ -250,3 +250,20 @@ def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys):
     assert runs.main(["--log-dir", str(tmp_path / "outputs")]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].split()[:6] == ["debug", "1", "snli", "decompatt", "1", "fixture"], out
+
+
+def test_runs_that_differ_in_configuration_are_told_apart(tmp_path, capsys):
+    """model/attention=coda beside a softmax run of attconv_light: both were listed as plain attconv_light."""
+    log_dir, results = tmp_path / "outputs", tmp_path / "results"
+    plain = _folder(log_dir / "runs" / "snli-decompatt", "a-s1", 1, results)
+    coda = _folder(log_dir / "runs" / "snli-decompatt", "b-s1", 1, results)
+    (plain / ".hydra").mkdir()
+    (plain / ".hydra" / "overrides.yaml").write_text("- task=snli\n- scale=fixture\n- task.epochs=2\n")
+    (coda / ".hydra").mkdir()
+    (coda / ".hydra" / "overrides.yaml").write_text("- model/attention=coda\n- trainer.precision=bf16-mixed\n")
+    assert runs.main(["--log-dir", str(log_dir)]) == 0
+    out = capsys.readouterr().out
+    (plain_row,) = [line for line in out.splitlines() if f" {plain}" in line]
+    (coda_row,) = [line for line in out.splitlines() if f" {coda}" in line]
+    assert " decompatt " in plain_row and "[" not in plain_row
+    assert " decompatt [model/attention=coda trainer.precision=bf16-mixed] " in coda_row
