@@ -145,6 +145,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "epochs": int(epochs),
         "wall_time_s": round(time.time() - start, 3),
         "device": device_description(trainer),
+        "environment": software_environment(),
         "threads": {"configured": cfg.get("threads"), **thread_counts()},  # read after the run: drift shows
         "git_commit": commit,
         "overrides": list(overrides),
@@ -164,6 +165,37 @@ def device_description(trainer: pl.Trainer) -> str:
             trainer.accelerator, pl.accelerators.CUDAAccelerator):
         return f"{trainer.num_devices}x {torch.cuda.get_device_name(0)}"
     return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def software_environment() -> dict:
+    """What a result depends on besides the code, the configuration and the thread counts: the CPU (its model, and
+    the instruction set torch's kernels dispatch to: AVX512 and AVX2 kernels sum in other orders, so the same run
+    differs in its last bits, and after thousands of steps in its accuracy) and the library versions. Two records
+    are comparable bit for bit only where these agree (docs/results.md)."""
+    from importlib import metadata
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "cpu": cpu_model(),
+           "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    for package in ("pytorch-lightning", "numpy", "numba", "triton"):
+        try:
+            env[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    if torch.cuda.is_available():
+        env["cuda"] = torch.version.cuda
+    return env
 
 
 def write_predictions(rows: list[dict], path: Path) -> Path:

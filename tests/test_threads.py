@@ -57,6 +57,9 @@ def test_two_ambient_thread_settings_give_the_same_record(compose, tmp_path, res
         assert rec["threads"]["configured"] == 1 and rec["threads"]["torch"] == 1
         assert rec["threads"].get("numba", 1) == 1
         assert rec["device"].endswith("1 threads)")
+        env = rec["environment"]  # what else a bit-for-bit comparison needs: the CPU and the versions
+        assert env["torch"] == torch.__version__ and env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        assert env["cpu"] and env["python"].count(".") == 2 and "pytorch-lightning" in env
     assert json.dumps(one["metrics"], sort_keys=True) == json.dumps(two["metrics"], sort_keys=True)
     assert one["val_curve"] == two["val_curve"] and one["fingerprint"] == two["fingerprint"]
 
