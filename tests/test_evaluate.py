@@ -64,9 +64,11 @@ def test_eval_of_a_fixture_checkpoint_keeps_its_record_out_of_the_tracked_result
 
 
 def test_eval_of_one_split_on_another_folder_is_listed_apart(snli_model, tmp_path):
+    """The folder holds the test file alone: the checkpoint's tokenizers read it, no training file is needed."""
     _, trained, ckpt = snli_model
     copy = tmp_path / "snli_copy"
-    shutil.copytree(FIXTURES / "snli", copy)
+    copy.mkdir()
+    shutil.copy(FIXTURES / "snli" / "snli_1.0_test.jsonl", copy)
     out = tmp_path / "eval"
     assert eval_main([f"ckpt_path={ckpt}", "split=test", f"data.dir={copy}", *_paths(out)]) == 0
     (record,) = _records(out, "eval")
@@ -295,7 +297,7 @@ def test_eval_and_predict_of_a_translation_model_with_its_one_vocabulary(tmp_pat
     assert len(got) == 2 and all(isinstance(g["hypothesis"], str) for g in got)
 
 
-def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path):
+def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path, capsys):
     """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
     tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""
     import torch
@@ -316,6 +318,13 @@ def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, t
     assert "a checkpoint of an unknown run" in table_render.render_markdown(tables.build_table(spec, [record]))
     got = _predict(old, _write(tmp_path / "in.jsonl", [{"text_a": "A man.", "text_b": "A person."}]), tmp_path)
     assert got[0]["label"] in ("entailment", "neutral", "contradiction")
+    test_only = tmp_path / "test_only"  # its tokenizers need the training file: said so
+    test_only.mkdir()
+    shutil.copy(FIXTURES / "snli" / "snli_1.0_test.jsonl", test_only)
+    capsys.readouterr()
+    assert eval_main([f"ckpt_path={old}", "split=test", f"data.dir={test_only}", *_paths(out)]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert "carries no tokenizers" in err and "lacks snli_1.0_train.jsonl" in err and "Traceback" not in err
 
 
 def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_so(snli_model, tmp_path, caplog, capsys,

@@ -182,7 +182,7 @@ class EvidenceDataModule(DataModule):
         if self.dir is None:
             list(self.reader.read("train", None))  # the reader's "no hub copy: pass data.dir" error
         store = open_store(self.dir, self.cache_dir, self.progress)
-        raw = {s: self._split_examples(store, s) for s in self.reader.splits()}
+        raw = {s: self._split_examples(store, s) for s in self.read_splits(self.reader.splits())}
         path = self.embeddings_cfg.get("path")
         if self.restored is not None:  # the trained model's vocabulary: its vectors are in its weights
             path = self.restored["embeddings"] is not None

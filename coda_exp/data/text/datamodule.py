@@ -191,7 +191,7 @@ class TextClassificationDataModule(LabelledDataModule):
 
     def build(self) -> None:
         self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
-        raw = {s: self._raw_split(s) for s in SPLITS}
+        raw = {s: self._raw_split(s) for s in self.read_splits(SPLITS)}
         words = self.tokenizer_name == "word"
         if self.restored is None:
             self.tokenizer = self._build_vocab(raw) if words else self._build_tokenizer(raw["train"])
