@@ -23,7 +23,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import results
+from coda_exp import results, run_folder
 from coda_exp.data.common.embeddings import vectors_identity
 from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
@@ -34,7 +34,7 @@ from coda_exp.threads import thread_counts
 
 log = logging.getLogger(__name__)
 
-FALLBACK_RECORD = "run_record.json"
+FALLBACK_RECORD = run_folder.FALLBACK_RECORD  # where run_folder's readers (auto_resume, coda-exp runs) look too
 FALLBACK_PREDICTIONS = "predictions.jsonl.gz"
 
 

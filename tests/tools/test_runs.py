@@ -281,3 +281,22 @@ def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys, debug):
     step = "1" if debug == "fdr" else "10"  # debug=limit: 2 epochs of 5 batches, and a last.ckpt
     assert out.splitlines()[1].split()[:6] == ["debug", step, "snli", "decompatt", "1", "fixture"], out
     assert "resumes from" not in out
+
+
+def test_listing_runs_imports_no_lightning_and_torch_only_to_read_a_checkpoint(tmp_path):
+    """Importing pytorch_lightning (through auto_resume) took ~5 s of the listing's ~7 s."""
+    log_dir, results = tmp_path / "outputs", tmp_path / "results"
+    _folder(log_dir / "runs" / "snli-decompatt", "a-s1", 1, results)  # failed: no record, no checkpoint
+    code = ("import sys; from coda_exp.tools import runs; runs.main(['--log-dir', sys.argv[1]]); "
+            "print(sorted(m for m in ('pytorch_lightning', 'torch') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def imported() -> str:
+        out = subprocess.run([sys.executable, "-c", code, str(log_dir)], capture_output=True, text=True, env=env,
+                             check=True).stdout
+        return out.splitlines()[-1]
+
+    assert imported() == "[]"
+    stopped = _folder(log_dir / "runs" / "snli-decompatt", "b-s2", 2, results)
+    torch.save({"global_step": 5, "state_dict": {}}, stopped / "checkpoints" / "last.ckpt")
+    assert imported() == "['torch']"  # its step is read from the checkpoint; Lightning still not imported
