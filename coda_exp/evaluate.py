@@ -1,17 +1,18 @@
 """``coda-exp eval`` and ``coda-exp predict``: a trained model's checkpoint on another split, folder or file.
 
-``coda-exp eval ckpt_path=RUN/checkpoints/best.ckpt [split=all|test|validation] [data.dir=...] [key=value ...]``
-evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then the test split,
-sequence tasks decoding as their test decodes) and writes a run record, test predictions and its own folder
-(``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run. The record
-is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained run's
-overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing), with
-``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
-``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages), ``eval_split``,
-``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data folder) and
-``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation stands in for
-its run only when that run's own record is absent and it read the same data; otherwise it is listed under the
-table, never pooled (docs/tables.md).
+``coda-exp eval ckpt_path=RUN/checkpoints/epochNNN-stepN.ckpt [split=all|test|validation] [key=value ...]`` (the
+run's best checkpoint, whose path the run's end prints and its record keeps as ``best_checkpoint``; or
+``last.ckpt``) evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then
+the test split, sequence tasks decoding as their test decodes) and writes a run record, test predictions and its
+own folder (``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run.
+The record is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained
+run's overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing),
+with ``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
+``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages),
+``eval_split``, ``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data
+folder) and ``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation
+stands in for its run only when that run's own record is absent and it read the same data; otherwise it is listed
+under the table, never pooled (docs/tables.md).
 
 ``coda-exp predict ckpt_path=... input=FILE [output=FILE]`` runs the model on a file of new inputs (the formats:
 :mod:`coda_exp.predict_io`) and writes one prediction per input (default ``<input>.predictions.jsonl`` beside it).
@@ -269,7 +270,8 @@ USAGE = {
     "eval": """usage: coda-exp eval ckpt_path=FILE [split=all|test|validation] [key=value ...]
 
 Evaluate a training run's checkpoint and write a run record (mode "eval") and its test predictions.
-  ckpt_path=FILE      a .ckpt written by a training run (best.ckpt, last.ckpt, an averaged one)
+  ckpt_path=FILE      a .ckpt written by a training run: its best, RUN/checkpoints/epochNNN-stepN.ckpt
+                      (the path its end printed, its record's best_checkpoint), last.ckpt, an averaged one
   split=...           all (default: validation, then test), test or validation
   data.dir=DIR        read another folder of the same format (the record says it is other data)
   data.*, task.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);

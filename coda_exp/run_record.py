@@ -201,6 +201,9 @@ def print_summary(record: dict) -> None:
         table.add_row(k, f"{record['metrics'][k]:.4f}")
     if record["metrics"]:
         Console().print(table)
+    if record.get("mode") != "eval" and record.get("best_checkpoint"):  # the file to give coda-exp eval
+        kind = "averaged" if record.get("checkpoints_averaged") else "best"
+        print(f"{kind} checkpoint (tested; coda-exp eval ckpt_path=...): {record['best_checkpoint']}", flush=True)
     print(f"run folder: {record['output_dir']}", flush=True)
 
 

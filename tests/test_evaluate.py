@@ -150,7 +150,10 @@ def test_eval_mistakes_are_one_message_and_exit_2(snli_model, tmp_path, capsys, 
 
 
 def test_eval_and_predict_print_their_usage_for_help(capsys):
-    assert main(["eval", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: coda-exp eval ckpt_path=FILE")
+    assert main(["eval", "--help"]) == 0
+    usage = capsys.readouterr().out
+    assert usage.startswith("usage: coda-exp eval ckpt_path=FILE")
+    assert "best.ckpt" not in usage and "epochNNN-stepN.ckpt" in usage  # what runs write (configs/callbacks)
     assert main(["predict", "-h"]) == 0 and "input=FILE.jsonl|.tsv" in capsys.readouterr().out
 
 

@@ -26,6 +26,20 @@ def test_one_step_is_singular_and_an_evaluation_says_its_steps_are_the_checkpoin
     assert "evaluated in 1 s (checkpoint trained 3 steps)" in out and "finished" not in out
 
 
+def test_the_summary_names_the_checkpoint_to_evaluate_before_the_run_folder(capsys):
+    """Runs write checkpoints/epochNNN-stepN.ckpt (and last.ckpt), never the best.ckpt that eval's help named."""
+    best = "/runs/x/checkpoints/epoch003-step40.ckpt"
+    print_summary(_record(best_checkpoint=best))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == [f"best checkpoint (tested; coda-exp eval ckpt_path=...): {best}", "run folder: /runs/x"]
+    print_summary(_record(best_checkpoint="/runs/x/checkpoints/averaged.ckpt", checkpoints_averaged=5))
+    assert "averaged checkpoint (tested; coda-exp eval ckpt_path=...): /runs/x/checkpoints/averaged.ckpt" in (
+        capsys.readouterr().out)
+    print_summary(_record(best_checkpoint=None))  # debug=fdr: none
+    print_summary(_record(best_checkpoint=best, mode="eval"))  # an evaluation's is the file it evaluated
+    assert "checkpoint (tested" not in capsys.readouterr().out
+
+
 def test_what_results_could_not_take_is_named_where_it_was_kept(tmp_path, monkeypatch, capsys):
     """The results folder unwritable at the run's end: the message named the record's fallback, not the predictions'
     (kept in the run folder too), nor where to move them; with save_record=false it said nothing at all."""
