@@ -47,10 +47,12 @@ from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
+    csv_input,
     default_output,
     other_inputs_output,
     prediction_rows,
     read_inputs,
+    unknown_inputs,
     write_predictions,
 )
 from coda_exp.run_checks import batch_limits, check_extras
@@ -229,6 +231,8 @@ def evaluate(inv: Invocation) -> dict:
 def predict(inv: Invocation) -> Path:
     """Run ``coda-exp predict``; return the predictions file (module docstring)."""
     inputs, default = Path(inv.command["input"]), default_output(Path(inv.command["input"]))
+    if problem := csv_input(inputs):  # before the output's checks: the input is what needs changing
+        raise ConfigError(f"coda-exp predict: input={problem}")
     output = Path(inv.command["output"]) if inv.command["output"] else default
     if output.expanduser().resolve() == inputs.expanduser().resolve():
         raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
@@ -250,6 +254,8 @@ def predict(inv: Invocation) -> Path:
     pl.seed_everything(prep.cfg.seed, workers=True)
     task = build(prep, datamodule, build_splits=False)
     encoded = datamodule.encode_inputs(rows)
+    if note := unknown_inputs(encoded, wheres, datamodule.INPUT_IDS):  # a warning: the predictions are written
+        log.warning(note)
     loader = torch.utils.data.DataLoader(encoded, batch_size=datamodule.eval_batch_size, shuffle=False,
                                          collate_fn=datamodule.collate)
     outputs = trainer_for(prep.cfg, None).predict(task, dataloaders=loader)

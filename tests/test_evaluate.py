@@ -217,6 +217,11 @@ def test_predict_pair_classification_from_jsonl_and_tsv(snli_model, tmp_path, ca
     tsv = tmp_path / "in.tsv"
     tsv.write_text("text_a\ttext_b\n" + "".join(f"{r['text_a']}\t{r['text_b']}\n" for r in rows), encoding="utf-8")
     assert [g["probabilities"] for g in _predict(ckpt, tsv, tmp_path)] == [g["probabilities"] for g in got]
+    assert "does not know" not in caplog.text
+    odd = [rows[0], {"text_a": "zzzz qqq", "text_b": "xxyy wwvv"}]  # no word the model knows: a warning, predicted
+    assert len(_predict(ckpt, _write(tmp_path / "odd.jsonl", odd), tmp_path)) == 2
+    assert (f"1 of 2 inputs are mostly tokens the model does not know (1 entirely; the first: "
+            f"{tmp_path / 'odd.jsonl'}:2)") in caplog.text
 
 
 def test_predict_agrees_with_the_test_predictions(snli_model, tmp_path):
@@ -251,6 +256,11 @@ def test_predict_malformed_json_and_missing_input(snli_model, tmp_path, capsys):
     bad.write_text('{"text_a": "x", "text_b": "y"}\n{oops\n', encoding="utf-8")
     assert predict_main([f"ckpt_path={ckpt}", f"input={bad}"]) == USER_ERROR_EXIT
     assert f"{bad}:2: malformed JSON line" in capsys.readouterr().err
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text("text_a,text_b\nA man.,A person.\n", encoding="utf-8")
+    assert predict_main([f"ckpt_path={ckpt}", f"input={csv_file}"]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert f"{csv_file}: a comma-separated .csv file; coda-exp predict reads JSON lines" in err and "Traceback" not in err
     assert predict_main([f"ckpt_path={ckpt}"]) == USER_ERROR_EXIT
     assert "input=FILE is required" in capsys.readouterr().err
 

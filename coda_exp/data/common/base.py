@@ -150,6 +150,8 @@ class DataModule(pl.LightningDataModule, ABC):
     # -- a trained model's tokenizers (coda_exp.data.common.encoders): eval and predict --------------------
     #: the fields of one input of ``coda-exp predict`` (JSONL keys, or a TSV file's header); () = not supported
     INPUT_FIELDS: tuple[str, ...] = ()
+    #: the keys of ``encode_inputs``' rows holding token ids (lists, or lists of lists): inputs of unknown tokens
+    INPUT_IDS: tuple[str, ...] = ()
 
     def encoder_state(self) -> dict | None:
         """The tokenizers (and vector-table shape) a trained model needs to read new text, as a plain dict saved in

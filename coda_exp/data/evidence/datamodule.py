@@ -216,6 +216,7 @@ class EvidenceDataModule(DataModule):
 
     # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
     INPUT_FIELDS = ("claim", "evidence")  # evidence: the list of sentences the model reads (capped by max_sentences)
+    INPUT_IDS = ("claim_ids", "evidence_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("evidence", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))

@@ -236,6 +236,7 @@ class PairDataModule(LabelledDataModule):
 
     # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
     INPUT_FIELDS = ("text_a", "text_b")  # and, for ranking, an optional "group" (the query the pair belongs to)
+    INPUT_IDS = ("a_ids", "b_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("pair", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))

@@ -121,6 +121,7 @@ class Seq2SeqDataModule(DataModule):
                 "evaluations": list(self.evaluations), "run_info": self.stats}
 
     INPUT_FIELDS = ("src",)
+    INPUT_IDS = ("src",)  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("seq2seq", src=tokenizer_state(self.src_tokenizer), tgt=tokenizer_state(self.tgt_tokenizer))

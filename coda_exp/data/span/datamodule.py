@@ -227,6 +227,7 @@ class SpanDataModule(DataModule):
 
     # -- a trained model's vocabularies: eval and predict -------------------------------------------------------
     INPUT_FIELDS = ("question", "passages")  # passages: a list of texts (joined as the readers' are) or one text
+    INPUT_IDS = ("p_ids", "q_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("span", vocab=tokenizer_state(self.vocab), chars="".join(sorted(self.chars,

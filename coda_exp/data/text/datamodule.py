@@ -213,6 +213,7 @@ class TextClassificationDataModule(LabelledDataModule):
 
     # -- a trained model's tokenizer: eval and predict ---------------------------------------------------------
     INPUT_FIELDS = ("text",)
+    INPUT_IDS = ("ids",)  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("text", tokenizer=tokenizer_state(self.tokenizer), kind=self.tokenizer_name,
