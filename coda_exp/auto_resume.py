@@ -25,7 +25,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.config_diff import IGNORED, normalised  # noqa: F401 (IGNORED: part of this module's API)
@@ -118,16 +117,17 @@ def same_run(mine: dict, folder: Path) -> bool:
 def checkpoints(folder: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, str]]]:
     """The ``RESUME_FROM`` files under ``<folder>/checkpoints``: (path, step) of those that can be read, and (path,
     why) of those that cannot (cut short, empty, foreign)."""
+    readable, unreadable = [], []
+    files = [folder / "checkpoints" / name for name in RESUME_FROM if (folder / "checkpoints" / name).is_file()]
+    if not files:  # torch (checkpoint_avg) is imported only to read one: coda-exp runs lists folders without it
+        return readable, unreadable
     from coda_exp.checkpoint_avg import CheckpointError, global_step
 
-    readable, unreadable = [], []
-    for name in RESUME_FROM:
-        path = folder / "checkpoints" / name
-        if path.is_file():
-            try:
-                readable.append((path, global_step(path)))
-            except CheckpointError as err:
-                unreadable.append((path, str(err)))
+    for path in files:
+        try:
+            readable.append((path, global_step(path)))
+        except CheckpointError as err:
+            unreadable.append((path, str(err)))
     return readable, unreadable
 
 
@@ -169,7 +169,7 @@ def finished_records(results_dirs, folders: list[Path], run_ids=()) -> dict[Path
     ``run_ids``, whose training record says they ended, read from ``<results_dir>/runs/`` of each of
     ``results_dirs`` and the folders' fallback records."""
     from coda_exp import results
-    from coda_exp.run_record import FALLBACK_RECORD
+    from coda_exp.run_folder import FALLBACK_RECORD
 
     wanted, ids = set(folders), set(run_ids) - {None}
     out: dict[Path, tuple[Path, dict]] = {}
@@ -332,6 +332,8 @@ def other_budget(cfg: DictConfig, own: Path) -> tuple[Path, str] | None:
 
 def decide(cfg: DictConfig, own: Path) -> Decision:
     """The earlier run of this configuration to go on from (module docstring); ``own``: this run's Hydra folder."""
+    import pytorch_lightning as pl  # here, not at the top: coda-exp runs reads this module without Lightning
+
     if pl.utilities.rank_zero_only.rank != 0 and DECISION_ENV in os.environ:  # a rank rank 0 launched
         chosen = os.environ[DECISION_ENV]
         return Decision(checkpoint=Path(chosen)) if chosen else Decision()
@@ -359,6 +361,8 @@ def apply(cfg: DictConfig) -> dict | None:
     """``resume=auto`` before the run folder is chosen: set ``ckpt_path`` to the checkpoint to go on from and say
     so, or return the record of the run that already finished (the caller runs nothing); None otherwise (no
     ``resume=auto``, an explicit ``ckpt_path``, or nothing found: a fresh run)."""
+    import pytorch_lightning as pl
+
     global finished_already
     finished_already = None
     if cfg.get("resume") != "auto" or cfg.get("ckpt_path"):  # its value: config_checks.check_config

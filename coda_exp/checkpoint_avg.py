@@ -11,8 +11,9 @@ them after training (``checkpoints/averaged.ckpt``, tested instead of the best c
 Command: ``coda-exp average-checkpoints --dir RUN/checkpoints/periodic --last 5 --out RUN/checkpoints/avg.ckpt``
 or ``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
 checkout). A run's ``checkpoints/`` itself holds its best checkpoint, ``last.ckpt`` and perhaps an earlier process's
-``interrupted.ckpt``, not the last N of anything: ``--dir RUN/checkpoints`` averages its ``periodic/`` (and says
-so), and is refused, naming what it holds, where the run kept no periodic checkpoints (:func:`averaging_folder`).
+``interrupted.ckpt``, not the last N of anything: ``--dir RUN/checkpoints`` (or ``--dir RUN``) averages its
+``periodic/`` (and says so), and is refused, naming what it holds, where the run kept no periodic checkpoints
+(:func:`averaging_folder`).
 ``--out`` is checked before any checkpoint is read (a path under a file, a folder); inside ``--dir``'s folder it may
 replace an earlier average, never one of the checkpoints averaged (refused, naming it); a failed write (a full disk)
 is one message naming ``--out``, nothing replaced.
@@ -127,20 +128,30 @@ def select_last(directory: str | os.PathLike, last: int, exclude: Sequence[str |
 
 
 def averaging_folder(directory: str | os.PathLike) -> Path:
-    """The folder ``--dir`` averages: a folder with a ``periodic/`` of checkpoints (a run's ``checkpoints/``) is
-    averaged from it, said on the console; a run's ``checkpoints/`` without one (its best, ``last.ckpt``,
-    ``interrupted.ckpt``) is a CheckpointError naming them; any other folder is itself."""
+    """The folder ``--dir`` averages: a folder with a ``periodic/`` of checkpoints (a run's ``checkpoints/``, or a
+    run folder, whose ``checkpoints/`` is read) is averaged from it, said on the console; a run's ``checkpoints/``
+    without one (its best, ``last.ckpt``, ``interrupted.ckpt``) is a CheckpointError naming them; any other folder
+    is itself."""
     from coda_exp.run_folder import is_run_folder
 
-    folder = Path(directory)
+    given = folder = Path(directory)
+    run = is_run_folder(given)  # a run folder: its checkpoints/ (RUN/checkpoints/periodic)
+    if run and not (given / PERIODIC.parent.name).is_dir():
+        raise CheckpointError(f"--dir {given}: a run folder without {PERIODIC.parent.name}/ (a debug=fdr run keeps "
+                              f"none): a run keeps the checkpoints to average with task.average_last=N, in "
+                              f"{given / PERIODIC}")
+    if run:
+        folder = given / PERIODIC.parent.name
+    what = "a run folder" if run else "a run's checkpoints folder"
     periodic = folder / PERIODIC.name
     if periodic.is_dir() and any(periodic.glob("*.ckpt")):
-        print(f"--dir {folder}: a run's checkpoints folder; averaging its periodic checkpoints ({periodic}), not its "
+        print(f"--dir {given}: {what}; averaging its periodic checkpoints ({periodic}), not its "
               "best checkpoint, last.ckpt or interrupted.ckpt")
         return periodic
     if folder.name == PERIODIC.parent.name and folder.is_dir() and is_run_folder(folder.parent):
         held = ", ".join(sorted(p.name for p in folder.glob("*.ckpt"))) or "no checkpoint"
-        raise CheckpointError(f"--dir {folder}: a run's checkpoints folder, holding {held}: its best and latest "
+        holding = f"whose {folder.name}/ holds" if run else "holding"
+        raise CheckpointError(f"--dir {given}: {what}, {holding} {held}: its best and latest "
                               f"checkpoints (and a stopped process's), not the last N of a run; a run keeps those "
                               f"with task.average_last=N (in {periodic}): average them with --dir {periodic}, or name "
                               "the files with --ckpts")
@@ -292,8 +303,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
                                                  "(T2T avg_checkpoints).")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--dir", help="folder of *.ckpt files, e.g. RUN/checkpoints/periodic (a run's periodic "
-                                      "checkpoints, task.average_last; a run's checkpoints/ is read from its "
-                                      "periodic/); the last N by global_step are averaged")
+                                      "checkpoints, task.average_last; a run folder or its checkpoints/ is read "
+                                      "from that periodic/); the last N by global_step are averaged")
     source.add_argument("--ckpts", nargs="+", help="explicit checkpoint files")
     parser.add_argument("--last", type=int, default=5, help="with --dir: how many checkpoints (default 5)")
     parser.add_argument("--out", required=True, help="where to write the averaged checkpoint")

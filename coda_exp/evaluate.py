@@ -1,17 +1,18 @@
 """``coda-exp eval`` and ``coda-exp predict``: a trained model's checkpoint on another split, folder or file.
 
-``coda-exp eval ckpt_path=RUN/checkpoints/best.ckpt [split=all|test|validation] [data.dir=...] [key=value ...]``
-evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then the test split,
-sequence tasks decoding as their test decodes) and writes a run record, test predictions and its own folder
-(``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run. The record
-is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained run's
-overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing), with
-``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
-``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages), ``eval_split``,
-``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data folder) and
-``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation stands in for
-its run only when that run's own record is absent and it read the same data; otherwise it is listed under the
-table, never pooled (docs/tables.md).
+``coda-exp eval ckpt_path=RUN/checkpoints/epochNNN-stepN.ckpt [split=all|test|validation] [key=value ...]`` (the
+run's best checkpoint, whose path the run's end prints and its record keeps as ``best_checkpoint``; or
+``last.ckpt``) evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then
+the test split, sequence tasks decoding as their test decodes) and writes a run record, test predictions and its
+own folder (``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run.
+The record is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained
+run's overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing),
+with ``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
+``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages),
+``eval_split``, ``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data
+folder) and ``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation
+stands in for its run only when that run's own record is absent and it read the same data; otherwise it is listed
+under the table, never pooled (docs/tables.md).
 
 ``coda-exp predict ckpt_path=... input=FILE [output=FILE]`` runs the model on a file of new inputs (the formats:
 :mod:`coda_exp.predict_io`) and writes one prediction per input (default ``<input>.predictions.jsonl`` beside it).
@@ -46,10 +47,12 @@ from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
+    csv_input,
     default_output,
     other_inputs_output,
     prediction_rows,
     read_inputs,
+    unknown_inputs,
     write_predictions,
 )
 from coda_exp.run_checks import batch_limits, check_extras
@@ -228,6 +231,8 @@ def evaluate(inv: Invocation) -> dict:
 def predict(inv: Invocation) -> Path:
     """Run ``coda-exp predict``; return the predictions file (module docstring)."""
     inputs, default = Path(inv.command["input"]), default_output(Path(inv.command["input"]))
+    if problem := csv_input(inputs):  # before the output's checks: the input is what needs changing
+        raise ConfigError(f"coda-exp predict: input={problem}")
     output = Path(inv.command["output"]) if inv.command["output"] else default
     if output.expanduser().resolve() == inputs.expanduser().resolve():
         raise ConfigError(f"coda-exp predict: output={inv.command['output']} is the input file: writing the "
@@ -249,6 +254,8 @@ def predict(inv: Invocation) -> Path:
     pl.seed_everything(prep.cfg.seed, workers=True)
     task = build(prep, datamodule, build_splits=False)
     encoded = datamodule.encode_inputs(rows)
+    if note := unknown_inputs(encoded, wheres, datamodule.INPUT_IDS):  # a warning: the predictions are written
+        log.warning(note)
     loader = torch.utils.data.DataLoader(encoded, batch_size=datamodule.eval_batch_size, shuffle=False,
                                          collate_fn=datamodule.collate)
     outputs = trainer_for(prep.cfg, None).predict(task, dataloaders=loader)
@@ -269,7 +276,8 @@ USAGE = {
     "eval": """usage: coda-exp eval ckpt_path=FILE [split=all|test|validation] [key=value ...]
 
 Evaluate a training run's checkpoint and write a run record (mode "eval") and its test predictions.
-  ckpt_path=FILE      a .ckpt written by a training run (best.ckpt, last.ckpt, an averaged one)
+  ckpt_path=FILE      a .ckpt written by a training run: its best, RUN/checkpoints/epochNNN-stepN.ckpt
+                      (the path its end printed, its record's best_checkpoint), last.ckpt, an averaged one
   split=...           all (default: validation, then test), test or validation
   data.dir=DIR        read another folder of the same format (the record says it is other data)
   data.*, task.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);

@@ -17,8 +17,9 @@ evidence (FEVER)                    ``claim``, ``evidence`` (a list of sentences
 
 Every input may carry an ``id`` (copied to its prediction); other fields are ignored. A line that is not a JSON
 object, lacks a field, holds a field of the wrong type or an empty one (an empty or blank text, an empty list) is a
-:class:`~coda_exp.data.common.errors.DataError` naming ``file:line`` and the field; an empty file too, and a
-``.tsv`` file whose header has no tab but commas (a comma-separated file).
+:class:`~coda_exp.data.common.errors.DataError` naming ``file:line`` and the field; an empty file too, a ``.tsv``
+file whose header has no tab but commas (a comma-separated file), and a ``.csv`` file (these messages name the two
+formats read). Inputs mostly of tokens the model does not know are a warning (:func:`unknown_inputs`).
 
 Predictions: JSON lines, one per input in input order, each with ``line`` (``file:line`` of its input), its ``id``
 if given, and the family's prediction: ``label`` and ``probabilities`` (``{label: p}``) for classifiers (pair, text,
@@ -38,8 +39,9 @@ import os
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.files import read_jsonl, read_table
+from coda_exp.data.common.files import iter_records, read_table
 from coda_exp.io import atomic_write_text
+from coda_exp.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,20 @@ def _check_not_empty(value: str | list[str], name: str, where: str) -> None:
         raise DataError(f"{where}: field {name!r} is empty; expected a non-empty text")
 
 
+def _formats(fields: tuple[str, ...]) -> str:
+    named = ", ".join(fields) if fields else "the task's input fields"
+    return (f"coda-exp predict reads JSON lines (one object per line with {named}; any name but .tsv) or a "
+            f"tab-separated .tsv file whose header line names them")
+
+
+def csv_input(path: str | os.PathLike, fields: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with a comma-separated ``.csv`` input (read as JSON lines, its first line was "malformed"),
+    naming the formats read; None for any other name."""
+    if not Path(path).name.removesuffix(".gz").lower().endswith(".csv"):
+        return None
+    return f"{path}: a comma-separated .csv file; {_formats(fields)}: convert it (e.g. tabs for the commas, as .tsv)"
+
+
 def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -> tuple[list[dict], list[str]]:
     """(the inputs, the ``file:line`` of each) of a JSON-lines or TSV file (module docstring)."""
     path = Path(path)
@@ -119,6 +135,9 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
     if not path.is_file():
         raise DataError(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such input file'}; expected "
                         f"JSON lines (or a .tsv file with a header) with {', '.join(fields)}")
+    formats = _formats(fields)
+    if problem := csv_input(path, fields):
+        raise DataError(problem)
     rows, wheres = [], []
     if path.name.removesuffix(".gz").endswith(".tsv"):
         import csv
@@ -134,10 +153,41 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
             rows.append(_check(dict(zip(header, values)), fields, where, family))
             wheres.append(where)
     else:
-        for where, row in read_jsonl(path, expected=f"one JSON object per line with {', '.join(fields)}"):
+        for where, line in iter_records(path, None, f"one JSON object per line with {', '.join(fields)}"):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{where}: malformed JSON line ({e.msg}); {formats}") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}; {formats}")
             rows.append(_check(row, fields, where, family))
             wheres.append(where)
     return rows, wheres
+
+
+def _ids(value) -> list[int]:
+    """The token ids of an encoded field (a list, or a list of lists: FEVER's evidence sentences), special ids aside."""
+    flat = [t for v in value for t in (v if isinstance(v, list) else [v])]
+    return [t for t in flat if t not in (PAD_ID, BOS_ID, EOS_ID)]
+
+
+def unknown_inputs(encoded: list[dict], wheres: list[str], keys: tuple[str, ...]) -> str | None:
+    """A warning for inputs of which more than half the tokens (the ``keys`` of their encoded rows, a data module's
+    ``INPUT_IDS``) are unknown to the model's vocabulary: the model sees ``<unk>`` and its prediction says nothing of
+    the text (an MLU model given words, another task's text, other casing or tokenization). None when there are
+    none; not an error, the predictions are written."""
+    mostly, entirely = [], 0
+    for row, where in zip(encoded, wheres):
+        ids = [t for k in keys for t in _ids(row.get(k) or [])]
+        unknown = sum(t == UNK_ID for t in ids)
+        if ids and unknown * 2 > len(ids):
+            mostly.append(where)
+            entirely += unknown == len(ids)
+    if not mostly:
+        return None
+    return (f"{len(mostly)} of {len(encoded)} inputs are mostly tokens the model does not know ({entirely} entirely; "
+            f"the first: {mostly[0]}): the model reads them as <unk>, so their predictions say little of the text; "
+            "are they of this task, cased and tokenized as its training data?")
 
 
 def _ranks(rows: list[dict], scores: list[float]) -> list[int]:

@@ -242,6 +242,7 @@ def check_creatable(key: str, folder: str | os.PathLike) -> None:
                              f"paths.log_dir (or {key}) elsewhere, or fix its permissions") from None
 
 
+FALLBACK_RECORD = "run_record.json"  # a run's record in its own folder, where its results folder cannot be written
 RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) logs last: coda-exp runs reads it
 # what a job logs when its run lies in another folder, so its own Hydra folder keeps only a train.log: the run resumed
 # in its checkpoint's folder, or (resume=auto) it had finished already there and nothing ran. coda-exp runs reads these

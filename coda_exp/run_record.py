@@ -23,7 +23,7 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import results
+from coda_exp import results, run_folder
 from coda_exp.console import file_only
 from coda_exp.data.common.embeddings import vectors_identity
 from coda_exp.environment import is_fixture_data
@@ -35,7 +35,7 @@ from coda_exp.threads import thread_counts
 
 log = logging.getLogger(__name__)
 
-FALLBACK_RECORD = "run_record.json"
+FALLBACK_RECORD = run_folder.FALLBACK_RECORD  # where run_folder's readers (auto_resume, coda-exp runs) look too
 FALLBACK_PREDICTIONS = "predictions.jsonl.gz"
 
 
@@ -237,6 +237,9 @@ def print_summary(record: dict) -> None:
         table.add_row(k, f"{record['metrics'][k]:.4f}")
     if record["metrics"]:
         Console().print(table)
+    if record.get("mode") != "eval" and record.get("best_checkpoint"):  # the file to give coda-exp eval
+        kind = "averaged" if record.get("checkpoints_averaged") else "best"
+        print(f"{kind} checkpoint (tested; coda-exp eval ckpt_path=...): {record['best_checkpoint']}", flush=True)
     print(f"run folder: {record['output_dir']}", flush=True)
 
 

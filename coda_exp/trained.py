@@ -38,6 +38,7 @@ from omegaconf.errors import OmegaConfBaseException
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
+from coda_exp.data.common.errors import DataError
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.run_checks import (
     FP16_MIXED,
@@ -328,13 +329,23 @@ def data_module(prep: Prepared):
 
 def build(prep: Prepared, datamodule, build_splits: bool) -> pl.LightningModule:
     """The task module with the checkpoint's weights, in eval mode. The data module's splits are read when
-    ``build_splits`` (evaluation), and always for a checkpoint without saved tokenizers (rebuilt from its data)."""
+    ``build_splits`` (evaluation: the ones of its ``split=``, with the checkpoint's tokenizers), and always for a
+    checkpoint without saved tokenizers (rebuilt from its training files: a missing one is said so)."""
     cfg, path = prep.cfg, prep.path
     if build_splits or datamodule.restored is None:
         if not build_splits:
             log.warning("%s carries no tokenizers (written before they were saved): rebuilding them from the training "
                         "data in %s", path, cfg.data.get("dir"))
-        datamodule.setup("fit")
+        split = str(prep.inv.command.get("split") or "all")
+        datamodule.only_splits = ("validation", "test") if split == "all" else (split,)
+        try:
+            datamodule.setup("fit")
+        except DataError as err:
+            if datamodule.restored is not None:
+                raise
+            raise DataError(f"{path} carries no tokenizers (written before checkpoints saved them), so they are "
+                            f"rebuilt from the training data, which needs the training files as well as the split "
+                            f"read: {err}") from None
     net = instantiate(_strip(OmegaConf.to_container(cfg.model, resolve=True)), **datamodule.model_kwargs())
     kwargs = datamodule.task_kwargs()
     if kwargs.get("evaluations") and kwargs.get("targets") is None:

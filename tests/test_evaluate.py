@@ -64,9 +64,11 @@ def test_eval_of_a_fixture_checkpoint_keeps_its_record_out_of_the_tracked_result
 
 
 def test_eval_of_one_split_on_another_folder_is_listed_apart(snli_model, tmp_path):
+    """The folder holds the test file alone: the checkpoint's tokenizers read it, no training file is needed."""
     _, trained, ckpt = snli_model
     copy = tmp_path / "snli_copy"
-    shutil.copytree(FIXTURES / "snli", copy)
+    copy.mkdir()
+    shutil.copy(FIXTURES / "snli" / "snli_1.0_test.jsonl", copy)
     out = tmp_path / "eval"
     assert eval_main([f"ckpt_path={ckpt}", "split=test", f"data.dir={copy}", *_paths(out)]) == 0
     (record,) = _records(out, "eval")
@@ -148,7 +150,10 @@ def test_eval_mistakes_are_one_message_and_exit_2(snli_model, tmp_path, capsys, 
 
 
 def test_eval_and_predict_print_their_usage_for_help(capsys):
-    assert main(["eval", "--help"]) == 0 and capsys.readouterr().out.startswith("usage: coda-exp eval ckpt_path=FILE")
+    assert main(["eval", "--help"]) == 0
+    usage = capsys.readouterr().out
+    assert usage.startswith("usage: coda-exp eval ckpt_path=FILE")
+    assert "best.ckpt" not in usage and "epochNNN-stepN.ckpt" in usage  # what runs write (configs/callbacks)
     assert main(["predict", "-h"]) == 0 and "input=FILE.jsonl|.tsv" in capsys.readouterr().out
 
 
@@ -212,6 +217,11 @@ def test_predict_pair_classification_from_jsonl_and_tsv(snli_model, tmp_path, ca
     tsv = tmp_path / "in.tsv"
     tsv.write_text("text_a\ttext_b\n" + "".join(f"{r['text_a']}\t{r['text_b']}\n" for r in rows), encoding="utf-8")
     assert [g["probabilities"] for g in _predict(ckpt, tsv, tmp_path)] == [g["probabilities"] for g in got]
+    assert "does not know" not in caplog.text
+    odd = [rows[0], {"text_a": "zzzz qqq", "text_b": "xxyy wwvv"}]  # no word the model knows: a warning, predicted
+    assert len(_predict(ckpt, _write(tmp_path / "odd.jsonl", odd), tmp_path)) == 2
+    assert (f"1 of 2 inputs are mostly tokens the model does not know (1 entirely; the first: "
+            f"{tmp_path / 'odd.jsonl'}:2)") in caplog.text
 
 
 def test_predict_agrees_with_the_test_predictions(snli_model, tmp_path):
@@ -246,6 +256,11 @@ def test_predict_malformed_json_and_missing_input(snli_model, tmp_path, capsys):
     bad.write_text('{"text_a": "x", "text_b": "y"}\n{oops\n', encoding="utf-8")
     assert predict_main([f"ckpt_path={ckpt}", f"input={bad}"]) == USER_ERROR_EXIT
     assert f"{bad}:2: malformed JSON line" in capsys.readouterr().err
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text("text_a,text_b\nA man.,A person.\n", encoding="utf-8")
+    assert predict_main([f"ckpt_path={ckpt}", f"input={csv_file}"]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert f"{csv_file}: a comma-separated .csv file; coda-exp predict reads JSON lines" in err and "Traceback" not in err
     assert predict_main([f"ckpt_path={ckpt}"]) == USER_ERROR_EXIT
     assert "input=FILE is required" in capsys.readouterr().err
 
@@ -295,7 +310,7 @@ def test_eval_and_predict_of_a_translation_model_with_its_one_vocabulary(tmp_pat
     assert len(got) == 2 and all(isinstance(g["hypothesis"], str) for g in got)
 
 
-def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path):
+def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path, capsys):
     """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
     tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""
     import torch
@@ -316,6 +331,13 @@ def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, t
     assert "a checkpoint of an unknown run" in table_render.render_markdown(tables.build_table(spec, [record]))
     got = _predict(old, _write(tmp_path / "in.jsonl", [{"text_a": "A man.", "text_b": "A person."}]), tmp_path)
     assert got[0]["label"] in ("entailment", "neutral", "contradiction")
+    test_only = tmp_path / "test_only"  # its tokenizers need the training file: said so
+    test_only.mkdir()
+    shutil.copy(FIXTURES / "snli" / "snli_1.0_test.jsonl", test_only)
+    capsys.readouterr()
+    assert eval_main([f"ckpt_path={old}", "split=test", f"data.dir={test_only}", *_paths(out)]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert "carries no tokenizers" in err and "lacks snli_1.0_train.jsonl" in err and "Traceback" not in err
 
 
 def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_so(snli_model, tmp_path, caplog, capsys,

@@ -3,6 +3,7 @@
 
 import itertools
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,9 @@ def test_a_runs_checkpoints_folder_is_averaged_from_its_periodic_checkpoints(tmp
     assert [Path(p).name for p in avg["averaged_checkpoints"]] == ["step100.ckpt", "step150.ckpt", "step200.ckpt"]
     assert torch.equal(avg["state_dict"]["model.w"], torch.full((2, 3), 2.0))
     assert f"averaging its periodic checkpoints ({run / 'checkpoints' / 'periodic'})" in capsys.readouterr().out
+    again = main(["--dir", str(run), "--last", "3", "--out", str(tmp_path / "from_run.ckpt")])  # "holds 0 checkpoints"
+    assert torch.load(again, weights_only=False)["averaged_checkpoints"] == avg["averaged_checkpoints"]
+    assert f"--dir {run}: a run folder; averaging its periodic checkpoints" in capsys.readouterr().out
     for p in (run / "checkpoints" / "periodic").iterdir():
         p.unlink()
     argv = ["--dir", str(run / "checkpoints"), "--last", "3", "--out", str(tmp_path / "again.ckpt")]
@@ -173,6 +177,13 @@ def test_a_runs_checkpoints_folder_is_averaged_from_its_periodic_checkpoints(tmp
     assert err.startswith(f"error: --dir {run / 'checkpoints'}: a run's checkpoints folder, holding "
                           "epoch001-step50.ckpt, interrupted.ckpt, last.ckpt: ") and "task.average_last=N" in err
     assert not (tmp_path / "again.ckpt").exists()
+    argv[1] = str(run)
+    assert commands.run_command("average-checkpoints", argv) == 2
+    assert capsys.readouterr().err.startswith(f"error: --dir {run}: a run folder, whose checkpoints/ holds "
+                                              "epoch001-step50.ckpt, interrupted.ckpt, last.ckpt: ")
+    shutil.rmtree(run / "checkpoints")  # debug=fdr: no checkpoints/ at all
+    assert commands.run_command("average-checkpoints", argv) == 2
+    assert f"--dir {run}: a run folder without checkpoints/" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -7,7 +7,14 @@ import json
 import pytest
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.predict_io import default_output, other_inputs_output, prediction_rows, read_inputs
+from coda_exp.predict_io import (
+    default_output,
+    other_inputs_output,
+    prediction_rows,
+    read_inputs,
+    unknown_inputs,
+)
+from coda_exp.tokens import BOS_ID, EOS_ID, UNK_ID
 
 
 def test_jsonl_and_tsv_inputs(tmp_path):
@@ -163,3 +170,33 @@ def test_a_prediction_that_is_not_a_finite_number_is_null_and_says_why(tmp_path,
     assert len(parsed) == 5
     with pytest.raises(ValueError):  # never a NaN or an infinity in the file
         write_predictions([{"score": nan}], tmp_path / "bad.jsonl")
+
+
+def test_a_csv_input_or_a_line_that_is_not_json_names_the_formats_read(tmp_path):
+    """A .csv file was read as JSON lines: "malformed JSON line (Expecting value)", nothing of what is read."""
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text("text_a,text_b\nA man.,A person.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{csv_file}: a comma-separated .csv file; coda-exp predict reads JSON "
+                                        r"lines \(one object per line with text_a, text_b; any name but .tsv\) or a "
+                                        r"tab-separated .tsv file"):
+        read_inputs(csv_file, ("text_a", "text_b"), "pair")
+    txt = tmp_path / "in.txt"
+    txt.write_text("text_a,text_b\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{txt}:1: malformed JSON line \(Expecting value\); coda-exp predict "
+                                        r"reads JSON lines .* or a tab-separated .tsv file"):
+        read_inputs(txt, ("text_a", "text_b"), "pair")
+
+
+def test_inputs_of_mostly_unknown_tokens_are_counted_with_the_first_line():
+    """An MLU model given "zzzz qqq" predicted "-1" without a word of warning."""
+    wheres = ["in.jsonl:1", "in.jsonl:2", "in.jsonl:3", "in.jsonl:4"]
+    encoded = [{"src": [BOS_ID, 7, 8, EOS_ID]},  # known
+               {"src": [UNK_ID, UNK_ID, UNK_ID]},  # entirely unknown
+               {"src": [UNK_ID, UNK_ID, 9]},  # mostly
+               {"src": [UNK_ID, 9]}]  # half: not mostly
+    note = unknown_inputs(encoded, wheres, ("src",))
+    assert note.startswith("2 of 4 inputs are mostly tokens the model does not know (1 entirely; the first: "
+                           "in.jsonl:2)")
+    assert unknown_inputs(encoded[:1], wheres[:1], ("src",)) is None
+    nested = [{"claim_ids": [UNK_ID], "evidence_ids": [[UNK_ID, UNK_ID], [5]]}]  # FEVER: a list per sentence
+    assert unknown_inputs(nested, wheres[:1], ("claim_ids", "evidence_ids")).startswith("1 of 1 inputs")

@@ -50,6 +50,20 @@ def test_the_log_file_gets_the_summary_the_console_gets_as_a_table(caplog, capsy
     assert getattr(line, FILE_ONLY) is True and "│ test/acc" in capsys.readouterr().out  # the console: the table
 
 
+def test_the_summary_names_the_checkpoint_to_evaluate_before_the_run_folder(capsys):
+    """Runs write checkpoints/epochNNN-stepN.ckpt (and last.ckpt), never the best.ckpt that eval's help named."""
+    best = "/runs/x/checkpoints/epoch003-step40.ckpt"
+    print_summary(_record(best_checkpoint=best))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == [f"best checkpoint (tested; coda-exp eval ckpt_path=...): {best}", "run folder: /runs/x"]
+    print_summary(_record(best_checkpoint="/runs/x/checkpoints/averaged.ckpt", checkpoints_averaged=5))
+    assert "averaged checkpoint (tested; coda-exp eval ckpt_path=...): /runs/x/checkpoints/averaged.ckpt" in (
+        capsys.readouterr().out)
+    print_summary(_record(best_checkpoint=None))  # debug=fdr: none
+    print_summary(_record(best_checkpoint=best, mode="eval"))  # an evaluation's is the file it evaluated
+    assert "checkpoint (tested" not in capsys.readouterr().out
+
+
 def test_what_results_could_not_take_is_named_where_it_was_kept(tmp_path, monkeypatch, capsys):
     """The results folder unwritable at the run's end: the message named the record's fallback, not the predictions'
     (kept in the run folder too), nor where to move them; with save_record=false it said nothing at all."""

@@ -20,7 +20,8 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
 - ``debug`` / ``unrecorded``: a run with ``save_record=false`` whose ``train.log`` says it ended
   (:data:`~coda_exp.run_folder.RUN_ENDED`): ``debug`` where its config is a debug run's (``debug=fdr``,
   ``overfit``, ``limit``: ``trainer.fast_dev_run``, ``overfit_batches`` or ``limit_train_batches``), else
-  ``unrecorded``; by design no record (and for ``debug=fdr`` no checkpoint);
+  ``unrecorded``; by design no record (and for ``debug=fdr`` no checkpoint); its ``last.ckpt`` does not make it
+  ``stopped`` (only a checkpoint of a later step than its log's end, from a resume that stopped, does);
 - ``resumed`` / ``skipped``: a job's own Hydra folder that holds only its ``train.log`` because its run went on
   elsewhere: resumed in its checkpoint's folder (``ckpt_path=``, ``resume=auto``; the note names that folder, which
   is listed on its own), or finished already there (``resume=auto`` ran nothing; the note names it, with its
@@ -107,6 +108,8 @@ def states(log_dir: Path) -> list[RunState]:
         task, model = (cfg.get("task") or {}).get("name"), (cfg.get("model") or {}).get("name")
         state, step, checkpoint, record = "failed", None, None, None
         config = _configuration(folder)
+        log_end = _log_tail(folder)
+        notes = ["no config_resolved.yaml"] if folder in missing else []
         if folder.resolve() in records:
             path, rec = records[folder.resolve()]
             state, step, record = rec["status"], rec.get("steps"), str(path)
@@ -115,19 +118,17 @@ def states(log_dir: Path) -> list[RunState]:
             state = "running"
         elif (point := resume_checkpoint(folder)) is not None:
             state, step, checkpoint = "stopped", point[1], str(point[0])
-        log_end = _log_tail(folder)
-        notes = ["no config_resolved.yaml"] if folder in missing else []
+        ended = _ended(log_end) if state in ("failed", "stopped") and cfg.get("save_record") is False else None
+        if ended is not None and (step is None or step <= ended):  # it ended (no later checkpoint): by design no record
+            trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
+            state, step, checkpoint = ("debug" if _debug(trainer) else "unrecorded"), ended, None
+            notes.append("ended; save_record=false: no record")
         if folder in unreadable:  # resume=auto compares its checkpoint's config instead, and writes the file again
             notes.append("config_resolved.yaml cannot be read" + ("; its checkpoint's config is used"
                                                                    if unreadable[folder] else ""))
         moved = _elsewhere(log_end, folder) if state == "failed" and folder in missing else None
         if moved is not None:  # its run went on in another folder: this one holds only the job's log
             state, notes, record = moved[0], [moved[1]], moved[2]
-        elif state == "failed" and cfg.get("save_record") is False and (ended := _ended(log_end)) is not None:
-            trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
-            debug = _debug(trainer)
-            state, step = ("debug" if debug else "unrecorded"), ended
-            notes.append("ended; save_record=false: no record")
         elif state == "failed":
             notes.append(_last_error(log_end) or ("train.log names no error" if (folder / "train.log").is_file()
                                                   else "no train.log"))

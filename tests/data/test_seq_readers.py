@@ -154,8 +154,10 @@ def test_imdb_val_fraction_zero_validates_on_test():
 
 
 def test_imdb_errors(tmp_path):
-    with pytest.raises(DataError, match=r"lacks the folder\(s\) .*test/pos.*ai.stanford.edu/~amaas/data/sentiment"):
+    with pytest.raises(DataError, match=r"lacks the folder\(s\) train/neg, train/pos;.*ai.stanford.edu/~amaas/data"):
         list(get_text_reader("imdb").read("train", tmp_path))
+    with pytest.raises(DataError, match=r"lacks the folder\(s\) test/neg, test/pos;"):  # the test split: test/ alone
+        list(get_text_reader("imdb").read("test", tmp_path))
     d = copy(tmp_path, "imdb")
     (d / "aclImdb/train/pos/8_10.txt").write_text("  <br /> ", encoding="utf-8")
     with pytest.raises(DataError, match=r"8_10.txt: empty review"):
@@ -193,7 +195,7 @@ def test_sst_malformed_line_and_unknown_label(tmp_path):
 
 
 def test_sst_missing_files_and_hub(tmp_path):
-    with pytest.raises(DataError, match=r"lacks stsa.fine.train, stsa.fine.dev, stsa.fine.test.*Kim \(2014\)"):
+    with pytest.raises(DataError, match=r"lacks stsa.fine.train. Expected .*stsa.fine.train, stsa.fine.dev, stsa.fine.test.*Kim \(2014\)"):
         list(get_text_reader("sst5").read("train", tmp_path))
     with pytest.raises(DataError, match="no Hugging Face hub copy"):
         list(get_text_reader("sst5").read("train"))

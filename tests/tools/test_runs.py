@@ -229,7 +229,36 @@ def test_a_real_stopped_run_is_listed_with_its_step(compose, tmp_path, capsys):
     assert os.path.isfile(out.splitlines()[1].split()[-1])
 
 
-def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys):
+def test_an_ended_run_without_record_is_not_stopped_by_its_last_checkpoint(tmp_path, capsys):
+    """debug=limit, debug=overfit and save_record=false write last.ckpt and end without a record: they used to be
+    listed as "stopped ... resumes from last.ckpt" (and by --left); one resumed past its end and stopped is."""
+    from coda_exp.run_folder import RUN_ENDED
+
+    log_dir = tmp_path / "outputs"
+    folders = {}
+    for name, trainer, ckpt_step in (("a-s1", {"limit_train_batches": 10}, 160), ("b-s2", {}, 40),
+                                     ("c-s3", {}, 48)):
+        folder = folders[name] = _folder(log_dir / "runs" / "snli-decompatt", name, 1, tmp_path / "results")
+        config = OmegaConf.load(folder / "config_resolved.yaml")
+        config.save_record, config.trainer = False, trainer
+        OmegaConf.save(config, folder / "config_resolved.yaml")
+        ended = 160 if name == "a-s1" else 40
+        (folder / "train.log").write_text(f"[2026][coda_exp.pipeline][INFO] - {RUN_ENDED} finished at step {ended} "
+                                          "(save_record=false: no record)\n")
+        torch.save({"global_step": ckpt_step, "state_dict": {}}, folder / "checkpoints" / "last.ckpt")
+    assert runs.main(["--log-dir", str(log_dir), "--json", str(tmp_path / "runs.json")]) == 0
+    rows = {Path(r["folder"]).name: r for r in json.loads((tmp_path / "runs.json").read_text())}
+    assert (rows["a-s1"]["state"], rows["a-s1"]["step"], rows["a-s1"]["checkpoint"]) == ("debug", 160, None)
+    assert (rows["b-s2"]["state"], rows["b-s2"]["step"]) == ("unrecorded", 40)
+    assert (rows["c-s3"]["state"], rows["c-s3"]["step"]) == ("stopped", 48)  # resumed after its end, then stopped
+    assert "1 debug, 1 unrecorded, 1 stopped" in capsys.readouterr().out
+    assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
+    left = capsys.readouterr().out.splitlines()
+    assert left[1].split()[0] == "stopped" and "c-s3" in left[1] and left[2] == "1 stopped"
+
+
+@pytest.mark.parametrize("debug", ["fdr", "limit"])
+def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys, debug):
     from coda_exp.pipeline import run
 
     folder = tmp_path / "outputs" / "runs" / "snli-decompatt" / "x-s1"
@@ -240,7 +269,7 @@ def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys):
     root.addHandler(handler)
     root.setLevel(logging.INFO)  # Hydra's job logging's level
     try:
-        run(compose(["task=snli", "scale=fixture", "logger=none", "debug=fdr", f"paths.output_dir={folder}"],
+        run(compose(["task=snli", "scale=fixture", "logger=none", f"debug={debug}", f"paths.output_dir={folder}"],
                     tmp_path))
     finally:
         root.removeHandler(handler)
@@ -249,7 +278,9 @@ def test_a_real_debug_run_is_listed_as_debug(compose, tmp_path, capsys):
     capsys.readouterr()  # the run's own output
     assert runs.main(["--log-dir", str(tmp_path / "outputs")]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[1].split()[:6] == ["debug", "1", "snli", "decompatt", "1", "fixture"], out
+    step = "1" if debug == "fdr" else "10"  # debug=limit: 2 epochs of 5 batches, and a last.ckpt
+    assert out.splitlines()[1].split()[:6] == ["debug", step, "snli", "decompatt", "1", "fixture"], out
+    assert "resumes from" not in out
 
 
 def test_runs_that_differ_in_configuration_are_told_apart(tmp_path, capsys):
@@ -267,3 +298,22 @@ def test_runs_that_differ_in_configuration_are_told_apart(tmp_path, capsys):
     (coda_row,) = [line for line in out.splitlines() if f" {coda}" in line]
     assert " decompatt " in plain_row and "[" not in plain_row
     assert " decompatt [model/attention=coda trainer.precision=bf16-mixed] " in coda_row
+
+
+def test_listing_runs_imports_no_lightning_and_torch_only_to_read_a_checkpoint(tmp_path):
+    """Importing pytorch_lightning (through auto_resume) took ~5 s of the listing's ~7 s."""
+    log_dir, results = tmp_path / "outputs", tmp_path / "results"
+    _folder(log_dir / "runs" / "snli-decompatt", "a-s1", 1, results)  # failed: no record, no checkpoint
+    code = ("import sys; from coda_exp.tools import runs; runs.main(['--log-dir', sys.argv[1]]); "
+            "print(sorted(m for m in ('pytorch_lightning', 'torch') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def imported() -> str:
+        out = subprocess.run([sys.executable, "-c", code, str(log_dir)], capture_output=True, text=True, env=env,
+                             check=True).stdout
+        return out.splitlines()[-1]
+
+    assert imported() == "[]"
+    stopped = _folder(log_dir / "runs" / "snli-decompatt", "b-s2", 2, results)
+    torch.save({"global_step": 5, "state_dict": {}}, stopped / "checkpoints" / "last.ckpt")
+    assert imported() == "['torch']"  # its step is read from the checkpoint; Lightning still not imported

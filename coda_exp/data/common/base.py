@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 from coda_exp.data.common.batching import EpochShuffleSampler, GroupBatchSampler, TokenBatchSampler
 from coda_exp.data.common.errors import DataError
 from coda_exp.data.common.readers import Reader
+from coda_exp.data.common.splits import is_test_split
 from coda_exp.errors import cause_of, full_disk, what_to_free
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ class DataModule(pl.LightningDataModule, ABC):
         self.stats: dict[str, int | float | str] = {}
         self.warnings: list[str] = []
         self.restored: dict | None = None  # the trained model's tokenizers (restore_encoders), else built from data
+        self.only_splits: tuple[str, ...] | None = None  # an evaluation's splits (read_splits); None: every split
 
     # -- the form a family fills in ------------------------------------------------------------------------
     @abstractmethod
@@ -148,6 +150,8 @@ class DataModule(pl.LightningDataModule, ABC):
     # -- a trained model's tokenizers (coda_exp.data.common.encoders): eval and predict --------------------
     #: the fields of one input of ``coda-exp predict`` (JSONL keys, or a TSV file's header); () = not supported
     INPUT_FIELDS: tuple[str, ...] = ()
+    #: the keys of ``encode_inputs``' rows holding token ids (lists, or lists of lists): inputs of unknown tokens
+    INPUT_IDS: tuple[str, ...] = ()
 
     def encoder_state(self) -> dict | None:
         """The tokenizers (and vector-table shape) a trained model needs to read new text, as a plain dict saved in
@@ -159,6 +163,15 @@ class DataModule(pl.LightningDataModule, ABC):
         """Use a trained model's saved tokenizers (:meth:`encoder_state`) instead of building them from the training
         split: before ``setup`` (evaluation: the splits are encoded with them) or instead of it (prediction)."""
         raise DataError(f"{type(self).__name__}: this data family saves no tokenizers in its checkpoints")
+
+    def read_splits(self, names: Sequence[str]) -> list[str]:
+        """The splits of ``names`` (a family's) that ``setup`` reads: every one, unless the trained model's
+        tokenizers are restored and an evaluation named the ones it reads (``only_splits``: ``validation``,
+        ``test``; a ``test_<name>`` split is a test split), so that ``coda-exp eval split=test`` needs the test
+        files only, not the training ones."""
+        if self.restored is None or self.only_splits is None:
+            return list(names)
+        return [n for n in names if ("test" if is_test_split(n) else n) in self.only_splits]
 
     def encode_inputs(self, rows: list[dict]) -> list[dict]:
         """Inputs of ``coda-exp predict`` (dicts with :data:`INPUT_FIELDS`) -> rows ``collate`` batches (labels

@@ -182,7 +182,7 @@ class EvidenceDataModule(DataModule):
         if self.dir is None:
             list(self.reader.read("train", None))  # the reader's "no hub copy: pass data.dir" error
         store = open_store(self.dir, self.cache_dir, self.progress)
-        raw = {s: self._split_examples(store, s) for s in self.reader.splits()}
+        raw = {s: self._split_examples(store, s) for s in self.read_splits(self.reader.splits())}
         path = self.embeddings_cfg.get("path")
         if self.restored is not None:  # the trained model's vocabulary: its vectors are in its weights
             path = self.restored["embeddings"] is not None
@@ -216,6 +216,7 @@ class EvidenceDataModule(DataModule):
 
     # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
     INPUT_FIELDS = ("claim", "evidence")  # evidence: the list of sentences the model reads (capped by max_sentences)
+    INPUT_IDS = ("claim_ids", "evidence_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("evidence", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))

@@ -185,8 +185,10 @@ class PairDataModule(LabelledDataModule):
 
     def _raw_splits(self) -> dict[str, datasets.Dataset]:
         names = ["train", *(["validation"] if self.validation_from_train is None else []), *self.test_sets]
-        raw = {s: self._raw_split(s) for s in names}
-        if self.validation_from_train is not None:
+        wanted = self.read_splits(["train", "validation", *self.test_sets])
+        held_out = self.validation_from_train is not None and "validation" in wanted  # validation: part of train
+        raw = {s: self._raw_split(s) for s in names if s in wanted or (s == "train" and held_out)}
+        if held_out:
             if self.ranking:
                 raise DataError("validation_from_train is for classification; ranking tasks need whole groups")
             train = raw["train"]
@@ -234,6 +236,7 @@ class PairDataModule(LabelledDataModule):
 
     # -- a trained model's vocabulary: eval and predict --------------------------------------------------------
     INPUT_FIELDS = ("text_a", "text_b")  # and, for ranking, an optional "group" (the query the pair belongs to)
+    INPUT_IDS = ("a_ids", "b_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("pair", vocab=tokenizer_state(self.vocab), embeddings=table_shape(self.embedding_matrix))

@@ -55,11 +55,17 @@ class SciTailReader(PairReader):
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
         require_files(self.name, directory, [], self.expected_files(), self.source_hint)  # a folder, not a file
-        for folder, ext in self.layouts(directory):
-            paths = {s: folder / f"scitail_1.0_{name}{ext}" for s, name in SCITAIL_SPLITS.items()}
+        candidates = [{s: folder / f"scitail_1.0_{name}{ext}" for s, name in SCITAIL_SPLITS.items()}
+                      for folder, ext in self.layouts(directory)]
+        for paths in candidates:  # a complete set first (the layout a training run reads), then the split's file
             if all(p.is_file() for p in paths.values()):
                 return paths[split]
-        raise DataError(self.missing_message(directory, ["a complete set of SciTail files"]))
+        for paths in candidates:
+            if paths[split].is_file():
+                return paths[split]
+        name = SCITAIL_SPLITS[split]
+        wanted = f"tsv_format/scitail_1.0_{name}.tsv (or snli_format/scitail_1.0_{name}.txt)"
+        raise DataError(self.missing_message(directory, [wanted]))
 
     def expected_files(self) -> list[str]:
         return [f"tsv_format/scitail_1.0_{{{','.join(SCITAIL_SPLITS.values())}}}.tsv",
@@ -100,7 +106,7 @@ class DnliReader(PairReader):
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
         nested = directory / "dialogue_nli"
-        if nested.is_dir() and not (directory / self.files["train"]).is_file():
+        if nested.is_dir() and not (directory / self.files[split]).is_file():
             directory = nested
         return super().path(directory, split)
 

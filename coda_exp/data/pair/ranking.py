@@ -49,21 +49,23 @@ class TrecQAReader(PairReader):
     preferred to TRAIN. A question without any candidate cannot be ranked: it is skipped with a warning.
     """
 
-    def _resolve(self, directory: Path) -> dict[str, Path] | None:
+    def _resolve(self, directory: Path, splits: tuple[str, ...] = tuple(TRECQA_XML)) -> dict[str, Path] | None:
         xml = {s: next((directory / n for n in names if (directory / n).is_file()), None)
-               for s, names in TRECQA_XML.items()}
+               for s, names in TRECQA_XML.items() if s in splits}
         if all(xml.values()):
             return xml
         toks = {s: next((directory / n for n in names if all((directory / n / f).is_file() for f in TOKS_FILES)),
-                        None) for s, names in TRECQA_TOKS.items()}
+                        None) for s, names in TRECQA_TOKS.items() if s in splits}
         return toks if all(toks.values()) else None
 
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
         require_files(self.name, directory, [], self.expected_files(), self.source_hint)  # a folder, not a file
-        found = self._resolve(directory)
+        found = self._resolve(directory) or self._resolve(directory, (split,))  # all three, else the split's own
         if found is None:
-            raise DataError(self.missing_message(directory, ["a complete set of TrecQA files"]))
+            wanted = (f"the {split} file ({' or '.join(TRECQA_XML[split])}; or a folder "
+                      f"{' or '.join(TRECQA_TOKS[split])}/)")
+            raise DataError(self.missing_message(directory, [wanted]))
         return found[split]
 
     def expected_files(self) -> list[str]:

@@ -53,8 +53,9 @@ class PairReader(Reader):
         )
 
     def path(self, directory: str | os.PathLike, split: str) -> Path:
-        expected = self.expected_files()
-        return require_files(self.name, directory, expected, expected, self.source_hint) / self.files[split]
+        """The file of ``split``: only it is needed (an evaluation reads its own split's file alone)."""
+        needed = [self.files[split]]
+        return require_files(self.name, directory, needed, self.expected_files(), self.source_hint) / needed[0]
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
         return [self.path(directory, split)]

@@ -49,8 +49,8 @@ class AlgoLispReader(Reader):
         return ", ".join(ALGOLISP_FILES.values())
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
-        files = list(ALGOLISP_FILES.values())
-        return [require_files(self.name, directory, files, files, self.source_hint) / ALGOLISP_FILES[split]]
+        needed = [ALGOLISP_FILES[split]]
+        return [require_files(self.name, directory, needed, ALGOLISP_FILES.values(), self.source_hint) / needed[0]]
 
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
         yield from self.read_file(self.local_files(directory, split)[0], split)

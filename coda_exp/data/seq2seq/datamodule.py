@@ -121,6 +121,7 @@ class Seq2SeqDataModule(DataModule):
                 "evaluations": list(self.evaluations), "run_info": self.stats}
 
     INPUT_FIELDS = ("src",)
+    INPUT_IDS = ("src",)  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("seq2seq", src=tokenizer_state(self.src_tokenizer), tgt=tokenizer_state(self.tgt_tokenizer))
@@ -271,7 +272,7 @@ class MLUDataModule(Seq2SeqDataModule):
             self.src_tokenizer = self.tgt_tokenizer = CharTokenizer(MLU_CHARS)
         tok = self.src_tokenizer
         read: dict[str, list[dict]] = {}
-        for split in SPLITS:
+        for split in self.read_splits(SPLITS):
             n = self.sizes[split]
             if self.dir is not None:
                 read[split] = rows = [r for r, _ in zip(MLU.read(split, Path(self.dir)), range(n))]
@@ -290,8 +291,8 @@ class MLUDataModule(Seq2SeqDataModule):
         each (files from elsewhere may split otherwise), kept in the record."""
         from coda_exp.data.seq2seq.mlu import MLU_FILES, MLU_HIGH, MLU_LOW, parse_mlu
 
-        train = {r["src"] for r in read["train"]}
-        for split in ("validation", "test"):
+        train = {r["src"] for r in read.get("train", ())}  # an evaluation reads no training file
+        for split in [s for s in ("validation", "test") if s in read]:
             shared = [r["src"] for r in read[split] if r["src"] in train]
             if shared:
                 self.warn(f"MLU: {len(shared)} of {len(read[split])} inputs of {MLU_FILES[split]} are in "

@@ -353,8 +353,8 @@ class MLUReader(Reader):
         return ", ".join(MLU_FILES.values())
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
-        files = list(MLU_FILES.values())
-        return [require_files(self.name, directory, files, files, MLU_HINT) / MLU_FILES[split]]
+        needed = [MLU_FILES[split]]
+        return [require_files(self.name, directory, needed, MLU_FILES.values(), MLU_HINT) / needed[0]]
 
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
         yield from read_mlu_file(self.local_files(directory, split)[0], split=split)

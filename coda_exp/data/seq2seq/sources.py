@@ -37,11 +37,11 @@ class AlgoLispDataModule(Seq2SeqDataModule):
         self.min_freq = min_freq
 
     def build(self) -> None:
-        for split in SPLITS:
+        for split in self.read_splits(SPLITS):
             rows = list(ALGOLISP.read(split, self.dir))
             self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
-        train = self.examples["train"]
         if self.restored is None:  # else the trained model's vocabularies (restore_encoders)
+            train = self.examples["train"]
             self.src_tokenizer = vocabulary_of((r["src"] for r in train), self.min_freq)
             self.tgt_tokenizer = vocabulary_of((r["tgt"] for r in train), self.min_freq)
         for split, rows in self.examples.items():
@@ -101,7 +101,7 @@ class IWSLTDataModule(Seq2SeqDataModule):
                      for side in ("src", "tgt"))
 
     def build(self) -> None:
-        for split in SPLITS:
+        for split in self.read_splits(SPLITS):
             rows = list(IWSLT15_ENVI.read(split, self.dir))
             self.examples[split] = rows if self.limit(split) is None else rows[: self.limit(split)]
         if self.restored is None:  # else the trained model's tokenizers (restore_encoders)
@@ -115,7 +115,8 @@ class IWSLTDataModule(Seq2SeqDataModule):
             self.splits[split] = pairs
         self.stats.update(src_vocab=self.src_tokenizer.vocab_size, tgt_vocab=self.tgt_tokenizer.vocab_size,
                           tokenizer=self.tokenizer, shared_vocab=self.src_tokenizer is self.tgt_tokenizer)
-        self._check_unknown_share()
+        if "train" in self.splits:  # an evaluation with the trained model's tokenizers reads no training file
+            self._check_unknown_share()
 
     def _check_unknown_share(self) -> None:
         """The share of training tokens each vocabulary does not know (``train_unk_src`` / ``_tgt`` in the stats):

@@ -191,11 +191,11 @@ class SpanDataModule(DataModule):
             list(self.reader.read("train", None))  # the reader's "no hub copy: pass data.dir" error
         self.stats.update(train_dropped_no_answer=0, train_dropped_truncated=0)
         raw: dict[str, list[dict]] = {}
-        for split in self.reader.splits():
+        for split in self.read_splits(self.reader.splits()):
             read = self.subset(split, list(self.reader.read(split, self.dir)))
             raw[split] = [e for e in (self._prepare(split, ex) for ex in read) if e is not None]
             self.stats[f"{split}_questions"] = len(read)
-        if not raw["train"]:
+        if "train" in raw and not raw["train"]:
             raise DataError(f"{self.reader.name}: no training example keeps its answer in its context "
                             f"({self.stats['train_dropped_no_answer']} without the answer, "
                             f"{self.stats['train_dropped_truncated']} beyond the cap) in {self.dir}")
@@ -227,6 +227,7 @@ class SpanDataModule(DataModule):
 
     # -- a trained model's vocabularies: eval and predict -------------------------------------------------------
     INPUT_FIELDS = ("question", "passages")  # passages: a list of texts (joined as the readers' are) or one text
+    INPUT_IDS = ("p_ids", "q_ids")  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("span", vocab=tokenizer_state(self.vocab), chars="".join(sorted(self.chars,

@@ -191,7 +191,7 @@ class TextClassificationDataModule(LabelledDataModule):
 
     def build(self) -> None:
         self.stats["dataset"] = self.reader.name  # sst2 / sst5 share task `sst`: tables tell them apart by this
-        raw = {s: self._raw_split(s) for s in SPLITS}
+        raw = {s: self._raw_split(s) for s in self.read_splits(SPLITS)}
         words = self.tokenizer_name == "word"
         if self.restored is None:
             self.tokenizer = self._build_vocab(raw) if words else self._build_tokenizer(raw["train"])
@@ -213,6 +213,7 @@ class TextClassificationDataModule(LabelledDataModule):
 
     # -- a trained model's tokenizer: eval and predict ---------------------------------------------------------
     INPUT_FIELDS = ("text",)
+    INPUT_IDS = ("ids",)  # the encoded inputs' token ids (UNK_ID: a token the model does not know)
 
     def encoder_state(self) -> dict:
         return new_state("text", tokenizer=tokenizer_state(self.tokenizer), kind=self.tokenizer_name,

@@ -98,14 +98,15 @@ class ImdbReader(TextReader):
     def layout(self) -> str:
         return "aclImdb/{train,test}/{neg,pos}/*.txt (or the aclImdb folder itself)"
 
-    def root(self, directory: str | os.PathLike) -> Path:
+    def root(self, directory: str | os.PathLike, part: str | None = None) -> Path:
+        """The ``aclImdb`` folder, holding ``part``'s folders (``train`` or ``test``; None: both)."""
         d = Path(directory)
         if (problem := not_a_folder(d)) is not None:
             raise DataError(f"{self.name}: data directory {str(directory)!r} {problem}; expected {self.layout()}. "
                             f"{self.source_hint}")
         if (d / "aclImdb").is_dir():
             d = d / "aclImdb"
-        wanted = [f"{s}/{c}" for s in ("train", "test") for c in ("neg", "pos")]
+        wanted = [f"{s}/{c}" for s in ((part,) if part else ("train", "test")) for c in ("neg", "pos")]
         missing = [w for w in wanted if not (d / w).is_dir()]
         if missing:
             raise DataError(f"{self.name}: data directory {str(directory)!r} lacks the folder(s) "
@@ -136,11 +137,11 @@ class ImdbReader(TextReader):
         return "test" if split == "test" or (split == "validation" and self.val_fraction <= 0) else "train"
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
-        root = self.root(directory) / self._part(split)
+        root = self.root(directory, self._part(split)) / self._part(split)
         return [root / "neg", root / "pos"]
 
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
-        files = self.files(self.root(directory), self._part(split))
+        files = self.files(self.root(directory, self._part(split)), self._part(split))
         for path, label in self._select(files, [y for _, y in files], split):
             text = clean_imdb(read_text(path, split, "the review text"))
             if not text:
@@ -159,7 +160,7 @@ class ImdbReader(TextReader):
         if directory is None:
             return f"hub:{self.hub_id}:{split}:{proto}"
         h = hashlib.sha1()
-        for path, label in self.files(self.root(directory), self._part(split)):
+        for path, label in self.files(self.root(directory, self._part(split)), self._part(split)):
             st = path.stat()
             h.update(f"{path.name}:{label}:{st.st_size}:{st.st_mtime_ns};".encode())
         return f"{Path(directory).resolve()}:{split}:{proto}:{h.hexdigest()}"
@@ -187,7 +188,8 @@ class LineReader(TextReader):
 
     def path(self, directory: Path, split: str) -> Path:
         names = list(self.file_names())
-        return require_files(self.name, directory, names, names, self.source_hint) / names[SPLITS.index(split)]
+        needed = [names[SPLITS.index(split)]]
+        return require_files(self.name, directory, needed, names, self.source_hint) / needed[0]
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
         return [self.path(directory, split)]

@@ -123,10 +123,12 @@ def test_scitail_errors_name_file_and_line(tmp_path, dm, copy_fixture):
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"scitail_1.0_dev.tsv:3: malformed row with 1 tab-separated"):
         examples("scitail", p)
+    shutil.copy(FIXTURES / "scitail" / "tsv_format" / "scitail_1.0_dev.tsv", p)
     shutil.rmtree(d / "snli_format")
     (d / "tsv_format" / "scitail_1.0_test.tsv").unlink()
-    with pytest.raises(DataError, match="scitail_1.0_.*allenai.org"):
+    with pytest.raises(DataError, match="lacks tsv_format/scitail_1.0_test.tsv .*allenai.org"):
         dm(tmp_path, "scitail", src=d)
+    assert get_reader("scitail").path(d, "validation") == p  # a split needs its own file only
 
 
 # ---- DNLI ------------------------------------------------------------------------------------------------
@@ -213,8 +215,9 @@ def test_trecqa_jacana_names_and_train_all_preferred(tmp_path, dm):
     assert reader.path(d, "train").name == "train-less-than-40.manual-edit.xml"
     assert len(dm(tmp_path, "trecqa", src=d).splits["test"]) == len(dm(tmp_path / "b", "trecqa").splits["test"])
     (d / "dev-less-than-40.manual-edit.xml").unlink()
-    with pytest.raises(DataError, match="TRAIN-ALL.xml.*a.toks"):
-        reader.path(d, "train")
+    assert reader.path(d, "test").name == "test-less-than-40.manual-edit.xml"  # a split needs its own file only
+    with pytest.raises(DataError, match="lacks the validation file .*DEV.xml.*raw-dev.*TRAIN-ALL.xml.*a.toks"):
+        reader.path(d, "validation")
 
 
 def test_trecqa_edge_cases(tmp_path, caplog):

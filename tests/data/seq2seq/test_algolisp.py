@@ -86,7 +86,8 @@ def test_gold_programs_with_symbols_the_interpreter_lacks_are_a_warning(tmp_path
 
 
 def test_missing_files_are_clear(tmp_path):
-    with pytest.raises(DataError, match="lacks metaset3.train.jsonl, metaset3.dev.jsonl, metaset3.test.jsonl"):
+    with pytest.raises(DataError, match="lacks metaset3.train.jsonl. Expected the official files metaset3.train.jsonl, metaset3.dev.jsonl, "
+                                        "metaset3.test.jsonl"):
         list(ALGOLISP.read("train", tmp_path))
     with pytest.raises(DataError, match="no such file"):
         list(ALGOLISP.read_file(tmp_path / "nope.jsonl"))
