@@ -39,7 +39,7 @@ import os
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError
-from coda_exp.data.common.files import iter_records, read_table
+from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.io import atomic_write_text
 from coda_exp.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -153,13 +153,7 @@ def read_inputs(path: str | os.PathLike, fields: tuple[str, ...], family: str) -
             rows.append(_check(dict(zip(header, values)), fields, where, family))
             wheres.append(where)
     else:
-        for where, line in iter_records(path, None, f"one JSON object per line with {', '.join(fields)}"):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: malformed JSON line ({e.msg}); {formats}") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}; {formats}")
+        for where, row in read_jsonl(path, None, f"one JSON object per line with {', '.join(fields)}", formats):
             rows.append(_check(row, fields, where, family))
             wheres.append(where)
     return rows, wheres

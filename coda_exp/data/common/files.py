@@ -89,17 +89,17 @@ def read_text(path: str | os.PathLike, split: str | None = None, expected: str =
     return "\n".join(read_lines(path, split, expected))
 
 
-def read_jsonl(path: str | os.PathLike, split: str | None = None, expected: str = "one JSON object per line"
-               ) -> Iterator[tuple[str, dict]]:
+def read_jsonl(path: str | os.PathLike, split: str | None = None, expected: str = "one JSON object per line",
+               hint: str | None = None) -> Iterator[tuple[str, dict]]:
     """``(where, object)`` for each non-blank line of a JSON-lines file (``where`` = ``file:line``); a malformed
-    line or one that is not an object is a :class:`DataError` naming ``file:line``."""
+    line or one that is not an object is a :class:`DataError` naming ``file:line`` (and ``hint``, what to do)."""
     for where, line in iter_records(path, split, expected):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{where}: malformed JSON line ({e.msg}); expected one JSON object") from None
+            raise DataError(f"{where}: malformed JSON line ({e.msg}); {hint or 'expected one JSON object'}") from None
         if not isinstance(row, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}" + (f"; {hint}" if hint else ""))
         yield where, row
 
 
