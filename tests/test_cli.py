@@ -100,6 +100,12 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
     (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+    # an unknown experiment or debug option (optional groups, once skipped in silence: the default run trained)
+    (["task=mlu", "model=transformer", "experiment=tabel_6"],
+     ["error: In 'train': Could not find 'experiment/tabel_6'", "Available options in 'experiment':", "\ttable_6\n"]),
+    (["-m", "experiment=table6"], ["Could not find 'experiment/table6'"]),
+    (["-m", "experiment=table_6,tabel_6", "scale=fixture"], ["Could not find 'experiment/tabel_6'"]),
+    (["debug=fdrr"], ["error: In 'train': Could not find 'debug/fdrr'", "Available options in 'debug':\n\tfdr"]),
     # an option of another choice of the model's group: Hydra's "+model.scoring.kernel" adds a key softmax refuses
     (["task=mlu", "model=transformer", "model.scoring.kernel=bogus"],
      [("error: Could not override 'model.scoring.kernel'.\nmodel=transformer chooses model/scoring=softmax, which "
