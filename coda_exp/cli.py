@@ -34,6 +34,7 @@ def _train(cfg: DictConfig) -> float | None:
     from coda_exp.errors import USER_ERROR_EXIT, UserError
     from coda_exp.hydra_callbacks import LOGGED, SweepUserError
     from coda_exp.pipeline import run
+    from coda_exp.run_folder import refused
 
     try:
         return run(cfg)
@@ -43,8 +44,9 @@ def _train(cfg: DictConfig) -> float | None:
             setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
             wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
             raise wrapped from None
-        if not getattr(err, LOGGED, False):
+        if not getattr(err, LOGGED, False):  # refused before the run started: its Hydra folder goes, or says why
             print(f"error: {err}", file=sys.stderr, flush=True)
+            refused(HydraConfig.get().runtime.output_dir, err)
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 

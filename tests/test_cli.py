@@ -210,6 +210,19 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    """data.batch_size=0 is refused once Hydra has made the run folder (.hydra/, an empty train.log): that folder used
+    to stay, listed by coda-exp runs --left as failed forever ("train.log names no error")."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "model=decompatt", "scale=fixture", "data.batch_size=0",
+                  f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "data.batch_size = 0: expected an int >= 1" in err, err
+    assert not list((tmp_path / "outputs").rglob("*.log")) and not list((tmp_path / "outputs").rglob(".hydra"))
+    assert not (tmp_path / "outputs" / "runs" / "snli-decompatt").exists()
+
+
 def test_the_default_model_that_cannot_run_the_task_is_named_so_with_the_models_that_can(tmp_path, capsys,
                                                                                         monkeypatch):
     """task=mlu alone used to say "model=decompatt does not fit", a model the user never typed."""
