@@ -57,7 +57,7 @@ from coda_exp.stops import (
 )
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
-from coda_exp.validation_checks import check_first_validation
+from coda_exp.validation_checks import budget_cut, check_first_validation, warn_epoch_cap
 
 __all__ = ["attention_options", "build_loggers", "device_description", "load_trained", "run", "scale_label"]
 
@@ -240,15 +240,6 @@ def run(cfg: DictConfig) -> float | None:
             raise
 
 
-def budget_cut(trainer: pl.Trainer, datamodule) -> None:
-    """A step-bounded run that ended at its epoch cap first (``task.max_steps=600`` where ``max_epochs`` of the
-    data's batches make 200 steps) said so nowhere: a warning, kept in the record's ``warnings``."""
-    steps, epochs = trainer.max_steps, trainer.max_epochs
-    if 0 < steps and trainer.global_step < steps and epochs not in (None, -1) and trainer.current_epoch >= epochs:
-        datamodule.warn(f"training stopped at trainer.max_epochs={epochs} (task.epochs) after {trainer.global_step} "
-                        f"steps, before trainer.max_steps={steps}: raise task.epochs too for the steps to count")
-
-
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
     commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
     overrides = _hydra_overrides()
@@ -283,6 +274,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
     check_first_validation(trainer, datamodule)
+    warn_epoch_cap(trainer, datamodule)  # a step budget the epoch cap ends first: said before training
     record = None
     try:
         for lg in loggers:
