@@ -44,8 +44,8 @@ def _train(cfg: DictConfig) -> float | None:
             setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
             wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
             raise wrapped from None
+        print(f"error: {err}", file=sys.stderr, flush=True)  # (the run logged it to its train.log only)
         if not getattr(err, LOGGED, False):  # refused before the run started: its Hydra folder goes, or says why
-            print(f"error: {err}", file=sys.stderr, flush=True)
             refused(HydraConfig.get().runtime.output_dir, err)
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 

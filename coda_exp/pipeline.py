@@ -72,6 +72,13 @@ def _hydra_overrides() -> list[str]:
     return []
 
 
+def _multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def _strip(node: dict) -> dict:
     return {k: (_strip(v) if isinstance(v, dict) else v) for k, v in node.items() if k not in META_KEYS}
 
@@ -225,8 +232,10 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
             shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
-            if isinstance(shown, UserError):  # the message says it all (file, line or key): no traceback
+            if isinstance(shown, UserError) and _multirun():  # the message says it all (file, line or key)
                 log.error("run failed: %s", shown)
+            elif isinstance(shown, UserError):  # a single run: the console's one `error:` line is the entry point's
+                run_folder.log_to_files(log, logging.ERROR, "run failed: %s", shown)
             else:
                 log.exception("run failed")
                 if (lost := peer_lost(err, Path(cfg.paths.output_dir))) is not None:  # a DDP rank died: resume line

@@ -289,9 +289,16 @@ def refused(folder: str | os.PathLike, err: BaseException) -> None:
             return
     except OSError:  # a folder that cannot be read or emptied: it stays, with the error in its log
         pass
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s %s", (REFUSED, err), None)
-    for h in logs:
-        h.handle(record)
+    log_to_files(log, logging.ERROR, "%s %s", REFUSED, err, handlers=logs)
+
+
+def log_to_files(logger: logging.Logger, level: int, message: str, *args, handlers: list | None = None) -> None:
+    """``message`` logged by ``logger`` to the root logger's log files only (the run's ``train.log``; ``handlers``:
+    those given instead), not the console: where the console says it otherwise (the entry point's ``error:`` line)."""
+    record = logger.makeRecord(logger.name, level, __file__, 0, message, args, None)
+    for h in logging.getLogger().handlers if handlers is None else handlers:
+        if isinstance(h, logging.FileHandler) and level >= h.level:
+            h.handle(record)
 
 
 class LogFile(logging.FileHandler):
