@@ -34,6 +34,7 @@ def _train(cfg: DictConfig) -> float | None:
     from coda_exp.errors import USER_ERROR_EXIT, UserError
     from coda_exp.hydra_callbacks import LOGGED, SweepUserError
     from coda_exp.pipeline import run
+    from coda_exp.run_folder import refused
 
     try:
         return run(cfg)
@@ -43,8 +44,9 @@ def _train(cfg: DictConfig) -> float | None:
             setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
             wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
             raise wrapped from None
-        if not getattr(err, LOGGED, False):
-            print(f"error: {err}", file=sys.stderr, flush=True)
+        print(f"error: {err}", file=sys.stderr, flush=True)  # (the run logged it to its train.log only)
+        if not getattr(err, LOGGED, False):  # refused before the run started: its Hydra folder goes, or says why
+            refused(HydraConfig.get().runtime.output_dir, err)
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 
@@ -97,14 +99,14 @@ def sweep_variants(rows: list[list[str]]) -> list[list[str]]:
     return [list(v) for v in dict.fromkeys(tuple(v) for v in [first, *varied])][:MAX_COMPOSED]
 
 
-def check_composition(argv: list[str]) -> None:
+def check_composition(argv: list[str]) -> list[DictConfig] | None:
     """Hydra's composition of the run's config, before Hydra starts: an unknown group option (``task=snlii``), a key
     the config lacks (``task.max_stepz=5``) or an override Hydra cannot parse is one message and exit status 2 (a
     user's mistake, ``coda_exp.errors``), not Hydra's report and status 1, and a sweep stops before its first job,
     not at the job that meets it. A sweep composes each swept value with the other overrides' first values (every
     composition checked is one of its jobs); runs with Hydra's own config flags (``--config-name``...) are left to
     Hydra. An experiment that is a sweep (``hydra.sweeper.params``) chosen without ``-m`` is refused unless the run
-    is one of its jobs that the user picked (:func:`_sweep_without_multirun`)."""
+    is one of its jobs that the user picked (:func:`_sweep_without_multirun`). Returns a sweep's jobs composed."""
     import yaml
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser
@@ -182,6 +184,7 @@ def check_composition(argv: list[str]) -> None:
             if refusal:
                 print(f"error: {refusal}", file=sys.stderr, flush=True)
                 raise SystemExit(USER_ERROR_EXIT)
+        return job_configs  # their data: checked once Hydra has set up logging (hydra_callbacks.JobReport)
     except yaml.YAMLError as err:  # a config file PyYAML cannot read: its file, line and column, not a traceback
         print(f"error: {yaml_error(err)}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
@@ -381,10 +384,10 @@ def _main(argv: list[str]) -> None:
         print(help_text(), end="")
         raise SystemExit(0)
     sys.argv[1:] = flags_first(training_arguments(argv))  # Hydra parses sys.argv
-    check_composition(sys.argv[1:])
+    configs = check_composition(sys.argv[1:])
     from coda_exp import hydra_callbacks
 
-    hydra_callbacks.sweep_exit = None  # this call's sweep, not an earlier one in the same process
+    hydra_callbacks.sweep_exit, hydra_callbacks.sweep_configs = None, configs  # this call's sweep, not an earlier one
     _train()
     status, hydra_callbacks.sweep_exit = hydra_callbacks.sweep_exit, None
     if status:  # a sweep whose failed jobs it has listed

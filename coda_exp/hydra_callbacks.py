@@ -3,6 +3,9 @@
 Hydra's launchers catch a job's exception, run the remaining jobs, then re-raise only the first failure, and the
 failed job's own ``train.log`` never sees its error. :class:`JobReport`
 
+- refuses, before the first job, a sweep some of whose tasks lack their data (:mod:`coda_exp.sweep_data`, on the
+  jobs the entry point composed: :data:`sweep_configs`), with one message and exit status 2, where every job failed
+  with the same error;
 - logs a failed job's exception with its traceback while the job's log file is still open (unless
   ``coda_exp.pipeline.run`` logged it already), so each job's ``train.log`` ends with its own error;
 - writes each job's outcome to ``<sweep dir>/.jobs/<num>.json`` (a file, so jobs that a launcher runs in other
@@ -61,6 +64,7 @@ INTERRUPTED = "interrupted"  # a job's status when a signal (Ctrl-C, SIGTERM) st
 SIGNAL_WORDS = {"SIGINT": "Ctrl-C"}
 LOGGED = "_coda_exp_logged"  # set by coda_exp.pipeline.run on an exception it has logged with its traceback
 sweep_exit: int | None = None  # the last sweep's exit status once JobReport has listed its jobs
+sweep_configs: list | None = None  # the jobs the entry point composed, whose data JobReport checks at the start
 
 
 def _exit_status(err: BaseException) -> int:
@@ -156,6 +160,16 @@ class JobReport(Callback):
         self.reported = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global sweep_configs
+        configs, sweep_configs = sweep_configs, None
+        if configs:  # here, not before Hydra sets up logging: the check imports Lightning (coda_exp.sweep_data)
+            from coda_exp.errors import USER_ERROR_EXIT
+            from coda_exp.sweep_data import data_refusal
+
+            refusal = data_refusal(configs)
+            if refusal:  # one message, before the sweep's folder and its first job
+                print(f"error: {refusal}", file=sys.stderr, flush=True)
+                raise SystemExit(USER_ERROR_EXIT)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
         auto = [] if any(o.split("=", 1)[0] == "resume" and o.endswith("=auto") for o in overrides) else ["resume=auto"]

@@ -57,7 +57,7 @@ from coda_exp.stops import (
 )
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
-from coda_exp.validation_checks import check_first_validation
+from coda_exp.validation_checks import budget_cut, check_first_validation, warn_epoch_cap
 
 __all__ = ["attention_options", "build_loggers", "device_description", "load_trained", "run", "scale_label"]
 
@@ -70,6 +70,13 @@ def _hydra_overrides() -> list[str]:
     if HydraConfig.initialized():
         return list(HydraConfig.get().overrides.task)
     return []
+
+
+def _multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _strip(node: dict) -> dict:
@@ -227,8 +234,10 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
             shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
-            if isinstance(shown, UserError):  # the message says it all (file, line or key): no traceback
+            if isinstance(shown, UserError) and _multirun():  # the message says it all (file, line or key)
                 log.error("run failed: %s", shown)
+            elif isinstance(shown, UserError):  # a single run: the console's one `error:` line is the entry point's
+                run_folder.log_to_files(log, logging.ERROR, "run failed: %s", shown)
             else:
                 log.exception("run failed")
                 if (lost := peer_lost(err, Path(cfg.paths.output_dir))) is not None:  # a DDP rank died: resume line
@@ -240,15 +249,6 @@ def run(cfg: DictConfig) -> float | None:
             if full is not None:
                 raise full from None
             raise
-
-
-def budget_cut(trainer: pl.Trainer, datamodule) -> None:
-    """A step-bounded run that ended at its epoch cap first (``task.max_steps=600`` where ``max_epochs`` of the
-    data's batches make 200 steps) said so nowhere: a warning, kept in the record's ``warnings``."""
-    steps, epochs = trainer.max_steps, trainer.max_epochs
-    if 0 < steps and trainer.global_step < steps and epochs not in (None, -1) and trainer.current_epoch >= epochs:
-        datamodule.warn(f"training stopped at trainer.max_epochs={epochs} (task.epochs) after {trainer.global_step} "
-                        f"steps, before trainer.max_steps={steps}: raise task.epochs too for the steps to count")
 
 
 def _train_and_record(cfg: DictConfig, start: float) -> float | None:
@@ -286,6 +286,7 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
     check_first_validation(trainer, datamodule)
+    warn_epoch_cap(trainer, datamodule)  # a step budget the epoch cap ends first: said before training
     record = None
     try:
         for lg in loggers:

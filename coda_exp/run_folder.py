@@ -249,6 +249,57 @@ RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) 
 # lines: such a folder is no failed run.
 RESUMED_IN = "this job resumes its run in"  # + " <folder> (its Hydra folder <folder> keeps only this log)"
 FINISHED_IN = "this run finished already in"  # + " <folder> (record <file>): nothing to run"
+REFUSED = "run refused before it started:"  # + the user's error: coda-exp runs lists such a folder as refused
+HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # what Hydra writes in a job's .hydra/ before it runs
+
+
+def refused(folder: str | os.PathLike, err: BaseException) -> None:
+    """A single run refused before it started (``err``: a user's error, printed on the console): its Hydra folder is
+    removed where it holds nothing but what Hydra wrote before the job (``.hydra/``'s files, an empty ``train.log``)
+    and this process's claim, with its ``runs/<task>-<model>/`` where that is left empty; else, unless it is another
+    run's folder, ``err`` is written into its ``train.log``, where ``coda-exp runs`` shows it (state ``refused``).
+    The ranks of a DDP run other than 0 leave it as it is."""
+    folder = Path(folder)
+    if os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0" or not folder.is_dir():
+        return
+    root = logging.getLogger()
+    logs = [h for h in root.handlers if isinstance(h, logging.FileHandler)
+            and Path(h.baseFilename).resolve().parent == folder.resolve()]
+    for h in logs:
+        h.flush()
+    try:
+        names = {p.name for p in folder.iterdir()}
+        hydra = {p.name for p in (folder / ".hydra").iterdir()} if ".hydra" in names else set()
+        ours = OWNER not in names or _owner(folder).get("pid") == os.getpid()
+        log_empty = "train.log" not in names or (folder / "train.log").stat().st_size == 0
+        if names <= {".hydra", "train.log", OWNER} and hydra <= HYDRA_FILES and ours and log_empty:
+            for h in logs:
+                root.removeHandler(h)
+                h.close()
+            for name in hydra:
+                (folder / ".hydra" / name).unlink()
+            if ".hydra" in names:
+                (folder / ".hydra").rmdir()
+            for name in names - {".hydra"}:
+                (folder / name).unlink()
+            folder.rmdir()
+            if folder.parent.parent.name == "runs" and not any(folder.parent.iterdir()):  # runs/<task>-<model>/
+                folder.parent.rmdir()
+            return
+        if RESOLVED_CONFIG in names or not ours:  # another run's folder (hydra.run.dir=<it>): its log as it was
+            return
+    except OSError:  # a folder that cannot be read or emptied: it stays, with the error in its log
+        pass
+    log_to_files(log, logging.ERROR, "%s %s", REFUSED, err, handlers=logs)
+
+
+def log_to_files(logger: logging.Logger, level: int, message: str, *args, handlers: list | None = None) -> None:
+    """``message`` logged by ``logger`` to the root logger's log files only (the run's ``train.log``; ``handlers``:
+    those given instead), not the console: where the console says it otherwise (the entry point's ``error:`` line)."""
+    record = logger.makeRecord(logger.name, level, __file__, 0, message, args, None)
+    for h in logging.getLogger().handlers if handlers is None else handlers:
+        if isinstance(h, logging.FileHandler) and level >= h.level:
+            h.handle(record)
 
 
 class LogFile(logging.FileHandler):

@@ -1,12 +1,16 @@
 """Before training, once the loaders exist: a step budget that ends an epoch-validated run before its first
 validation (:func:`check_first_validation`), which Lightning's early stopping reported only once training ended, as
-a traceback about a metric never logged."""
+a traceback about a metric never logged; a step budget its epoch cap cuts short (:func:`warn_epoch_cap`, a warning,
+and :func:`budget_cut` after training where the loader's length was not known before)."""
 
 from __future__ import annotations
 
 import pytorch_lightning as pl
 
 from coda_exp.config_checks import ConfigError
+from coda_exp.data.common.base import trained_per_epoch
+
+EPOCH_CAP = "(task.epochs) ends training after"  # the warning before training: budget_cut does not say it again
 
 
 def check_first_validation(trainer: pl.Trainer, datamodule) -> None:
@@ -31,3 +35,35 @@ def check_first_validation(trainer: pl.Trainer, datamodule) -> None:
                           f"validated every {every} epoch(s)): no best checkpoint, a metric early stopping never "
                           f"sees; give at least trainer.max_steps={-(-first // accumulate)}, or a budget in "
                           "task.epochs")
+
+
+def warn_epoch_cap(trainer: pl.Trainer, datamodule) -> None:
+    """Before training: a step budget (``trainer.max_steps``) that the epoch cap (``trainer.max_epochs``, from
+    ``task.epochs``) ends first, ``task.max_steps=600`` where 8 epochs of the data's batches make 200 steps: a warning
+    (``datamodule.warn``: kept in the record's ``warnings``) naming the ``task.epochs`` that lets the steps count,
+    where it used to be said only once training had stopped short. One process and a training loader of known
+    length only (:func:`budget_cut` says it after training otherwise)."""
+    steps, epochs = trainer.max_steps, trainer.max_epochs
+    if trainer.world_size > 1 or steps is None or steps <= 0 or epochs is None or epochs < 0:
+        return
+    try:
+        batches = len(datamodule.train_dataloader())
+    except TypeError:  # an endless stream: no epochs to count
+        return
+    batches = trained_per_epoch(batches, trainer.limit_train_batches)
+    per_epoch = -(-batches // max(1, int(trainer.accumulate_grad_batches or 1)))  # a step on an epoch's last batch
+    if per_epoch and epochs * per_epoch < steps:
+        datamodule.warn(f"trainer.max_epochs={epochs} {EPOCH_CAP} {epochs * per_epoch} steps ({per_epoch} an "
+                        f"epoch), before trainer.max_steps={steps}: raise task.epochs to at least "
+                        f"{-(-steps // per_epoch)} for the steps to count")
+
+
+def budget_cut(trainer: pl.Trainer, datamodule) -> None:
+    """After training: a step-bounded run that ended at its epoch cap first, where :func:`warn_epoch_cap` could not
+    say so before (DDP, a loader of unknown length): a warning, kept in the record's ``warnings``."""
+    steps, epochs = trainer.max_steps, trainer.max_epochs
+    if any(EPOCH_CAP in w for w in datamodule.warnings):
+        return
+    if 0 < steps and trainer.global_step < steps and epochs not in (None, -1) and trainer.current_epoch >= epochs:
+        datamodule.warn(f"training stopped at trainer.max_epochs={epochs} (task.epochs) after {trainer.global_step} "
+                        f"steps, before trainer.max_steps={steps}: raise task.epochs too for the steps to count")

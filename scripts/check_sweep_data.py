@@ -5,12 +5,9 @@ failing on its own (``make reproduce-table-N`` runs this first).
     python scripts/check_sweep_data.py experiment=table_2 [scale=paper] [other train.py -m overrides, seed=1,2 too]
 
 For each task the sweep runs (``hydra.sweeper.params.task`` or ``task=a,b``, else the composed ``task``; each swept
-value is composed once, with the other keys at their first value): a ``data.dir`` that is set
-must be a folder holding the reader's files (the reader's own check: ``Reader.local_files``); without one, the data
-comes from the Hugging Face hub, which needs the reader to have a hub copy and the hub to be reachable (not
-``HF_DATASETS_OFFLINE`` / ``HF_HUB_OFFLINE``), or is generated (MLU). Exit 0 when every task can start, 2 with the
-list of what each one lacks otherwise, or with one line when the overrides do not compose (``scale=bogus``: the
-scales there are); tasks whose reader it does not know are left to the run itself.
+value is composed once, with the other keys at their first value), the check ``train.py -m`` itself makes before its
+first job (:mod:`coda_exp.sweep_data`). Exit 0 when every task can start, 2 with the list of what each one lacks
+otherwise, or with one line when the overrides do not compose (``scale=bogus``: the scales there are).
 """
 
 from __future__ import annotations
@@ -24,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coda_exp.cli import sweep_variants  # the checkout's package, first on the path
+from coda_exp.sweep_data import data_refusal
 
 
 def compose(overrides: list[str]):
@@ -60,40 +58,6 @@ def one_line(message: str) -> str:
     return f"{group}={value}: no such {group} (configs/{group}/{value}.yaml); expected one of: {choices}"
 
 
-def problem(cfg) -> str | None:
-    """What keeps this task's runs from reading their data, or None."""
-    from hydra.utils import get_class
-
-    import coda_exp.data  # noqa: F401 (registers every family's readers)
-    from coda_exp.data.common.errors import DataError
-    from coda_exp.data.common.readers import READERS
-
-    name, directory = cfg.task.name, cfg.data.get("dir")
-    module = get_class(cfg.data._target_)
-    reader = READERS.get(name)
-    if directory is None:
-        if getattr(module, "generated_without_dir", False):
-            return None
-        if reader is None:
-            return None
-        if reader.hub_id is None:
-            return (f"no data folder ({cfg.paths.data_dir}/{name} does not exist) and {name} has no hub copy: put "
-                    f"the official files there or pass data.dir=DIR. {reader.source_hint}".rstrip())
-        if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
-            return (f"no data folder ({cfg.paths.data_dir}/{name} does not exist), and the hub copy "
-                    f"{reader.hub_id!r} cannot be fetched offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
-        return None
-    if not Path(directory).is_dir():
-        return f"data.dir {directory!r} does not exist"
-    if reader is not None:
-        try:
-            for split in reader.splits():
-                reader.local_files(Path(directory), split)
-        except DataError as err:
-            return str(err)
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     import yaml
     from hydra import initialize_config_dir
@@ -107,18 +71,14 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("CODA_EXP_ROOT", str(ROOT))
-    problems: dict[tuple[str, str], None] = {}  # (task, what it lacks), each once
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
             parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
             first = variants(parser, overrides, None)[0]  # the sweep's first job: its experiment's own sweep
             params = compose(first).hydra.sweeper.get("params")
-            for job in variants(parser, overrides, params):
-                cfg = compose(job)
-                found = problem(cfg)
-                if found:
-                    problems[cfg.task.name, found] = None
+            configs = [compose(job) for job in variants(parser, overrides, params)]
+            refusal = data_refusal(configs)
     except (ConfigCompositionException, OverrideParseException) as err:
         print(f"error: {one_line(str(composition_error(err)))}", file=sys.stderr)
         return 2
@@ -127,11 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         GlobalHydra.instance().clear()
-    if problems:
-        lines = "\n".join(f"  {task}: {why}" for task, why in problems)
-        tasks = len({task for task, _ in problems})
-        print(f"error: the sweep cannot start, {tasks} task(s) lack their data (docs/data.md says where to "
-              f"get each benchmark):\n{lines}", file=sys.stderr)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
         return 2
     return 0
 

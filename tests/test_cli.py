@@ -100,6 +100,12 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     # a sweep stops before its first job, whichever job meets the mistake
     (["-m", "task=wikiqa,snlii", "seed=1,2"], ["error: In 'train': Could not find 'task/snlii'"]),
     (["-m", "seed=1,2", "model=decompatt,nope"], ["Could not find 'model/nope'"]),
+    # an unknown experiment or debug option (optional groups, once skipped in silence: the default run trained)
+    (["task=mlu", "model=transformer", "experiment=tabel_6"],
+     ["error: In 'train': Could not find 'experiment/tabel_6'", "Available options in 'experiment':", "\ttable_6\n"]),
+    (["-m", "experiment=table6"], ["Could not find 'experiment/table6'"]),
+    (["-m", "experiment=table_6,tabel_6", "scale=fixture"], ["Could not find 'experiment/tabel_6'"]),
+    (["debug=fdrr"], ["error: In 'train': Could not find 'debug/fdrr'", "Available options in 'debug':\n\tfdr"]),
     # an option of another choice of the model's group: Hydra's "+model.scoring.kernel" adds a key softmax refuses
     (["task=mlu", "model=transformer", "model.scoring.kernel=bogus"],
      [("error: Could not override 'model.scoring.kernel'.\nmodel=transformer chooses model/scoring=softmax, which "
@@ -202,6 +208,40 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.startswith("error: model=transformer does not fit task=snli"), err
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    """data.batch_size=0 is refused once Hydra has made the run folder (.hydra/, an empty train.log): that folder used
+    to stay, listed by coda-exp runs --left as failed forever ("train.log names no error")."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "model=decompatt", "scale=fixture", "data.batch_size=0",
+                  f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "data.batch_size = 0: expected an int >= 1" in err, err
+    assert not list((tmp_path / "outputs").rglob("*.log")) and not list((tmp_path / "outputs").rglob(".hydra"))
+    assert not (tmp_path / "outputs" / "runs" / "snli-decompatt").exists()
+
+
+def test_a_data_folder_mistake_is_one_error_line_like_any_users_mistake(tmp_path, capsys, monkeypatch):
+    """A data.dir without the files printed `[time][coda_exp.pipeline][ERROR] - run failed: ...` where a config
+    mistake prints `error: ...`: now one `error:` line too, exit status 2; the run's train.log keeps the error."""
+    import shutil
+
+    from tests import FIXTURES
+
+    shutil.copytree(FIXTURES / "snli", tmp_path / "parent" / "snli_1.0")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "scale=fixture", "logger=none", f"data.dir={tmp_path}/parent",
+                  f"paths.log_dir={tmp_path}/outputs", f"paths.cache_dir={tmp_path}/cache"])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2
+    assert captured.err.startswith("error: snli: data directory ") and captured.err.count("lacks") == 1, captured.err
+    assert f"did you mean data.dir={tmp_path}/parent/snli_1.0?" in captured.err
+    assert "run failed" not in captured.err + captured.out and "Traceback" not in captured.err
+    (log,) = (tmp_path / "outputs").rglob("train.log")
+    assert "[ERROR] - run failed: snli: data directory" in log.read_text()
 
 
 def test_the_default_model_that_cannot_run_the_task_is_named_so_with_the_models_that_can(tmp_path, capsys,

@@ -26,6 +26,9 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
   elsewhere: resumed in its checkpoint's folder (``ckpt_path=``, ``resume=auto``; the note names that folder, which
   is listed on its own), or finished already there (``resume=auto`` ran nothing; the note names it, with its
   record): no failure, and not listed by ``--left``;
+- ``refused``: a single run that a user's error (a config value, ``trainer=gpu`` without one) stopped before it
+  started, whose Hydra folder held more than Hydra's own files and so was kept with the error in its ``train.log``
+  (an untouched one is removed); the note is that error; not listed by ``--left``: nothing of it is left to run;
 - ``failed``: none of these (it stopped before its first checkpoint); the table shows the last error of its
   ``train.log`` (with the lines a user's error lists after its first: the bad keys of a ConfigError).
 
@@ -84,7 +87,7 @@ def states(log_dir: Path) -> list[RunState]:
     from omegaconf import OmegaConf
 
     from coda_exp.auto_resume import finished_records, resume_checkpoint, run_config
-    from coda_exp.run_folder import live_owner
+    from coda_exp.run_folder import REFUSED, live_owner
 
     folders = run_folders(log_dir)
     configs, missing, unreadable = {}, set(), {}
@@ -129,6 +132,8 @@ def states(log_dir: Path) -> list[RunState]:
         moved = _elsewhere(log_end, folder) if state == "failed" and folder in missing else None
         if moved is not None:  # its run went on in another folder: this one holds only the job's log
             state, notes, record = moved[0], [moved[1]], moved[2]
+        elif state == "failed" and folder in missing and any(f" - {REFUSED} " in line for line in log_end):
+            state, notes = "refused", [_last_error(log_end) or REFUSED]  # a user's error before it started
         elif state == "failed":
             notes.append(_last_error(log_end) or ("train.log names no error" if (folder / "train.log").is_file()
                                                   else "no train.log"))
@@ -260,8 +265,9 @@ def _table(rows: list[RunState]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The run folders under outputs/ and where each one stands: "
-                                     "finished, running, stopped (resumable), debug (no record) or failed; a job's "
-                                     "folder whose run went on elsewhere: resumed or skipped.")
+                                     "finished, running, stopped (resumable), debug (no record), failed or refused (a "
+                                     "user's error before it started); a job's folder whose run went on elsewhere: "
+                                     "resumed or skipped.")
     parser.add_argument("--log-dir", type=Path, default=root_dir() / "outputs",
                         help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's, or the "
                              "current folder's with an installed package)")
@@ -290,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(_table(rows))
     counts = {s: sum(r.state == s for r in rows)
-              for s in ("finished", "diverged", "debug", "unrecorded", "running", "stopped", "failed", "resumed",
-                        "skipped")}
+              for s in ("finished", "diverged", "debug", "unrecorded", "running", "stopped", "failed", "refused",
+                        "resumed", "skipped")}
     print(", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if counts["stopped"]:
         print("a stopped run goes on from its checkpoint with the same command and resume=auto (docs/running.md)")

@@ -241,3 +241,18 @@ def test_the_trainer_configs_say_val_check_interval_counts_batches():
     said = {p.name: line for p in (CONFIGS / "trainer").glob("*.yaml") for line in p.read_text().splitlines()
             if line.startswith("val_check_interval:")}
     assert said and all("batches" in line and "training steps" not in line for line in said.values()), said
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_fixture_scale_keeps_a_step_bounded_task_step_bounded(make_cfg, task):
+    """scale=fixture's task.epochs=8 ended task=algolisp at step 16 of its task.max_steps=20 and task=sst at step 8,
+    capped task=mlu task.max_steps=300 at 200 steps, and task=iwslt15_envi averaged 2 periodic checkpoints of its
+    task.average_last=5: each with a warning. A task bounded by steps at the paper's scale is at the fixture's too,
+    and averages no more checkpoints than its fixture budget keeps."""
+    paper, fixture = make_cfg(f"task={task}"), make_cfg(f"task={task}", "scale=fixture")
+    if paper.task.get("max_steps") is None:
+        assert fixture.task.get("max_steps") is None
+        return
+    assert fixture.task.epochs == paper.task.epochs and fixture.task.max_steps < paper.task.max_steps
+    if fixture.task.get("average_last"):
+        assert fixture.task.average_last <= fixture.task.max_steps // fixture.task.val_check_interval

@@ -131,3 +131,16 @@ def test_a_data_dir_that_is_a_file_is_said_to_be_one(tmp_path, reader):
         list(read(a_file))
     with pytest.raises(DataError, match=rf"data directory '{tmp_path / 'nope'}' does not exist"):
         list(read(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("reader", sorted(set(CASES) - {"imdb", "trecqa", "scitail"}))  # those look inside already
+def test_files_one_folder_down_are_named_as_the_data_dir_meant(tmp_path, reader):
+    """``data.dir=/tmp/parent`` where the files lie in ``/tmp/parent/snli_1.0/`` (the zip's folder) said only that it
+    "lacks" them: now it names the folder that holds them."""
+    folder, factory, _, _, _ = CASES[reader]
+    parent = tmp_path / "parent"
+    shutil.copytree(FIXTURES / folder, parent / "unzipped")
+    (parent / "other").mkdir()
+    with pytest.raises(DataError, match="lacks") as e:
+        factory(parent, tmp_path / "cache").setup()
+    assert f"(did you mean data.dir={parent / 'unzipped'}? it holds them)" in str(e.value)

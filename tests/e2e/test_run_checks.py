@@ -360,8 +360,36 @@ def test_a_step_budget_cut_short_by_the_epoch_cap_is_a_warning_in_the_record(mak
     run(make_cfg("task=mlu", "model=transformer", "scale=fixture", "task.epochs=1", "task.max_steps=600",
                  "task.val_check_interval=10", "logger=none"))
     (rec,) = results.load_records(tmp_path / "results" / "runs", strict=True)
-    assert rec["steps"] < 600 and any(f"training stopped at trainer.max_epochs=1 (task.epochs) after {rec['steps']} "
-                                      "steps, before trainer.max_steps=600" in w for w in rec["warnings"])
+    said = [w for w in rec["warnings"] if "before trainer.max_steps=600" in w]
+    steps = rec["steps"]
+    assert steps < 600 and said == [(f"trainer.max_epochs=1 (task.epochs) ends training after {steps} steps ({steps} "
+                                     f"an epoch), before trainer.max_steps=600: raise task.epochs to at least "
+                                     f"{-(-600 // steps)} for the steps to count")]  # once: not again after training
+
+
+def test_a_step_budget_the_epoch_cap_ends_first_is_said_before_training(make_cfg, monkeypatch, caplog):
+    """It was said only once training had stopped short (the fixture's 8 epochs under task.max_steps=300 of MLU: 200
+    steps run, then the warning): now before the first step, from the training loader's length."""
+    import pytorch_lightning as pl
+
+    def fit(*args, **kwargs):
+        raise RuntimeError("no training in this test")
+
+    monkeypatch.setattr(pl.Trainer, "fit", fit)
+    with pytest.raises(RuntimeError, match="no training"):
+        run(make_cfg("task=mlu", "model=transformer", "scale=fixture", "task.epochs=2", "task.max_steps=300",
+                     "logger=none"))
+    assert ("trainer.max_epochs=2 (task.epochs) ends training after 50 steps (25 an epoch), before "
+            "trainer.max_steps=300: raise task.epochs to at least 12 for the steps to count") in caplog.text
+    caplog.clear()
+    with pytest.raises(RuntimeError, match="no training"):  # accumulation: 2 batches a step, 13 steps an epoch
+        run(make_cfg("task=mlu", "model=transformer", "scale=fixture", "task.epochs=2", "task.max_steps=30",
+                     "+trainer.accumulate_grad_batches=2", "logger=none"))
+    assert "ends training after 26 steps (13 an epoch), before trainer.max_steps=30" in caplog.text
+    caplog.clear()
+    with pytest.raises(RuntimeError, match="no training"):  # the budget within the epochs: nothing said
+        run(make_cfg("task=mlu", "model=transformer", "scale=fixture", "logger=none"))
+    assert "max_epochs" not in caplog.text
 
 
 def test_a_batch_limit_below_one_batch_is_one_message_naming_the_key(make_cfg):

@@ -130,6 +130,43 @@ def test_a_debug_run_is_no_failure_and_a_job_failed_before_its_config_is_listed(
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]] == ["failed", "failed"]
 
 
+def test_a_run_refused_before_it_started_is_removed_or_listed_as_refused(tmp_path, capsys):
+    """A single run's Hydra folder that a user's error stopped before the run started: removed when it holds only
+    Hydra's files; kept with the error in its train.log where that log had lines (listed as refused, not --left)."""
+    from coda_exp.run_folder import OWNER, refused
+
+    log_dir = tmp_path / "outputs"
+    made = []
+    for name, log_text in (("a-s1", ""), ("b-s2", "[2026][x][WARNING] - a warning first\n")):
+        folder = log_dir / "runs" / "snli-decompatt" / name
+        (folder / ".hydra").mkdir(parents=True)
+        OmegaConf.save({"seed": int(name[-1]), "task": {"name": "snli"}, "model": {"name": "decompatt"}},
+                       folder / ".hydra" / "config.yaml")
+        (folder / "train.log").write_text(log_text)
+        (folder / OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+        made.append(folder)
+    handler = logging.FileHandler(made[1] / "train.log", mode="a")  # Hydra's train.log handler
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    logging.getLogger().addHandler(handler)
+    try:
+        refused(made[0], UserError("gone"))
+        refused(made[1], UserError("invalid config values (fix the override or the YAML):\n  data.batch_size = 0"))
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+    assert not made[0].exists() and made[1].is_dir()
+    (row,) = runs.states(log_dir)
+    assert (row.state, row.task, row.seed) == ("refused", "snli", 2)
+    assert row.note == ("run refused before it started: invalid config values (fix the override or the YAML): "
+                        "data.batch_size = 0")
+    assert runs.main(["--log-dir", str(log_dir), "--left"]) == 0
+    assert "no unfinished run folders" in capsys.readouterr().out
+    (made[1] / "train.log").write_text("")  # a folder holding more than Hydra's files is never removed
+    (made[1] / "notes.txt").write_text("mine")
+    refused(made[1], UserError("x"))
+    assert (made[1] / "notes.txt").is_file() and (made[1] / ".hydra" / "config.yaml").is_file()
+
+
 def test_a_job_whose_run_went_on_elsewhere_is_no_failure(tmp_path, capsys):
     """resume=auto run again: each job's new Hydra folder keeps only a train.log, whose lines say the run resumed in
     its earlier folder or had finished there: listed as resumed / skipped with that folder, not as failed, and left

@@ -37,5 +37,18 @@ def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str]
                         f"{'is a directory' if len(folders) == 1 else 'are directories'}, not a file. {tail}")
     missing = [f for f in needed if not (directory / f).is_file()]
     if missing:
-        raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}. {tail}")
+        raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}"
+                        f"{did_you_mean(directory, needed)}. {tail}")
     return directory
+
+
+def did_you_mean(directory: Path, needed: Iterable[str]) -> str:
+    """`` (did you mean data.dir=<sub>? it holds them)`` where a folder just inside ``directory`` holds every file of
+    ``needed`` (``data.dir=/tmp/parent`` for the files of ``/tmp/parent/snli_1.0/``: the zip's folder), else empty."""
+    needed = list(needed)
+    try:
+        subs = sorted(p for p in directory.iterdir() if p.is_dir())
+    except OSError:
+        return ""
+    found = next((p for p in subs if needed and all((p / f).is_file() for f in needed)), None)
+    return "" if found is None else f" (did you mean data.dir={found}? it holds them)"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, require_files
+from coda_exp.data.common.errors import DataError, did_you_mean, require_files
 from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.data.common.readers import READERS, Reader, get_reader, register
 from coda_exp.data.common.splits import is_test_split
@@ -48,7 +48,8 @@ class PairReader(Reader):
 
     def missing_message(self, directory: Path, missing: list[str]) -> str:
         return (
-            f"{self.name}: data directory {str(directory)!r} lacks {', '.join(missing)}. "
+            f"{self.name}: data directory {str(directory)!r} lacks {', '.join(missing)}"
+            f"{did_you_mean(Path(directory), missing)}. "
             f"Expected the official files {', '.join(self.expected_files())} in it. {self.source_hint}"
         )
 

@@ -195,8 +195,10 @@ def test_unknown_dataset_and_offline_hub(tmp_path):
     with pytest.raises(DataError, match="unknown dataset 'nope'.*snli"):
         PairDataModule("nope")
     m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
-    with pytest.raises(DataError, match="no data directory was given.*data.dir=DIR"):
+    with pytest.raises(DataError, match="no data directory was given.*data.dir=DIR") as err:
         m.setup()
+    # the folder read without data.dir, which scripts/check_sweep_data.py names too
+    assert "holds no snli/ folder" in str(err.value) and "into data/snli/ (read without data.dir)" in str(err.value)
 
 
 def test_pretrained_embeddings_glove_and_word2vec(tmp_path):

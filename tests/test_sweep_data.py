@@ -1,0 +1,44 @@
+"""coda_exp.sweep_data: a plain train.py -m sweep whose tasks lack their data stops before its first job with one
+message (it used to start every job, each failing with the same DataError); scripts/check_sweep_data.py asks the
+same (tests/scripts/test_check_sweep_data.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from coda_exp import cli
+
+
+def test_a_sweep_without_its_data_is_one_message_before_its_first_job(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "experiment=table_3", f"paths.data_dir={tmp_path}/data", f"paths.log_dir={tmp_path}/outputs"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert err.startswith("error: the sweep cannot start, 4 task(s) lack their data"), err
+    assert f"  snli: no data folder ({tmp_path}/data/snli does not exist)" in err
+    assert "dnli: no data folder" in err and "has no hub copy" in err
+    assert err.count("snli:") == 1 and "Traceback" not in err and "job failed" not in err
+    assert not (tmp_path / "outputs").exists()  # no sweep folder, no job
+
+
+def test_the_data_a_sweep_finds_lets_it_start(tmp_path):
+    """The jobs the entry point composed are checked once, where the sweep starts: fixtures, generated MLU."""
+    from hydra import compose, initialize_config_dir
+
+    from coda_exp.environment import config_dir
+    from coda_exp.sweep_data import data_problem, data_refusal
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        fixture = compose("train", overrides=["task=snli", "scale=fixture"], return_hydra_config=True)
+        mlu = compose("train", overrides=["task=mlu", "model=transformer", f"paths.data_dir={tmp_path}"],
+                      return_hydra_config=True)
+        gone = compose("train", overrides=["task=snli", f"data.dir={tmp_path}/gone"], return_hydra_config=True)
+    assert data_problem(fixture) is None and data_problem(mlu) is None
+    assert data_refusal([fixture, mlu]) is None
+    assert data_refusal([fixture, gone]) == (
+        "the sweep cannot start, 1 task(s) lack their data (docs/data.md says where to get each benchmark); no job "
+        f"has run:\n  snli: data.dir '{tmp_path}/gone' does not exist")
