@@ -256,10 +256,17 @@ def check_not_finished(cfg: DictConfig, folder: Path | None, ckpt: dict) -> tupl
                               f"{record['steps']} (record {path}) with this budget, so nothing is left to train: to "
                               f"test it again, coda-exp eval ckpt_path={cfg.ckpt_path}; to train longer, raise "
                               "task.epochs or task.max_steps")
-    # resume=force (check_same_configuration refused it otherwise); another data.dir counts by its files, not its
-    # path (a moved copy of the same data is that run; said once, there, where the files cannot be compared)
-    if configuration_changes(cfg, trained) or data_change(cfg, ckpt, trained, warn=False):
+    if configuration_changes(cfg, trained):  # resume=force (check_same_configuration refused it otherwise)
         return done
+    # another data.dir counts by its files, not its path (a moved copy of the same data is that run; said once, at
+    # check_same_configuration, where the files cannot be compared)
+    if (other := data_change(cfg, ckpt, trained, warn=False)) is not None:
+        raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: a checkpoint at step {step} of a run that "
+                              f"{record['status']} already at step {ended} (record {path}), trained on from it on other "
+                              f"data ({other}) with the same configuration: data.dir is not part of a configuration's "
+                              "fingerprint, so its record would take that run's place in the tables. To test this "
+                              f"checkpoint on that data, coda-exp eval ckpt_path={cfg.ckpt_path} "
+                              f"data.dir={OmegaConf.select(cfg, 'data.dir', default=None)}")
     raise CheckpointError(f"ckpt_path={cfg.ckpt_path}: a checkpoint at step {step} of a run that {record['status']} "
                           f"already at step {ended} (record {path}) with this configuration and budget: training on "
                           "from it would train that run again and write a second record of it. To test this "

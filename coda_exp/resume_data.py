@@ -7,7 +7,7 @@ regenerated file of the same size differs in its bytes), ride in every checkpoin
 (:data:`CHECKPOINT_DATA_FILES`), and a resumed run whose ``data.dir`` differs from the checkpoint's is compared by
 them (:func:`data_change`): other files (another dev set, another dataset) are a configuration change, which
 ``run_checks.check_same_configuration`` refuses (``resume=force`` goes on), and from a finished run's checkpoint
-a new run, as another configuration is (``auto_resume.check_not_finished``). A checkpoint written before they rode
+refused even then (``auto_resume.check_not_finished``: its record would take that run's place in the tables). A checkpoint written before they rode
 along is compared with its own ``data.dir`` where that folder still exists, else a warning says it cannot be checked.
 """
 

@@ -297,10 +297,11 @@ def test_a_finished_runs_checkpoint_copied_out_of_its_folder_is_still_that_run(t
     assert check_not_finished(cfg, None, ckpt)[1]["status"] == "finished"
 
 
-def test_a_finished_run_trained_on_other_data_under_resume_force_is_a_new_run(tmp_path):
+def test_a_finished_run_trained_on_other_data_under_resume_force_is_refused_for_what_it_is(tmp_path):
     """data.dir is where the data lies, not what it is: from a finished run's checkpoint before its end,
-    resume=force with only another data.dir trains on as a new run where the folder holds other files (it was
-    refused as "that run again"), and is refused as that run where the same files lie elsewhere (a moved copy)."""
+    resume=force with only another data.dir is refused as training on other data (a record of the same fingerprint
+    would take the finished run's place in the tables) where the folder holds other files, and as that run again
+    where the same files lie elsewhere (a moved copy)."""
     from omegaconf import OmegaConf
 
     from coda_exp.auto_resume import check_not_finished
@@ -320,7 +321,9 @@ def test_a_finished_run_trained_on_other_data_under_resume_force_is_a_new_run(tm
             CHECKPOINT_DATA_FILES: files_of(trained_on)}
     cfg = OmegaConf.create({**config, "ckpt_path": str(tmp_path / "last.ckpt"), "resume": "force"})
     cfg.data.dir = str(other)
-    assert check_not_finished(cfg, folder, ckpt)[1]["status"] == "finished"  # a new run, in a new folder
+    with pytest.raises(CheckpointError, match=r"on other data \(.*\) with the same configuration: .* take that run's "
+                       r"place in the tables. .* coda-exp eval ckpt_path=.* data.dir=.*other"):
+        check_not_finished(cfg, folder, ckpt)
     cfg.data.dir = str(moved)
     with pytest.raises(CheckpointError, match="a checkpoint at step 25 of a run that finished already at step 40"):
         check_not_finished(cfg, folder, ckpt)
