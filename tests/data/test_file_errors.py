@@ -144,3 +144,42 @@ def test_files_one_folder_down_are_named_as_the_data_dir_meant(tmp_path, reader)
     with pytest.raises(DataError, match="lacks") as e:
         factory(parent, tmp_path / "cache").setup()
     assert f"(did you mean data.dir={parent / 'unzipped'}? it holds them)" in str(e.value)
+
+
+def test_a_missing_file_is_named_with_the_other_splits_missing_files(tmp_path):
+    """Each split checks its own file (an evaluation reads one): a training folder lacking all three named only the
+    training file, and the user fixed the folder one file at a time."""
+    from coda_exp.data.common.errors import DataError, require_files
+
+    expected = ["train.txt", "dev.txt", "test.txt"]
+    with pytest.raises(DataError, match=r"lacks train.txt \(and dev.txt, test.txt, which other splits read\)"):
+        require_files("mlu", tmp_path, ["train.txt"], expected)
+    (tmp_path / "dev.txt").write_text("x\n")
+    with pytest.raises(DataError, match=r"lacks train.txt \(and test.txt, which other splits read\)"):
+        require_files("mlu", tmp_path, ["train.txt"], expected)
+
+
+@pytest.mark.parametrize("task, keep, other", [
+    ("scitail", "tsv_format/scitail_1.0_train.tsv", "snli_format/scitail_1.0_dev.txt"),
+    ("trecqa", "TRAIN-ALL.xml", "toks/raw-dev"),
+])
+def test_a_folder_of_mixed_layouts_is_refused_and_a_lone_split_is_read(tmp_path, task, keep, other):
+    """SciTail / TrecQA come in two layouts: a complete set in one is read; a folder with the training file in one
+    layout and the dev file only in the other was read in two formats; a folder holding one split alone (an
+    evaluation's) is read in its layout."""
+    from coda_exp.data.common.errors import DataError
+    from coda_exp.data.common.readers import READERS
+
+    mixed = tmp_path / "mixed"
+    for rel in (keep, other):
+        src = FIXTURES / task / rel
+        dst = mixed / (Path(rel).name if task == "trecqa" else rel)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
+    with pytest.raises(DataError):
+        READERS[task].path(mixed, "train")
+    alone = tmp_path / "alone"
+    dst = alone / (Path(keep).name if task == "trecqa" else keep)
+    dst.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / task / keep, dst)
+    assert READERS[task].path(alone, "train") == dst

@@ -195,7 +195,7 @@ def test_sst_malformed_line_and_unknown_label(tmp_path):
 
 
 def test_sst_missing_files_and_hub(tmp_path):
-    with pytest.raises(DataError, match=r"lacks stsa.fine.train. Expected .*stsa.fine.train, stsa.fine.dev, stsa.fine.test.*Kim \(2014\)"):
+    with pytest.raises(DataError, match=r"lacks stsa.fine.train \(and stsa.fine.dev, stsa.fine.test, which other splits read\). Expected .*stsa.fine.train, stsa.fine.dev, stsa.fine.test.*Kim \(2014\)"):
         list(get_text_reader("sst5").read("train", tmp_path))
     with pytest.raises(DataError, match="no Hugging Face hub copy"):
         list(get_text_reader("sst5").read("train"))

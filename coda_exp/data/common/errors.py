@@ -36,8 +36,10 @@ def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str]
         raise DataError(f"{name}: {', '.join(str(directory / f) for f in folders)} "
                         f"{'is a directory' if len(folders) == 1 else 'are directories'}, not a file. {tail}")
     missing = [f for f in needed if not (directory / f).is_file()]
-    if missing:
-        raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}"
+    if missing:  # the other splits' missing files too: the whole download is named at once, not split by split
+        others = [f for f in expected if f not in needed and not (directory / f).exists()]
+        also = f" (and {', '.join(others)}, which other splits read)" if others else ""
+        raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}{also}"
                         f"{did_you_mean(directory, needed)}. {tail}")
     return directory
 

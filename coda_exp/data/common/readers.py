@@ -81,9 +81,10 @@ class Reader(ABC):
             raise
         except Exception as e:
             raise DataError(f"{self.name}: no data directory was given (data.dir is null: paths.data_dir, data/ by "
-                            f"default, holds no {self.name}/ folder) and the hub dataset {self.hub_id!r} could not be "
-                            f"loaded ({type(e).__name__}: {e}). Download {self.layout()} into data/{self.name}/ (read "
-                            f"without data.dir) or pass data.dir=DIR. {self.source_hint}") from e
+                            f"default, holds no folder named as the task, e.g. data/<task>/ for task=<task>) and the "
+                            f"hub dataset {self.hub_id!r} could not be loaded ({type(e).__name__}: {e}). Download "
+                            f"{self.layout()} into that folder, <paths.data_dir>/<task>/ (read without data.dir), or "
+                            f"pass data.dir=DIR. {self.source_hint}") from e
 
     def source_key(self, split: str, directory: str | os.PathLike | None) -> str:
         """Changes whenever the examples of ``split`` would (for caching): the files' paths, sizes and times."""

@@ -60,8 +60,16 @@ class SciTailReader(PairReader):
         for paths in candidates:  # a complete set first (the layout a training run reads), then the split's file
             if all(p.is_file() for p in paths.values()):
                 return paths[split]
-        for paths in candidates:
+        for paths in candidates:  # no complete set (an evaluation's folder): the split's own file, in one format
             if paths[split].is_file():
+                ext = paths[split].suffix
+                here = {s for other in candidates for s, q in other.items() if q.suffix == ext and q.is_file()}
+                mixed = [str(q) for other in candidates for s, q in other.items()
+                         if s != split and s not in here and q.suffix != ext and q.is_file()]
+                if mixed:  # train as tsv and dev only as snli_format: refused, not read in two formats
+                    raise DataError(f"{self.name}: {directory} mixes SciTail's two formats ({paths[split]} and "
+                                    f"{mixed[0]}): give every split in one of them. "
+                                    f"Expected {' '.join(self.expected_files())}")
                 return paths[split]
         name = SCITAIL_SPLITS[split]
         wanted = f"tsv_format/scitail_1.0_{name}.tsv (or snli_format/scitail_1.0_{name}.txt)"

@@ -61,7 +61,16 @@ class TrecQAReader(PairReader):
     def path(self, directory, split: str) -> Path:
         directory = Path(directory)
         require_files(self.name, directory, [], self.expected_files(), self.source_hint)  # a folder, not a file
-        found = self._resolve(directory) or self._resolve(directory, (split,))  # all three, else the split's own
+        found = self._resolve(directory)  # all three in one layout (a training run's folder)
+        if found is None and (found := self._resolve(directory, (split,))) is not None:  # the split's own file
+            xml = found[split].is_file()
+            same, other = (TRECQA_XML, TRECQA_TOKS) if xml else (TRECQA_TOKS, TRECQA_XML)  # the layout it is not in
+            mixed = [n for s, names in other.items() if s != split
+                     and not any((directory / m).exists() for m in same[s]) for n in names if (directory / n).exists()]
+            if mixed:  # XML train beside a raw-dev/ folder: refused, not read in two layouts
+                raise DataError(f"{self.name}: {directory} mixes TrecQA's two layouts ({found[split].name} and "
+                                f"{mixed[0]}): give every split in one of them. "
+                                f"Expected {' '.join(self.expected_files())}")
         if found is None:
             wanted = (f"the {split} file ({' or '.join(TRECQA_XML[split])}; or a folder "
                       f"{' or '.join(TRECQA_TOKS[split])}/)")

@@ -86,7 +86,7 @@ def test_gold_programs_with_symbols_the_interpreter_lacks_are_a_warning(tmp_path
 
 
 def test_missing_files_are_clear(tmp_path):
-    with pytest.raises(DataError, match="lacks metaset3.train.jsonl. Expected the official files metaset3.train.jsonl, metaset3.dev.jsonl, "
+    with pytest.raises(DataError, match=r"lacks metaset3.train.jsonl \(and .*, which other splits read\). Expected the official files metaset3.train.jsonl, metaset3.dev.jsonl, "
                                         "metaset3.test.jsonl"):
         list(ALGOLISP.read("train", tmp_path))
     with pytest.raises(DataError, match="no such file"):

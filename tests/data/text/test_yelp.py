@@ -62,7 +62,7 @@ def test_malformed_line_and_unknown_stars(tmp_path, line, message):
 
 
 def test_missing_files_say_they_are_not_public(tmp_path):
-    with pytest.raises(DataError, match=r"lacks yelp_train_500k. Expected .*yelp_valid_2000, yelp_test_2000.*not public.*"
+    with pytest.raises(DataError, match=r"lacks yelp_train_500k \(and .*, which other splits read\). Expected .*yelp_valid_2000, yelp_test_2000.*not public.*"
                                         r"make_yelp_split\.py"):
         read("train", tmp_path)
     with pytest.raises(DataError, match="no Hugging Face hub copy"):
