@@ -187,7 +187,7 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
         folder = run_folder.claim(folder, resume=resume, quiet=True)  # run() says where, in the log
     if folder != hydra_dir:
         cfg.paths.output_dir = str(folder)
-    run_folder.check_outputs(cfg, folder)
+    run_folder.check_outputs(cfg, folder, claimed=folder != hydra_dir and not resume)
     return None if folder == hydra_dir else folder
 
 

@@ -190,15 +190,22 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def check_outputs(cfg, folder: Path) -> None:
+def check_outputs(cfg, folder: Path, claimed: bool = False) -> None:
     """``check_writable`` for every folder a run or an evaluation writes: its own (``paths.output_dir``) and, as the
-    config asks, the results' ``runs/`` (records) and ``predictions/``."""
+    config asks, the results' ``runs/`` (records) and ``predictions/``. ``claimed``: ``folder`` was just claimed
+    for this run beside its Hydra folder (``<folder>-2`` beside a taken one), so where a check fails it holds only
+    the claim, and goes (:func:`refused`)."""
     writes = {"paths.output_dir": folder}
     if cfg.get("save_record", True):
         writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
     if cfg.get("save_predictions", True):
         writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
-    check_writable(writes)
+    try:
+        check_writable(writes)
+    except OutputDirError as err:
+        if claimed:
+            refused(folder, err)
+        raise
 
 
 def check_writable(folders: dict[str, str | os.PathLike]) -> None:
@@ -259,8 +266,12 @@ def refused(folder: str | os.PathLike, err: BaseException) -> None:
     and this process's claim, with its ``runs/<task>-<model>/`` where that is left empty; else, unless it is another
     run's folder, ``err`` is written into its ``train.log``, where ``coda-exp runs`` shows it (state ``refused``).
     The ranks of a DDP run other than 0 leave it as it is."""
+    from lightning_fabric.utilities.rank_zero import (
+        rank_zero_only,  # RANK, LOCAL_RANK, SLURM_PROCID, ... as a run
+    )
+
     folder = Path(folder)
-    if os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0" or not folder.is_dir():
+    if getattr(rank_zero_only, "rank", 0) != 0 or not folder.is_dir():
         return
     root = logging.getLogger()
     logs = [h for h in root.handlers if isinstance(h, logging.FileHandler)

@@ -354,3 +354,22 @@ def test_listing_runs_imports_no_lightning_and_torch_only_to_read_a_checkpoint(t
     stopped = _folder(log_dir / "runs" / "snli-decompatt", "b-s2", 2, results)
     torch.save({"global_step": 5, "state_dict": {}}, stopped / "checkpoints" / "last.ckpt")
     assert imported() == "['torch']"  # its step is read from the checkpoint; Lightning still not imported
+
+
+def test_a_folder_claimed_beside_a_taken_one_goes_when_the_output_check_fails(tmp_path, monkeypatch):
+    """A run whose Hydra folder was another live run's claimed <folder>-2; a results folder it could not write then
+    refused it, and <folder>-2 stayed with only the claim (listed as failed, 'no train.log'). Another rank leaves
+    it as it is (SLURM_PROCID as a run reads it, not only RANK / LOCAL_RANK)."""
+    from lightning_fabric.utilities.rank_zero import rank_zero_only
+
+    from coda_exp.run_folder import OWNER, OutputDirError, check_outputs, claim
+
+    (tmp_path / "results").write_text("a file where the results folder goes")
+    cfg = OmegaConf.create({"paths": {"results_dir": str(tmp_path / "results")}})
+    for rank, kept in ((1, True), (0, False)):
+        monkeypatch.setattr(rank_zero_only, "rank", rank)
+        folder = claim(tmp_path / "runs" / f"r{rank}")
+        assert (folder / OWNER).is_file()
+        with pytest.raises(OutputDirError, match="paths.results_dir"):
+            check_outputs(cfg, folder, claimed=True)
+        assert folder.exists() is kept
