@@ -106,7 +106,8 @@ def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_liv
     logger = logging.getLogger("coda_exp.progress")
     for handler in (console_handler, file_handler):
         logger.addHandler(handler)
-    monkeypatch.setattr(logger, "level", logging.INFO)
+    level = logger.level
+    logger.setLevel(logging.INFO)  # (setLevel clears the logger's isEnabledFor cache; an earlier test's call filled it)
     history, timer = ValidationHistory("val/loss"), ElapsedTime(0.0)
     report = ValidationReport("val/loss", "min", history, lambda: 65.0)
     loader = DataLoader(TensorDataset(torch.randn(12, 2)), batch_size=2)  # 6 batches an epoch: validated at 3 and 6
@@ -119,6 +120,7 @@ def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_liv
     finally:
         for handler in (console_handler, file_handler):
             logger.removeHandler(handler)
+        logger.setLevel(level)
     lines = logfile.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["validation at step 3/6", "validation at step 6/6"]
     best = min(history.values)

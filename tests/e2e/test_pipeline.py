@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 
@@ -139,6 +140,11 @@ def test_scale_label_names_budget_overrides(overrides, label):
 
 
 def test_a_sweep_reports_every_failed_job_and_loses_none_of_the_others(tmp_path):
+    # folders whose files are all there (a missing one refuses the sweep before its first job, sweep_data) but
+    # whose training file is broken: found only when the job reads it
+    for name in ("missing1", "missing2"):
+        shutil.copytree(FIXTURES / "wikiqa", tmp_path / name)
+        (tmp_path / name / "WikiQA-train.tsv").write_text("not the header\n")
     proc = train(["-m", "task=wikiqa", "scale=fixture", "task.epochs=1",
                   f"data.dir={tmp_path}/missing1,{FIXTURES}/wikiqa,{tmp_path}/missing2"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]  # every failure a user's mistake (a crash: 1)

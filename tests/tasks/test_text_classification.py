@@ -149,14 +149,15 @@ def test_lightning_fast_dev_run_with_test_predictions(cache):
     assert [p["length"] for p in preds] == first["length"].tolist()
 
 
-@pytest.mark.parametrize("overrides,classes", [(["task=imdb"], 2), (["task=sst"], 2),
-                                               (["task=sst", "data.dataset=sst5"], 5)])
-def test_task_configs_build_on_fixtures(make_cfg, overrides, classes):
+@pytest.mark.parametrize("overrides,classes,steps", [(["task=imdb"], 2, 20), (["task=sst"], 2, 8),
+                                                     (["task=sst", "data.dataset=sst5"], 5, 8)])
+def test_task_configs_build_on_fixtures(make_cfg, overrides, classes, steps):
     paper = make_cfg(*overrides)  # the paper's settings (scale=paper); the fixture scale shrinks steps/batches
     assert paper.task.max_steps == 2000 and paper.data.max_tokens == 4096 and paper.scheduler.warmup_steps == 8000
     cfg = make_cfg(*overrides, "scale=fixture", "scheduler.warmup_steps=8000")
     assert cfg.task.family == "text_classification" and cfg.task.monitor == "val/acc"
-    assert cfg.task.max_steps == 20 and cfg.data.max_tokens == 512
+    # step-bounded as at the paper's scale (SST's fixture: one batch, a step an epoch, 8 of them)
+    assert cfg.task.max_steps == steps and cfg.task.epochs == 1000 and cfg.data.max_tokens == 512
     assert str(cfg.data.dir).endswith(f"tests/fixtures/{cfg.task.name}")
     dm = instantiate(cfg.data)
     dm.setup()
