@@ -28,6 +28,23 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """A test running the entry point in this process (cli.main) leaves Hydra's logging config, whose console handler
+    writes to that test's captured stderr, closed after it: later tests of the worker logged into a closed stream
+    ("--- Logging error ---" in their stderr) and counted its filters. The root logger's handlers and level as they
+    were before each test."""
+    import logging
+
+    before, level = set(map(id, logging.root.handlers)), logging.root.level
+    yield
+    for handler in list(logging.root.handlers):  # (pytest's own capturing handlers come and go by themselves)
+        if id(handler) not in before and not type(handler).__module__.startswith("_pytest"):
+            logging.root.removeHandler(handler)
+            handler.close()
+    logging.root.setLevel(level)
+
+
 def compose_cfg(overrides: list[str], tmp: Path):
     """The train config with ``overrides``, every output path under ``tmp``, HydraConfig set (as in a run)."""
     from hydra import compose, initialize_config_dir

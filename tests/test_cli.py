@@ -12,21 +12,6 @@ from coda_exp import cli
 from tests import ROOT
 
 
-@pytest.fixture(autouse=True)
-def _root_logging_restored():
-    """A run of cli.main in this process leaves Hydra's logging config, whose console handler writes to this test's
-    captured stderr (closed after it): later tests in the worker logged into a closed file and counted its filters."""
-    import logging
-
-    handlers, level = list(logging.root.handlers), logging.root.level
-    yield
-    for handler in logging.root.handlers:
-        if handler not in handlers:
-            handler.close()
-    logging.root.handlers[:] = handlers
-    logging.root.setLevel(level)
-
-
 @pytest.mark.parametrize("argv,expected", [
     (["task=snli", "-v"], ["task=snli", "verbose=true"]),
     (["--verbose", "-m", "seed=1,2"], ["-m", "seed=1,2", "verbose=true"]),
