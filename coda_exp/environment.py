@@ -68,3 +68,11 @@ def set_environment() -> None:
         os.environ.setdefault("CODA_EXP_ROOT", str(CHECKOUT))
     # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def in_sweep() -> bool:
+    """Whether this process runs a job of a Hydra ``-m`` sweep (whose summary lists each job's outcome at its end)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN

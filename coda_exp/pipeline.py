@@ -24,6 +24,7 @@ from coda_exp.callbacks import ElapsedTime, GateStats, KeepBestAcrossFolders, Ra
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.checkpoint_io import AtomicCheckpointIO, peer_lost, write_failed
 from coda_exp.config_checks import check_config
+from coda_exp.environment import in_sweep
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
@@ -70,13 +71,6 @@ def _hydra_overrides() -> list[str]:
     if HydraConfig.initialized():
         return list(HydraConfig.get().overrides.task)
     return []
-
-
-def _multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _strip(node: dict) -> dict:
@@ -234,10 +228,8 @@ def run(cfg: DictConfig) -> float | None:
         except Exception as err:
             full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
             shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
-            if isinstance(shown, UserError) and _multirun():  # the message says it all (file, line or key)
-                log.error("run failed: %s", shown)
-            elif isinstance(shown, UserError):  # a single run: the console's one `error:` line is the entry point's
-                run_folder.log_to_files(log, logging.ERROR, "run failed: %s", shown)
+            if isinstance(shown, UserError):  # the message says it all (file, line or key); a single run's console
+                log.error("run failed: %s", shown, **console.file_only(not in_sweep()))  # has the `error:` line
             else:
                 log.exception("run failed")
                 if (lost := peer_lost(err, Path(cfg.paths.output_dir))) is not None:  # a DDP rank died: resume line

@@ -301,15 +301,11 @@ def refused(folder: str | os.PathLike, err: BaseException) -> None:
             return
     except OSError:  # a folder that cannot be read or emptied: it stays, with the error in its log
         pass
-    log_to_files(log, logging.ERROR, "%s %s", REFUSED, err, handlers=logs)
-
-
-def log_to_files(logger: logging.Logger, level: int, message: str, *args, handlers: list | None = None) -> None:
-    """``message`` logged by ``logger`` to the root logger's log files only (the run's ``train.log``; ``handlers``:
-    those given instead), not the console: where the console says it otherwise (the entry point's ``error:`` line)."""
-    record = logger.makeRecord(logger.name, level, __file__, 0, message, args, None)
-    for h in logging.getLogger().handlers if handlers is None else handlers:
-        if isinstance(h, logging.FileHandler) and level >= h.level:
+    # to this folder's log files only, not the console (which has the entry point's `error:` line): a refusal can come
+    # before console.configure, so console.file_only's filter may not be on the console's handler yet
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s %s", (REFUSED, err), None)
+    for h in logs:
+        if logging.ERROR >= h.level:
             h.handle(record)
 
 

@@ -377,11 +377,10 @@ def _resume_command(overrides: list[str], checkpoint: Path | None) -> str:
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
     record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
+    from coda_exp.environment import in_sweep
 
     again = _resume_command(overrides, stop.checkpoint)
-    sweep = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    sweep = in_sweep()
     warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record): %s; resume with: %s%s",
               stop.signal_name, stop.step, stop.checkpoint, again,
               "; the sweep stops here, its later jobs not run (its summary lists this job)" if sweep else "")
