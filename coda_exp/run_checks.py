@@ -168,8 +168,7 @@ def check_trainer(cfg: DictConfig) -> None:
     if requested in FP16_MIXED and str(trainer.precision) != "16-mixed":
         # Lightning runs it as bf16-mixed with a warning on stderr only; the record would say 16-mixed, with a
         # fingerprint of its own, for a computation that is bf16-mixed's bit for bit
-        raise ConfigError(float16_without_gpu(requested, str(trainer.precision), "run",
-                                              trainer.accelerator.__class__.__name__.removesuffix("Accelerator")))
+        raise ConfigError(float16_without_gpu(requested, trainer, "run"))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if trainer.accelerator.__class__.__name__ == "CPUAccelerator" and trainer.num_devices > cores:
         log.warning("trainer.devices=%d on the CPU: %d DDP processes on a machine with %d cores share them (each "
@@ -294,18 +293,21 @@ def fast_options(cfg: DictConfig) -> FastOptions | None:
 FP16_MIXED = ("16-mixed", "16")  # what Lightning runs with a GradScaler (16 and "16" are its old names of 16-mixed)
 
 
-def no_gpu_for_float16(what: str, accelerator: str) -> str:
+def no_gpu_for_float16(trainer: pl.Trainer, what: str) -> str:
     """Why float16 mixed precision cannot run: ``this machine has no CUDA GPU``, or ``this <what> is on the
-    <accelerator>`` (``what``: run, evaluation)."""
-    return "this machine has no CUDA GPU" if not torch.cuda.is_available() else f"this {what} is on the {accelerator}"
+    <accelerator>`` of ``trainer`` (``what``: run, evaluation)."""
+    if not torch.cuda.is_available():
+        return "this machine has no CUDA GPU"
+    return f"this {what} is on the {trainer.accelerator.__class__.__name__.removesuffix('Accelerator')}"
 
 
-def float16_without_gpu(requested: str, runs_as: str, what: str, accelerator: str) -> str:
-    """The refusal of ``trainer.precision=<requested>`` (float16 mixed) where Lightning would run ``runs_as``
-    (bf16-mixed, with a warning on stderr only) while the run's or evaluation's record would state float16: one
-    wording for training (:func:`check_trainer`) and ``coda-exp eval`` (``trained.prepare``)."""
+def float16_without_gpu(requested: str, trainer: pl.Trainer, what: str) -> str:
+    """The refusal of ``trainer.precision=<requested>`` (float16 mixed) where Lightning's ``trainer`` would run
+    another precision (bf16-mixed, with a warning on stderr only) while the run's or evaluation's record would state
+    float16: one wording for training (:func:`check_trainer`) and ``coda-exp eval`` (``trained.prepare``)."""
+    runs_as = str(trainer.precision)
     return (f"trainer.precision={requested}: float16 mixed precision needs a GPU, and "
-            f"{no_gpu_for_float16(what, accelerator)} (Lightning would run {runs_as} instead, while the record would "
+            f"{no_gpu_for_float16(trainer, what)} (Lightning would run {runs_as} instead, while the record would "
             f"say {requested}): use trainer.precision=32-true or {runs_as}"
             + (", or trainer=gpu" if torch.cuda.is_available() else ""))
 

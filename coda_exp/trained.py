@@ -305,10 +305,9 @@ def _float16_without_gpu(inv: Invocation, cfg: DictConfig, trainer) -> str | Non
     requested, runs_as = str(cfg.trainer.get("precision")), str(trainer.precision)
     if requested not in FP16_MIXED or runs_as == "16-mixed":
         return None
-    accelerator = trainer.accelerator.__class__.__name__.removesuffix("Accelerator")
     if any(o.startswith("trainer.precision=") for o in inv.environment):
-        raise ConfigError(f"coda-exp {inv.mode}: {float16_without_gpu(requested, runs_as, 'evaluation', accelerator)}")
-    device = no_gpu_for_float16("evaluation", accelerator)
+        raise ConfigError(f"coda-exp {inv.mode}: {float16_without_gpu(requested, trainer, 'evaluation')}")
+    device = no_gpu_for_float16(trainer, "evaluation")
     cfg.trainer.precision = "32-true"
     note = (f"the checkpoint trained with trainer.precision={requested}, which needs a GPU, and {device}: evaluating "
             f"in 32-true (float32 holds every float16 value; Lightning would substitute {runs_as}, which rounds "
