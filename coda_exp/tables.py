@@ -257,13 +257,14 @@ def _build_cell(spec: TableSpec, row: Row, j: int, records: list[dict], trained_
             cell.off_grid.append(listed(rec, grid))
             continue
         key = (rec["scale"], rec["seed"])
-        if key in latest and (warned is None or latest[key]["run_id"] not in warned):  # once a table, not a cell
-            if warned is not None:
-                warned.add(latest[key]["run_id"])
-            warnings.warn(f"{spec.id}: {row.name}: run {latest[key]['run_id']} is superseded by the later "
-                          f"{rec['run_id']} (scale {key[0]!r}, seed {key[1]}); only the later counts (listed under "
-                          "the table)", SupersededRunWarning, stacklevel=3)
         if key in latest:  # a later run of the same scale and seed replaces it
+            old = latest[key]["run_id"]
+            if warned is None or old not in warned:  # once a table, not a cell
+                warnings.warn(f"{spec.id}: {row.name}: run {old} is superseded by the later {rec['run_id']} (scale "
+                              f"{key[0]!r}, seed {key[1]}); only the later counts (listed under the table)",
+                              SupersededRunWarning, stacklevel=3)
+            if warned is not None:
+                warned.add(old)
             superseded.append(listed(latest[key], grid, status=f"superseded by the later {rec['run_id']}"))
         latest[key] = rec
     cell.off_grid += superseded  # named under the table, as the runs of other scales below

@@ -109,8 +109,7 @@ def states(log_dir: Path) -> list[RunState]:
     for folder in folders:
         cfg = configs[folder]
         task, model = (cfg.get("task") or {}).get("name"), (cfg.get("model") or {}).get("name")
-        state, step, checkpoint, record = "failed", None, None, None
-        config = _configuration(folder)
+        state, step, checkpoint, record, config = "failed", None, None, None, None
         log_end = _log_tail(folder)
         notes = ["no config_resolved.yaml"] if folder in missing else []
         if folder.resolve() in records:
@@ -121,6 +120,8 @@ def states(log_dir: Path) -> list[RunState]:
             state = "running"
         elif (point := resume_checkpoint(folder)) is not None:
             state, step, checkpoint = "stopped", point[1], str(point[0])
+        if config is None:  # no record: the overrides of its job's command line
+            config = _configuration(folder)
         ended = _ended(log_end) if state in ("failed", "stopped") and cfg.get("save_record") is False else None
         if ended is not None and (step is None or step <= ended):  # it ended (no later checkpoint): by design no record
             trainer = cfg.get("trainer") if isinstance(cfg.get("trainer"), dict) else {}
