@@ -19,7 +19,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...})
-from coda_exp.environment import config_dir, set_environment
+from coda_exp.environment import config_dir, in_sweep, set_environment
 
 HELP_FLAGS = ("-h", "--help")
 VERBOSE_FLAGS = ("-v", "--verbose")
@@ -29,7 +29,6 @@ MAX_COMPOSED = 64  # a sweep's compositions checked before it starts (one per sw
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
 def _train(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     from coda_exp.errors import USER_ERROR_EXIT, UserError
     from coda_exp.hydra_callbacks import LOGGED, SweepUserError
@@ -39,7 +38,7 @@ def _train(cfg: DictConfig) -> float | None:
     try:
         return run(cfg)
     except UserError as err:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:  # the sweep goes on and lists this job at the end
+        if in_sweep():  # the sweep goes on and lists this job at the end
             wrapped = SweepUserError(f"{type(err).__name__}: {err}")
             setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
             wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
