@@ -55,7 +55,7 @@ KNOWN_VARIABLES := $(shell sed -nE 's/^(export +)?([A-Za-z_][A-Za-z0-9_]*) *[?:+
 ifeq ($(MAKELEVEL),0)
 UNKNOWN_VARIABLES := $(filter-out $(KNOWN_VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 ifneq ($(UNKNOWN_VARIABLES),)
-UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL VENV STAMP SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
+UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL VENV STAMP PYPROJECT_SHA SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
 UNKNOWN_HELP += (make help says which target takes which); an environment variable for the commands goes before make: $(firstword $(UNKNOWN_VARIABLES))=... make $(MAKECMDGOALS)
 $(error $(foreach v,$(UNKNOWN_VARIABLES),$(v)=$($(v))): $(UNKNOWN_HELP))
 endif
@@ -69,13 +69,24 @@ help: ## list the targets
 		{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)}; \
 		END {for (i = 1; i <= NR; i++) printf "  \033[36m%-" width "s\033[0m  %s\n", name[i], text[i]}'
 
+# The stamp holds the sha256 of the pyproject.toml it was installed from: a venv shared by another checkout of the
+# same version (make test VENV=../main/.venv from a fresh clone, whose files are all newer than the stamp) is only
+# touched, its editable install left pointing where it points (each checkout's own code is imported first from its
+# root either way); a changed pyproject.toml installs again, saying so where that re-points another checkout's venv.
+PYPROJECT_SHA := $(shell python3 -c "import hashlib; print(hashlib.sha256(open('pyproject.toml', 'rb').read()).hexdigest())" 2>/dev/null)
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet -e '.[dev,launchers]'
-	$(PY) -m coda_exp.tools.warm_kernels --if-cold
-	touch $(STAMP)
+	@if [ -n "$(PYPROJECT_SHA)" ] && [ "$$(cat $(STAMP) 2>/dev/null)" = "$(PYPROJECT_SHA)" ]; then touch $(STAMP); else \
+	  set -e; \
+	  if [ -x $(PY) ]; then from=$$(cd / && $(PY) -c 'import coda_exp, os; print(os.path.dirname(os.path.dirname(os.path.abspath(coda_exp.__file__))))' 2>/dev/null || true); \
+	    if [ -n "$$from" ] && [ "$$from" != "$(CURDIR)" ]; then echo "$(VENV): coda_exp installed from $$from, of another pyproject.toml: installing $(CURDIR)'s version re-points it here"; fi; fi; \
+	  set -x; \
+	  $(PYTHON) -m venv $(VENV); \
+	  $(PY) -m pip install --quiet --upgrade pip; \
+	  $(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); \
+	  $(PY) -m pip install --quiet -e '.[dev,launchers]'; \
+	  $(PY) -m coda_exp.tools.warm_kernels --if-cold; \
+	  echo $(PYPROJECT_SHA) > $(STAMP); \
+	fi
 
 setup: $(STAMP) ## create .venv, install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build), compile the numba kernels
 

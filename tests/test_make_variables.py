@@ -16,11 +16,15 @@ from tests import ROOT
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 
 
+def _user_env() -> dict:
+    """The environment of make as a user types it, not of a sub-make of ``make test`` (whose MAKELEVEL skips the
+    variable check)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+
+
 def make(*args: str) -> subprocess.CompletedProcess:
-    """make as a user types it, not as a sub-make of ``make test`` (whose MAKELEVEL skips the variable check)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     return subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", *args], cwd=ROOT,
-                          capture_output=True, text=True, check=False, timeout=120, env=env)
+                          capture_output=True, text=True, check=False, timeout=120, env=_user_env())
 
 
 def test_make_tables_passes_its_variables_on():
@@ -54,3 +58,39 @@ def test_an_unknown_variable_is_an_error():
     assert "RUN=/tmp/r: not a variable of this Makefile, nothing would read it; its variables:" in out.stderr
     assert " RUNS " in out.stderr and "goes before make: RUN=... make tables" in out.stderr
     assert make("-n", "estimate", "ARGS=task=mlu").returncode == 0  # every variable a target reads is known
+
+
+def _stamped_venv(tmp_path, content: str):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    stamp = venv / ".installed"
+    stamp.write_text(content + "\n")
+    os.utime(stamp, (1, 1))  # older than this checkout's pyproject.toml, as in a fresh clone beside an older venv
+    return venv, stamp
+
+
+def test_a_venv_installed_from_the_same_pyproject_is_only_touched(tmp_path):
+    """``make test VENV=<another checkout's venv>`` from a fresh clone: every file of the clone is newer than that
+    venv's stamp, which used to install again and re-point the venv's editable install at the clone. The stamp holds
+    pyproject.toml's hash: the same file installs nothing (PYTHON=false would fail any install)."""
+    import hashlib
+
+    sha = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    venv, stamp = _stamped_venv(tmp_path, sha)
+    done = subprocess.run(["make", "-s", "setup", f"VENV={venv}", "PYTHON=false"], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=_user_env())
+    assert done.returncode == 0, done.stderr
+    assert stamp.stat().st_mtime > 1 and stamp.read_text().strip() == sha
+
+
+def test_a_venv_of_another_pyproject_installs_again_and_says_whose_it_was(tmp_path):
+    venv, _ = _stamped_venv(tmp_path, "0" * 64)
+    (venv / "bin").mkdir()
+    fake = venv / "bin" / "python"  # where that venv's coda_exp is imported from: another checkout
+    fake.write_text("#!/bin/sh\necho /elsewhere/checkout\n")
+    fake.chmod(0o755)
+    done = subprocess.run(["make", "setup", f"VENV={venv}", "PYTHON=false"], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=_user_env())
+    assert done.returncode != 0  # the install ran (PYTHON=false -m venv fails)
+    assert f"{venv}: coda_exp installed from /elsewhere/checkout" in done.stdout
+    assert "false -m venv" in done.stderr + done.stdout
