@@ -3,13 +3,16 @@ cells and decides what each pools): a listed record's entry (:func:`listed`), ho
 table's grid (:func:`difference`), why a run of another scale is left out (:func:`scale_status`: a budget override is
 called one), the records of a row's model that no row takes because their configuration differs (:func:`unmatched`:
 ``model/scoring=softmax`` on the CoDA Transformer), and the notes themselves, one per record, row and reason, naming
-every column it is left out of (:func:`off_grid_notes`)."""
+every column it is left out of (:func:`off_grid_notes`), and the runs they name (:func:`listed_apart`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from coda_exp.experiments import record_configuration
+
+#: the reason of a listed record without a ``status`` of its own: its fingerprint is not the table's grid's
+ANOTHER_CONFIGURATION = "another configuration"
 
 
 def listed(rec: dict, grid: list[str] | tuple = (), **extra) -> dict:
@@ -65,8 +68,19 @@ def off_grid_notes(table: Any) -> list[str]:
     for cell_row in table.cells:
         for cell in cell_row:
             for run in cell.off_grid:
-                key = (cell.row, run.get("status", "another configuration"), run["seed"], run["scale"],
+                key = (cell.row, run.get("status", ANOTHER_CONFIGURATION), run["seed"], run["scale"],
                        difference(run), run["run_id"])
                 columns.setdefault(key, []).append(cell.column)
     return [f"Not pooled, {status}: {row} / {', '.join(cols)}: seed {seed} ({scale}){diff} ({run_id})"
             for (row, status, seed, scale, diff, run_id), cols in columns.items()]
+
+
+def listed_apart(table: Any) -> dict[str, str]:
+    """``{run id: reason}`` of every record listed under the table (the first reason of a run listed for several):
+    what its notes name, whether or not any cell pooled a run."""
+    runs: dict[str, str] = {}
+    for cell_row in table.cells:
+        for cell in cell_row:
+            for run in cell.off_grid:
+                runs.setdefault(run["run_id"], run.get("status", ANOTHER_CONFIGURATION))
+    return runs

@@ -166,6 +166,26 @@ def render_csv(table: Table) -> str:
     return out.getvalue()
 
 
+def load_specs(spec_paths: list[str | os.PathLike]) -> list:
+    """The specs of ``spec_paths`` (:func:`coda_exp.table_spec.load_table_spec`); two of one id are refused."""
+    specs = [load_table_spec(p) for p in spec_paths]
+    ids = [s.id for s in specs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise TableSpecError(f"duplicate table id(s) {dupes} in {list(map(str, spec_paths))}")
+    return specs
+
+
+def write_table(table: Table, out_dir: str | os.PathLike) -> list[Path]:
+    """Write ``<out_dir>/<id>.md``, ``.tex`` and ``.csv`` of a built table atomically; a file that would change only
+    in its generation time is left as it is (:func:`unchanged`)."""
+    written = []
+    for suffix, render in ((".md", render_markdown), (".tex", render_latex), (".csv", render_csv)):
+        path, text = Path(out_dir) / f"{table.spec.id}{suffix}", render(table)
+        written.append(path if unchanged(path, text) else atomic_write_text(path, text))
+    return written
+
+
 def write_tables(
     spec_paths: list[str | os.PathLike],
     records: list[dict],
@@ -176,19 +196,10 @@ def write_tables(
     """Build each spec's table and write ``<out_dir>/<id>.md``, ``.tex`` and ``.csv`` atomically.
 
     ``predictions_dir``: where to look for a run's test predictions when its record's path does not exist."""
-    specs = [load_table_spec(p) for p in spec_paths]
-    ids = [s.id for s in specs]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise TableSpecError(f"duplicate table id(s) {dupes} in {list(map(str, spec_paths))}")
     generated = generated or utc_now_iso()
-    written = []
-    for spec in specs:
-        table = build_table(spec, records, generated=generated, predictions_dir=predictions_dir)
-        for suffix, render in ((".md", render_markdown), (".tex", render_latex), (".csv", render_csv)):
-            path, text = Path(out_dir) / f"{spec.id}{suffix}", render(table)
-            written.append(path if unchanged(path, text) else atomic_write_text(path, text))
-    return written
+    return [path for spec in load_specs(spec_paths)
+            for path in write_table(build_table(spec, records, generated=generated, predictions_dir=predictions_dir),
+                                    out_dir)]
 
 
 #: the time in a table's provenance line (Markdown's ``Generated <time> from``, LaTeX's ``% id: generated <time> from``)

@@ -128,9 +128,10 @@ def test_tables_out_that_is_no_folder_is_one_line_naming_it(tmp_path, capsys, mo
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "tables" / "table_2.md"))
 
-    monkeypatch.setattr("coda_exp.tools.tables.write_tables", full)
+    monkeypatch.setattr("coda_exp.tools.tables.write_table", full)
     assert _coda_exp(*runs, str(tmp_path / "tables")) == 2
-    assert capsys.readouterr().err == (f"error: --out {tmp_path / 'tables'}: cannot write the tables: No space left on "
+    assert capsys.readouterr().err == (f"table_2: no run of its cells in {tmp_path / 'runs'}: every cell says `no run`\n"
+                                       f"error: --out {tmp_path / 'tables'}: cannot write the tables: No space left on "
                                        "device: free space on that disk\n")
 
 

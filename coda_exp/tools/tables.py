@@ -15,24 +15,29 @@ and ``--predictions`` follow ``--runs``: the ``tables/`` and ``predictions/`` be
 never over the committed tables). A ``--predictions`` given that is no folder is an error (the paired tests would
 be left out without a word).
 
-Without ``--tables`` a table that no record would fill (no run of its tasks and rows at all, not even one listed
-apart) is not written, and is named as skipped: ``make tables`` writes the tables that have runs, not dozens of
-all-``no run`` files. A table named with ``--tables`` is written whatever it holds.
+Every table is built first, then written or not. Without ``--tables`` a table that no record fills (neither a run
+pooled in a cell nor one listed apart under it) is not written, and is named as skipped: ``make tables`` writes the
+tables that have runs, not dozens of all-``no run`` files. A table whose only runs are listed apart (another
+configuration, an evaluation that does not count, a diverged run, a record contradicting itself) is written, its
+cells ``no run`` and its notes naming each run and why, and the console says so in one line: no run fits its grid,
+and how many runs are listed apart. A table named with ``--tables`` is written whatever it holds; one of no run at
+all says so in one line. A table's warnings (a record without a fingerprint...) are given only when it is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from coda_exp.environment import config_dir, root_dir
 from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.io import output_problem, write_problem
-from coda_exp.results import load_records
-from coda_exp.table_render import write_tables
-from coda_exp.table_spec import load_table_spec
-from coda_exp.tables import find_specs, record_matches
+from coda_exp.results import load_records, utc_now_iso
+from coda_exp.table_notes import ANOTHER_CONFIGURATION, listed_apart
+from coda_exp.table_render import load_specs, write_table
+from coda_exp.tables import NO_RUN, Table, TableSpec, build_table, find_specs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,21 +60,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def has_runs(spec_path: Path, records: list[dict]) -> bool:
-    """Whether any record is a run of a cell of the table (pooled or listed apart: another configuration, an
-    evaluation, a diverged run), by the cells' task, metric and match."""
-    spec = load_table_spec(spec_path)
-    for row in spec.rows:
-        if row.match is None:  # a paper-only row
-            continue
-        for col in spec.columns:
-            match, metric = {**row.match, **col.match}, col.metric_for(row.split)
-            for rec in records:
-                if rec.get("status") == "diverged":  # no test metrics: listed under the table by task and match
-                    rec = {**rec, "metrics": {metric: None}}
-                if record_matches(rec, col.task, metric, match):
-                    return True
-    return False
+def build(spec: TableSpec, records: list[dict], generated: str, predictions: Path) -> tuple[Table, list]:
+    """The table of ``spec`` and the warnings its building gave, held back (``warnings.WarningMessage``): a table
+    that is not written must not warn (a record without a fingerprint would be named once per shipped table)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every one kept here; the caller's filters apply when they are given again
+        table = build_table(spec, records, generated=generated, predictions_dir=predictions)
+    return table, caught
+
+
+def has_runs(table: Table) -> bool:
+    """Whether any record is a run of a cell of the table: pooled, or listed apart under it (another configuration,
+    an evaluation, a diverged or superseded run, a record contradicting itself: :mod:`coda_exp.table_notes`)."""
+    return table.records_used > 0 or bool(listed_apart(table))
+
+
+def pooled_none(table: Table, runs: Path) -> str | None:
+    """The console line of a table that pools no run (every cell says ``no run``): whether the records hold no run
+    of its cells at all, or only runs listed apart under it, and how many of each kind; None when a cell pools."""
+    if table.records_used:
+        return None
+    apart = listed_apart(table)
+    if not apart:
+        return f"{table.spec.id}: no run of its cells in {runs}: every cell says `{NO_RUN}`"
+    configuration = sum(reason == ANOTHER_CONFIGURATION for reason in apart.values())
+    kinds = [f"{n} {what}" for n, what in ((configuration, "of another configuration"),
+                                          (len(apart) - configuration, "not pooled for another reason"))
+             if n]
+    head = "no run fits its grid" if configuration == len(apart) else "no run is pooled"
+    return (f"{table.spec.id}: {head}: every cell says `{NO_RUN}`; {len(apart)} run(s) listed apart under the table "
+            f"({', '.join(kinds)}; its notes say why)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,14 +130,22 @@ def main(argv: list[str] | None = None) -> int:
         return USER_ERROR_EXIT
     try:
         records = load_records(args.runs, strict=args.strict)
+        generated, predictions = utc_now_iso(), args.predictions or args.runs.parent / "predictions"
+        built = [build(spec, records, generated, predictions) for spec in load_specs(spec_paths)]
         if not args.tables:  # every table: those no record fills are left out (a named one is written)
-            empty = [p for p in spec_paths if not has_runs(p, records)]
-            spec_paths = [p for p in spec_paths if p not in empty]
+            empty = [table.spec.id for table, _ in built if not has_runs(table)]
+            built = [(table, caught) for table, caught in built if has_runs(table)]
             if empty:
                 print(f"skipped {len(empty)} table(s) without any run in {args.runs}: "
-                      f"{' '.join(p.stem for p in empty)} (--tables ID writes one anyway)", file=sys.stderr)
-        predictions = args.predictions or args.runs.parent / "predictions"
-        written = write_tables(spec_paths, records, args.out, predictions_dir=predictions)
+                      f"{' '.join(empty)} (--tables ID writes one anyway)", file=sys.stderr)
+        written = []
+        for table, caught in built:
+            for w in caught:  # the warnings of a table that is written, as they were given
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            line = pooled_none(table, args.runs)
+            if line:
+                print(line, file=sys.stderr)
+            written += write_table(table, args.out)
     except ValueError as err:  # a corrupt record under --strict, a bad spec: the user's input
         print(f"error: {err}", file=sys.stderr)
         return USER_ERROR_EXIT
@@ -132,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 print()
                 print(path.read_text(encoding="utf-8"), end="")
     print(
-        f"{len(written)} file(s) from {len(spec_paths)} table(s) and {len(records)} run record(s)",
+        f"{len(written)} file(s) from {len(built)} table(s) and {len(records)} run record(s)",
         file=sys.stderr,
     )
     return 0
