@@ -18,7 +18,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...})
+from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...}, ${run_tag:...})
 from coda_exp.environment import config_dir, in_sweep, set_environment
 
 HELP_FLAGS = ("-h", "--help")

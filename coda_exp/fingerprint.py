@@ -158,7 +158,8 @@ def _covered(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(key == p or key.startswith((p + ".", p + "/")) for p in prefixes)
 
 
-def _normalise(override: str) -> str:
+def normalise(override: str) -> str:
+    """``+optimizer.lr=1e-3`` -> ``optimizer.lr=0.001``: the ``+`` dropped, a number as Python writes it."""
     key, sep, value = override.lstrip("+").partition("=")
     value = value.strip()
     for kind in (int, float):
@@ -189,7 +190,7 @@ def configuration_overrides(overrides: list[str], vectors: dict | None = None,
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted, with
     the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name) and the
     ``world_size=N`` entry where ``world_size`` (else :func:`world_size_of` the overrides) is above 1."""
-    kept = [_normalise(o) for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+    kept = [normalise(o) for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
             and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS + PARALLEL_KEYS)]
     entry = vectors_override(vectors if vectors is not None else _vectors_of(overrides))
     world = world_size_of(overrides) if world_size is None else int(world_size)
@@ -238,17 +239,22 @@ def scale_label(scale_name: str, overrides: list[str]) -> str:
     return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)
 
 
-def configuration_label(overrides: list[str], experiment: str | None = None) -> str:
-    """The overrides of a command line that change a run's configuration, as typed and compact (``model/attention=coda
-    trainer.precision=bf16-mixed``), after its ``experiment=``: every override but the seed, the task, model and
+def configuration_items(overrides: list[str], experiment: str | None = None) -> list[str]:
+    """The overrides of a command line that change a run's configuration, as typed (``model/attention=coda``,
+    ``trainer.precision=bf16-mixed``), after its ``experiment=``: every override but the seed, the task, model and
     scale choices, the budget keys (the ``scale`` label says them: :func:`scale_label`) and where or how a run is stored
     or logged (:data:`OUTPUT_KEYS`). Unlike :func:`configuration_overrides`, the grid's attention axes
     (``model/attention=coda``, ``model.scoring.center_e=true``) and the processes (``trainer.devices=2``) are kept:
     two runs that differ in them differ, though a table may pool both. Empty for a run of its scale's plain
-    configuration."""
+    configuration. :func:`configuration_label` joins them; ``coda_exp.run_tag`` names run folders by them."""
     shown = [o.lstrip("+") for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
              and not _covered(override_key(o), ("seed", *OUTPUT_KEYS))]
-    return " ".join(([f"experiment={experiment}"] if experiment else []) + shown)
+    return ([f"experiment={experiment}"] if experiment else []) + shown
+
+
+def configuration_label(overrides: list[str], experiment: str | None = None) -> str:
+    """:func:`configuration_items` compact, on one line: ``model/attention=coda trainer.precision=bf16-mixed``."""
+    return " ".join(configuration_items(overrides, experiment))
 
 
 def run_label(record: dict) -> str:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import ListConfig, OmegaConf
 
-from coda_exp import environment
+from coda_exp import environment, run_tag
 
 
 def dir_if_exists(path: str) -> str | None:
@@ -22,5 +22,16 @@ def fixture_dir(task: str) -> str:
     return str(environment.fixture_dir(task))
 
 
+def run_tag_suffix(overrides) -> str:
+    """``${run_tag:${hydra.overrides.task}}``: ``-<tag>`` naming the configuration a job's overrides chose, "" for a
+    plain run (``configs/hydra/default.yaml``'s run and sweep job folders; :mod:`coda_exp.run_tag`). Each override
+    as typed: an interpolation in one (``callbacks.x.dirpath=${paths.output_dir}``) is not resolved, as the folder
+    it would name is not made yet."""
+    if isinstance(overrides, ListConfig):
+        overrides = OmegaConf.to_container(overrides, resolve=False)
+    return run_tag.folder_suffix(overrides)
+
+
 OmegaConf.register_new_resolver("dir_if_exists", dir_if_exists, replace=True)
 OmegaConf.register_new_resolver("fixture_dir", fixture_dir, replace=True)
+OmegaConf.register_new_resolver("run_tag", run_tag_suffix, replace=True)

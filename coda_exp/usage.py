@@ -81,6 +81,7 @@ def help_text(configs: Path | None = None) -> str:
     lines += ["", "Examples:"]
     for command, what in EXAMPLES:
         lines += [f"  {command}", f"      {what}"]
-    lines += ["", "Runs go to outputs/runs/<task>-<model>/<time>-s<seed>/ (config, train.log, checkpoints); each",
-              "finished run's record to results/runs/ (scale=fixture: outputs/fixture_results/). docs/running.md"]
+    lines += ["", "Runs go to outputs/runs/<task>-<model>/<time>-s<seed>[-<tag of the overrides>]/ (config,",
+              "train.log, checkpoints); each finished run's record to results/runs/ (scale=fixture:",
+              "outputs/fixture_results/). docs/running.md"]
     return "\n".join(lines) + "\n"

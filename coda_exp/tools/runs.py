@@ -51,6 +51,7 @@ from coda_exp.environment import root_dir
 from coda_exp.errors import UserError
 from coda_exp.fingerprint import configuration_label
 from coda_exp.io import atomic_write_text, output_problem, write_problem
+from coda_exp.run_tag import TAG_PATTERN
 
 
 @dataclass
@@ -156,10 +157,15 @@ def _configuration(folder: Path) -> str:
     return configuration_label([str(o) for o in overrides], experiments[-1] if experiments else None)
 
 
+# a folder name's end: -s<seed>, its configuration tag where it has one, -<k> where it moved beside a taken folder
+_SEED_AND_TAG = rf"-s(\d+)(?:-{TAG_PATTERN})?(?:-\d+)?"
+
+
 def _job_names(folder: Path) -> dict:
     """Task, model, seed and scale of a job that left no resolved config nor checkpoint (as a config's keys): its Hydra
     config (``.hydra/config.yaml``, composed before the job ran), else its folder's name (a sweep job's
-    ``<num>-<task>-<model>-s<seed>``, a single run's ``runs/<task>-<model>/<time>-s<seed>``); {} where neither says."""
+    ``<num>-<task>-<model>-s<seed>[-<tag>]``, a single run's ``runs/<task>-<model>/<time>-s<seed>[-<tag>]``, each
+    maybe ``-2`` after: ``coda_exp.run_tag``, ``coda_exp.run_folder``); {} where neither says."""
     from omegaconf import OmegaConf
 
     try:
@@ -169,11 +175,11 @@ def _job_names(folder: Path) -> dict:
     except Exception:  # noqa: BLE001 - no Hydra config (hydra.output_subdir=null), or an unreadable one
         names = {}
     if names.get("task.name") is None or names.get("model.name") is None:
-        job = re.fullmatch(r"\d+-([^-]+)-(.+)-s(\d+)(?:-\d+)?", folder.name)
-        single = folder.parent.parent.name == "runs" and re.search(r"-s\d+(?:-\d+)?$", folder.name)
+        single = folder.parent.parent.name == "runs" and re.search(f"{_SEED_AND_TAG}$", folder.name)
+        job = None if single else re.fullmatch(rf"\d+-([^-]+)-(.+?){_SEED_AND_TAG}", folder.name)
         run = re.fullmatch(r"([^-]+)-(.+)", folder.parent.name) if single else None
         if job or run:
-            seed = re.search(r"-s(\d+)(?:-\d+)?$", folder.name)
+            seed = re.search(f"{_SEED_AND_TAG}$", folder.name)
             names = {"task.name": (job or run).group(1), "model.name": (job or run).group(2),
                      "seed": int(seed.group(1)) if seed else None, "scale_name": names.get("scale_name")}
     if not names:

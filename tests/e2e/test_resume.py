@@ -111,8 +111,9 @@ def test_ctrl_c_in_a_sweep_stops_the_sweep_with_a_checkpoint_and_says_so(tmp_pat
     proc = train(["-m", "task=snli", "scale=fixture", "task.epochs=2", "seed=1,2", *hook,
                   f"hydra.sweep.dir={tmp_path}/sweep"], tmp_path)
     assert proc.returncode == 130, proc.stderr[-3000:]
-    saved = tmp_path / "sweep" / "0-snli-decompatt-s1" / "checkpoints" / "interrupted.ckpt"
-    assert saved.is_file() and not (tmp_path / "sweep" / "1-snli-decompatt-s2").exists()
+    (job,) = (tmp_path / "sweep").glob("0-snli-decompatt-s1-*")  # (tagged by the hook's overrides: run_tag.py)
+    saved = job / "checkpoints" / "interrupted.ckpt"
+    assert saved.is_file() and not list((tmp_path / "sweep").glob("1-snli-decompatt-s2*"))
     out = proc.stdout + proc.stderr  # the log's console lines go to stdout, the Ctrl-C notice to stderr
     assert "seed=1 +callbacks.sig._target_" in out and f"ckpt_path={saved}" in out
     assert "the sweep stops here, its later jobs not run" in out and "Ctrl-C: stopping after this step" in out

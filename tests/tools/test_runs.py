@@ -373,3 +373,21 @@ def test_a_folder_claimed_beside_a_taken_one_goes_when_the_output_check_fails(tm
         with pytest.raises(OutputDirError, match="paths.results_dir"):
             check_outputs(cfg, folder, claimed=True)
         assert folder.exists() is kept
+
+
+def test_a_folder_without_config_is_named_by_its_folder_with_or_without_a_tag(tmp_path):
+    """Task, model and seed from the name alone: a sweep job's ``<n>-<task>-<model>-s<seed>[-<tag>][-<k>]``, a single
+    run's ``runs/<task>-<model>/<time>-s<seed>[-<tag>][-<k>]`` (coda_exp/run_tag.py, coda_exp/run_folder.py)."""
+    names = {"0-snli-decompatt_coda-s2": ("snli", "decompatt_coda", 2),
+             "12-snli-decompatt-s3-2": ("snli", "decompatt", 3),
+             "1-wikiqa-decompatt-s1-lr_1e-3@0a1b2c": ("wikiqa", "decompatt", 1),
+             "2-wikiqa-attconv_light-s4-foo-s9_x@0a1b2c-2": ("wikiqa", "attconv_light", 4)}
+    for name, (task, model, seed) in names.items():
+        job = runs._job_names(tmp_path / "multiruns" / "2026" / name)
+        assert (job["task"]["name"], job["model"]["name"], job["seed"]) == (task, model, seed), name
+    for name, seed in {"2026-01-01_00-00-00.000001-s5": 5, "2026-01-01_00-00-00.000001-s6-2": 6,
+                       "2026-01-01_00-00-00.000001-s7-attention_coda+lr_3e-4@abcdef": 7,
+                       "2026-01-01_00-00-00.000001-s8-lr_1e-3@abcdef-2": 8}.items():
+        run = runs._job_names(tmp_path / "runs" / "mlu-coda_transformer" / name)
+        assert (run["task"]["name"], run["model"]["name"], run["seed"]) == ("mlu", "coda_transformer", seed), name
+    assert runs._job_names(tmp_path / "runs" / "mlu-transformer" / "2026-s1-lr_1e-3") == {}  # no tag's hash: not ours
