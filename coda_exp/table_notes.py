@@ -34,25 +34,32 @@ def scale_status(scale: str, cell_scale: str) -> str:
 
 def unmatched(spec: Any, records: list[dict], fingerprints: dict[str, str], expected: str, grid: list[str],
               matches) -> dict[tuple[int, int], list[dict]]:
-    """``{(row, column): [listed records]}``: the finished records of a column's task and metric that no row of the
-    table takes in that column (``matches(record, task, metric, match)`` false for every row), of a row's model
+    """``{(row, column): [listed records]}``: the records of a column's task and metric (a diverged one, without
+    test metrics: of its task, listed as diverged) that no row of the table takes in that column (``matches(record, task, metric, match)`` false for every row), of a row's model
     (its ``match``'s ``model``: the first such row), and of another configuration than the grid's; without this,
     ``model=coda_transformer model/scoring=softmax`` was left out of Table 6 without a word. A run of the grid's
     configuration that no row takes (Table 8's centring on Table 6) belongs to another table: not listed."""
     out: dict[tuple[int, int], list[dict]] = {}
     for j, col in enumerate(spec.columns):
         for rec in records:
-            if (rec.get("task") != col.task or rec.get("status", "finished") == "diverged"
-                    or fingerprints[rec["run_id"]] == expected):
+            if rec.get("task") != col.task or fingerprints[rec["run_id"]] == expected:
                 continue
-            rows = [(i, row) for i, row in enumerate(spec.rows) if row.match is not None]
-            if any(matches(rec, col.task, col.metric_for(row.split), {**row.match, **col.match}) for _, row in rows):
-                continue
-            own = next((i for i, row in rows if row.match.get("model") == rec.get("model")
-                        and col.metric_for(row.split) in (rec.get("metrics") or {})), None)
+            diverged = rec.get("status", "finished") == "diverged"
+            rows = [(i, row, col.metric_for(row.split)) for i, row in enumerate(spec.rows) if row.match is not None]
+            if any(matches(_with_metric(rec, metric, diverged), col.task, metric, {**row.match, **col.match})
+                   for _, row, metric in rows):
+                continue  # a row takes it (a diverged one: the row's cell lists it)
+            own = next((i for i, row, metric in rows if row.match.get("model") == rec.get("model")
+                        and metric in _with_metric(rec, metric, diverged)["metrics"]), None)
             if own is not None:
-                out.setdefault((own, j), []).append(listed(rec, grid))
+                extra = {"status": f"diverged at step {rec.get('diverged_at_step')}"} if diverged else {}
+                out.setdefault((own, j), []).append(listed(rec, grid, **extra))
     return out
+
+
+def _with_metric(rec: dict, metric: str, diverged: bool) -> dict:
+    """``rec`` as the rows match it: a diverged run has no test metrics, so ``metric`` is taken as present."""
+    return {**rec, "metrics": {metric: None}} if diverged else {**rec, "metrics": rec.get("metrics") or {}}
 
 
 def difference(run: dict) -> str:

@@ -78,6 +78,21 @@ def test_a_table_of_runs_listed_apart_for_another_reason_is_written_alike(tmp_pa
     assert note.startswith(f"- Not pooled, {reason}") and note.endswith("(apart-2)")
 
 
+def test_a_diverged_run_of_a_configuration_no_row_takes_is_listed_under_its_models_row(tmp_path, capsys):
+    """A diverged run has no test metrics, and one of an attention option no row matches (e_fn=sigmoid) was dropped
+    without a word: neither a cell (no row's match) nor the rows' other-configuration notes (finished runs only)."""
+    runs, out = tmp_path / "runs", tmp_path / "tables"
+    off = wikiqa("decompatt_coda", "model.attention.e_fn=sigmoid", seed=3, run_id="nan-3", status="diverged",
+                 diverged_at_step=7, metrics={})
+    off["attention"]["e_fn"] = "sigmoid"
+    write_record(off, runs)
+    assert tables.main(["--runs", str(runs), "--out", str(out)]) == 0
+    assert "table_2: no run is pooled" in capsys.readouterr().err
+    md = (out / "table_2.md").read_text(encoding="utf-8")
+    assert notes(md) == ["- Not pooled, diverged at step 7: D-ATT + CoDA / WikiQA MAP, WikiQA MRR: seed 3 (cpu) "
+                         "with model.attention.e_fn=sigmoid (nan-3)"]
+
+
 def test_a_named_table_of_no_run_says_so_and_no_run_at_all_is_still_skipped(tmp_path, capsys):
     runs = tmp_path / "runs"
     runs.mkdir()
