@@ -89,8 +89,8 @@ def test_a_diverged_run_of_a_configuration_no_row_takes_is_listed_under_its_mode
     assert tables.main(["--runs", str(runs), "--out", str(out)]) == 0
     assert "table_2: no run is pooled" in capsys.readouterr().err
     md = (out / "table_2.md").read_text(encoding="utf-8")
-    assert notes(md) == ["- Not pooled, diverged at step 7: D-ATT + CoDA / WikiQA MAP, WikiQA MRR: seed 3 (cpu) "
-                         "with model.attention.e_fn=sigmoid (nan-3)"]
+    assert notes(md) == [("- Not pooled, diverged at step 7: D-ATT + CoDA / WikiQA MAP, WikiQA MRR: seed 3 (cpu) "
+                          "with model.attention.e_fn=sigmoid (nan-3)")]
 
 
 def test_a_named_table_of_no_run_says_so_and_no_run_at_all_is_still_skipped(tmp_path, capsys):
