@@ -10,8 +10,9 @@ them after training (``checkpoints/averaged.ckpt``, tested instead of the best c
 
 Command: ``coda-exp average-checkpoints --dir RUN/checkpoints/periodic --last 5 --out RUN/checkpoints/avg.ckpt``
 or ``--ckpts a.ckpt b.ckpt c.ckpt --out avg.ckpt`` (:func:`main`; ``python scripts/average_checkpoints.py`` in a
-checkout). A run's ``checkpoints/`` itself holds its best checkpoint, ``last.ckpt`` and perhaps an earlier process's
-``interrupted.ckpt``, not the last N of anything: ``--dir RUN/checkpoints`` (or ``--dir RUN``) averages its
+checkout). A run's ``checkpoints/`` itself holds its best checkpoint, ``last.ckpt`` and perhaps a stopped process's
+``interrupted.ckpt`` (until the resumed run saves a later ``last.ckpt``: ``coda_exp.resume_tidy``), not the last N
+of anything: ``--dir RUN/checkpoints`` (or ``--dir RUN``) averages its
 ``periodic/`` (and says so), and is refused, naming what it holds, where the run kept no periodic checkpoints
 (:func:`averaging_folder`).
 ``--out`` is checked before any checkpoint is read (a path under a file, a folder); inside ``--dir``'s folder it may

@@ -31,6 +31,7 @@ from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: 
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
+from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
@@ -197,10 +198,11 @@ def run(cfg: DictConfig) -> float | None:
     check_compatible(cfg)
     check_extras(cfg)
     check_trainer(cfg)
+    hydra_dir = Path(cfg.paths.output_dir)
     finished = auto_resume.apply(cfg)  # resume=auto: ckpt_path set to where this run stopped, or nothing to run
     if finished is not None:
+        leave_hydra_folder(hydra_dir, "nothing ran")
         return (finished.get("metrics") or {}).get(cfg.task.monitor)
-    hydra_dir = Path(cfg.paths.output_dir)
     folder = prepare_run_folder(cfg)
     # moved away from a folder another run holds: Hydra's train.log there is that run's, not ours
     resumed = folder is not None and bool(cfg.get("ckpt_path")) and run_folder.resume_folder(cfg.ckpt_path) == folder
@@ -216,7 +218,7 @@ def run(cfg: DictConfig) -> float | None:
         else:  # the summary names it at the end; a redirected run's log says it from the start
             log.info("run folder: %s", hydra_dir, **console.file_only(console.on_terminal()))
         try:
-            return _train_and_record(cfg, start)
+            return _train_and_record(cfg, start, hydra_dir if resumed else None)  # resumed: this job's folder goes
         except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
             stopped_outside_a_step(cfg, "SIGTERM")
         except KeyboardInterrupt:  # Ctrl-C while the data loads or the model is built
@@ -243,13 +245,13 @@ def run(cfg: DictConfig) -> float | None:
             raise
 
 
-def _train_and_record(cfg: DictConfig, start: float) -> float | None:
+def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -> float | None:
     commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
     overrides = _hydra_overrides()
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
-    run_folder.save_resolved_config(cfg)
+    run_folder.save_resolved_config(cfg, overrides)  # a resumed run's overrides beside its config
     datamodule = build_data(cfg)
     datamodule.setup("fit")
     model = build_model(cfg, datamodule)
@@ -267,15 +269,19 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
+    stale = StaleInterrupted(cfg.paths.output_dir) if cfg.get("ckpt_path") else None  # an earlier stop's file
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
-        callbacks.append(KeepBestAcrossFolders())  # a finished run's checkpoint, trained on in a new folder
+        callbacks += [KeepBestAcrossFolders(), stale]  # (a finished run's checkpoint, trained on in a new folder)
     if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
         # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
         # DistributedSigterm (a SIGTERM noted, then the ranks' vote)
         callbacks.append(GracefulStop())
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
+    if left is not None and trainer.world_size == 1:  # (under DDP the ranks rank 0 launches log into it)
+        leave_hydra_folder(left, f"the run goes on in {cfg.paths.output_dir}, this command's overrides in its "
+                           "overrides.resumed-<time>.yaml")
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
     check_first_validation(trainer, datamodule)
     warn_epoch_cap(trainer, datamodule)  # a step budget the epoch cap ends first: said before training
@@ -329,6 +335,8 @@ def _train_and_record(cfg: DictConfig, start: float) -> float | None:
             record["gate_stats"] = gate_stats
         if trainer.is_global_zero:
             save_outputs(record, task.test_predictions, cfg)
+            if stale is not None and cfg.get("save_record", True):  # at the latest now: the run has its record
+                stale.remove("the run ended, its record written")
         if diverged:
             log.error("run diverged at step %d: recorded with status 'diverged' (no test; tables list it apart)",
                       task.diverged_at)

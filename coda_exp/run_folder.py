@@ -8,7 +8,9 @@ folder a run will write to is checked writable before the first step.
   ``<folder>-3``, ... and says so; it never writes into another run's checkpoints.
 - Resume: ``ckpt_path=<run>/checkpoints/last.ckpt`` continues in ``<run>``, so ModelCheckpoint finds its own
   dirpath and keeps its best-model state (with a new dirpath Lightning drops it: "dirpath has changed"). The
-  claim of the killed run is taken over, unless its process is still alive on this host. A checkpoint of a run
+  claim of the killed run is taken over, unless its process is still alive on this host. The job's own Hydra
+  folder, left with Hydra's files and its log, goes for a single run (:func:`remove_job_folder`); the command's
+  overrides are kept beside the run's resumed config (:func:`save_resolved_config`). A checkpoint of a run
   that finished (its record says so) is trained on from in a new folder, this job's own: a finished run's folder
   and files are never written again (``coda_exp.auto_resume.check_not_finished``).
 - Under DDP only global rank 0 claims (the other ranks write into rank 0's folder).
@@ -158,10 +160,12 @@ def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
     return None
 
 
-def save_resolved_config(cfg) -> Path:
+def save_resolved_config(cfg, overrides: list[str] | None = None) -> Path:
     """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
-    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``);
-    a first one that cannot be read is moved aside (``config_resolved.unreadable-<time>.yaml``) and written again."""
+    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``),
+    with this command's ``overrides`` (Hydra's ``.hydra/overrides.yaml`` of the job; None: not a Hydra job) as
+    ``overrides.resumed-<time>.yaml``, the same time: the job's own Hydra folder goes (``remove_job_folder``); a first
+    one that cannot be read is moved aside (``config_resolved.unreadable-<time>.yaml``) and written again."""
     from omegaconf import OmegaConf
 
     from coda_exp import results
@@ -169,11 +173,14 @@ def save_resolved_config(cfg) -> Path:
     out = Path(cfg.paths.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESOLVED_CONFIG
-    if cfg.get("ckpt_path") and path.exists():
+    if cfg.get("ckpt_path") and (path.exists() or (out / "checkpoints").is_dir()):  # resumed in its run's folder
         stamp = results.utc_now_iso().replace(":", "")
+        if overrides is not None:
+            results.atomic_write_text(out / f"overrides.resumed-{stamp}.yaml",
+                                      OmegaConf.to_yaml(OmegaConf.create([str(o) for o in overrides])))
         if _readable(path):
             path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
-        else:  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside, written again
+        elif path.exists():  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside, written again
             aside = out / RESOLVED_CONFIG.replace(".yaml", f".unreadable-{stamp}.yaml")
             os.replace(path, aside)
             log.warning("%s cannot be read: kept as %s; the resumed run writes it again", path, aside.name)
@@ -251,28 +258,29 @@ def check_creatable(key: str, folder: str | os.PathLike) -> None:
 
 FALLBACK_RECORD = "run_record.json"  # a run's record in its own folder, where its results folder cannot be written
 RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) logs last: coda-exp runs reads it
-# what a job logs when its run lies in another folder, so its own Hydra folder keeps only a train.log: the run resumed
-# in its checkpoint's folder, or (resume=auto) it had finished already there and nothing ran. coda-exp runs reads these
-# lines: such a folder is no failed run.
+# what a job logs when its run lies in another folder: the run resumed in its checkpoint's folder, or (resume=auto) it
+# had finished already there and nothing ran. A single run's own Hydra folder then goes (remove_job_folder); a sweep
+# job's (listed in the sweep's summary), a DDP run's and an older run's keep only their train.log: coda-exp runs reads
+# these lines there, such a folder is no failed run.
 RESUMED_IN = "this job resumes its run in"  # + " <folder> (its Hydra folder <folder> keeps only this log)"
 FINISHED_IN = "this run finished already in"  # + " <folder> (record <file>): nothing to run"
 REFUSED = "run refused before it started:"  # + the user's error: coda-exp runs lists such a folder as refused
 HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # what Hydra writes in a job's .hydra/ before it runs
 
 
-def refused(folder: str | os.PathLike, err: BaseException) -> None:
-    """A single run refused before it started (``err``: a user's error, printed on the console): its Hydra folder is
-    removed where it holds nothing but what Hydra wrote before the job (``.hydra/``'s files, an empty ``train.log``)
-    and this process's claim, with its ``runs/<task>-<model>/`` where that is left empty; else, unless it is another
-    run's folder, ``err`` is written into its ``train.log``, where ``coda-exp runs`` shows it (state ``refused``).
-    The ranks of a DDP run other than 0 leave it as it is."""
+def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool:
+    """Remove a single run's Hydra folder ``folder`` where it holds nothing but what Hydra wrote before the job
+    (``.hydra/``'s files), its ``train.log`` (an empty one, unless ``with_log``: a job whose run went on in another
+    folder, whose log has every line of this one) and this process's claim, with its ``runs/<task>-<model>/`` where
+    that is left empty; the root logger's file handlers that write into it are closed first. True where it went;
+    the ranks of a DDP run other than 0 leave it as it is."""
     from lightning_fabric.utilities.rank_zero import (
         rank_zero_only,  # RANK, LOCAL_RANK, SLURM_PROCID, ... as a run
     )
 
     folder = Path(folder)
     if getattr(rank_zero_only, "rank", 0) != 0 or not folder.is_dir():
-        return
+        return False
     root = logging.getLogger()
     logs = [h for h in root.handlers if isinstance(h, logging.FileHandler)
             and Path(h.baseFilename).resolve().parent == folder.resolve()]
@@ -282,30 +290,48 @@ def refused(folder: str | os.PathLike, err: BaseException) -> None:
         names = {p.name for p in folder.iterdir()}
         hydra = {p.name for p in (folder / ".hydra").iterdir()} if ".hydra" in names else set()
         ours = OWNER not in names or _owner(folder).get("pid") == os.getpid()
-        log_empty = "train.log" not in names or (folder / "train.log").stat().st_size == 0
-        if names <= {".hydra", "train.log", OWNER} and hydra <= HYDRA_FILES and ours and log_empty:
-            for h in logs:
-                root.removeHandler(h)
-                h.close()
-            for name in hydra:
-                (folder / ".hydra" / name).unlink()
-            if ".hydra" in names:
-                (folder / ".hydra").rmdir()
-            for name in names - {".hydra"}:
-                (folder / name).unlink()
-            folder.rmdir()
-            if folder.parent.parent.name == "runs" and not any(folder.parent.iterdir()):  # runs/<task>-<model>/
-                folder.parent.rmdir()
-            return
-        if RESOLVED_CONFIG in names or not ours:  # another run's folder (hydra.run.dir=<it>): its log as it was
-            return
-    except OSError:  # a folder that cannot be read or emptied: it stays, with the error in its log
+        log_kept = with_log or "train.log" not in names or (folder / "train.log").stat().st_size == 0
+        if not (names <= {".hydra", "train.log", OWNER} and hydra <= HYDRA_FILES and ours and log_kept):
+            return False
+        for h in logs:
+            root.removeHandler(h)
+            h.close()
+        for name in hydra:
+            (folder / ".hydra" / name).unlink()
+        if ".hydra" in names:
+            (folder / ".hydra").rmdir()
+        for name in names - {".hydra"}:
+            (folder / name).unlink()
+        folder.rmdir()
+        if folder.parent.parent.name == "runs" and not any(folder.parent.iterdir()):  # runs/<task>-<model>/
+            folder.parent.rmdir()
+    except OSError:  # a folder that cannot be read or emptied: it stays
+        return False
+    return True
+
+
+def refused(folder: str | os.PathLike, err: BaseException) -> None:
+    """A single run refused before it started (``err``: a user's error, printed on the console): its Hydra folder is
+    removed where it holds nothing but what Hydra wrote before the job (:func:`remove_job_folder`: an empty
+    ``train.log``); else, unless it is another run's folder, ``err`` is written into its ``train.log``, where
+    ``coda-exp runs`` shows it (state ``refused``). The ranks of a DDP run other than 0 leave it as it is."""
+    from lightning_fabric.utilities.rank_zero import rank_zero_only
+
+    folder = Path(folder)
+    if getattr(rank_zero_only, "rank", 0) != 0 or not folder.is_dir() or remove_job_folder(folder):
+        return
+    try:
+        names = {p.name for p in folder.iterdir()}
+        if RESOLVED_CONFIG in names or (OWNER in names and _owner(folder).get("pid") != os.getpid()):
+            return  # another run's folder (hydra.run.dir=<it>): its log as it was
+    except OSError:  # a folder that cannot be read: it stays, with the error in its log
         pass
     # to this folder's log files only, not the console (which has the entry point's `error:` line): a refusal can come
     # before console.configure, so console.file_only's filter may not be on the console's handler yet
     record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s %s", (REFUSED, err), None)
-    for h in logs:
-        if logging.ERROR >= h.level:
+    for h in logging.getLogger().handlers:
+        if (isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve().parent == folder.resolve()
+                and logging.ERROR >= h.level):
             h.handle(record)
 
 

@@ -75,17 +75,18 @@ def test_another_configuration_or_no_resume_starts_afresh(compose, tmp_path):
 def test_a_requeued_job_resumes_in_its_own_folder(compose, tmp_path):
     """A SLURM job requeued with the same command starts in its earlier run's folder (or in a new one): that folder
     is resumed, not left for <folder>-2 as a folder another run holds."""
+    import torch
+
     folder = tmp_path / "runs" / "job"
     with pytest.raises(SystemExit):
         run(compose([*BASE, "resume=auto", f"paths.output_dir={folder}"], tmp_path))
+    stopped = folder / "checkpoints" / "interrupted.ckpt"  # removed once the resumed run saves a later checkpoint
+    earlier = torch.load(stopped, weights_only=False)["callbacks"]["ElapsedTime"]["elapsed_s"]
     run(compose([*BASE, "resume=auto", f"paths.output_dir={folder}"], tmp_path))
     (record,) = _records(tmp_path)
-    assert record["output_dir"] == str(folder) and record["resumed_from"].endswith("interrupted.ckpt")
-    assert not (tmp_path / "runs" / "job-2").exists()
+    assert record["output_dir"] == str(folder) and record["resumed_from"] == str(stopped)
+    assert not (tmp_path / "runs" / "job-2").exists() and not stopped.exists()
     # the record's time is the whole run's: the stopped process's (up to its checkpoint) and this one's
-    import torch
-
-    earlier = torch.load(record["resumed_from"], weights_only=False)["callbacks"]["ElapsedTime"]["elapsed_s"]
     assert earlier > 0 and record["wall_time_s"] == pytest.approx(earlier + record["wall_time_segment_s"], abs=0.01)
 
 

@@ -25,7 +25,8 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
 - ``resumed`` / ``skipped``: a job's own Hydra folder that holds only its ``train.log`` because its run went on
   elsewhere: resumed in its checkpoint's folder (``ckpt_path=``, ``resume=auto``; the note names that folder, which
   is listed on its own), or finished already there (``resume=auto`` ran nothing; the note names it, with its
-  record): no failure, and not listed by ``--left``;
+  record): no failure, and not listed by ``--left``. Such a folder is a sweep job's, a DDP run's or one an older
+  version left: a single run's own goes once its run went on elsewhere (``coda_exp.resume_tidy``);
 - ``refused``: a single run that a user's error (a config value, ``trainer=gpu`` without one) stopped before it
   started, whose Hydra folder held more than Hydra's own files and so was kept with the error in its ``train.log``
   (an untouched one is removed); the note is that error; not listed by ``--left``: nothing of it is left to run;

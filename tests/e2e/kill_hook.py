@@ -47,6 +47,19 @@ class SignalAtStep(pl.Callback):
             signal.raise_signal(self.signum)
 
 
+class SignalAtSteps(pl.Callback):
+    """:class:`SignalAtStep` at each of ``steps``: one config for a run stopped, resumed and stopped again (the
+    resumed run's config must be the stopped one's)."""
+
+    def __init__(self, steps, signum: int):
+        self.steps, self.signum = {int(s) for s in steps}, int(signum)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if trainer.global_step in self.steps:
+            signal.raise_signal(self.signum)
+
+
 class SigtermInValidation(pl.Callback):
     """A SIGTERM to this process as the validation after optimizer step ``step`` starts."""
 
