@@ -174,7 +174,10 @@ def save_resolved_config(cfg, overrides: list[str] | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESOLVED_CONFIG
     if cfg.get("ckpt_path") and (path.exists() or (out / "checkpoints").is_dir()):  # resumed in its run's folder
-        stamp = results.utc_now_iso().replace(":", "")
+        from datetime import datetime, timezone
+
+        # to the microsecond, so that two resumes within a second keep both files and the names sort by time
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%S.%f+0000")
         if overrides is not None:
             results.atomic_write_text(out / f"overrides.resumed-{stamp}.yaml",
                                       OmegaConf.to_yaml(OmegaConf.create([str(o) for o in overrides])))

@@ -88,11 +88,11 @@ def test_a_sweep_jobs_hydra_folder_stays_listed_as_resumed(tmp_path, argv0, caps
     from coda_exp.tools import runs
 
     _train(tmp_path, "-m", *BASE, status=130)
-    (stopped,) = (tmp_path / "outputs" / "multiruns").glob("*/0-snli-decompatt-s3")
+    (stopped,) = (tmp_path / "outputs" / "multiruns").glob("*/0-snli-decompatt-s3-*")
     _train(tmp_path, "-m", *BASE, "resume=auto", status=130)  # resumed from step 7, stopped at step 8
     _train(tmp_path, "-m", *BASE, "resume=auto")
     assert not (stopped / "checkpoints" / "interrupted.ckpt").exists()
-    jobs = sorted((tmp_path / "outputs" / "multiruns").glob("*/0-snli-decompatt-s3"))
+    jobs = sorted((tmp_path / "outputs" / "multiruns").glob("*/0-snli-decompatt-s3-*"))
     assert len(jobs) == 3 and jobs[0] == stopped
     for job in jobs[1:]:
         assert {p.name for p in job.iterdir()} == {".hydra", "train.log"}
