@@ -23,7 +23,7 @@ def fixture_dir(task: str) -> str:
 
 
 def run_tag_suffix(overrides) -> str:
-    """``${run_tag:${hydra.overrides.task}}``: ``-<tag>`` naming the configuration a job's overrides chose, "" for a
+    """``${run_tag:${hydra:overrides.task}}``: ``-<tag>`` naming the configuration a job's overrides chose, "" for a
     plain run (``configs/hydra/default.yaml``'s run and sweep job folders; :mod:`coda_exp.run_tag`). Each override
     as typed: an interpolation in one (``callbacks.x.dirpath=${paths.output_dir}``) is not resolved, as the folder
     it would name is not made yet."""

@@ -82,7 +82,7 @@ def experiment_of(overrides: list[str]) -> str | None:
 
 
 def folder_suffix(overrides) -> str:
-    """``${run_tag:${hydra.overrides.task}}``: ``-<tag>`` of a job's overrides (``experiment=`` among them), or ""
+    """``${run_tag:${hydra:overrides.task}}``: ``-<tag>`` of a job's overrides (``experiment=`` among them), or ""
     for a plain run, whose folder keeps the name it had before tags."""
     overrides = [str(o) for o in (overrides or [])]
     tag = config_tag(overrides, experiment_of(overrides))

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf, open_dict
 
 from coda_exp import resolvers, run_tag
@@ -80,6 +81,7 @@ def _hydra(overrides: list[str], num: int = 0):
         cfg = compose("train", overrides=["paths.log_dir=/o", *overrides], return_hydra_config=True)
     with open_dict(cfg):
         cfg.hydra.job.num = num
+    HydraConfig.instance().set_config(cfg)  # as Hydra's run_job does before it resolves the job's folder
     return cfg.hydra
 
 
