@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from coda_exp.config_keys import raw_interpolation
+from coda_exp.config_keys import absent_references, raw_interpolation
 from coda_exp.errors import UserError
 
 _ABSENT = object()
@@ -232,9 +232,9 @@ def _monitor_problem(cfg: DictConfig) -> str | None:
         return None
     names = None
     try:
-        from hydra.utils import get_object
+        from coda_exp.node_keys import locate  # not Hydra's get_object: it logs an ERROR for a missing target
 
-        family = get_object(str(OmegaConf.select(cfg, "task.module._target_")))
+        family = locate(str(OmegaConf.select(cfg, "task.module._target_")))
         known = family.validation_metrics(OmegaConf.to_container(cfg.task.module, resolve=True))
         names = sorted(f"val/{name}" for name in known) if known else None
     except (ImportError, ValueError, AttributeError, TypeError, OmegaConfBaseException):
@@ -314,6 +314,8 @@ def config_problems(cfg: DictConfig, imports: bool = True) -> dict[str, str]:
     for key in REQUIRED:
         if _value(cfg, key)[0] is _ABSENT and not any(key.startswith(f"{other}.") for other in bad):
             bad[key] = f"{key} is required and absent (~{key} removes it): give it a value instead"
+    for key, problem in absent_references(cfg).items():
+        bad.setdefault(key, problem)
     for key, (ok, expected) in CHECKS.items():
         value, raw = _value(cfg, key)
         if value is _ABSENT or ok(value) or key in bad:

@@ -35,6 +35,29 @@ def raw_interpolation(node: DictConfig, key: str) -> str | None:
     return str(OmegaConf.to_container(OmegaConf.masked_copy(node, key), resolve=False)[key])
 
 
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # ${task.patience}: a key, not a resolver (${oc.select:...})
+
+
+def absent_references(cfg: DictConfig) -> dict[str, str]:
+    """Each absent key that another key interpolates (a new task's YAML without ``patience:``, which
+    ``callbacks.early_stopping.patience: ${task.patience}`` reads), with its message: OmegaConf would raise an
+    InterpolationKeyError with a traceback where the run first resolves it, after the data had loaded. The
+    ``hydra`` section left out; resolver calls (``${oc.select:key,default}``) may name absent keys."""
+    paths = leaves(OmegaConf.to_container(cfg, resolve=False), keep_empty=True)
+    present = set(paths) | {p.rsplit(".", i)[0] for p in paths for i in range(1, p.count(".") + 1)}
+    problems: dict[str, str] = {}
+    for key, value in paths.items():
+        if key.startswith("hydra.") or not isinstance(value, str):
+            continue
+        for ref in _REFERENCE.findall(value):
+            if ref not in present and ref not in problems:
+                where = ("the task's YAML (configs/task/<task>.yaml)" if ref.startswith(("task.", "data."))
+                         else "the YAML that should set it")
+                problems[ref] = (f"{ref} is absent, but {key} reads it ({value}): give it a value (+{ref}=... on the "
+                                 f"command line, or in {where})")
+    return problems
+
+
 def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     """The config's other keys named like ``key``'s last part (``data.batch_size`` for ``task.batch_size``), and with
     ``close`` the keys spelled almost like ``key`` (``model.dropout`` for ``model.dropoutt``), the ``hydra`` section

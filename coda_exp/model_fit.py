@@ -50,7 +50,11 @@ def family_problem(cfg: DictConfig, named: bool | None = None) -> str | None:
         return None
     named = _model_named(cfg) if named is None else named
     default = " (the default model: no model= was given)" if named is False else ""
-    fitting = [name for name, served in model_families().items() if cfg.task.family in served]
-    choose = f"; the models that fit it: {', '.join(f'model={m}' for m in fitting)}" if fitting else ""
+    served = model_families()
+    fitting = [name for name, families_of in served.items() if cfg.task.family in families_of]
+    known = sorted({f for families_of in served.values() for f in families_of})
+    choose = (f"; the models that fit it: {', '.join(f'model={m}' for m in fitting)}" if fitting else
+              f"; no model serves task.family={cfg.task.family} (set in configs/task/{cfg.task.name}.yaml): the "
+              f"families the models serve (their `families` in configs/model/) are {', '.join(known)}")
     return (f"model={cfg.model.name}{default} does not fit task={cfg.task.name}: the task is {cfg.task.family}, the "
             f"model serves {list(families)}{choose}")

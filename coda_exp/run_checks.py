@@ -9,7 +9,6 @@ Each raises a :class:`~coda_exp.errors.UserError` (``ConfigError``, ``Checkpoint
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import math
 import os
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from lightning_fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,22 +31,26 @@ from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
 from coda_exp.model_fit import family_problem
 from coda_exp.models.attconv_layers import injected_attention_problem
+from coda_exp.node_keys import META_KEYS, accepted_keys, node_problems, unknown_model_keys  # noqa: F401 (API)
 from coda_exp.resume_data import data_change
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
 log = logging.getLogger(__name__)
 
-META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
-
-
 def check_compatible(cfg: DictConfig) -> None:
     """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
     SNLI), for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv) and for an
-    attention its options cannot take (AttConv's additive matching with ``model/attention=coda``)."""
+    attention its options cannot take (AttConv's additive matching with ``model/attention=coda``); a ``_target_``
+    that cannot be imported, or keys its class does not take, in the model's nodes, ``task.module``, ``data``, the
+    optimizer and the schedule (``coda_exp.node_keys``)."""
     problem = family_problem(cfg)
     if problem:
         raise ConfigError(problem)
+    problems = node_problems(cfg)
+    if problems:
+        raise ConfigError("\n  ".join(["config nodes that cannot be built (fix the override or the YAML):",
+                                        *problems.values()]))
     model = cfg.get("model") or {}
     injected = model.get("attention") is not None and isinstance(model.get("matching"), str)
     if injected and injected_attention_problem(model.matching):
@@ -64,28 +67,6 @@ def check_extras(cfg: DictConfig) -> None:
     """The optional packages the chosen loggers need (``coda_exp.extras``): one message naming the extra to install,
     before any data loads, not an ImportError from Lightning once the data is ready."""
     extras.require_loggers([c.get("_target_", "") for c in (cfg.get("logger") or {}).values() if c is not None])
-
-
-def accepted_keys(target: str) -> set[str] | None:
-    """The keyword arguments ``target`` (a class or function path) accepts; None when it accepts any. A class
-    whose ``__init__`` passes ``**kwargs`` on to its base accepts its bases' parameters too."""
-    accepted: set[str] = set()
-    obj = get_object(target)
-    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
-        params = inspect.signature(init).parameters
-        accepted |= set(params)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return accepted
-    return None
-
-
-def unknown_model_keys(cfg: DictConfig) -> list[str]:
-    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept (:func:`accepted_keys`)."""
-    target = cfg.model.get("_target_")
-    accepted = None if target is None else accepted_keys(target)
-    if accepted is None:
-        return []
-    return sorted(k for k in cfg.model if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
 
 
 def _unknown_keys_hint(cfg: DictConfig, unknown: list[str]) -> str:

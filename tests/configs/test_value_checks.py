@@ -181,3 +181,20 @@ def test_missing_values_and_raw_interpolations_are_read_without_resolving_anythi
     assert raw_interpolation(cfg.c, "h") == "${oc.env:NOT_SET_X}" and raw_interpolation(cfg, "s") == "${oc.create:{}}"
     assert raw_interpolation(cfg.hydra.run, "dir") == "${hydra:runtime.cwd}"
     assert raw_interpolation(cfg, "a") is None and raw_interpolation(cfg.c, "g") is None
+
+
+def test_an_absent_key_another_interpolates_is_one_message(make_cfg):
+    """A new task's YAML without ``patience:`` (callbacks.early_stopping.patience: ${task.patience}) used to be an
+    InterpolationKeyError with a traceback when the run folder's config was saved."""
+    with pytest.raises(ConfigError) as err:
+        check_config(make_cfg("task=snli", "~task.patience"))
+    assert ("task.patience is absent, but callbacks.early_stopping.patience reads it (${task.patience}): give it a "
+            "value (+task.patience=... on the command line, or in the task's YAML (configs/task/<task>.yaml))"
+            in str(err.value))
+
+
+def test_a_family_no_model_serves_names_the_families(make_cfg):
+    with pytest.raises(ConfigError) as err:
+        check_compatible(make_cfg("task=snli", "model=decompatt", "task.family=pair_clasification"))
+    assert "no model serves task.family=pair_clasification (set in configs/task/snli.yaml)" in str(err.value)
+    assert "pair_classification, ranking, seq2seq" in str(err.value)

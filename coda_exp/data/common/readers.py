@@ -11,6 +11,7 @@ whose files yield no example at all is a :class:`DataError` too, before any trai
 
 from __future__ import annotations
 
+import difflib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -108,5 +109,9 @@ def get_reader(name: str, family: type[Reader] = Reader, **options) -> Reader:
     """The registered reader ``name`` of ``family`` (a Reader subclass); ``options`` override its fields."""
     known = sorted(n for n, r in READERS.items() if isinstance(r, family))
     if name not in known:
-        raise DataError(f"unknown dataset {name!r}; known datasets: {known}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = (f"; did you mean data.dataset={close[0]}?" if close else
+                " (a reader registers when its module is imported: a new reader's module is imported in its family's "
+                "coda_exp/data/<family>/__init__.py, docs/layout.md)")
+        raise DataError(f"unknown dataset {name!r} (data.dataset); known datasets: {known}{hint}")
     return replace(READERS[name], **options) if options else READERS[name]

@@ -192,8 +192,10 @@ def test_unknown_label_is_named(tmp_path, dm, copy_fixture):
 
 
 def test_unknown_dataset_and_offline_hub(tmp_path):
-    with pytest.raises(DataError, match="unknown dataset 'nope'.*snli"):
-        PairDataModule("nope")
+    with pytest.raises(DataError, match="unknown dataset 'nope'.*snli.*imported in its family's"):
+        PairDataModule("nope")  # a new reader's module not imported: the message says where it must be
+    with pytest.raises(DataError, match=r"did you mean data.dataset=scitail\?"):
+        PairDataModule("scitale")
     m = PairDataModule("snli", dir=None, cache_dir=str(tmp_path))
     with pytest.raises(DataError, match="no data directory was given.*data.dir=DIR") as err:
         m.setup()

@@ -1,0 +1,111 @@
+"""The keys of a config node with a ``_target_`` against what its class or function takes, before any data loads.
+
+``+model.attention.centre_e=true``, ``+task.module.foo=1``, ``+data.foo=1`` or a misspelt
+``task.module._target_`` used to reach Hydra's ``instantiate`` after the data had loaded, as a ``TypeError`` or
+"Error locating target" with a traceback. :func:`node_problems` names the key, the class and what was expected;
+``run_checks.check_compatible`` raises them as one ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+
+from omegaconf import DictConfig
+
+META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
+
+
+def accepted_keys(target: str) -> set[str] | None:
+    """The keyword arguments ``target`` (a class or function path) accepts; None when it accepts any. A class
+    whose ``__init__`` passes ``**kwargs`` on to its base accepts its bases' parameters too."""
+    accepted: set[str] = set()
+    obj = locate(target)
+    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
+        params = inspect.signature(init).parameters
+        accepted |= set(params)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return accepted
+    return None
+
+
+def unknown_keys(node: DictConfig) -> list[str]:
+    """The keys of ``node`` that its ``_target_``'s constructor does not accept (:func:`accepted_keys`)."""
+    target = node.get("_target_")
+    accepted = None if target is None else accepted_keys(str(target))
+    if accepted is None:
+        return []
+    return sorted(str(k) for k in node if not str(k).startswith("_") and k not in META_KEYS and k not in accepted)
+
+
+def unknown_model_keys(cfg: DictConfig) -> list[str]:
+    """The keys of ``cfg.model`` that its ``_target_``'s constructor does not accept."""
+    return unknown_keys(cfg.model)
+
+
+def target_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
+    """The instantiated nodes: the model, its own nodes (``model.attention``, ``model.scoring``), ``task.module``,
+    ``data``, ``optimizer`` and ``scheduler``; those without ``_target_`` left out."""
+    model = cfg.get("model")
+    nodes = {"model": model}
+    if isinstance(model, DictConfig):
+        nodes.update({f"model.{k}": v for k, v in model.items() if isinstance(v, DictConfig)})
+    task = cfg.get("task")
+    nodes["task.module"] = task.get("module") if isinstance(task, DictConfig) else None
+    nodes.update({key: cfg.get(key) for key in ("data", "optimizer", "scheduler")})
+    return {key: node for key, node in nodes.items() if isinstance(node, DictConfig) and "_target_" in node}
+
+
+def locate(path: str) -> object:
+    """The object at ``path`` (``package.module.Class``), as Hydra finds a ``_target_``, without its error log."""
+    parts = path.split(".")
+    obj, i = None, len(parts)
+    while i > 0:
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+            break
+        except ModuleNotFoundError as err:
+            if err.name is None or not ".".join(parts[:i]).startswith(err.name):
+                raise  # a module that exists fails to import something of its own
+            i -= 1
+    if obj is None:
+        raise ImportError(f"no module named {parts[0]!r}")
+    for part in parts[i:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _locate_problem(key: str, target: str) -> str | None:
+    try:
+        locate(target)
+        return None
+    except (ImportError, AttributeError) as err:
+        module, _, name = target.rpartition(".")
+        try:
+            names = [n for n in dir(locate(module)) if not n.startswith("_")] if module else []
+        except (ImportError, AttributeError):
+            return f"{key}._target_ = {target!r}: cannot be imported ({err})"
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {module}.{close[0]}?" if close else f" ({module} has no {name!r})"
+        return f"{key}._target_ = {target!r}: no such class or function{hint}"
+
+
+def node_problems(cfg: DictConfig) -> dict[str, str]:
+    """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, or which holds keys its target does
+    not take, with its message; the model's own keys are ``run_checks.check_compatible``'s (with their hints)."""
+    problems = {}
+    for key, node in target_nodes(cfg).items():
+        target = str(node._target_)
+        problem = _locate_problem(key, target)
+        if problem is None:
+            unknown = [] if key == "model" else unknown_keys(node)
+            if not unknown:
+                continue
+            accepted = sorted(k for k in accepted_keys(target) or () if k not in ("self", "args", "kwargs"))
+            close = {k: difflib.get_close_matches(k, accepted, n=1, cutoff=0.6) for k in unknown}
+            hint = "".join(f"; did you mean {key}.{c[0]} for {key}.{k}?" for k, c in close.items() if c)
+            problem = (f"{', '.join(f'{key}.{k}' for k in unknown)} "
+                       f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of {target}{hint}")
+        problems[key] = problem
+    return problems
