@@ -38,6 +38,7 @@ from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
 log = logging.getLogger(__name__)
 
+
 def check_compatible(cfg: DictConfig) -> None:
     """A clear error, before any data loads, for a model that cannot run a task (e.g. a seq2seq Transformer on
     SNLI), for ``model.*`` keys its class does not take (e.g. a preset's Transformer sizes on AttConv) and for an
