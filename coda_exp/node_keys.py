@@ -12,7 +12,7 @@ import difflib
 import importlib
 import inspect
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
 
@@ -91,13 +91,75 @@ def _locate_problem(key: str, target: str) -> str | None:
         return f"{key}._target_ = {target!r}: no such class or function{hint}"
 
 
+def _families(obj: object, key: str) -> tuple[str, ...]:
+    """The task families the class at ``key`` serves: a task module's ``FAMILY``, a data module's ``FAMILIES``;
+    () where it does not say."""
+    served = getattr(obj, "FAMILY" if key == "task.module" else "FAMILIES", None) or ()
+    return (served,) if isinstance(served, str) else tuple(served)
+
+
+def _serving(key: str, family: str) -> list[str]:
+    """The shipped classes for ``key`` (``task.module``, ``data``) that serve ``family``, by their paths."""
+    if key == "task.module":
+        import coda_exp.tasks as package
+
+        classes = [getattr(package, name) for name in package.__all__]
+    else:
+        from coda_exp.data.common.base import DataModule
+
+        for family_package in ("pair", "text", "seq2seq", "span", "evidence"):
+            importlib.import_module(f"coda_exp.data.{family_package}")
+        classes, todo = [], [DataModule]
+        while todo:
+            cls = todo.pop()
+            classes.append(cls)
+            todo += cls.__subclasses__()
+    # as the configs name them: the package that exports the class (coda_exp.data.pair.PairDataModule)
+    found = {f"{c.__module__.rsplit('.', 1)[0] if key == 'data' else 'coda_exp.tasks'}.{c.__name__}"
+             for c in classes if family in _families(c, key) and not inspect.isabstract(c)
+             and c.__module__.startswith("coda_exp.")}
+    return sorted(found)
+
+
+def family_problem(cfg: DictConfig, key: str, target: str) -> str | None:
+    """Why the task module or data module at ``key`` (``target``) cannot serve the task's ``family`` (a text
+    classification task module on sentence pairs failed with ``KeyError: 'ids'`` in the first step), or None."""
+    family = OmegaConf.select(cfg, "task.family", default=None)
+    served = _families(locate(target), key)
+    if family is None or not served or family in served:
+        return None
+    fits = _serving(key, str(family))
+    where = f"configs/task/{OmegaConf.select(cfg, 'task.name', default='<task>')}.yaml"
+    return (f"{key}._target_ = {target} serves task.family {' / '.join(served)}, but the task's family is {family} "
+            f"(task.family, {where})" + (f"; for {family}: {key}._target_={' or '.join(fits)}" if fits else ""))
+
+
+def missing_arguments(node: DictConfig) -> list[str]:
+    """The parameters without a default that ``node``'s ``_target_`` requires and ``node`` lacks (``~data.dataset``
+    was a ``TypeError`` with a traceback once the run built its data)."""
+    obj = locate(str(node._target_))
+    init = obj.__init__ if isinstance(obj, type) else obj
+    return [name for name, p in inspect.signature(init).parameters.items()
+            if name != "self" and p.default is inspect.Parameter.empty
+            and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and name not in node]
+
+
 def node_problems(cfg: DictConfig) -> dict[str, str]:
-    """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, or which holds keys its target does
-    not take, with its message; the model's own keys are ``run_checks.check_compatible``'s (with their hints)."""
+    """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, which holds keys its target does
+    not take, that (the task module, the data module) serves another task family than ``task.family``
+    (:func:`family_problem`), or (the data module) lacks an argument it requires, with its message; the model's own keys are ``run_checks.check_compatible``'s (with
+    their hints)."""
     problems = {}
     for key, node in target_nodes(cfg).items():
         target = str(node._target_)
         problem = _locate_problem(key, target)
+        if problem is None and key in ("task.module", "data"):
+            problem = family_problem(cfg, key, target)
+        if problem is None and key == "data" and missing_arguments(node):  # the data module is built from it alone
+            missing = missing_arguments(node)
+            problem = (f"{', '.join(f'data.{k}' for k in missing)} {'is' if len(missing) == 1 else 'are'} required by "
+                       f"{target} and absent: give {'it a value' if len(missing) == 1 else 'them values'} "
+                       f"({' '.join(f'+data.{k}=...' for k in missing)} or in the task's YAML)")
         if problem is None:
             unknown = [] if key == "model" else unknown_keys(node)
             if not unknown:

@@ -51,3 +51,33 @@ def test_locate_finds_what_hydra_finds_and_a_broken_module_is_not_hidden(tmp_pat
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError, match="not_a_module_anywhere"):
         locate("broken_probe_mod.Thing")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["task=snli", "task.module._target_=coda_exp.tasks.TextClassificationTask"],
+     ("task.module._target_ = coda_exp.tasks.TextClassificationTask serves task.family text_classification, but the "
+      "task's family is pair_classification (task.family, configs/task/snli.yaml); for pair_classification: "
+      "task.module._target_=coda_exp.tasks.PairClassificationTask")),
+    (["task=snli", "data._target_=coda_exp.data.text.TextClassificationDataModule"],
+     ("data._target_ = coda_exp.data.text.TextClassificationDataModule serves task.family text_classification, but "
+      "the task's family is pair_classification (task.family, configs/task/snli.yaml); for pair_classification: "
+      "data._target_=coda_exp.data.pair.PairDataModule")),
+    (["task=mlu", "model=transformer", "task.family=pair_classification", "model.families=[pair_classification]"],
+     "task.module._target_ = coda_exp.tasks.Seq2SeqTask serves task.family seq2seq"),
+    (["task=snli", "~data.dataset"],
+     "data.dataset is required by coda_exp.data.pair.PairDataModule and absent: give it a value (+data.dataset=..."),
+])
+def test_a_task_or_data_module_of_another_family_or_lacking_an_argument_is_refused(make_cfg, overrides, message):
+    """A task YAML naming the task module or data module of another family failed in the first training step
+    (``KeyError: 'ids'``); a data node without its dataset, with a TypeError once the data was built."""
+    with pytest.raises(ConfigError) as err:
+        check_compatible(make_cfg(*overrides))
+    assert message in str(err.value)
+
+
+def test_every_shipped_task_s_modules_serve_its_family(make_cfg):
+    from coda_exp.environment import config_dir
+
+    for task in sorted(p.stem for p in (config_dir() / "task").glob("*.yaml")):
+        cfg = make_cfg(f"task={task}")
+        assert {k: v for k, v in node_problems(cfg).items() if k in ("task.module", "data")} == {}, task

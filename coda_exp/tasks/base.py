@@ -30,6 +30,10 @@ class TaskModule(pl.LightningModule):
     After ``trainer.test``, ``test_predictions`` holds one dict per test example (index, label, prediction...).
     """
 
+    #: the ``task.family`` a subclass serves: a task YAML whose ``family`` is another is refused before any data
+    #: loads (:mod:`coda_exp.node_keys`); None (a class that does not say): not checked
+    FAMILY: str | None = None
+
     def __init__(self, model: nn.Module, optimizer: Callable, scheduler: Callable | None = None,
                  scheduler_interval: str = "step", fast: dict | FastOptions | None = None):
         super().__init__()

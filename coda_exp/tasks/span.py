@@ -51,6 +51,7 @@ class SpanExtractionTask(TaskModule):
 
     Test prediction rows: ``index``, ``start``, ``end``, ``prediction`` (text), ``answers``, ``em``, ``f1``.
     """
+    FAMILY = "span_extraction"  # its task.family (TaskModule.FAMILY)
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:

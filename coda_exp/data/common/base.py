@@ -116,6 +116,9 @@ class DataModule(pl.LightningDataModule, ABC):
     """
 
     collate: Callable[[list], dict]  # rows of a split -> a batch of tensors (each family's own)
+    #: the ``task.family`` values whose batches a subclass makes (a task YAML of another family is refused before any
+    #: data loads: :mod:`coda_exp.node_keys`); empty (a class that does not say): not checked
+    FAMILIES: tuple[str, ...] = ()
 
     def __init__(self, dir: str | None = None, cache_dir: str = "cache", batch_size: int = 64,
                  eval_batch_size: int | None = None, max_tokens: int | None = None,
