@@ -4,6 +4,7 @@ and a sweep's jobs', read back by ``coda-exp runs`` and found by ``resume=auto``
 import json
 import re
 
+import pytest
 from omegaconf import OmegaConf
 
 from coda_exp import auto_resume
@@ -13,6 +14,7 @@ from tests.e2e.helpers import train
 FIXTURE = ["task=wikiqa", "scale=fixture", "task.epochs=1"]
 
 
+@pytest.mark.slow  # ~19 s of subprocesses; in make test, tests/test_resume_tidy.py runs and resumes tagged folders
 def test_a_run_and_a_sweeps_jobs_are_named_by_their_overrides(tmp_path):
     proc = train([*FIXTURE, "optimizer.lr=3e-4"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
