@@ -144,6 +144,19 @@ def missing_arguments(node: DictConfig) -> list[str]:
             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and name not in node]
 
 
+def _reader_problem(name: str) -> str | None:
+    """``data.dataset`` that no reader is registered under (``data.dataset=snlii``), named before the run's folder is
+    made and any data loads, with the close name (``coda_exp.data.common.readers.get_reader``'s message)."""
+    from coda_exp.data.common.errors import DataError
+    from coda_exp.data.common.readers import get_reader
+
+    try:
+        get_reader(name)
+    except DataError as err:
+        return str(err)
+    return None
+
+
 def node_problems(cfg: DictConfig) -> dict[str, str]:
     """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, which holds keys its target does
     not take, that (the task module, the data module) serves another task family than ``task.family``
@@ -155,6 +168,8 @@ def node_problems(cfg: DictConfig) -> dict[str, str]:
         problem = _locate_problem(key, target)
         if problem is None and key in ("task.module", "data"):
             problem = family_problem(cfg, key, target)
+        if problem is None and key == "data" and isinstance(node.get("dataset"), str):
+            problem = _reader_problem(node.dataset)  # (the family's readers registered as its module was located)
         if problem is None and key == "data" and missing_arguments(node):  # the data module is built from it alone
             missing = missing_arguments(node)
             problem = (f"{', '.join(f'data.{k}' for k in missing)} {'is' if len(missing) == 1 else 'are'} required by "

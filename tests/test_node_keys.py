@@ -64,6 +64,8 @@ def test_locate_finds_what_hydra_finds_and_a_broken_module_is_not_hidden(tmp_pat
       "data._target_=coda_exp.data.pair.PairDataModule")),
     (["task=mlu", "model=transformer", "task.family=pair_classification", "model.families=[pair_classification]"],
      "task.module._target_ = coda_exp.tasks.Seq2SeqTask serves task.family seq2seq"),
+    (["task=snli", "data.dataset=snlii"], "unknown dataset 'snlii' (data.dataset); known datasets: ["),
+    (["task=snli", "data.dataset=snlii"], "did you mean data.dataset=snli?"),
     (["task=snli", "~data.dataset"],
      "data.dataset is required by coda_exp.data.pair.PairDataModule and absent: give it a value (+data.dataset=..."),
 ])
