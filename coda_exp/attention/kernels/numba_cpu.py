@@ -24,12 +24,8 @@ import math
 
 import numpy as np
 
-try:  # numba is a declared dependency, but the torch paths must work without it
-    from numba import njit, prange
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only on installs without numba
-    HAVE_NUMBA = False
+# numba (a declared dependency, but the torch paths work without it), its cache locked across processes
+from coda_exp.attention.kernels.numba_cache import HAVE_NUMBA, njit, prange
 
 # activation codes shared by f_E and f_N
 FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}

@@ -5,7 +5,8 @@
 the counter-based dropout of ``flash_spec.hash32`` applied) and, for the backward, its local derivatives, reusing the
 vectorised activations of ``numba_cpu``; the slice's k, nk and v are transposed once (``_transposed_keys``) so every
 inner loop runs over contiguous keys. Kept apart from ``numba_cpu`` (the L1 and fused-M kernels) because they share
-only the activation helpers.
+only the activation helpers. Their on-disk cache is locked across processes (``numba_cache``, imported through
+``numba_cpu``): a cache that two processes wrote at once could hand one dtype the other's machine code.
 """
 
 from __future__ import annotations
