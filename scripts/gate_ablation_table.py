@@ -269,8 +269,25 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    for line in option_warnings(records, args.reference, args.metric, args.group):
+        print(f"warning: {line}", file=sys.stderr)
     print(atomic_write_text(args.out, text))
     return 0
+
+
+def option_warnings(records: list[dict], reference: str, metric: str, group_by: str) -> list[str]:
+    """What the table's notes say where the defaults (the MLU study's) do not fit the records, said on the console
+    too, with what would: a ``--metric`` no record has (their test metrics), a ``--reference`` no group is (the
+    groups, as labelled)."""
+    lines = []
+    if not any(metric in r["metrics"] for r in records):
+        have = sorted({k for r in records for k in r["metrics"] if k.startswith("test/")})
+        lines.append(f"no record has {metric}: its column is empty (--metric; their test metrics: {', '.join(have)})")
+    groups = sorted({group_label(r, group_by) for r in records if metric in r["metrics"]})
+    if groups and reference not in groups:
+        lines.append(f"no group is {reference!r}: no Δ, no p (--reference; the groups: "
+                     f"{', '.join(repr(g) for g in groups)})")
+    return lines
 
 
 if __name__ == "__main__":

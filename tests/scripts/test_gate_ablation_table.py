@@ -103,3 +103,23 @@ def test_numbers_in_group_names_are_rounded_unless_two_would_read_alike(table):
     alike = [mlu_rec(seed=1, acc=0.2, options={"beta": 0.17677}), mlu_rec(seed=1, acc=0.3, options={"beta": 0.17678})]
     md = table.build_markdown(records() + alike, generated="2026-01-01T00:00:00+00:00")
     assert "beta=0.17677]" in md and "beta=0.17678]" in md
+
+
+def test_defaults_that_do_not_fit_the_records_are_said_with_what_would(table, tmp_path, capsys):
+    """The defaults are the MLU study's: on another task's sweep (test/acc, groups of its own) the table's column and
+    Δ were empty with only the file's notes saying why; the console names the metrics and groups the records have."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for seed, lr in ((1, "0.001"), (2, "0.003")):
+        rec = mlu_rec("decompatt", seed=seed, metrics={"test/acc": 0.5, "val/acc": 0.4})
+        rec["task"] = "snli"
+        (runs / f"{rec['run_id']}.json").write_text(json.dumps(rec))
+    out = tmp_path / "cmp.md"
+    assert table.main(["--runs", str(runs), "--out", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["warning: no record has test/acc_seq: its column is empty (--metric; their test metrics: test/acc)"]
+    assert table.main(["--runs", str(runs), "--out", str(out), "--metric", "test/acc"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: no group is 'transformer': no Δ, no p (--reference; the groups: 'decompatt')"]
+    assert table.main(["--runs", str(runs), "--out", str(out), "--metric", "test/acc", "--reference", "decompatt"]) == 0
+    assert capsys.readouterr().err == ""
