@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 
+from coda_exp.experiments import experiment_of
 from coda_exp.fingerprint import configuration_items, normalise, override_key
 
 MAX_CHARS = 60  # the whole tag, its @hash included
@@ -72,13 +73,6 @@ def config_tag(overrides: list[str], experiment: str | None = None) -> str:
                      else f"{name}_{value}" if value else name)
     body = "+".join(p for p in parts if p)[: MAX_CHARS - 1 - HASH_CHARS].rstrip("+_.-")
     return f"{body}@{digest[:HASH_CHARS]}"
-
-
-def experiment_of(overrides: list[str]) -> str | None:
-    """The ``experiment=`` a command line chose (its last), else None."""
-    chosen = [str(o).split("=", 1)[1].strip() for o in overrides
-              if "=" in str(o) and not str(o).startswith("~") and override_key(str(o)) == "experiment"]
-    return chosen[-1] if chosen else None
 
 
 def folder_suffix(overrides) -> str:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from coda_exp.environment import root_dir
 from coda_exp.errors import UserError
+from coda_exp.experiments import experiment_of
 from coda_exp.fingerprint import configuration_label
 from coda_exp.io import atomic_write_text, output_problem, write_problem
 from coda_exp.run_tag import TAG_PATTERN
@@ -154,8 +155,8 @@ def _configuration(folder: Path) -> str:
         overrides = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text(encoding="utf-8")) or []
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
         return ""
-    experiments = [str(o).split("=", 1)[1] for o in overrides if str(o).lstrip("+").startswith("experiment=")]
-    return configuration_label([str(o) for o in overrides], experiments[-1] if experiments else None)
+    overrides = [str(o) for o in overrides]
+    return configuration_label(overrides, experiment_of(overrides))
 
 
 # a folder name's end: -s<seed>, its configuration tag where it has one, -<k> where it moved beside a taken folder
