@@ -157,32 +157,45 @@ def _reader_problem(name: str) -> str | None:
     return None
 
 
+def _data_problem(node: DictConfig, target: str) -> str | None:
+    """A ``data.dataset`` no reader is registered under (the family's readers registered as its module was located),
+    or arguments the data module requires and its node lacks (it is built from the node alone)."""
+    if isinstance(node.get("dataset"), str):
+        problem = _reader_problem(node.dataset)
+        if problem:
+            return problem
+    missing = missing_arguments(node)
+    if not missing:
+        return None
+    return (f"{', '.join(f'data.{k}' for k in missing)} {'is' if len(missing) == 1 else 'are'} required by {target} "
+            f"and absent: give {'it a value' if len(missing) == 1 else 'them values'} "
+            f"({' '.join(f'+data.{k}=...' for k in missing)} or in the task's YAML)")
+
+
+def _unknown_keys_problem(key: str, node: DictConfig, target: str) -> str | None:
+    """The keys of ``node`` its target does not take, with the close parameter names."""
+    unknown = unknown_keys(node)
+    if not unknown:
+        return None
+    accepted = sorted(k for k in accepted_keys(target) or () if k not in ("self", "args", "kwargs"))
+    close = {k: difflib.get_close_matches(k, accepted, n=1, cutoff=0.6) for k in unknown}
+    hint = "".join(f"; did you mean {key}.{c[0]} for {key}.{k}?" for k, c in close.items() if c)
+    return (f"{', '.join(f'{key}.{k}' for k in unknown)} "
+            f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of {target}{hint}")
+
+
 def node_problems(cfg: DictConfig) -> dict[str, str]:
-    """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, which holds keys its target does
-    not take, that (the task module, the data module) serves another task family than ``task.family``
-    (:func:`family_problem`), or (the data module) lacks an argument it requires, with its message; the model's own keys are ``run_checks.check_compatible``'s (with
-    their hints)."""
+    """Each node of :func:`target_nodes` whose ``_target_`` cannot be imported, that (the task module, the data
+    module) serves another task family than ``task.family`` (:func:`family_problem`), whose dataset or required
+    arguments are wrong (the data module: :func:`_data_problem`), or which holds keys its target does not take, with
+    its first problem's message; the model's own keys are ``run_checks.check_compatible``'s (with their hints)."""
     problems = {}
     for key, node in target_nodes(cfg).items():
         target = str(node._target_)
-        problem = _locate_problem(key, target)
-        if problem is None and key in ("task.module", "data"):
-            problem = family_problem(cfg, key, target)
-        if problem is None and key == "data" and isinstance(node.get("dataset"), str):
-            problem = _reader_problem(node.dataset)  # (the family's readers registered as its module was located)
-        if problem is None and key == "data" and missing_arguments(node):  # the data module is built from it alone
-            missing = missing_arguments(node)
-            problem = (f"{', '.join(f'data.{k}' for k in missing)} {'is' if len(missing) == 1 else 'are'} required by "
-                       f"{target} and absent: give {'it a value' if len(missing) == 1 else 'them values'} "
-                       f"({' '.join(f'+data.{k}=...' for k in missing)} or in the task's YAML)")
-        if problem is None:
-            unknown = [] if key == "model" else unknown_keys(node)
-            if not unknown:
-                continue
-            accepted = sorted(k for k in accepted_keys(target) or () if k not in ("self", "args", "kwargs"))
-            close = {k: difflib.get_close_matches(k, accepted, n=1, cutoff=0.6) for k in unknown}
-            hint = "".join(f"; did you mean {key}.{c[0]} for {key}.{k}?" for k, c in close.items() if c)
-            problem = (f"{', '.join(f'{key}.{k}' for k in unknown)} "
-                       f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of {target}{hint}")
-        problems[key] = problem
+        problem = (_locate_problem(key, target)
+                   or (family_problem(cfg, key, target) if key in ("task.module", "data") else None)
+                   or (_data_problem(node, target) if key == "data" else None)
+                   or (None if key == "model" else _unknown_keys_problem(key, node, target)))
+        if problem:
+            problems[key] = problem
     return problems
