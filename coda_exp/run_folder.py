@@ -271,6 +271,12 @@ REFUSED = "run refused before it started:"  # + the user's error: coda-exp runs 
 HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # what Hydra writes in a job's .hydra/ before it runs
 
 
+def _logs_into(folder: Path) -> list[logging.FileHandler]:
+    """The root logger's file handlers that write into ``folder`` (Hydra's ``train.log``)."""
+    return [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)
+            and Path(h.baseFilename).resolve().parent == folder.resolve()]
+
+
 def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool:
     """Remove a single run's Hydra folder ``folder`` where it holds nothing but what Hydra wrote before the job
     (``.hydra/``'s files), its ``train.log`` (an empty one, unless ``with_log``: a job whose run went on in another
@@ -285,8 +291,7 @@ def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool
     if getattr(rank_zero_only, "rank", 0) != 0 or not folder.is_dir():
         return False
     root = logging.getLogger()
-    logs = [h for h in root.handlers if isinstance(h, logging.FileHandler)
-            and Path(h.baseFilename).resolve().parent == folder.resolve()]
+    logs = _logs_into(folder)
     for h in logs:
         h.flush()
     try:
@@ -332,9 +337,8 @@ def refused(folder: str | os.PathLike, err: BaseException) -> None:
     # to this folder's log files only, not the console (which has the entry point's `error:` line): a refusal can come
     # before console.configure, so console.file_only's filter may not be on the console's handler yet
     record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s %s", (REFUSED, err), None)
-    for h in logging.getLogger().handlers:
-        if (isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve().parent == folder.resolve()
-                and logging.ERROR >= h.level):
+    for h in _logs_into(folder):
+        if logging.ERROR >= h.level:
             h.handle(record)
 
 
