@@ -181,9 +181,9 @@ def _job_names(folder: Path) -> dict:
         job = None if single else re.fullmatch(rf"\d+-([^-]+)-(.+?){_SEED_AND_TAG}", folder.name)
         run = re.fullmatch(r"([^-]+)-(.+)", folder.parent.name) if single else None
         if job or run:
-            seed = re.search(f"{_SEED_AND_TAG}$", folder.name)
-            names = {"task.name": (job or run).group(1), "model.name": (job or run).group(2),
-                     "seed": int(seed.group(1)) if seed else None, "scale_name": names.get("scale_name")}
+            seed = job.group(3) if job else single.group(1)
+            names = {"task.name": (job or run).group(1), "model.name": (job or run).group(2), "seed": int(seed),
+                     "scale_name": names.get("scale_name")}
     if not names:
         return {}
     return {"task": {"name": names.get("task.name")}, "model": {"name": names.get("model.name")},
