@@ -35,7 +35,8 @@ def scale_status(scale: str, cell_scale: str) -> str:
 def unmatched(spec: Any, records: list[dict], fingerprints: dict[str, str], expected: str, grid: list[str],
               matches) -> dict[tuple[int, int], list[dict]]:
     """``{(row, column): [listed records]}``: the records of a column's task and metric (a diverged one, without
-    test metrics: of its task, listed as diverged) that no row of the table takes in that column (``matches(record, task, metric, match)`` false for every row), of a row's model
+    test metrics: of its task, listed as diverged) that no row of the table takes in that column
+    (``matches(record, task, metric, match)`` false for every row), of a row's model
     (its ``match``'s ``model``: the first such row), and of another configuration than the grid's; without this,
     ``model=coda_transformer model/scoring=softmax`` was left out of Table 6 without a word. A run of the grid's
     configuration that no row takes (Table 8's centring on Table 6) belongs to another table: not listed."""
@@ -46,20 +47,22 @@ def unmatched(spec: Any, records: list[dict], fingerprints: dict[str, str], expe
                 continue
             diverged = rec.get("status", "finished") == "diverged"
             rows = [(i, row, col.metric_for(row.split)) for i, row in enumerate(spec.rows) if row.match is not None]
-            if any(matches(_with_metric(rec, metric, diverged), col.task, metric, {**row.match, **col.match})
+            if any(matches(_as_matched(rec, metric, diverged), col.task, metric, {**row.match, **col.match})
                    for _, row, metric in rows):
                 continue  # a row takes it (a diverged one: the row's cell lists it)
             own = next((i for i, row, metric in rows if row.match.get("model") == rec.get("model")
-                        and metric in _with_metric(rec, metric, diverged)["metrics"]), None)
+                        and (diverged or metric in (rec.get("metrics") or {}))), None)
             if own is not None:
                 extra = {"status": f"diverged at step {rec.get('diverged_at_step')}"} if diverged else {}
                 out.setdefault((own, j), []).append(listed(rec, grid, **extra))
     return out
 
 
-def _with_metric(rec: dict, metric: str, diverged: bool) -> dict:
+def _as_matched(rec: dict, metric: str, diverged: bool) -> dict:
     """``rec`` as the rows match it: a diverged run has no test metrics, so ``metric`` is taken as present."""
-    return {**rec, "metrics": {metric: None}} if diverged else {**rec, "metrics": rec.get("metrics") or {}}
+    if diverged:
+        return {**rec, "metrics": {metric: None}}
+    return rec if rec.get("metrics") is not None else {**rec, "metrics": {}}  # copied only where it has none
 
 
 def difference(run: dict) -> str:

@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         generated, predictions = utc_now_iso(), args.predictions or args.runs.parent / "predictions"
         built = [build(spec, records, generated, predictions) for spec in load_specs(spec_paths)]
         if not args.tables:  # every table: those no record fills are left out (a named one is written)
-            empty = [table.spec.id for table, _ in built if not has_runs(table)]
-            built = [(table, caught) for table, caught in built if has_runs(table)]
+            kept = [has_runs(table) for table, _ in built]
+            empty = [table.spec.id for (table, _), keep in zip(built, kept) if not keep]
+            built = [pair for pair, keep in zip(built, kept) if keep]
             if empty:
                 print(f"skipped {len(empty)} table(s) without any run in {args.runs}: "
                       f"{' '.join(empty)} (--tables ID writes one anyway)", file=sys.stderr)
