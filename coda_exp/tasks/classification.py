@@ -34,7 +34,7 @@ class PairClassificationTask(PairTask):
     order) the test metrics are ``test/acc_matched``, ``test/loss_matched``, ...; every test prediction row then
     carries its ``test_set`` name.
     """
-    FAMILY = "pair_classification"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "pair_classification"
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:

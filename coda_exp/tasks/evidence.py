@@ -34,7 +34,7 @@ class EvidenceClassificationTask(TaskModule):
     official scorer reads), ``evidence`` (the gold sets, so the FEVER score can be recomputed from the file),
     ``num_gold_evidence`` (sentences in the smallest gold set, null for NEI: Figure 8) and ``evidence_mode``.
     """
-    FAMILY = "evidence_classification"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "evidence_classification"
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:

@@ -21,7 +21,7 @@ class RankingTask(PairTask):
     Queries with no relevant candidate are skipped by the metrics (the data module normally drops them for
     evaluation already). ``test_sets`` as in :class:`~coda_exp.tasks.PairClassificationTask`.
     """
-    FAMILY = "ranking"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "ranking"
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:

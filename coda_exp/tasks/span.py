@@ -51,7 +51,7 @@ class SpanExtractionTask(TaskModule):
 
     Test prediction rows: ``index``, ``start``, ``end``, ``prediction`` (text), ``answers``, ``em``, ``f1``.
     """
-    FAMILY = "span_extraction"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "span_extraction"
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:

@@ -18,7 +18,7 @@ class TextClassificationTask(PairClassificationTask):
     label smoothing (``label_smoothing``: 1 - eps on the gold class, eps / (K - 1) on each other one; T2T's
     ``transformer_tiny`` uses 0.1 for class labels too); 0 is plain cross-entropy.
     """
-    FAMILY = "text_classification"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "text_classification"
 
     def __init__(self, model, optimizer, num_classes: int, label_smoothing: float = 0.0, **kwargs):
         super().__init__(model, optimizer, num_classes=num_classes, **kwargs)

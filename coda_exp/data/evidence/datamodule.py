@@ -74,7 +74,7 @@ class EvidenceDataModule(DataModule):
     The vocabulary is built on the training claims and their evidence sentences; ``embeddings`` as in the pair
     family. Capped splits (``max_*_examples``) are random subsets drawn with the fixed ``subset_seed``.
     """
-    FAMILIES = ("evidence_classification",)  # the task.family it serves: a task YAML of another is refused (coda_exp.node_keys)
+    FAMILIES = ("evidence_classification",)
 
     collate = staticmethod(collate_evidence)
 

@@ -69,7 +69,7 @@ class PairDataModule(LabelledDataModule):
     seeds measures the models, not which subset each seed drew. Several test
     sets (``test_<name>`` splits of the reader) give several test dataloaders, in the reader's order.
     """
-    FAMILIES = ("pair_classification", "ranking")  # the task.family it serves: a task YAML of another is refused (coda_exp.node_keys)
+    FAMILIES = ("pair_classification", "ranking")
 
     collate = staticmethod(_collate)
 

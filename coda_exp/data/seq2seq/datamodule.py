@@ -86,7 +86,7 @@ class Seq2SeqDataModule(DataModule):
     (``STATIC_WIDTHS`` where a benchmark knows its longest source and target, else the longest of the split) and
     the last partial training batch of an epoch is dropped. Padding changes no result: masks keep it out.
     """
-    FAMILIES = ("seq2seq",)  # the task.family it serves: a task YAML of another is refused (coda_exp.node_keys)
+    FAMILIES = ("seq2seq",)
 
     collate = staticmethod(collate_seq2seq)
     evaluations: tuple[str, ...] = ()

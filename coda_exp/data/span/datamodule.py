@@ -87,7 +87,7 @@ class SpanDataModule(DataModule):
     ``use_char`` adds characters (at most ``max_word_len`` per word; the character vocabulary is the training
     words'), ``use_exact_match`` the exact-match features. Capped splits are random subsets (``subset_seed``).
     """
-    FAMILIES = ("span_extraction",)  # the task.family it serves: a task YAML of another is refused (coda_exp.node_keys)
+    FAMILIES = ("span_extraction",)
 
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache",
                  contexts: str = "short", train_context: str = "window", max_len_passage_train: int | None = 200,

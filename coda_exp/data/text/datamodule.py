@@ -73,7 +73,7 @@ class TextClassificationDataModule(LabelledDataModule):
     fixed ``subset_seed`` (the same examples for every run seed). ``val_fraction`` is IMDb's held-out share of ``train`` (0: validate on
     the test set, as Tensor2Tensor did); it is ignored for SST, whose files have a dev split.
     """
-    FAMILIES = ("text_classification",)  # the task.family it serves: a task YAML of another is refused (coda_exp.node_keys)
+    FAMILIES = ("text_classification",)
 
     def __init__(self, dataset: str, dir: str | None = None, cache_dir: str = "cache", tokenizer: str = "bpe",
                  bpe_vocab_size: int = 8192, bpe_min_frequency: int = 2, max_len: int = 512,
