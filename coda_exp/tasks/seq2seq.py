@@ -39,7 +39,7 @@ class Seq2SeqTask(TaskModule):
     be recomputed; else (None) the reference ids are decoded. ``run_info``: a dict where evaluations record their
     settings (the data module's ``stats``, which go into the run record).
     """
-    FAMILY = "seq2seq"  # its task.family (TaskModule.FAMILY)
+    FAMILY = "seq2seq"
 
     @classmethod
     def validation_metrics(cls, options: dict) -> set[str]:
