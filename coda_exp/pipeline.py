@@ -269,9 +269,10 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         callbacks.append(periodic)
     if not cfg.get("verbose", False) and cfg.trainer.get("enable_model_summary", True):
         callbacks.append(progress.ModelSummary())  # without the FLOPs Lightning does not measure here
-    stale = StaleInterrupted(cfg.paths.output_dir) if cfg.get("ckpt_path") else None  # an earlier stop's file
+    stale = None  # an earlier stop's interrupted.ckpt in this run's folder
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
+        stale = StaleInterrupted(cfg.paths.output_dir)
         callbacks += [KeepBestAcrossFolders(), stale]  # (a finished run's checkpoint, trained on in a new folder)
     if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
         # last: a checkpoint callback after every other (Lightning runs those last, in this order), after

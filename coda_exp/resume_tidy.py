@@ -15,6 +15,7 @@ Its own module: ``stops.py`` (which writes the file) and ``pipeline.py`` are at 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -58,10 +59,8 @@ class StaleInterrupted(pl.Callback):
         self._last_seen = _identity(self.last)  # the earlier process's last.ckpt: not this run's later save
         if getattr(rank_zero_only, "rank", 0) != 0 or self._file is None:
             return
-        try:
+        with contextlib.suppress(CheckpointError, OSError):  # unreadable: left as it is
             self.step = global_step(self.path)
-        except (CheckpointError, OSError):
-            self.step = None
 
     def check(self) -> None:
         """Remove the stale file where this process has written ``last.ckpt`` at a later step than its step."""

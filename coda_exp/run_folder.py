@@ -183,7 +183,8 @@ def save_resolved_config(cfg, overrides: list[str] | None = None) -> Path:
                                       OmegaConf.to_yaml(OmegaConf.create([str(o) for o in overrides])))
         if _readable(path):
             path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
-        elif path.exists():  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside, written again
+        elif path.exists():  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside,
+            # written again
             aside = out / RESOLVED_CONFIG.replace(".yaml", f".unreadable-{stamp}.yaml")
             os.replace(path, aside)
             log.warning("%s cannot be read: kept as %s; the resumed run writes it again", path, aside.name)
