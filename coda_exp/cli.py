@@ -16,7 +16,7 @@ import shlex
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from coda_exp import resolvers  # noqa: F401 (registers ${dir_if_exists:...}, ${fixture_dir:...}, ${run_tag:...})
 from coda_exp.environment import config_dir, in_sweep, set_environment
@@ -259,13 +259,14 @@ def _sweep_without_multirun(cfg: DictConfig, parsed: list, overrides: list[str])
 
 
 def _check_compatible(cfg: DictConfig) -> None:
-    """A single run whose model cannot run its task (``model_fit.family_problem``): one message and exit status
+    """A single run whose model cannot run its task (``model_fit.misfit``): one message and exit status
     2 before Hydra makes a run folder and starts its logging. Imports no Lightning: imported before Hydra sets up
     logging, Lightning would keep its lines out of the run's train.log. The run checks the model's keys itself."""
+    from coda_exp import plugins
     from coda_exp.errors import USER_ERROR_EXIT
-    from coda_exp.model_fit import family_problem
+    from coda_exp.model_fit import misfit
 
-    problem = family_problem(cfg)
+    problem = plugins.problem(cfg.get("imports")) or misfit(cfg)  # your modules found, none imported yet
     if problem:
         print(f"error: {problem}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT)
@@ -276,11 +277,12 @@ def check_job_folder(cfg: DictConfig, multirun: bool) -> None:
     message naming it and exit status 2, where Hydra's own attempt is a traceback (a read-only ``paths.log_dir``).
     A folder whose name does not resolve here is left to Hydra."""
     from coda_exp.errors import USER_ERROR_EXIT
+    from coda_exp.resolvers import select_as_in_run
     from coda_exp.run_folder import OutputDirError, check_creatable
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     try:
-        folder = str(OmegaConf.select(cfg, key, throw_on_resolution_failure=True))
+        folder = str(select_as_in_run(cfg, key))  # a run folder's tag reads ${hydra:overrides.task}
     except Exception:  # noqa: BLE001 - resolved by Hydra only (its job's values): Hydra reports it
         return
     try:

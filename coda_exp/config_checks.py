@@ -300,7 +300,11 @@ def _group_node_problems(cfg: DictConfig) -> dict[str, str]:
 
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` listing every key of :data:`CHECKS` whose value is of the wrong type or range,
-    and a schedule that does not fit the budget (:func:`config_problems`)."""
+    and a schedule that does not fit the budget (:func:`config_problems`). Your own modules (``imports``, the
+    ``coda_exp.plugins`` entry points) are imported first: their readers and classes are what the checks look up."""
+    from coda_exp import plugins
+
+    plugins.load(cfg)
     bad = config_problems(cfg)
     if bad:
         raise ConfigError("invalid config values (fix the override or the YAML):\n  " + "\n  ".join(bad.values()))

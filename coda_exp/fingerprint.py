@@ -99,7 +99,7 @@ GRID_EXACT = ("task", "experiment", "scale", "scale_name", "model", "model.name"
 #: ``callbacks`` group itself: default, gate_stats); a key ``x`` also covers ``x.*`` and ``x/*`` except for ``trainer``
 #: and ``callbacks``, whose other keys (precision, gradient clipping, early stopping) do count
 OUTPUT_KEYS = ("paths", "hydra", "logger", "callbacks.progress_bar", "callbacks.lr_monitor", "callbacks.gate_stats",
-               "ckpt_path", "resume", "threads", "verbose",
+               "ckpt_path", "resume", "threads", "verbose", "imports",
                "save_record", "save_predictions", "data.dir", "data.embeddings.path", "data.cache_dir",
                "data.num_workers",
                "data_dir_by_scale", "local", "trainer.accelerator",

@@ -58,3 +58,24 @@ def family_problem(cfg: DictConfig, named: bool | None = None) -> str | None:
               f"families the models serve (their `families` in configs/model/) are {', '.join(known)}")
     return (f"model={cfg.model.name}{default} does not fit task={cfg.task.name}: the task is {cfg.task.family}, the "
             f"model serves {list(families)}{choose}")
+
+
+def misfit(cfg: DictConfig, named: bool | None = None) -> str | None:
+    """:func:`family_problem`, unless the task's own modules serve another family than its ``task.family`` says: then
+    the task's YAML is what is wrong (a new task's ``family`` miscopied), and that is the message
+    (``coda_exp.node_keys.family_problem``), not a list of models that fit a family the task is not. Imports the
+    task's modules (and so Lightning) only when the model does not fit, where the caller stops anyway."""
+    problem = family_problem(cfg, named)
+    if problem is None:
+        return None
+    from coda_exp.node_keys import family_problem as serves_another
+
+    for key in ("task.module", "data"):
+        target = OmegaConf.select(cfg, f"{key}._target_", default=None)
+        try:
+            own = serves_another(cfg, key, str(target)) if target else None
+        except Exception:  # noqa: BLE001 - a target that cannot be located: the run's node checks name it
+            own = None
+        if own:
+            return own
+    return problem

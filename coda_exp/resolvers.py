@@ -9,6 +9,23 @@ from omegaconf import ListConfig, OmegaConf
 from coda_exp import environment, run_tag
 
 
+def select_as_in_run(cfg, key: str):
+    """``key`` of a composed config (with its ``hydra`` section) resolved as in the run, where Hydra has set its
+    config: a run folder's name reads ``${hydra:overrides.task}`` (its tag), which fails before Hydra starts
+    otherwise. Hydra's own config is left as it was."""
+    import copy
+
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra, composed = HydraConfig.instance(), copy.deepcopy(cfg)
+    saved = hydra.cfg
+    try:
+        hydra.set_config(composed)
+        return OmegaConf.select(composed, key, throw_on_resolution_failure=True)
+    finally:
+        hydra.cfg = saved
+
+
 def dir_if_exists(path: str) -> str | None:
     """``${dir_if_exists:PATH}``: PATH when it is a folder, else null. The data bases (configs/data/*.yaml) read
     ``data/<task>/`` when it holds the official files and otherwise leave ``data.dir`` null (the hub, or MLU's

@@ -24,12 +24,12 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import extras
+from coda_exp import extras, plugins
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
 from coda_exp.config_diff import configuration_changes
 from coda_exp.fast_step import FastOptions
-from coda_exp.model_fit import family_problem
+from coda_exp.model_fit import misfit
 from coda_exp.models.attconv_layers import injected_attention_problem
 from coda_exp.node_keys import META_KEYS, accepted_keys, node_problems, unknown_model_keys  # noqa: F401 (API)
 from coda_exp.resume_data import data_change
@@ -45,7 +45,8 @@ def check_compatible(cfg: DictConfig) -> None:
     attention its options cannot take (AttConv's additive matching with ``model/attention=coda``); a ``_target_``
     that cannot be imported, or keys its class does not take, in the model's nodes, ``task.module``, ``data``, the
     optimizer and the schedule (``coda_exp.node_keys``)."""
-    problem = family_problem(cfg)
+    plugins.load(cfg)  # your readers and classes (``imports``), before the checks look them up
+    problem = misfit(cfg)
     if problem:
         raise ConfigError(problem)
     problems = node_problems(cfg)

@@ -24,7 +24,9 @@ def data_problem(cfg: DictConfig) -> str | None:
     import coda_exp.data  # noqa: F401 (registers every family's readers)
     from coda_exp.data.common.errors import DataError
     from coda_exp.data.common.readers import READERS
+    from coda_exp.plugins import load
 
+    load(cfg)  # readers of the user's own modules (``imports``) register as they are imported
     name, directory = cfg.task.name, cfg.data.get("dir")
     module = get_class(cfg.data._target_)
     reader = READERS.get(name)

@@ -56,19 +56,20 @@ def experiment_axes(cfg: DictConfig, named: set[str]) -> dict[str, list[str]]:
 
 
 def job_problems(cfg: DictConfig) -> list[str]:
-    """What would fail in a sweep's job of the composed ``cfg`` (with its Hydra section) before it loads any data: the
-    model that does not fit the task (:func:`coda_exp.model_fit.family_problem`) and the value checks
-    (:func:`coda_exp.config_checks.config_problems`, less those that import Lightning or the models: the entry point
-    asks before Hydra sets up logging). Composed configs only: a few milliseconds a job."""
+    """What would fail in a sweep's job of the composed ``cfg`` (with its Hydra section) before it loads any data:
+    your modules not found (``imports``), the model that does not fit the task (:func:`coda_exp.model_fit.misfit`)
+    and the value checks (:func:`coda_exp.config_checks.config_problems`, less those that import Lightning or the
+    models: the entry point asks before Hydra sets up logging). Composed configs only: a few milliseconds a job."""
     from omegaconf import open_dict
 
+    from coda_exp import plugins
     from coda_exp.config_checks import config_problems
-    from coda_exp.model_fit import family_problem
+    from coda_exp.model_fit import misfit
 
     job = cfg.copy()
     with open_dict(job):
         job.pop("hydra", None)
-    fit = family_problem(cfg)
+    fit = plugins.problem(cfg.get("imports")) or misfit(cfg)  # your modules (imports) found, not imported
     return ([fit] if fit else []) + list(config_problems(job, imports=False).values())
 
 

@@ -35,6 +35,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from coda_exp import plugins
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
@@ -282,6 +283,7 @@ def prepare(inv: Invocation) -> Prepared:
     ckpt = load_checkpoint(path, need=("state_dict",))
     trained = checkpoint_config(path, ckpt)
     cfg = build_config(inv, trained)
+    plugins.load(cfg)  # the training run's own modules (its ``imports``), before any check looks up their classes
     if inv.config:  # the command's changes get the training run's value checks (data.eval_batch_size=0 ...)
         check_config(cfg)
     with quiet_lightning():

@@ -64,6 +64,9 @@ def test_locate_finds_what_hydra_finds_and_a_broken_module_is_not_hidden(tmp_pat
       "data._target_=coda_exp.data.pair.PairDataModule")),
     (["task=mlu", "model=transformer", "task.family=pair_classification", "model.families=[pair_classification]"],
      "task.module._target_ = coda_exp.tasks.Seq2SeqTask serves task.family seq2seq"),
+    # the model fits neither: the task's own modules say its YAML's family is what is wrong, not the model
+    (["task=mlu", "model=transformer", "task.family=pair_classification"],
+     "task.module._target_ = coda_exp.tasks.Seq2SeqTask serves task.family seq2seq"),
     (["task=snli", "data.dataset=snlii"], "unknown dataset 'snlii' (data.dataset); known datasets: ["),
     (["task=snli", "data.dataset=snlii"], "did you mean data.dataset=snli?"),
     (["task=snli", "~data.dataset"],
@@ -83,3 +86,20 @@ def test_every_shipped_task_s_modules_serve_its_family(make_cfg):
     for task in sorted(p.stem for p in (config_dir() / "task").glob("*.yaml")):
         cfg = make_cfg(f"task={task}")
         assert {k: v for k, v in node_problems(cfg).items() if k in ("task.module", "data")} == {}, task
+
+
+def test_a_miscopied_task_family_is_named_before_the_models_that_fit_it(tmp_path, monkeypatch, capsys):
+    """The command line's own check (before any folder) says the same: the task YAML's family, not "model=... does
+    not fit" with a list of models for a family the task is not."""
+    import sys
+
+    from coda_exp import cli
+
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "task.family=text_classification", "scale=fixture"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(
+        "error: task.module._target_ = coda_exp.tasks.PairClassificationTask serves task.family "), err
+    assert not list(tmp_path.iterdir())

@@ -194,7 +194,13 @@ def test_an_absent_key_another_interpolates_is_one_message(make_cfg):
 
 
 def test_a_family_no_model_serves_names_the_families(make_cfg):
-    with pytest.raises(ConfigError) as err:
-        check_compatible(make_cfg("task=snli", "model=decompatt", "task.family=pair_clasification"))
-    assert "no model serves task.family=pair_clasification (set in configs/task/snli.yaml)" in str(err.value)
-    assert "pair_classification, ranking, seq2seq" in str(err.value)
+    from coda_exp.model_fit import family_problem
+
+    cfg = make_cfg("task=snli", "model=decompatt", "task.family=pair_clasification")
+    problem = family_problem(cfg, named=True)
+    assert "no model serves task.family=pair_clasification (set in configs/task/snli.yaml)" in problem
+    assert "pair_classification, ranking, seq2seq" in problem
+    with pytest.raises(ConfigError) as err:  # the task's own module says which family it is
+        check_compatible(cfg)
+    assert ("task.module._target_ = coda_exp.tasks.PairClassificationTask serves task.family pair_classification, "
+            "but the task's family is pair_clasification (task.family, configs/task/snli.yaml)") in str(err.value)

@@ -1,0 +1,144 @@
+"""A researcher's own readers and classes kept outside the package: ``imports=[...]`` and the ``coda_exp.plugins``
+entry points (``coda_exp/plugins.py``), found before a run starts and imported wherever a run is built."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from importlib import metadata
+
+import pytest
+
+from coda_exp import plugins
+from coda_exp.data.common.readers import READERS
+from tests.conftest import eval_paths, train_fixture_model
+
+READER_MODULE = '''
+    import csv
+    from dataclasses import dataclass
+
+    from coda_exp.data.common.files import read_table
+    from coda_exp.data.common.readers import register
+    from coda_exp.data.pair.readers import PairReader
+
+
+    @dataclass(frozen=True)
+    class TsvPairs(PairReader):
+        """premise<TAB>hypothesis<TAB>label, with a header line."""
+
+        def read_file(self, path, split):
+            _, rows = read_table(path, split, delimiter="\\t", quoting=csv.QUOTE_NONE)
+            for line, (premise, hypothesis, label) in rows:
+                yield {{"text_a": premise, "text_b": hypothesis, "label": self.label_id(label, f"{{path}}:{{line}}"),
+                       "group": ""}}
+
+
+    register(TsvPairs(name="{name}", hub_id=None, source_hint="", label_names=("entailment", "neutral", "contradiction"),
+                      files={{"train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"}}))
+'''
+
+
+@pytest.fixture
+def isolated(monkeypatch):
+    """sys.path, sys.modules' new entries and the reader registry as they were before the test."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    modules, readers = set(sys.modules), dict(READERS)
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    yield
+    for name in set(sys.modules) - modules:
+        if name.startswith(("lab", "broken_lab")):  # the test's own modules (a library imported meanwhile stays)
+            del sys.modules[name]
+    READERS.clear()
+    READERS.update(readers)
+
+
+def write_reader(folder, module: str, name: str):
+    path = folder / f"{module}.py"
+    path.write_text(textwrap.dedent(READER_MODULE.format(name=name)))
+    return path
+
+
+def test_a_module_of_the_current_folder_or_a_file_registers_its_reader(tmp_path, monkeypatch, isolated):
+    write_reader(tmp_path, "lab_readers_a", "lab_pairs_a")
+    monkeypatch.chdir(tmp_path)
+    assert plugins.load({"imports": ["lab_readers_a"]}) == ["lab_readers_a"]
+    assert "lab_pairs_a" in READERS
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    path = write_reader(other, "lab_readers_b", "lab_pairs_b")
+    assert plugins.load({"imports": [str(path)]}) == ["lab_readers_b"] and "lab_pairs_b" in READERS
+    package = tmp_path / "pkg" / "labpkg"
+    package.mkdir(parents=True)
+    write_reader(package, "__init__", "lab_pairs_c")
+    assert plugins.load({"imports": ["pkg/labpkg"]}) == ["labpkg"] and "lab_pairs_c" in READERS
+
+
+def test_what_cannot_be_imported_is_one_message_naming_it(tmp_path, monkeypatch, isolated):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(plugins.PluginError, match=r"imports: no module named 'lab\.missing' on sys.path nor in the "
+                                                  r"current folder .*\(imports=\[path/to/missing.py\]\)"):
+        plugins.load({"imports": ["lab.missing"]})
+    with pytest.raises(plugins.PluginError, match=r"imports: nowhere/x.py \(.*\) is not a \.py file"):
+        plugins.load({"imports": ["nowhere/x.py"]})
+    (tmp_path / "broken_lab.py").write_text("raise RuntimeError('no GPU here')\n")
+    assert plugins.problem(["broken_lab"]) is None  # found; a command line's check imports nothing
+    with pytest.raises(plugins.PluginError, match="imports: importing 'broken_lab' failed: RuntimeError: no GPU here"):
+        plugins.load({"imports": ["broken_lab"]})
+    assert "expected a list of module names" in plugins.problem(3)
+
+
+def test_an_installed_plugin_is_imported_once_and_a_broken_one_named(tmp_path, monkeypatch, isolated):
+    write_reader(tmp_path, "lab_entry", "lab_entry_pairs")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [metadata.EntryPoint(name="lab", value="lab_entry", group=plugins.GROUP)]
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: points if group == plugins.GROUP else [])
+    plugins.load(None)
+    assert "lab_entry_pairs" in READERS
+    points[:] = [metadata.EntryPoint(name="gone", value="lab_gone_module", group=plugins.GROUP)]
+    plugins.load(None)  # once per process
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    with pytest.raises(plugins.PluginError, match=r"the plugin gone = 'lab_gone_module' .* failed to import: "
+                                                  r"ModuleNotFoundError"):
+        plugins.load(None)
+
+
+def test_an_unknown_dataset_says_how_a_reader_outside_the_package_registers():
+    from coda_exp.data import get_reader
+    from coda_exp.data.common.errors import DataError
+
+    with pytest.raises(DataError, match=r"named in imports=\[your.module\]"):
+        get_reader("zzzz_nothing_like_it")
+
+
+def test_a_run_trains_and_evaluates_on_a_reader_of_its_own(tmp_path, compose, isolated, capsys):
+    """A run reads a benchmark through a reader in the user's file; ``coda-exp eval`` of its checkpoint, in a
+    process that has not imported that file, imports it again from the checkpoint's config."""
+    from coda_exp.evaluate import eval_main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [("a man sleeps", "a person rests", "entailment"), ("a dog runs", "a cat sleeps", "contradiction"),
+            ("kids play", "children play outside", "neutral")] * 4
+    for split in ("train", "dev", "test"):
+        (data / f"{split}.tsv").write_text("premise\thypothesis\tlabel\n" + "".join("\t".join(r) + "\n" for r in rows))
+    module = write_reader(tmp_path, "lab_run_readers", "lab_run_pairs")
+    record, ckpt = train_fixture_model(compose, tmp_path / "run", "task=snli", "data.dataset=lab_run_pairs",
+                                       f"data.dir={data}", f"imports=[{module}]", "task.epochs=1")
+    assert record["data"]["train_examples"] == 12 and "test/acc" in record["metrics"], record["data"]
+    del READERS["lab_run_pairs"], sys.modules["lab_run_readers"]
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", *eval_paths(tmp_path / "eval")]) == 0
+    assert "lab_run_pairs" in READERS
+
+
+@pytest.mark.parametrize("argv", [["task=snli", "scale=fixture", "imports=[lab_nowhere.readers]"],
+                                  ["-m", "task=snli", "scale=fixture", "seed=1,2", "imports=[lab_nowhere.readers]"]])
+def test_a_module_not_found_is_one_message_before_any_folder(argv, tmp_path, monkeypatch, capsys):
+    from coda_exp import cli
+
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "imports: no module named 'lab_nowhere.readers'" in err, err
+    assert err.count("Traceback") == 0 and not list(tmp_path.iterdir())
