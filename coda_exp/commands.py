@@ -38,6 +38,8 @@ COMMANDS: dict[str, Command] = {
     "predict": Command("coda_exp.evaluate", "predict_main",
                        "predict new inputs: ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE]"),
     "tables": Command("coda_exp.tools.tables", "main", "the paper tables from run records (results/tables/)"),
+    "compare": Command("coda_exp.tools.compare", "main",
+                       "a sweep's configurations over seeds vs a reference (Δ, Welch p), as Markdown"),
     "plot-curves": Command("coda_exp.tools.plot_curves", "main", "validation curves of run records, to PNG"),
     "plot-coda": Command("coda_exp.tools.plot_coda", "main", "CoDA Figure 2: f_E(E), f_N(N), M of a model"),
     "plot-attconv": Command("coda_exp.tools.plot_attconv", "main", "AttConv Figures 5 and 8 from predictions"),

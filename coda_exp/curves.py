@@ -1,5 +1,5 @@
-"""Validation curves and run groups from run records: what the learning-curve plot and the gate ablation table
-(``scripts/plot_learning_curves.py``, ``scripts/gate_ablation_table.py``) share.
+"""Validation curves and run groups from run records: what the learning-curve plot and the comparison table
+(``coda-exp plot-curves``, ``coda-exp compare``) share.
 
 Records. :func:`load_run_records` reads every record of one or more folders (``<folder>/runs`` when there is one,
 else the folder itself), skipping corrupt files with a warning as :func:`coda_exp.results.load_records` does; a run
@@ -237,6 +237,16 @@ def validation_curve(record: dict) -> Curve:
     if interval is not None:
         return Curve(values, [s if s is not None else interval * (i + 1) for i, s in enumerate(recorded)], "interval")
     return Curve(values, list(range(1, len(values) + 1)), "index")
+
+
+def monitored_metrics(records: Iterable[dict]) -> dict[str, int]:
+    """{metric: how many of ``records`` monitored it} (their ``val_curve_metric``; a record without one, older,
+    is not counted), the most common first, then by name."""
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.get("val_curve_metric") is not None:
+            counts[record["val_curve_metric"]] = counts.get(record["val_curve_metric"], 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def first_step_reaching(curve: Curve, threshold: float) -> int | None:

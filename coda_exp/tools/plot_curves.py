@@ -32,7 +32,15 @@ import sys
 from pathlib import Path
 
 from coda_exp import extras
-from coda_exp.curves import GROUP_BY, Curve, group_label, latest_per_seed, load_run_records, validation_curve
+from coda_exp.curves import (
+    GROUP_BY,
+    Curve,
+    group_label,
+    latest_per_seed,
+    load_run_records,
+    monitored_metrics,
+    validation_curve,
+)
 from coda_exp.environment import config_dir
 from coda_exp.errors import USER_ERROR_EXIT
 from coda_exp.experiments import fixture_data, table_grid
@@ -107,10 +115,7 @@ def curve_metric(records: list[dict], metric: str | None) -> str:
     (``val/acc_seq`` where none records it: older MLU records); ValueError naming them where they have several."""
     if metric is not None:
         return metric
-    counts: dict[str, int] = {}
-    for record in records:
-        if record.get("val_curve_metric") is not None:
-            counts[record["val_curve_metric"]] = counts.get(record["val_curve_metric"], 0) + 1
+    counts = monitored_metrics(records)
     if len(counts) > 1:
         found = ", ".join(f"{m} ({n} run(s))" for m, n in sorted(counts.items()))
         raise ValueError(f"--metric: the runs' curves are of {len(counts)} metrics, {found}; plot one with --metric "

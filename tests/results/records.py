@@ -90,3 +90,38 @@ def mlu_rec(model="coda_transformer", seed=1, acc=0.5, curve=(0.0, 0.2, 0.4), st
         record["val_curve_steps"] = list(steps)
     record.update(extra)
     return record
+
+
+def gates(*layers):
+    """gate_stats with one layer per (last mean, last fraction < 0.01), each measured twice."""
+    return {f"encoder.layers.{i}.self_attn": {"steps": [50, 100], "mean": [0.9, mean], "frac_lt_0.01": [0.0, frac]}
+            for i, (mean, frac) in enumerate(layers)}
+
+
+def gate_study_records():
+    """A small MLU gate study: Transformer and CoDA x 3 seeds (CoDA's gate measured on 2), a centred variant run twice
+    for seed 1, a longer run, a run without the test metric."""
+    steps = (100, 200, 300, 400)
+    softmax = [mlu_rec("transformer", seed=1, acc=0.40, curve=(0.05, 0.12, 0.25, 0.35), steps=steps),
+               mlu_rec("transformer", seed=2, acc=0.50, curve=(0.10, 0.20, 0.31, 0.40), steps=steps),
+               mlu_rec("transformer", seed=3, acc=0.60, curve=(0.00, 0.05, 0.08, 0.09), steps=steps)]
+    coda = [mlu_rec(seed=1, acc=0.10, curve=(0.0, 0.02, 0.05, 0.08), steps=steps, gate_stats=gates((0.4, 0.1),
+                                                                                                  (0.6, 0.3))),
+            mlu_rec(seed=2, acc=0.15, curve=(0.0, 0.01, 0.02, 0.03), steps=steps, gate_stats=gates((0.3, 0.0),
+                                                                                                  (0.5, 0.2))),
+            mlu_rec(seed=3, acc=0.20, curve=(0.0, 0.01, 0.02, 0.03), steps=None, gate_stats={})]  # older: no steps
+    centred = [mlu_rec(seed=1, acc=0.99, options={"center_n": True}),  # superseded by the later run of seed 1
+               mlu_rec(seed=1, acc=0.30, curve=(0.1, 0.3), steps=(500, 1000), options={"center_n": True})]
+    longer = [mlu_rec(seed=1, acc=0.7, scale="cpu (task.max_steps=10000)")]
+    no_metric = [mlu_rec("transformer", seed=4, metrics={"val/acc_seq": 0.1})]
+    return softmax + coda + centred + longer + no_metric
+
+
+def write_records(folder, records):
+    """Each record as ``<folder>/<run_id>.json``; the folder."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        (folder / f"{record['run_id']}.json").write_text(json.dumps(record), encoding="utf-8")
+    return folder

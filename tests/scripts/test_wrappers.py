@@ -13,7 +13,7 @@ from tests import ROOT
 WRAPPERS = {"make_tables": "tables", "plot_learning_curves": "plot-curves", "plot_coda": "plot-coda",
             "plot_attconv": "plot-attconv", "estimate_runtime": "estimate", "fever_index": "fever-index",
             "fever_retrieve": "fever-retrieve", "make_yelp_split": "yelp-split", "make_mlu": "make-mlu",
-            "average_checkpoints": "average-checkpoints"}
+            "average_checkpoints": "average-checkpoints", "gate_ablation_table": "compare"}
 
 
 @pytest.mark.parametrize("script,command", sorted(WRAPPERS.items()))
