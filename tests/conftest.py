@@ -29,6 +29,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 @pytest.fixture(autouse=True)
+def _hydra_config_cleared():
+    """Hydra's config of a run (``HydraConfig``, which ``${hydra:...}`` reads) as a fresh process has it, before and
+    after each test: a test that composed a config (``compose_cfg``) or ran the entry point in this process left it
+    set, and a later test of the worker resolved the run folder's ``${hydra:overrides.task}`` where a user's command
+    line cannot (the run-folder check was skipped, Hydra's traceback in a real run, and the test passed)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().cfg = None
+    yield
+    HydraConfig.instance().cfg = None
+
+
+@pytest.fixture(autouse=True)
 def _root_logging_restored():
     """A test running the entry point in this process (cli.main) leaves Hydra's logging config, whose console handler
     writes to that test's captured stderr, closed after it: later tests of the worker logged into a closed stream
