@@ -17,12 +17,31 @@ non-zero rate. The schedulers are ``LambdaLR`` whose lambda IS the learning rate
 from __future__ import annotations
 
 import functools
+import logging
 import math
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 from coda_exp.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def schedule_node(cfg):
+    """``cfg.scheduler`` when it names a schedule (its ``_target_``), else None. A node without one holds changes to a
+    preset's schedule that no preset brought (``preset=none`` with a scale's shorter warm-up, ``scale=fixture``'s
+    ``scheduler.warmup_steps: 10``): it was a config node that could not be called once the data had loaded. Said in
+    a warning; the learning rate stays the optimizer's."""
+    node = cfg.get("scheduler")
+    if not node:
+        return None
+    if "_target_" in node:
+        return node
+    keys = ", ".join(f"scheduler.{k}" for k in node)
+    log.warning("no learning-rate schedule is chosen (scheduler has no _target_: preset=none, or a preset without "
+                "one), so nothing reads %s; the learning rate stays optimizer.lr = %s", keys, cfg.optimizer.get("lr"))
+    return None
 
 
 def noam_lambda(step: int, d_model: int, warmup: int, factor: float = 2.0) -> float:

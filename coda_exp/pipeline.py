@@ -30,6 +30,7 @@ from coda_exp.fingerprint import scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
+from coda_exp.optim import schedule_node
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
@@ -106,7 +107,7 @@ def build_task(cfg: DictConfig, model: torch.nn.Module, datamodule) -> pl.Lightn
     """The task's LightningModule around ``model``, with the optimiser/scheduler factories and what the data
     tells the task (``datamodule.task_kwargs()``: number of classes, tokenizers for decoding...), on the fast path
     when ``cfg.fast`` is set."""
-    scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
+    scheduler = instantiate(node) if (node := schedule_node(cfg)) is not None else None
     fast = fast_options(cfg)
     extra = {} if fast is None else {"fast": fast}
     return instantiate(cfg.task.module, model=model, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,

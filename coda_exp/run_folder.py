@@ -209,7 +209,7 @@ def check_outputs(cfg, folder: Path, claimed: bool = False) -> None:
     writes = {"paths.output_dir": folder}
     if cfg.get("save_record", True):
         writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
-    if cfg.get("save_predictions", True):
+    if cfg.get("save_predictions", True) and cfg.get("save_record", True):  # else into the run's own folder
         writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
     try:
         check_writable(writes)

@@ -6,7 +6,8 @@ but a disk can fill or a permission change during a long run) is written into th
 (``<output_dir>/run_record.json``, ``<output_dir>/predictions.jsonl.gz``; the system's temporary folder if that
 fails too), the record pointing at where its predictions really are, and :class:`RecordWriteError` names each
 fallback file (the record's, the predictions') and where to move it by hand (``results/runs/``,
-``results/predictions/``), or says that the predictions were not saved.
+``results/predictions/``), or says that the predictions were not saved. A run with ``save_record=false`` writes
+nothing into ``<results_dir>``: its predictions (without a record to name them) go into its own folder.
 """
 
 from __future__ import annotations
@@ -265,10 +266,11 @@ def save_outputs(record: dict, predictions: list[dict] | None, cfg: DictConfig) 
     problems: list[str] = []
     kept: list[str] = []  # what went elsewhere than results/, and where to move it
     if cfg.get("save_predictions", True) and predictions:
-        home = results_dir / "predictions" / f"{record['run_id']}.jsonl.gz"
+        own = output_dir / FALLBACK_PREDICTIONS  # save_record=false: no record in results/ to name them, so here
+        home = results_dir / "predictions" / f"{record['run_id']}.jsonl.gz" if cfg.get("save_record", True) else own
         try:
             path, errors = _first_writable(lambda p: write_predictions(predictions, p),
-                                           [home, output_dir / FALLBACK_PREDICTIONS, spare / FALLBACK_PREDICTIONS])
+                                           list(dict.fromkeys([home, own, spare / FALLBACK_PREDICTIONS])))
         except RecordWriteError as err:  # nowhere: the record is still written (its metrics), without them
             problems.append(str(err).removeprefix("could not write anywhere: "))
             kept.append("the test predictions were not saved")

@@ -41,6 +41,7 @@ from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
 from coda_exp.data.common.errors import DataError
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
+from coda_exp.optim import schedule_node
 from coda_exp.run_checks import (
     FP16_MIXED,
     META_KEYS,
@@ -351,7 +352,7 @@ def build(prep: Prepared, datamodule, build_splits: bool) -> pl.LightningModule:
     kwargs = datamodule.task_kwargs()
     if kwargs.get("evaluations") and kwargs.get("targets") is None:
         kwargs["evaluations"] = []  # predict: no references to score the hypotheses against
-    scheduler = instantiate(cfg.scheduler) if cfg.get("scheduler") else None
+    scheduler = instantiate(node) if (node := schedule_node(cfg)) is not None else None
     task = instantiate(cfg.task.module, model=net, optimizer=instantiate(cfg.optimizer), scheduler=scheduler,
                        **kwargs)
     try:

@@ -334,3 +334,19 @@ def test_warmup_cosine_can_hold_its_peak_before_the_decay():
     for _ in range(84):
         adam.step(), sched.step()
     assert sched.get_last_lr() == [pytest.approx(1.0)]
+
+
+def test_a_schedule_s_changes_without_a_schedule_are_said_and_read_by_nothing(make_cfg, caplog):
+    """``task=imdb model=attconv_light scale=fixture preset=none`` (docs/attconv.md's own advice) crashed once the data
+    had loaded: the scale's ``scheduler.warmup_steps: 10`` was a node without ``_target_`` handed to the task as its
+    scheduler factory ("'DictConfig' object is not callable")."""
+    from coda_exp.optim import schedule_node
+
+    cfg = make_cfg("task=imdb", "model=attconv_light", "scale=fixture", "preset=none")
+    assert dict(cfg.scheduler) == {"warmup_steps": 10}
+    with caplog.at_level("WARNING", logger="coda_exp.optim"):
+        assert schedule_node(cfg) is None
+    assert ("nothing reads scheduler.warmup_steps; the learning rate stays optimizer.lr = 0.0003"
+            in caplog.text), caplog.text
+    assert schedule_node(make_cfg("task=imdb", "model=attconv_light", "scale=fixture")).warmup_steps == 10
+    assert schedule_node(make_cfg("task=snli")) is None

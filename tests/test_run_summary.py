@@ -3,6 +3,8 @@ the results folder (save_outputs)."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -81,7 +83,15 @@ def test_what_results_could_not_take_is_named_where_it_was_kept(tmp_path, monkey
     assert said.startswith(f"could not write {res / 'predictions'}/r1.jsonl.gz: ")
     assert f"the run record is at {run / 'run_record.json'} (move it into {res / 'runs'}/ as r1.json)" in said
     assert kept_predictions in said and (run / "predictions.jsonl.gz").is_file()
-    cfg.save_record = False
+    cfg.save_record = False  # nothing into results/ (no record to name the predictions): they go into the run folder
+    (run / "predictions.jsonl.gz").unlink()
+    record = _record(run_id="r1")
+    assert save_outputs(record, [{"index": 0, "prediction": 1}], cfg) is None
+    assert record["predictions"] == str(run / "predictions.jsonl.gz") and (run / "predictions.jsonl.gz").is_file()
+    (tmp_path / "file").write_text("")  # a run folder that cannot be written either (even by root): the
+    cfg.paths.output_dir = str(tmp_path / "file" / "run")  # temporary folder's copy, and where to move it
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     with pytest.raises(RecordWriteError) as err:
         save_outputs(_record(run_id="r1"), [{"index": 0, "prediction": 1}], cfg)
-    assert kept_predictions in str(err.value) and "run record" not in str(err.value)
+    assert (f"the test predictions are at {tmp_path}/tmp/coda_exp/r1/predictions.jsonl.gz (move them into "
+            f"{tmp_path}/file/run/ as predictions.jsonl.gz)") in str(err.value) and "run record" not in str(err.value)
