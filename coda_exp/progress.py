@@ -77,6 +77,8 @@ class ProgressBar(RichProgressBar):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch: Any,
                            batch_idx: int) -> None:
+        if not self._steps and self.train_progress_bar_id is None and step_bounded(trainer):
+            self._steps = True  # resumed mid-epoch: Lightning calls no on_train_epoch_start before this batch
         if not self._steps:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
             return

@@ -127,3 +127,22 @@ def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_liv
     assert lines[1].startswith(f"validation at step 6/6: val/loss {history.values[1]:.4f} (best {best:.4f}), "
                                "val/acc 0.5000; 0:01:05 elapsed")
     assert screen.getvalue().splitlines() == (lines if on_console else [])
+
+
+def test_a_step_bounded_fit_resumed_mid_epoch_shows_its_steps(tmp_path, monkeypatch):
+    """A resumed step-bounded run showed ``Epoch 7/999 300/25``: Lightning's epoch bar with the steps in it."""
+    class SaveAt7(pl.Callback):  # a checkpoint of a fit still running, as a stopped run's
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == 7:
+                trainer.save_checkpoint(tmp_path / "mid.ckpt")
+
+    monkeypatch.chdir(tmp_path)
+    loader = DataLoader(TensorDataset(torch.randn(10, 2)), batch_size=2)
+    pl.Trainer(callbacks=[SaveAt7()], logger=False, enable_checkpointing=False, enable_progress_bar=False,
+               enable_model_summary=False, accelerator="cpu", max_steps=9, max_epochs=10).fit(_Tiny(), loader)
+    bar = ProgressBar()
+    fit = pl.Trainer(callbacks=[bar], logger=pl.loggers.CSVLogger("unused"), enable_checkpointing=False,
+                     enable_model_summary=False, accelerator="cpu", max_steps=12, max_epochs=10)
+    fit.fit(_Tiny(), loader, ckpt_path=tmp_path / "mid.ckpt")
+    task = _train_task(bar)
+    assert fit.global_step == 12 and (task.completed, task.total) == (12, 12) and task.description.strip() == STEPS
