@@ -1,8 +1,9 @@
 """Lightning's rich progress bar and model summary, legible (``configs/callbacks/default.yaml``, ``pipeline``).
 
 - :class:`ProgressBar`: a step-bounded run (``task.max_steps``, the Transformer tasks) shows one bar of optimizer
-  steps out of ``max_steps`` (``Steps 20/20``), not the batches of an epoch it never finishes (``Epoch 0/7 20/25``);
-  the metrics leave out ``v_num`` (the logger's version, 0 in every run folder) unless ``verbose``.
+  steps out of ``max_steps`` (``Steps 20/20``), not the batches of an epoch it never finishes (``Epoch 1/8 20/25``);
+  an epoch-bounded one counts its epochs from 1 (``Epoch 8/8``), as the validation lines do; the metrics leave out
+  ``v_num`` (the logger's version, 0 in every run folder) unless ``verbose``.
 - :class:`ModelSummary`: the rich model summary without the ``FLOPs`` column and ``Total FLOPs`` line when Lightning
   measured none (it counts FLOPs only for a model with an ``example_input_array``: none here), and without the
   count of modules in train / eval mode. ``verbose=true`` keeps Lightning's own (``coda_exp.pipeline``).
@@ -87,6 +88,11 @@ class ProgressBar(RichProgressBar):
         self._update(self.train_progress_bar_id, trainer.global_step)  # where Lightning puts the batch index
         self._update_metrics(trainer, pl_module)
         self.refresh()
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """``Epoch 3/8`` counted from 1, as the validation lines say it (Lightning's bar said ``Epoch 2/7``)."""
+        total = f"/{self.trainer.max_epochs}" if self.trainer.max_epochs is not None else ""
+        return f"{f'Epoch {current_epoch + 1}{total}':{len(self.validation_description)}}"
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
         items = super().get_metrics(trainer, pl_module)

@@ -31,7 +31,7 @@ def test_a_fixture_run_is_quiet_and_names_its_run_folder(tmp_path):
     out = _run(tmp_path, "task.epochs=2")
     assert [noise for noise in NOISE if noise in out] == []
     assert "wikiqa × decompatt (seed 1, scale fixture (task.epochs=2)): finished" in out and "test/map" in out
-    assert "Epoch 1/1" in out  # the progress bar stays
+    assert "Epoch 2/2" in out  # the progress bar stays, its epochs counted from 1 as the log lines count them
     (folder,) = [line.removeprefix("run folder: ") for line in out.splitlines() if line.startswith("run folder: ")]
     assert Path(folder).parent == tmp_path / "outputs" / "runs" / "wikiqa-decompatt"
     assert (Path(folder) / "config_resolved.yaml").is_file() and (Path(folder) / "checkpoints" / "last.ckpt").is_file()
