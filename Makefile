@@ -55,7 +55,7 @@ KNOWN_VARIABLES := $(shell sed -nE 's/^(export +)?([A-Za-z_][A-Za-z0-9_]*) *[?:+
 ifeq ($(MAKELEVEL),0)
 UNKNOWN_VARIABLES := $(filter-out $(KNOWN_VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 ifneq ($(UNKNOWN_VARIABLES),)
-UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL VENV STAMP PYPROJECT_SHA SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
+UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL PY STAMP PYPROJECT_SHA SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
 UNKNOWN_HELP += (make help says which target takes which); an environment variable for the commands goes before make: $(firstword $(UNKNOWN_VARIABLES))=... make $(MAKECMDGOALS)
 $(error $(foreach v,$(UNKNOWN_VARIABLES),$(v)=$($(v))): $(UNKNOWN_HELP))
 endif
@@ -64,7 +64,7 @@ endif
 .DEFAULT_GOAL := help
 .PHONY: help setup run reproduce-table-6-gpu results-index mlu-gate-ablation mlu-gate-ablation-10k mlu-studies-gpu quickstart test test-full tables bench estimate fixtures lint clean
 
-help: ## list the targets
+help: ## list the targets and the variables each takes (VENV=path, default .venv: the venv of every target)
 	@grep -hE '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; \
 		{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)}; \
 		END {for (i = 1; i <= NR; i++) printf "  \033[36m%-" width "s\033[0m  %s\n", name[i], text[i]}'
@@ -88,17 +88,17 @@ $(STAMP): pyproject.toml
 	  echo $(PYPROJECT_SHA) > $(STAMP); \
 	fi
 
-setup: $(STAMP) ## create .venv, install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build), compile the numba kernels
+setup: $(STAMP) ## create VENV with PYTHON (python3), install the package with dev and launcher extras (torch==2.13.0; TORCH_INDEX=URL picks its build), compile the numba kernels
 
 # make run pins what its result depends on: one thread per run (threads=1 in configs/task_scale/mlu_cpu.yaml), the
 # kernel choice of the config (CODA_KERNEL unset), the two runs side by side (joblib, 2 jobs)
-run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~12-15 min on 2 cores), then print it and plot its learning curves
+run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~28 min on 2 cores: its records' 1493 s and 1670 s, side by side beside other work), then print it and plot its learning curves; RUN_ARGS=overrides
 	CODA_KERNEL= $(PY) train.py -m experiment=table_6 scale=cpu seed=1 hydra/launcher=joblib hydra.launcher.n_jobs=2 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
 	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
 	$(PY) scripts/results_index.py
 
-reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on
+reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on; TABLE6_DIR, TABLE6_OUTPUTS, TABLE6_ARGS
 	$(PY) scripts/reproduce_table6_gpu.py --budget-s $(TABLE6_BUDGET_S) --scale $(SCALE) --results $(TABLE6_DIR) --outputs $(TABLE6_OUTPUTS) $(TABLE6_ARGS) || { status=$$?; [ $$status -eq 3 ] || exit $$status; echo "some runs are missing (the budget stopped them; make reproduce-table-6-gpu again goes on): $(TABLE6_OUTPUTS)/status.json"; }
 	$(PY) scripts/make_tables.py --tables table_6 --runs $(TABLE6_DIR)/runs --out $(TABLE6_DIR)/tables --print
 	$(PY) scripts/plot_learning_curves.py --runs $(TABLE6_DIR) --task mlu --table table_6 --out $(TABLE6_DIR)/figures/learning_curves.png
@@ -106,16 +106,16 @@ reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 
 	$(PY) scripts/gate_ablation_table.py --runs $(TABLE6_DIR) --out $(TABLE6_DIR)/tables/gates.md
 	$(PY) scripts/results_index.py
 
-mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours)
+mlu-gate-ablation: $(STAMP) ## why CoDA lags on MLU: 5 gate variants x 3 seeds at the CPU recipe, gate statistics on, table + curves (hours); ABLATION_SCALE, ABLATION_DIR, ABLATION_ARGS, RUN_ARGS
 	$(gate_ablation)
 
 mlu-gate-ablation-10k: ABLATION_DIR := $(call results_of,$(ABLATION_SCALE))/mlu_gate_ablation_10k
 mlu-gate-ablation-10k: ABLATION_ARGS := task.max_steps=10000 task.val_check_interval=500
-mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu
+mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu; ABLATION_SCALE, ABLATION_DIR
 	$(gate_ablation)
 
 mlu-studies-gpu: ABLATION_DIR := results/mlu_gate_ablation_10k
-mlu-studies-gpu: $(STAMP) ## on one GPU, runs side by side: the 10K gate study, then the CoDA recipe probes, then their tables (~11 min on an H100; GPU_BUDGET_S, MPS)
+mlu-studies-gpu: $(STAMP) ## on one GPU, runs side by side: the 10K gate study, then the CoDA recipe probes, then their tables (~11 min on an H100; GPU_BUDGET_S, GPU_PROBE_BUDGET_S, MPS, PROBES_DIR, ABLATION_DIR: the 10K study's folder)
 	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/studies/mlu/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
 	$(gate_at_init)
 	$(gate_ablation_tables)
@@ -138,7 +138,7 @@ $(PY) scripts/mlu_breakdown.py --runs $(ABLATION_DIR) --out $(ABLATION_DIR)/tabl
 $(PY) scripts/plot_learning_curves.py --runs $(ABLATION_DIR) --task mlu --out $(ABLATION_DIR)/figures/learning_curves.png
 endef
 
-quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2 (into outputs/fixture_results/, not results/)
+quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2 (into outputs/fixture_results/, not results/); RUN_ARGS=overrides
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --runs outputs/fixture_results/runs --out outputs/fixture_results/tables --tables table_2 --print
 
@@ -146,7 +146,7 @@ TEST_WORKERS ?= 2
 test: $(STAMP) ## the fast test suite (what CI runs; ~4 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
 	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
-test-full: $(STAMP) ## every test, the slow ones included
+test-full: $(STAMP) ## every test, the slow ones included (TEST_WORKERS as for test)
 	$(PY) -m pytest -q -m '' $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 tables: $(STAMP) ## regenerate results/tables/* (markdown, LaTeX, CSV) from results/runs/*.json (SCALE=fixture: outputs/fixture_results/, the fixture runs): the tables that have runs, unchanged ones left as they are; RUNS=folder, OUT=folder, TABLES="id ...", PREDICTIONS=folder
@@ -168,7 +168,7 @@ estimate: $(STAMP) ## how long a run takes here: make estimate ARGS="task=mlu mo
 # they were: there is nothing new to make them from.
 # scale=fixture writes its records under outputs/fixture_results (RESULTS_OF_SCALE): smoke runs stay out of results/
 SCALES = $(sort $(basename $(notdir $(wildcard configs/scale/*.yaml))))
-reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N
+reproduce-%: $(STAMP) ## a paper table at SCALE=paper|cpu|fixture: reproduce-table-N (N = 1..9), reproduce-attconv-table-N; RUN_ARGS=overrides of its sweeps
 	@case " $(SCALES) " in *" $(SCALE) "*) ;; *) echo "error: SCALE=$(SCALE): expected one of: $(SCALES)" >&2; exit 2;; esac; \
 	table=$(subst -,_,$*); \
 	experiments="$(basename $(notdir $(wildcard configs/experiment/$(subst -,_,$*).yaml configs/experiment/$(subst -,_,$*)_*.yaml)))"; \
@@ -202,5 +202,5 @@ fixtures: $(STAMP) ## rewrite the tiny benchmark fixtures under tests/fixtures/
 lint: $(STAMP) ## ruff
 	$(PY) -m ruff check coda_exp scripts tests train.py
 
-clean: ## remove outputs, caches and the virtual environment (keeps results/)
+clean: ## remove outputs, caches and the virtual environment VENV (keeps results/)
 	rm -rf outputs multirun cache .pytest_cache .ruff_cache $(VENV)

@@ -3,8 +3,9 @@
 Each command is a function ``main(argv: list[str]) -> int`` of a module that is imported only when the command
 runs (a plot does not import the training stack, training does not import matplotlib): the tools of
 :mod:`coda_exp.tools`, checkpoint averaging, and ``eval`` / ``predict`` of :mod:`coda_exp.evaluate` (a checkpoint's
-metrics or predictions; Hydra overrides). ``scripts/<name>.py`` in a checkout is a thin wrapper around the same
-function (:func:`run_command` with its own program name), so ``make`` rules and old habits keep working.
+metrics or predictions; Hydra overrides). Most have a script in a checkout (``scripts/make_tables.py`` for
+``tables``; docs/running.md's table names each), a thin wrapper around the same function (:func:`run_command` with
+its own program name), so ``make`` rules and old habits keep working.
 
 A command's mistake the user can fix (:class:`~coda_exp.errors.UserError`: a missing optional dependency, a bad
 file) is one ``error:`` line and exit status 2, as a training run's; argparse's own errors exit 2 too.

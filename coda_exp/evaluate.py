@@ -280,7 +280,7 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
                       (the path its end printed, its record's best_checkpoint), last.ckpt, an averaged one
   split=...           all (default: validation, then test), test or validation
   data.dir=DIR        read another folder of the same format (the record says it is other data)
-  data.*, task.* keys: change the trained configuration (e.g. task.module.decoding.beam_size=8);
+  data.*, task.* keys: change the trained configuration (e.g. a beam search's task.module.decoding.beam_size=8);
                       training-only keys (optimizer.*, task.epochs, ...) and model.* (the weights fit the
                       trained model only; model.*.kernel, how CoDA is computed, may change) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings

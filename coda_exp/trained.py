@@ -8,7 +8,8 @@ The command line is ``key=value`` overrides, sorted into three kinds (:func:`par
 - changes to the trained run's configuration (``data.dir=...``, ``data.eval_batch_size=64``,
   ``task.module.decoding.beam_size=8``): applied to the configuration the checkpoint carries (a ``+key=`` that adds
   a key nothing reads while the configuration has one of that name elsewhere is refused, as for training). Its task,
-  model, seed and scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused, and so is a
+  model, seed and scale are the checkpoint's: ``task=``, ``model=``, ``seed=`` ... are refused (naming keys of its
+  configuration to change instead: a ranking model has no ``task.module.decoding``), and so is a
   ``model.*`` key (the weights fit the trained model only), but ``model.*.kernel`` (how CoDA is computed).
   A bare argument (a path without ``ckpt_path=``) is refused with the key it was likely meant for.
 
@@ -73,6 +74,7 @@ class Invocation:
     command: dict[str, str | None]
     environment: list[str] = field(default_factory=list)
     config: list = field(default_factory=list)  # hydra Override objects: changes to the trained configuration
+    refused: list = field(default_factory=list)  # (override, its top key): refused once the checkpoint's config is read
 
     @property
     def ckpt_path(self) -> Path:
@@ -107,11 +109,7 @@ def parse(mode: str, overrides: list[str]) -> Invocation:
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: {key}= is a key of coda-exp {other}, not of "
                               f"{mode} (which takes {', '.join(f'{k}=' for k in inv.command)})")
         elif o.is_delete() or "/" in key or "." not in key or top in ("hydra", "callbacks"):
-            raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's {top} is the trained run's; change "
-                              f"a key of its configuration instead (data.dir=..., "
-                              f"task.module.decoding.beam_size=...), or give "
-                              f"{', '.join(f'{k}=' for k in inv.command)} or this machine's "
-                              f"{', '.join(ENVIRONMENT)}")
+            inv.refused.append((o.input_line, top))  # build_config: the hint names keys the checkpoint's config has
         elif top == "model" and not key.endswith(".kernel"):
             raise ConfigError(f"coda-exp {mode}: {o.input_line}: the checkpoint's model is the trained one (its "
                               f"weights fit its own configuration only): model.* cannot change, but for how CoDA is "
@@ -215,8 +213,26 @@ def _results_in_checkout(trained_paths, environment: list[str]) -> dict[str, str
     return {k: v for k, v in out.items() if v is not None}
 
 
+#: a refused group choice's hint: the first two of these keys that the checkpoint's configuration has
+CHANGE_EXAMPLES = ("data.dir", "task.module.decoding.beam_size", "task.module.decoding.strategy", "data.eval_batch_size")
+
+
+def refusal(inv: Invocation, trained: DictConfig) -> str | None:
+    """The first override :func:`parse` set aside (``task=...``, ``~data.dir``), refused naming keys ``trained`` has."""
+    if not inv.refused:
+        return None
+    line, top = inv.refused[0]
+    has = [k for k in CHANGE_EXAMPLES
+           if OmegaConf.select(trained, k, default="-", throw_on_resolution_failure=False) != "-"][:2]
+    return (f"coda-exp {inv.mode}: {line}: the checkpoint's {top} is the trained run's; change a key of its "
+            f"configuration instead{' (' + ', '.join(f'{k}=...' for k in has) + ')' if has else ''}, or give "
+            f"{', '.join(f'{k}=' for k in inv.command)} or this machine's {', '.join(ENVIRONMENT)}")
+
+
 def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
     """The evaluation's config: the trained one, this machine's settings, the command's changes applied."""
+    if message := refusal(inv, trained):
+        raise ConfigError(message)
     env = compose_environment(inv, trained.get("scale_name"))
     cfg = trained.copy()
     with open_dict(cfg):

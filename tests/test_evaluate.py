@@ -127,7 +127,9 @@ def test_eval_says_it_runs_on_one_device_when_told_more(snli_model, tmp_path, ca
     (["ckpt_path=/nonexistent/x.ckpt"], "no such checkpoint file"),
     ([], "ckpt_path=... is required"),
     (["split=dev"], "split=dev: expected one of all, test, validation"),
-    (["task=wikiqa"], "the checkpoint's task is the trained run's"),
+    # its hint named task.module.decoding.beam_size, a key a pair classifier's checkpoint does not have
+    (["task=wikiqa"], ("the checkpoint's task is the trained run's; change a key of its configuration instead "
+                       "(data.dir=..., data.eval_batch_size=...)")),
     (["model/attention=coda"], "the checkpoint's model is the trained run's"),
     (["data.no_such_key=1"], "has no key 'data.no_such_key'"),
     (["logger=nope"], "logger"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -34,3 +35,32 @@ def test_make_tables_says_which_runs_it_reads():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (said,) = [line for line in readme.splitlines() if line.startswith("make tables ")]
     assert "every finished run" not in said and "SCALE=fixture: outputs/fixture_results" in said
+
+
+#: exported to the commands (export X ?= ...): the environment every target's commands run in, not a target's own
+COMMANDS_ENVIRONMENT = {"HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "WANDB_MODE", "PYTHONHASHSEED", "OMP_WAIT_POLICY"}
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_make_help_names_each_targets_variables():
+    """docs/running.md: "make help names each target's variables", where it never named RUN_ARGS for run, quickstart
+    and reproduce-%, nor ABLATION_* and TABLE6_*; and the unknown-variable error left out VENV, which make takes."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+    err = subprocess.run(["make", "-s", "--no-print-directory", "-n", "help", "NO_SUCH_VARIABLE=1"], cwd=ROOT,
+                         capture_output=True, text=True, check=False, timeout=60, env=env).stderr
+    listed = set(re.search(r"its variables: (.*?) \(make help", err).group(1).split())
+    assert {"VENV", "RUN_ARGS", "SCALE", "TABLE6_ARGS"} <= listed and not {"PY", "STAMP", "SHELL"} & listed, listed
+    out = subprocess.run(["make", "-s", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    lines = {m.group(1): m.group(2) for line in out.splitlines()
+             if (m := re.match(r"  (\S+)\s{2,}(.*)", re.sub(r"\x1b\[[0-9;]*m", "", line)))}
+    text = "\n".join(lines.values())
+    assert not [v for v in listed - COMMANDS_ENVIRONMENT if not re.search(rf"\b{v}\b", text)]  # each one named
+    for target, variables in {"run": ["RUN_ARGS"], "quickstart": ["RUN_ARGS"], "reproduce-%": ["SCALE", "RUN_ARGS"],
+                              "mlu-gate-ablation": ["ABLATION_SCALE", "ABLATION_DIR", "ABLATION_ARGS", "RUN_ARGS"],
+                              "mlu-gate-ablation-10k": ["ABLATION_SCALE", "ABLATION_DIR", "RUN_ARGS"],
+                              "reproduce-table-6-gpu": ["SCALE", "TABLE6_BUDGET_S", "TABLE6_DIR", "TABLE6_OUTPUTS",
+                                                        "TABLE6_ARGS"],
+                              "mlu-studies-gpu": ["GPU_BUDGET_S", "GPU_PROBE_BUDGET_S", "MPS", "PROBES_DIR"],
+                              "setup": ["VENV", "PYTHON", "TORCH_INDEX"], "help": ["VENV"]}.items():
+        assert all(re.search(rf"\b{v}\b", lines[target]) for v in variables), (target, lines[target])

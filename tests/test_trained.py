@@ -3,6 +3,8 @@ configuration; the evaluation's config built from the checkpoint's."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -24,9 +26,6 @@ def test_the_command_line_is_sorted():
 
 @pytest.mark.parametrize("mode,args,message", [
     ("eval", ["split=all"], "ckpt_path=... is required"),
-    ("eval", ["ckpt_path=x", "seed=3"], "seed=3: the checkpoint's seed is the trained run's"),
-    ("eval", ["ckpt_path=x", "~data.dir"], "the checkpoint's data is the trained run's"),
-    ("eval", ["ckpt_path=x", "hydra.run.dir=/x"], "the checkpoint's hydra"),
     ("eval", ["ckpt_path=x", "split=train"], "split=train: expected one of all, test, validation"),
     ("eval", ["ckpt_path=x", "input=y"], "input=y: input= is a key of coda-exp predict, not of eval"),
     ("predict", ["ckpt_path=x", "input=y", "split=test"], "split=test: split= is a key of coda-exp eval"),
@@ -43,6 +42,22 @@ def test_the_command_line_is_sorted():
 def test_what_cannot_be_given_is_named(mode, args, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("[", r"\[")):
         parse(mode, args)
+
+
+@pytest.mark.parametrize("task,args,message", [
+    ("snli", ["seed=3"], "seed=3: the checkpoint's seed is the trained run's"),
+    ("snli", ["~data.dir"], "the checkpoint's data is the trained run's"),
+    ("snli", ["hydra.run.dir=/x"], "the checkpoint's hydra"),
+    # the hint named task.module.decoding.beam_size, which only a beam-search (IWSLT) checkpoint has
+    ("wikiqa", ["task=snli"], "change a key of its configuration instead (data.dir=..., data.eval_batch_size=...),"),
+    ("iwslt15_envi", ["model=transformer"], "instead (data.dir=..., task.module.decoding.beam_size=...),"),
+    ("mlu", ["task=snli"], "instead (data.dir=..., task.module.decoding.strategy=...),"),
+])
+def test_a_group_or_top_key_is_refused_naming_keys_the_checkpoint_has(make_cfg, task, args, message):
+    trained = OmegaConf.create(OmegaConf.to_container(make_cfg(f"task={task}", "scale=fixture"), resolve=True))
+    inv = parse("eval", ["ckpt_path=x", *args])  # set aside until the checkpoint's configuration is read
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_config(inv, trained)
 
 
 def test_the_config_is_the_checkpoints_with_this_machines_paths(make_cfg, tmp_path, monkeypatch):

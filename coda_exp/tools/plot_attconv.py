@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 from coda_exp import extras
@@ -224,9 +225,15 @@ def main(argv: list[str] | None = None) -> Path:
         from coda_exp.curves import load_run_records, runs_folder
 
         try:
-            records = [r for r in load_run_records(args.runs) if r["task"] == task and r["model"].startswith("attconv")]
+            found = load_run_records(args.runs)
         except (OSError, ValueError) as err:
             parser.error(str(err))
+        records = [r for r in found if r["task"] == task and r["model"].startswith("attconv")]
+        if not records:  # the folders' other records, counted and named by task, not "among 0 record(s)"
+            tasks = Counter(str(r.get("task")) for r in found)
+            parser.error(f"no {task} AttConv run among the {len(found)} training record(s) of "
+                         f"{', '.join(map(str, args.runs))}" + (" (their tasks: " + ", ".join(
+                             f"{t} ×{n}" for t, n in sorted(tasks.items())) + ")" if tasks else ""))
         folder = runs_folder(args.runs[0])  # the figure goes beside the first folder's records
     else:
         try:

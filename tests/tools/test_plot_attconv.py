@@ -151,3 +151,18 @@ def test_the_runs_are_those_a_table_would_pool(plot, tmp_path, capsys):
         cpu["run_id"]]
     assert plot.main(["--figure", "5", "--runs", str(tmp_path / "results"), "--groups", "4"]) == out  # the folder
     assert "attconv_light: 1 run(s), scale fixture" in capsys.readouterr().out
+
+
+def test_a_folder_without_the_figures_runs_names_what_it_holds(plot, tmp_path, capsys):
+    """--runs on a folder of other tasks' records said "no yelp run to plot among 0 record(s)": the count was taken
+    after keeping the figure's task. It counts the folder's records and names their tasks."""
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    for seed in (1, 2):
+        saved_run(runs, "mlu", "transformer", seed, yelp_rows(3))
+    saved_run(runs, "snli", "attconv_light", 1, yelp_rows(3))
+    with pytest.raises(SystemExit) as exit_:
+        plot.main(["--figure", "5", "--runs", str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "no yelp AttConv run among the 3 training record(s)" in err and "(their tasks: mlu ×2, snli ×1)" in err
