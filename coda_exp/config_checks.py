@@ -303,7 +303,9 @@ def check_config(cfg: DictConfig) -> None:
     and a schedule that does not fit the budget (:func:`config_problems`). Your own modules (``imports``, the
     ``coda_exp.plugins`` entry points) are imported first: their readers and classes are what the checks look up."""
     from coda_exp import plugins
+    from coda_exp.config_nodes import anchor_paths
 
+    anchor_paths(cfg)  # a relative data.dir, absolute in the saved config and checkpoint (relative imports: load's)
     plugins.load(cfg)
     bad = config_problems(cfg)
     if bad:

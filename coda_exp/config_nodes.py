@@ -10,6 +10,7 @@ overrides it). Each function returns {key: (message, the raw interpolation or No
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -89,3 +90,15 @@ def path_problems(cfg: DictConfig) -> dict[str, tuple[str, str | None]]:
                 (f"{section}.{key} = {value!r}{source}: expected a folder path; an empty one is the current folder, "
                 f"{what} (give a path, or leave the key out for its default)"), raw)
     return problems
+
+
+def anchor_paths(cfg: DictConfig) -> None:
+    """A relative ``data.dir`` made absolute, from the current folder it was given in: the run's saved config and its
+    checkpoint name the folder wherever they are read (``coda-exp eval`` from another folder read ``data/mine``
+    there). Paths of ``imports`` are anchored as they are imported (``coda_exp.plugins.load``)."""
+    data = cfg.get("data") if isinstance(cfg, DictConfig) else None
+    if not isinstance(data, DictConfig) or "dir" not in data:
+        return
+    value, _, ok = _resolved(data, "dir")
+    if ok and isinstance(value, str) and value.strip() and not Path(value).expanduser().is_absolute():
+        data.dir = str(Path(value).expanduser().absolute())

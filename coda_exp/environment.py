@@ -28,12 +28,23 @@ def config_dir() -> Path:
                             "(an installed package): reinstall coda-exp or run from the repository")
 
 
+def in_the_checkout(folder: Path) -> bool:
+    """Whether ``folder`` is the checkout or inside it (never where the package is installed from a wheel)."""
+    try:
+        folder.resolve().relative_to(CHECKOUT.resolve())
+    except (ValueError, OSError):
+        return False
+    return in_checkout()
+
+
 def root_dir() -> Path:
-    """Where ``results/``, ``outputs/`` and ``data/`` are (what ``paths.root_dir`` resolves to): ``$CODA_EXP_ROOT``,
-    else the checkout, else the current folder (an installed package). The commands' default folders."""
+    """Where ``results/``, ``outputs/``, ``cache/`` and ``data/`` are (what ``paths.root_dir`` resolves to):
+    ``$CODA_EXP_ROOT``, else the checkout when the current folder is inside it, else the current folder (an installed
+    package, or a checkout installed with ``pip install -e`` used from a project folder of one's own: its runs go
+    there, not into the checkout). The commands' default folders."""
     if os.environ.get("CODA_EXP_ROOT"):
         return Path(os.environ["CODA_EXP_ROOT"])
-    return CHECKOUT if in_checkout() else Path.cwd()
+    return CHECKOUT if in_the_checkout(Path.cwd()) else Path.cwd()
 
 
 def fixtures_dir() -> Path:
@@ -63,9 +74,9 @@ def fixture_dir(task: str) -> Path:
 
 
 def set_environment() -> None:
-    """The environment every entry point sets before torch runs: the checkout root, and a passive OpenMP wait."""
-    if in_checkout():  # a checkout: outputs, data and results under it, wherever the shell is
-        os.environ.setdefault("CODA_EXP_ROOT", str(CHECKOUT))
+    """The environment every entry point sets before torch runs: the root folder (:func:`root_dir`), and a passive
+    OpenMP wait."""
+    os.environ.setdefault("CODA_EXP_ROOT", str(root_dir().absolute()))  # absolute: a config read from elsewhere
     # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -85,7 +85,8 @@ def _locate_problem(key: str, target: str) -> str | None:
         try:
             names = [n for n in dir(locate(module)) if not n.startswith("_")] if module else []
         except (ImportError, AttributeError):
-            return f"{key}._target_ = {target!r}: cannot be imported ({err})"
+            own = "" if target.startswith("coda_exp.") else " (a module of your own: on PYTHONPATH, or in imports=[...])"
+            return f"{key}._target_ = {target!r}: cannot be imported ({err}){own}"
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
         hint = f"; did you mean {module}.{close[0]}?" if close else f" ({module} has no {name!r})"
         return f"{key}._target_ = {target!r}: no such class or function{hint}"
@@ -144,7 +145,7 @@ def missing_arguments(node: DictConfig) -> list[str]:
             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and name not in node]
 
 
-def _reader_problem(name: str) -> str | None:
+def reader_problem(name: str) -> str | None:
     """``data.dataset`` that no reader is registered under (``data.dataset=snlii``), named before the run's folder is
     made and any data loads, with the close name (``coda_exp.data.common.readers.get_reader``'s message)."""
     from coda_exp.data.common.errors import DataError
@@ -161,7 +162,7 @@ def _data_problem(node: DictConfig, target: str) -> str | None:
     """A ``data.dataset`` no reader is registered under (the family's readers registered as its module was located),
     or arguments the data module requires and its node lacks (it is built from the node alone)."""
     if isinstance(node.get("dataset"), str):
-        problem = _reader_problem(node.dataset)
+        problem = reader_problem(node.dataset)
         if problem:
             return problem
     missing = missing_arguments(node)

@@ -19,10 +19,12 @@ where code is imported from is not part of an experiment's configuration; the re
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -62,7 +64,8 @@ def _module_of_path(entry: str) -> tuple[str, str]:
     if resolved.is_dir() and (resolved / "__init__.py").is_file():
         return resolved.name, str(resolved.parent)
     what = "a .py file" if path.suffix == ".py" else "a package folder (with an __init__.py)"
-    raise PluginError(f"{KEY}: {entry} ({resolved}) is not {what}; a relative path is read from the current folder "
+    why = f"is not {what}" if resolved.exists() else "does not exist"
+    raise PluginError(f"{KEY}: {entry} ({resolved}) {why}; a relative path is read from the current folder "
                       f"({Path.cwd()})")
 
 
@@ -71,6 +74,8 @@ def _findable(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a parent package that is missing, or an empty name
         return False
+    except Exception:  # noqa: BLE001 - a parent package that raises on import: found; its import says what it raised
+        return True
 
 
 def _locate(entry: str) -> str:
@@ -87,10 +92,34 @@ def _locate(entry: str) -> str:
             sys.path.append(here)
             importlib.invalidate_caches()
         if not _findable(entry):
-            raise PluginError(f"{KEY}: no module named {entry!r} on sys.path nor in the current folder ({here}); "
-                              f"install its package, add its folder to PYTHONPATH, or give the path of its file "
-                              f"({KEY}=[path/to/{entry.rpartition('.')[2]}.py])")
+            near = difflib.get_close_matches(entry.partition(".")[0], _local_modules(Path(here)), n=1, cutoff=0.7)
+            hint = f"; did you mean {near[0]}{entry.partition('.')[1]}{entry.partition('.')[2]}?" if near else ""
+            raise PluginError(f"{KEY}: no module named {entry!r} on sys.path nor in the current folder ({here})"
+                              f"{hint}; install its package, add its folder to PYTHONPATH, or give the path of its "
+                              f"file ({KEY}=[path/to/{entry.rpartition('.')[2]}.py])")
     return entry
+
+
+def _local_modules(folder: Path) -> list[str]:
+    """The modules a folder holds: its ``.py`` files and package folders (for a did-you-mean)."""
+    try:
+        return sorted({p.stem for p in folder.glob("*.py")} | {p.parent.name for p in folder.glob("*/__init__.py")})
+    except OSError:
+        return []
+
+
+def _raised_at(err: BaseException) -> str:
+    """Where in the user's code an import raised: `` (file:line)`` of its last frame, or ``""``."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def _anchored(cfg, entries: list[str]) -> None:
+    """Relative paths of a config's ``imports`` made absolute in it, so that its saved copy and the checkpoint's name
+    the same files wherever they are read (``coda-exp eval`` from another folder)."""
+    absolute = [str(Path(e).expanduser().absolute()) if _is_path(e) else e for e in entries]
+    if absolute != entries and hasattr(cfg, "get") and not getattr(cfg, "_get_flag", lambda _: False)("readonly"):
+        cfg[KEY] = absolute
 
 
 def check(value) -> None:
@@ -109,20 +138,29 @@ def problem(value) -> str | None:
     return None
 
 
-def load(value=None) -> list[str]:
+def load(value=None, hint: str = "") -> list[str]:
     """Import the entry points of :data:`GROUP` (once per process) and each module of ``value`` (a config's
-    ``imports``, or a DictConfig holding that key); returns the names of the modules of ``value``."""
-    if value is not None and hasattr(value, "get") and not isinstance(value, str):
-        value = value.get(KEY)
+    ``imports``, or a DictConfig holding that key, whose relative paths are made absolute in it); returns the names
+    of the modules of ``value``. ``hint`` ends a :class:`PluginError`'s message (where the value came from)."""
+    cfg = value if value is not None and hasattr(value, "get") and not isinstance(value, str) else None
+    if cfg is not None:
+        value = cfg.get(KEY)
     _load_entry_points()
     names = []
-    for entry in _entries(value):
-        name = _locate(entry)
-        try:
-            importlib.import_module(name)
-        except Exception as err:  # the user's module: whatever it raises is said in one message
-            raise PluginError(f"{KEY}: importing {entry!r} failed: {type(err).__name__}: {err}") from err
-        names.append(name)
+    try:
+        entries = _entries(value)
+        for entry in entries:
+            name = _locate(entry)
+            try:
+                importlib.import_module(name)
+            except Exception as err:  # the user's module: whatever it raises is said in one message
+                raise PluginError(f"{KEY}: importing {entry!r} failed: {type(err).__name__}: {err}"
+                                  f"{_raised_at(err)}") from err
+            names.append(name)
+    except PluginError as err:
+        raise PluginError(f"{err}{hint}") from err.__cause__
+    if cfg is not None:
+        _anchored(cfg, entries)
     return names
 
 

@@ -27,9 +27,13 @@ def data_problem(cfg: DictConfig) -> str | None:
     from coda_exp.plugins import load
 
     load(cfg)  # readers of the user's own modules (``imports``) register as they are imported
-    name, directory = cfg.task.name, cfg.data.get("dir")
+    name, directory, dataset = cfg.task.name, cfg.data.get("dir"), cfg.data.get("dataset")
     module = get_class(cfg.data._target_)
-    reader = READERS.get(name)
+    if isinstance(dataset, str) and dataset not in READERS:  # a misspelt data.dataset, or a reader not imported
+        from coda_exp.node_keys import reader_problem
+
+        return reader_problem(dataset)
+    reader = READERS.get(dataset if isinstance(dataset, str) else name)  # data.dataset=<your reader> on task=snli
     if directory is None:
         if getattr(module, "generated_without_dir", False):
             return None

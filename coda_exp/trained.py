@@ -4,7 +4,8 @@ The command line is ``key=value`` overrides, sorted into three kinds (:func:`par
 
 - the command's own keys: ``ckpt_path`` (both), ``split`` (eval), ``input`` and ``output`` (predict);
 - this machine's settings, composed from ``configs/`` as a training run composes them (:data:`ENVIRONMENT`):
-  ``paths.*``, ``logger=...``, ``trainer=...`` and their keys, ``threads``, ``save_record``, ``save_predictions``;
+  ``paths.*``, ``logger=...``, ``trainer=...`` and their keys, ``threads``, ``save_record``, ``save_predictions``,
+  ``imports`` (your own modules: the checkpoint's unless given);
 - changes to the trained run's configuration (``data.dir=...``, ``data.eval_batch_size=64``,
   ``task.module.decoding.beam_size=8``): applied to the configuration the checkpoint carries (a ``+key=`` that adds
   a key nothing reads while the configuration has one of that name elsewhere is refused, as for training). Its task,
@@ -57,7 +58,7 @@ from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_R
 log = logging.getLogger(__name__)
 
 #: top-level keys composed from this machine's configs (a group choice or its keys)
-ENVIRONMENT = ("paths", "logger", "trainer", "threads", "save_record", "save_predictions")
+ENVIRONMENT = ("paths", "logger", "trainer", "threads", "save_record", "save_predictions", "imports")
 COMMAND_KEYS = {"eval": {"ckpt_path": None, "split": "all"}, "predict": {"ckpt_path": None, "input": None,
                                                                          "output": None}}
 SPLITS = ("all", "test", "validation")
@@ -242,15 +243,15 @@ def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
         cfg.paths.output_dir = None  # the command sets its own folder
         for key, kept in _results_in_checkout(trained_paths, inv.environment).items():  # where the training's went
             cfg.paths[key] = str(Path(str(OmegaConf.select(cfg, "paths.root_dir"))) / kept)
-        for key in ("logger", "trainer", "threads", "save_record", "save_predictions"):
-            cfg[key] = env.get(key)
+        for key in ENVIRONMENT[1:]:  # imports: the checkpoint's, unless the command gives others (relative paths)
+            if key != "imports" or any(o.lstrip("+~").split("=")[0] == "imports" for o in inv.environment):
+                cfg[key] = env.get(key)
         if precision is not None and not any(o.startswith("trainer.precision=") for o in inv.environment):
             cfg.trainer.precision = precision  # evaluated as it was tested
         cfg.ckpt_path, cfg.fast, cfg.callbacks = None, None, None
         if "cache_dir" in cfg.data:
             cfg.data.cache_dir = str(env.paths.cache_dir)
-        moved = _relocated(cfg.data.get("dir"), trained_paths.get("root_dir"), str(OmegaConf.select(
-            cfg, "paths.root_dir")))
+        moved = _relocated(cfg.data.get("dir"), trained_paths.get("root_dir"), str(cfg.paths.root_dir))
         if moved is not None:
             log.info("data.dir %s does not exist here: reading %s (the same place under this checkout)",
                      cfg.data.dir, moved)
@@ -300,7 +301,7 @@ def prepare(inv: Invocation) -> Prepared:
     ckpt = load_checkpoint(path, need=("state_dict",))
     trained = checkpoint_config(path, ckpt)
     cfg = build_config(inv, trained)
-    plugins.load(cfg)  # the training run's own modules (its ``imports``), before any check looks up their classes
+    plugins.load(cfg, hint=f" (the checkpoint's imports: coda-exp {inv.mode} imports=[...] gives others; or PYTHONPATH)")
     if inv.config:  # the command's changes get the training run's value checks (data.eval_batch_size=0 ...)
         check_config(cfg)
     with quiet_lightning():

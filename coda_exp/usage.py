@@ -83,5 +83,6 @@ def help_text(configs: Path | None = None) -> str:
         lines += [f"  {command}", f"      {what}"]
     lines += ["", "Runs go to outputs/runs/<task>-<model>/<time>-s<seed>[-<tag of the overrides>]/ (config,",
               "train.log, checkpoints); each finished run's record to results/runs/ (scale=fixture:",
-              "outputs/fixture_results/). docs/running.md"]
+              "outputs/fixture_results/); both under the folder you run from (inside a checkout: the checkout;",
+              "CODA_EXP_ROOT=DIR chooses). Code of your own: imports=[my.module]. docs/running.md"]
     return "\n".join(lines) + "\n"

@@ -3,14 +3,17 @@ entry points (``coda_exp/plugins.py``), found before a run starts and imported w
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from importlib import metadata
 
 import pytest
+import torch
 
 from coda_exp import plugins
 from coda_exp.data.common.readers import READERS
+from coda_exp.tasks.base import CHECKPOINT_CONFIG
 from tests.conftest import eval_paths, train_fixture_model
 
 READER_MODULE = '''
@@ -65,8 +68,10 @@ def test_a_module_of_the_current_folder_or_a_file_registers_its_reader(tmp_path,
     assert "lab_pairs_a" in READERS
     other = tmp_path / "elsewhere"
     other.mkdir()
-    path = write_reader(other, "lab_readers_b", "lab_pairs_b")
-    assert plugins.load({"imports": [str(path)]}) == ["lab_readers_b"] and "lab_pairs_b" in READERS
+    write_reader(other, "lab_readers_b", "lab_pairs_b")
+    cfg = {"imports": ["elsewhere/lab_readers_b.py", "lab_readers_a"]}
+    assert plugins.load(cfg) == ["lab_readers_b", "lab_readers_a"] and "lab_pairs_b" in READERS
+    assert cfg["imports"] == [str(other / "lab_readers_b.py"), "lab_readers_a"]  # as the saved config keeps it
     package = tmp_path / "pkg" / "labpkg"
     package.mkdir(parents=True)
     write_reader(package, "__init__", "lab_pairs_c")
@@ -78,12 +83,15 @@ def test_what_cannot_be_imported_is_one_message_naming_it(tmp_path, monkeypatch,
     with pytest.raises(plugins.PluginError, match=r"imports: no module named 'lab\.missing' on sys.path nor in the "
                                                   r"current folder .*\(imports=\[path/to/missing.py\]\)"):
         plugins.load({"imports": ["lab.missing"]})
-    with pytest.raises(plugins.PluginError, match=r"imports: nowhere/x.py \(.*\) is not a \.py file"):
-        plugins.load({"imports": ["nowhere/x.py"]})
-    (tmp_path / "broken_lab.py").write_text("raise RuntimeError('no GPU here')\n")
+    with pytest.raises(plugins.PluginError, match=r"imports: nowhere/x.py \(.*\) does not exist; .* \(from here\)$"):
+        plugins.load({"imports": ["nowhere/x.py"]}, hint=" (from here)")
+    (tmp_path / "broken_lab.py").write_text("import os\nraise RuntimeError('no GPU here')\n")
     assert plugins.problem(["broken_lab"]) is None  # found; a command line's check imports nothing
-    with pytest.raises(plugins.PluginError, match="imports: importing 'broken_lab' failed: RuntimeError: no GPU here"):
+    with pytest.raises(plugins.PluginError, match=r"imports: importing 'broken_lab' failed: RuntimeError: no GPU here "
+                                                  r"\(.*broken_lab.py:2\)"):
         plugins.load({"imports": ["broken_lab"]})
+    with pytest.raises(plugins.PluginError, match=r"no module named 'brokn_lab' .*; did you mean broken_lab\?"):
+        plugins.load({"imports": ["brokn_lab"]})
     assert "expected a list of module names" in plugins.problem(3)
 
 
@@ -110,9 +118,11 @@ def test_an_unknown_dataset_says_how_a_reader_outside_the_package_registers():
         get_reader("zzzz_nothing_like_it")
 
 
-def test_a_run_trains_and_evaluates_on_a_reader_of_its_own(tmp_path, compose, isolated, capsys):
-    """A run reads a benchmark through a reader in the user's file; ``coda-exp eval`` of its checkpoint, in a
-    process that has not imported that file, imports it again from the checkpoint's config."""
+def test_a_run_trains_and_evaluates_on_a_reader_of_its_own(tmp_path, compose, isolated, monkeypatch, capsys):
+    """A run reads a benchmark through a reader in the user's file, named by a relative path; ``coda-exp eval`` of
+    its checkpoint from another folder, in a process that has not imported that file, imports it again from the
+    checkpoint's config (the path made absolute). A checkpoint naming a module by name only: ``imports=`` of the
+    command replaces the checkpoint's."""
     from coda_exp.evaluate import eval_main
 
     data = tmp_path / "data"
@@ -122,12 +132,27 @@ def test_a_run_trains_and_evaluates_on_a_reader_of_its_own(tmp_path, compose, is
     for split in ("train", "dev", "test"):
         (data / f"{split}.tsv").write_text("premise\thypothesis\tlabel\n" + "".join("\t".join(r) + "\n" for r in rows))
     module = write_reader(tmp_path, "lab_run_readers", "lab_run_pairs")
+    monkeypatch.chdir(tmp_path)
     record, ckpt = train_fixture_model(compose, tmp_path / "run", "task=snli", "data.dataset=lab_run_pairs",
-                                       f"data.dir={data}", f"imports=[{module}]", "task.epochs=1")
+                                       "data.dir=data", "imports=[./lab_run_readers.py]", "task.epochs=1")
     assert record["data"]["train_examples"] == 12 and "test/acc" in record["metrics"], record["data"]
+    saved = torch.load(ckpt, weights_only=False)
+    assert saved[CHECKPOINT_CONFIG]["imports"] == [str(module)]  # anchored: read from anywhere
+    assert saved[CHECKPOINT_CONFIG]["data"]["dir"] == str(data)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
     del READERS["lab_run_pairs"], sys.modules["lab_run_readers"]
     assert eval_main([f"ckpt_path={ckpt}", "split=test", *eval_paths(tmp_path / "eval")]) == 0
     assert "lab_run_pairs" in READERS
+    del READERS["lab_run_pairs"], sys.modules["lab_run_readers"]
+    saved[CHECKPOINT_CONFIG]["imports"] = ["lab_run_readers"]  # a name found in the folder it was trained in
+    torch.save(saved, tmp_path / "named.ckpt")
+    sys.path[:] = [p for p in sys.path if p != str(tmp_path)]  # (the training put the file's folder there)
+    assert eval_main([f"ckpt_path={tmp_path / 'named.ckpt'}", "split=test", *eval_paths(tmp_path / "eval")]) == 2
+    assert re.search(r"error: imports: no module named 'lab_run_readers' .* \(the checkpoint's imports: coda-exp eval "
+                     r"imports=\[\.\.\.\] gives others; or PYTHONPATH\)", capsys.readouterr().err)
+    assert eval_main([f"ckpt_path={tmp_path / 'named.ckpt'}", "split=test", f"imports=[{module}]",
+                      *eval_paths(tmp_path / "eval")]) == 0
 
 
 @pytest.mark.parametrize("argv", [["task=snli", "scale=fixture", "imports=[lab_nowhere.readers]"],

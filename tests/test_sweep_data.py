@@ -42,3 +42,20 @@ def test_the_data_a_sweep_finds_lets_it_start(tmp_path):
     assert data_refusal([fixture, gone]) == (
         "the sweep cannot start, 1 task(s) lack their data (docs/data.md says where to get each benchmark); no job "
         f"has run:\n  snli: data.dir '{tmp_path}/gone' does not exist")
+
+
+def test_the_sweep_checks_the_reader_data_dataset_names(tmp_path):
+    """A sweep on ``task=snli data.dataset=<another reader>`` was refused for lacking SNLI's files (the check looked
+    the reader up by the task's name); a misspelt ``data.dataset`` is named before the first job."""
+    from hydra import compose, initialize_config_dir
+
+    from coda_exp.environment import config_dir, fixture_dir
+    from coda_exp.sweep_data import data_problem
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        other = compose("train", overrides=["task=snli", "data.dataset=mnli", f"data.dir={fixture_dir('mnli')}"],
+                        return_hydra_config=True)
+        typo = compose("train", overrides=["task=snli", "scale=fixture", "data.dataset=snil"], return_hydra_config=True)
+    assert data_problem(other) is None
+    assert "unknown dataset 'snil' (data.dataset)" in data_problem(typo) and "did you mean data.dataset=snli?" in (
+        data_problem(typo))

@@ -110,9 +110,9 @@ def get_reader(name: str, family: type[Reader] = Reader, **options) -> Reader:
     known = sorted(n for n, r in READERS.items() if isinstance(r, family))
     if name not in known:
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = (f"; did you mean data.dataset={close[0]}?" if close else
-                " (a reader registers when its module is imported: a new reader's module is imported in its family's "
-                "coda_exp/data/<family>/__init__.py, or, kept outside this package, named in imports=[your.module]: "
-                "coda_exp/plugins.py, docs/layout.md)")
+        hint = (f"; did you mean data.dataset={close[0]}?" if close else "") + (
+            " (a reader registers when its module is imported: a new reader's module is imported in its family's "
+            "coda_exp/data/<family>/__init__.py, or, kept outside this package, named in imports=[your.module]: "
+            "coda_exp/plugins.py, docs/layout.md)")
         raise DataError(f"unknown dataset {name!r} (data.dataset); known datasets: {known}{hint}")
     return replace(READERS[name], **options) if options else READERS[name]
