@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "user's error before it started); a job's folder whose run went on elsewhere: "
                                      "resumed or skipped.")
     parser.add_argument("--log-dir", type=Path, default=root_dir() / "outputs",
-                        help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's, or the "
-                             "current folder's with an installed package)")
+                        help="the runs' paths.log_dir (default: outputs/ where runs go: the checkout's when run "
+                             "inside it, else the current folder's)")
     parser.add_argument("--left", action="store_true", help="only the runs not finished (stopped or failed)")
     parser.add_argument("--json", type=Path, help="also write the list as JSON to this file")
     args = parser.parse_args(argv)

@@ -5,7 +5,7 @@
     coda-exp tables --runs /path/to/runs --out /tmp/tables
 
 (``python scripts/make_tables.py ...`` in a checkout: the same.) The default folders are under the project root
-(``paths.root_dir``: ``$CODA_EXP_ROOT``, else the checkout whatever the current folder, else the current folder);
+(``paths.root_dir``: ``$CODA_EXP_ROOT``, else the checkout when run inside it, else the current folder);
 the table specs are the configs' ``tables/``. Corrupt run records are skipped with a warning
 (``--strict`` makes them an error); a runs folder that does not exist is an error (a mistyped ``--runs`` would
 otherwise rewrite every table with ``no run`` cells), an empty one gives ``no run`` cells. A results folder (no
