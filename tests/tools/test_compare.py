@@ -154,3 +154,24 @@ def test_no_records_and_no_test_metric_are_one_error(tmp_path, capsys):
 def test_compare_is_a_command():
     assert commands.find("compare").module == "coda_exp.tools.compare"
     assert "compare" in commands.COMMANDS and commands.is_command_word("compare")
+
+
+def test_no_runs_reads_the_results_folders_training_writes_to(tmp_path, capsys, monkeypatch):
+    """Without --runs: results/ and outputs/fixture_results/ (scale=fixture's paths.results_root) of the project root,
+    those that exist; a project whose runs were all scale=fixture used to be told results/ does not exist."""
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    fixture = tmp_path / "outputs" / "fixture_results"
+    assert commands.run_command("compare", []) == 2
+    assert capsys.readouterr().err == (f"error: no folder of run records: neither {tmp_path / 'results'} nor {fixture} "
+                                       "exists (a training run writes its record to <paths.results_dir>/runs; --runs "
+                                       "FOLDER reads another)\n")
+    write_records(fixture / "runs", [snli(seed=1, scale="fixture"), snli(seed=2, scale="fixture")])
+    assert commands.run_command("compare", []) == 0
+    printed = capsys.readouterr()
+    assert printed.err.startswith(f"run records of {fixture} (default; --runs to choose)\n")
+    assert "## snli, scale fixture" in printed.out and f"from 2 run record(s) in {fixture}." in printed.out
+    write_records(tmp_path / "results" / "runs", [snli(seed=1), snli(seed=2)])
+    assert commands.run_command("compare", []) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("## ")] == ["## snli, scale cpu",
+                                                                            "## snli, scale fixture"]
