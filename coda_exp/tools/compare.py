@@ -17,8 +17,9 @@ others. Groups (``--group``): the model and its non-default CoDA options and con
 Defaults, read off the records of each task: the metric is the test metric matching the metric the runs monitored
 (``val_curve_metric``, the task's ``task.monitor``: ``val/acc`` → ``test/acc``; an older record without it: its
 task config's ``task.monitor``); the curve metric is the validation metric matching the metric (``test/bleu`` →
-``val/bleu``); the reference, per table, is the plain configuration, a model without CoDA before one with it, then
-by label (``coda_exp.comparison.default_reference``). The console says which were taken. A ``--metric`` or
+``val/bleu``); the reference, per table, is the plain configuration: the group with the fewest changed CoDA options and
+overrides beyond those every group of the table shares, a model without CoDA before one with it, then by label
+(``coda_exp.comparison.default_reference``). The console says which were taken. A ``--metric`` or
 ``--reference`` that no record has, an empty or missing folder, is one error naming what the records do have.
 
 The Markdown goes to stdout (the notes and the defaults taken to stderr); ``--out FILE`` also writes it,
@@ -58,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the validation curve's metric (default: the metric's val/ counterpart)")
     parser.add_argument("--reference", default=None,
                         help="the group the others are tested against, as labelled (default: the plain configuration, "
-                             "a model without CoDA first)")
+                             "overrides every group shares aside; a model without CoDA first)")
     parser.add_argument("--thresholds", type=float, nargs="*", default=list(THRESHOLDS),
                         help="validation values whose first step is reported (0.1 0.3; none: no steps columns)")
     parser.add_argument("--group", choices=GROUP_BY, default="attention-variant",

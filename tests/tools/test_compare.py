@@ -175,3 +175,26 @@ def test_no_runs_reads_the_results_folders_training_writes_to(tmp_path, capsys, 
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if line.startswith("## ")] == ["## snli, scale cpu",
                                                                             "## snli, scale fixture"]
+
+
+def test_overrides_every_group_shares_do_not_make_a_group_less_plain(tmp_path, capsys):
+    """A sweep run with data.dataset=toynli and optimizer.lr=0.001 on every job, one group swapping the model class
+    too: the reference is the group without the swap (it was the one with it: no group was plain, and its label came
+    first); of groups equally far from the plain one, a model without CoDA first."""
+    shared = ["data.dataset=toynli", "optimizer.lr=0.001"]
+    swapped = [*shared, "model._target_=toy_models.DecompAttResidual"]
+    records = [snli("decompatt", s, 0.80, swapped) for s in (1, 2)] + [
+        snli("decompatt", s, 0.70, shared) for s in (1, 2)] + [
+        snli("decompatt_coda", s, 0.85, shared) for s in (1, 2)]
+    plain = "decompatt {data.dataset=toynli, optimizer.lr=0.001}"
+    (section,) = comparison_sections(records, "test/acc", "val/acc")
+    assert section.reference == plain and section.chosen and section.rows[0].label == plain
+    assert compare(tmp_path, records) == 0
+    assert f"reference '{plain}' (default" in capsys.readouterr().err
+    # the shared settings alone are no departure: a CoDA option changed is (the softmax group, plainer, is kept)
+    centred = [snli("decompatt_coda", s, 0.85, shared, attention={"name": "coda", "center_n": True}) for s in (1, 2)]
+    (section,) = comparison_sections(records[2:] + centred, "test/acc", "val/acc")
+    assert section.reference == plain
+    only_coda = [r for r in records if r["model"] == "decompatt_coda"] + centred
+    (section,) = comparison_sections(only_coda, "test/acc", "val/acc")
+    assert section.reference == "decompatt_coda {data.dataset=toynli, optimizer.lr=0.001}"
