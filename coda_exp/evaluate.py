@@ -79,6 +79,14 @@ def _metrics(outputs: list[dict]) -> dict[str, float]:
     return {k: float(v.item() if hasattr(v, "item") else v) for d in outputs for k, v in d.items()}
 
 
+def trained_data_module(prep: Prepared):
+    """The checkpoint's data module (``coda_exp.trained.data_module``), told that the network takes the checkpoint's
+    weights: its word vectors are the trained ones, so no warning says they are randomly initialised."""
+    datamodule = data_module(prep)
+    datamodule.trained_weights = True
+    return datamodule
+
+
 def eval_identity(prep: Prepared) -> dict:
     """The evaluation record's identity: a new run id; the trained run's task, model, seed, experiment (and what it
     set), scale and vectors; its fingerprint over the trained run's experiment settings and overrides and this
@@ -184,7 +192,7 @@ def evaluate(inv: Invocation) -> dict:
         commit = results.git_commit(cfg.paths.root_dir)
         pin_threads(cfg.get("threads"))
         pl.seed_everything(cfg.seed, workers=True)
-        datamodule = data_module(prep)
+        datamodule = trained_data_module(prep)
         datamodule.warnings.extend(prep.warnings)  # kept in the record (the precision it evaluates in)
         task = build(prep, datamodule, build_splits=True)
         identity = eval_identity(prep)
@@ -246,7 +254,7 @@ def predict(inv: Invocation) -> Path:
         raise ConfigError(f"coda-exp predict: output={output} is a folder: name the predictions file (e.g. "
                           f"output={output / default.name})")
     prep = prepare(inv)
-    datamodule = data_module(prep)
+    datamodule = trained_data_module(prep)
     family = str(prep.cfg.task.get("family", type(datamodule).__name__))
     rows, wheres = read_inputs(inv.command["input"], datamodule.INPUT_FIELDS, family)
     run_folder.check_writable({"output": output.parent})

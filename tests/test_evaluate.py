@@ -94,6 +94,10 @@ def test_eval_of_a_run_that_has_not_finished_is_listed_apart(snli_model, tmp_pat
     assert eval_main([f"ckpt_path={ckpt_copy}", *_paths(out)]) == 0
     (record,) = _records(out, "eval")
     assert record["trained_run_state"] == "not finished" and "no finished record" in caplog.text
+    # the checkpoint's vectors are the trained ones: no "randomly initialised" warning, as its training gave
+    said = "no pretrained embeddings (data.embeddings.path is null)"
+    assert said not in caplog.text and not [w for w in record["warnings"] if said in w]
+    assert [w for w in snli_model[1]["warnings"] if said in w]
     spec = tables.load_table_spec(ROOT / "configs" / "tables" / "table_3.yaml")
     table = tables.build_table(spec, [record])
     assert not [c for row in table.cells for c in row if c.status == "ok"]
@@ -312,7 +316,7 @@ def test_eval_and_predict_of_a_translation_model_with_its_one_vocabulary(tmp_pat
     assert len(got) == 2 and all(isinstance(g["hypothesis"], str) for g in got)
 
 
-def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path, capsys):
+def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, tmp_path, capsys, caplog):
     """A checkpoint written before tokenizers and the run's identity rode along: evaluated and predicted from
     tokenizers rebuilt from its training files; its record is listed apart (whose run it is, is unknown)."""
     import torch
@@ -333,6 +337,7 @@ def test_an_older_checkpoint_rebuilds_its_tokenizers_from_its_data(snli_model, t
     assert "a checkpoint of an unknown run" in table_render.render_markdown(tables.build_table(spec, [record]))
     got = _predict(old, _write(tmp_path / "in.jsonl", [{"text_a": "A man.", "text_b": "A person."}]), tmp_path)
     assert got[0]["label"] in ("entailment", "neutral", "contradiction")
+    assert "no pretrained embeddings" not in caplog.text  # rebuilt tokenizers, the checkpoint's vectors all the same
     test_only = tmp_path / "test_only"  # its tokenizers need the training file: said so
     test_only.mkdir()
     shutil.copy(FIXTURES / "snli" / "snli_1.0_test.jsonl", test_only)
