@@ -17,10 +17,12 @@ gate, only in a table where some run measured it (``callbacks=gate_stats``): the
 measured mean gate g·f_N(N) and of the fraction of gates < 0.01 (``gate_stats``), averaged over the seeds that have
 it.
 
-The reference, where none is given (:func:`default_reference`): the plain configuration (no CoDA option changed from
-its defaults, no override beyond the plain configuration), a model without CoDA before one with it, then by label
-(with no plain group, the first group by the same order): ``transformer`` beside ``coda_transformer``, ``decompatt``
-beside ``decompatt {optimizer.lr=0.003}``.
+The reference, where none is given (:func:`default_reference`): the plain configuration, the group whose runs set
+the fewest CoDA options away from their defaults and configuration overrides, not counting those every run of the
+table shares (a sweep's own ``data.dataset=toynli``: every label shows it, none is plainer for it), then a model
+without CoDA before one with it, then by label: ``transformer`` beside ``coda_transformer``, ``decompatt`` beside
+``decompatt {optimizer.lr=0.003}``, ``decompatt {data.dataset=toynli}`` beside ``decompatt {data.dataset=toynli,
+model._target_=...}``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from coda_exp.curves import (
     group_label,
     latest_per_seed,
     off_grid_overrides,
+    shown_in,
     validation_curve,
 )
 from coda_exp.figures import display_labels
@@ -132,14 +135,25 @@ def final_gate(record: dict) -> tuple[float, float] | None:
     return (statistics.fmean(means), statistics.fmean(closed)) if means else None
 
 
+def departures(record: dict) -> set[str]:
+    """What sets the run apart from the plain configuration: its CoDA options away from their defaults
+    (``[beta=0]``) and its configuration overrides beyond them (:func:`coda_exp.curves.off_grid_overrides`)."""
+    variant = attention_variant(record)
+    return ({f"[{key}={value!r}]" for key, value in variant.items()}
+            | {o for o in off_grid_overrides(record) if not shown_in(o, variant)})
+
+
 def default_reference(groups: dict[str, list[dict]]) -> str:
-    """The group (label: its runs) the others are compared with when none is given (module docstring); grouped by
-    model, a group is plain where one of its runs is."""
-    def order(label: str) -> tuple[bool, bool, str]:
-        runs = groups[label]
-        plain = any(not attention_variant(r) and not off_grid_overrides(r) for r in runs)  # --group model: any
-        coda = any(attention_options(r).get("name") == "coda" for r in runs)
-        return not plain, coda, label
+    """The group (label: its runs) the others are compared with when none is given (module docstring): the fewest
+    :func:`departures` beyond those every run of the table shares (grouped by model: of its plainest run), then
+    one without CoDA, then by label."""
+    apart = {label: [departures(r) for r in runs] for label, runs in groups.items()}
+    shared = set.intersection(*(d for runs in apart.values() for d in runs)) if groups else set()
+
+    def order(label: str) -> tuple[int, bool, str]:
+        extra = min(len(d - shared) for d in apart[label])
+        coda = any(attention_options(r).get("name") == "coda" for r in groups[label])
+        return extra, coda, label
 
     return min(groups, key=order)
 

@@ -146,7 +146,7 @@ def off_grid_overrides(record: dict, grid: Iterable[str] = ()) -> list[str]:
     return [] if fingerprint == digest(sorted(grid)) else overrides
 
 
-def _shown_in(override: str, variant: dict) -> bool:
+def shown_in(override: str, variant: dict) -> bool:
     """Whether ``override`` sets an attention option the group label already shows (``model.scoring.beta=0`` in
     ``coda_transformer[beta=0]``)."""
     key = override_key(override)
@@ -165,7 +165,7 @@ def group_label(record: dict, by: str = "attention-variant", grid: Iterable[str]
     variant = attention_variant(record)
     if variant:
         label += "[" + ", ".join(f"{key}={_option_text(value)}" for key, value in variant.items()) + "]"
-    config = [o for o in off_grid_overrides(record, grid) if not _shown_in(o, variant)]
+    config = [o for o in off_grid_overrides(record, grid) if not shown_in(o, variant)]
     return f"{label} {{{', '.join(config)}}}" if config else label
 
 

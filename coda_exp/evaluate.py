@@ -5,6 +5,9 @@ run's best checkpoint, whose path the run's end prints and its record keeps as `
 ``last.ckpt``) evaluates the checkpoint as a training run's end does (``split=all``: the validation split, then
 the test split, sequence tasks decoding as their test decodes) and writes a run record, test predictions and its
 own folder (``<paths.log_dir>/evals/<task>-<model>/<time>``: ``eval.log``, the loggers' files) like a training run.
+As a training run's, the folder of an evaluation that fails (a data error, a crash) stays, its ``eval.log`` ending
+with ``evaluation failed: <error>`` (a crash: and its traceback); one refused before it began (an output folder
+that cannot be written) goes.
 The record is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained
 run's overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing),
 with ``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
@@ -73,10 +76,19 @@ from coda_exp.trained import (
 log = logging.getLogger(__name__)
 
 EVAL_LOG = "eval.log"
+EVAL_FAILED = "evaluation failed:"  # + the error: the last line of a failed evaluation's eval.log
 
 
 def _metrics(outputs: list[dict]) -> dict[str, float]:
     return {k: float(v.item() if hasattr(v, "item") else v) for d in outputs for k, v in d.items()}
+
+
+def trained_data_module(prep: Prepared):
+    """The checkpoint's data module (``coda_exp.trained.data_module``), told that the network takes the checkpoint's
+    weights: its word vectors are the trained ones, so no warning says they are randomly initialised."""
+    datamodule = data_module(prep)
+    datamodule.trained_weights = True
+    return datamodule
 
 
 def eval_identity(prep: Prepared) -> dict:
@@ -110,8 +122,28 @@ def _eval_folder(prep: Prepared) -> Path:
     folder = Path(cfg.paths.log_dir) / "evals" / f"{cfg.task.name}-{cfg.model.name}" / stamp
     folder = run_folder.claim(folder)
     cfg.paths.output_dir = str(folder)
-    run_folder.check_outputs(cfg, folder)
+    run_folder.check_outputs(cfg, folder, claimed=True)  # refused: the folder, holding only the claim, goes
     return folder
+
+
+@contextmanager
+def _failure_logged():
+    """An evaluation that fails once its folder holds its ``eval.log`` keeps the folder, as a training run that
+    fails keeps its own, with why at the end of the log (:data:`EVAL_FAILED` and the error; the console has the
+    ``error:`` line or the traceback already)."""
+    from coda_exp.console import file_only
+
+    try:
+        yield
+    except UserError as err:
+        log.error("%s %s", EVAL_FAILED, err, **file_only())
+        raise
+    except Exception:  # a crash: its traceback follows the line, the error last
+        log.exception("%s", EVAL_FAILED.rstrip(":"), **file_only())
+        raise
+    except BaseException as err:  # a Ctrl-C, a SIGTERM: the console says so, with the command that runs it again
+        log.warning("evaluation stopped (%s): nothing recorded", type(err).__name__, **file_only())
+        raise
 
 
 def trained_run_state(prep: Prepared) -> str | None:
@@ -179,12 +211,12 @@ def evaluate(inv: Invocation) -> dict:
     cfg = prep.cfg
     check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
     folder = _eval_folder(prep)
-    with run_folder.log_file(folder, EVAL_LOG):
+    with run_folder.log_file(folder, EVAL_LOG), _failure_logged():
         log.info("evaluating %s in %s", prep.path, folder)
         commit = results.git_commit(cfg.paths.root_dir)
         pin_threads(cfg.get("threads"))
         pl.seed_everything(cfg.seed, workers=True)
-        datamodule = data_module(prep)
+        datamodule = trained_data_module(prep)
         datamodule.warnings.extend(prep.warnings)  # kept in the record (the precision it evaluates in)
         task = build(prep, datamodule, build_splits=True)
         identity = eval_identity(prep)
@@ -246,7 +278,7 @@ def predict(inv: Invocation) -> Path:
         raise ConfigError(f"coda-exp predict: output={output} is a folder: name the predictions file (e.g. "
                           f"output={output / default.name})")
     prep = prepare(inv)
-    datamodule = data_module(prep)
+    datamodule = trained_data_module(prep)
     family = str(prep.cfg.task.get("family", type(datamodule).__name__))
     rows, wheres = read_inputs(inv.command["input"], datamodule.INPUT_FIELDS, family)
     run_folder.check_writable({"output": output.parent})

@@ -281,9 +281,9 @@ def _logs_into(folder: Path) -> list[logging.FileHandler]:
 def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool:
     """Remove a single run's Hydra folder ``folder`` where it holds nothing but what Hydra wrote before the job
     (``.hydra/``'s files), its ``train.log`` (an empty one, unless ``with_log``: a job whose run went on in another
-    folder, whose log has every line of this one) and this process's claim, with its ``runs/<task>-<model>/`` where
-    that is left empty; the root logger's file handlers that write into it are closed first. True where it went;
-    the ranks of a DDP run other than 0 leave it as it is."""
+    folder, whose log has every line of this one) and this process's claim, with its ``runs/<task>-<model>/`` (an
+    eval's ``evals/<task>-<model>/``) where that is left empty; the root logger's file handlers that write into it
+    are closed first. True where it went; the ranks of a DDP run other than 0 leave it as it is."""
     from lightning_fabric.utilities.rank_zero import (
         rank_zero_only,  # RANK, LOCAL_RANK, SLURM_PROCID, ... as a run
     )
@@ -312,7 +312,7 @@ def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool
         for name in names - {".hydra"}:
             (folder / name).unlink()
         folder.rmdir()
-        if folder.parent.parent.name == "runs" and not any(folder.parent.iterdir()):  # runs/<task>-<model>/
+        if folder.parent.parent.name in ("runs", "evals") and not any(folder.parent.iterdir()):  # <task>-<model>/
             folder.parent.rmdir()
     except OSError:  # a folder that cannot be read or emptied: it stays
         return False

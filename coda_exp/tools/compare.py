@@ -2,21 +2,24 @@
 group, the test metric over seeds against a reference group (Δ, Welch's p), how fast the validation curve rises
 and, where a run measured it, CoDA's final gate (``coda_exp.comparison``).
 
-    coda-exp compare                                  # every task of results/, each with its own metric
+    coda-exp compare                                  # every task of results/ and outputs/fixture_results/
     coda-exp compare --runs results --task snli [--out cmp.md]
     coda-exp compare --runs results/runs --runs /more/results --task mlu --metric test/acc_seq \\
         [--curve-metric val/acc_seq] [--reference transformer] [--thresholds 0.1 0.3] [--group model]
 
-Records: every ``*.json`` of each ``--runs`` folder (its ``runs/`` subfolder when there is one; default
-``<root>/results``, where training writes them); ``--task`` keeps one task's runs, else each task is its own
-table(s). Groups (``--group``): the model and its non-default CoDA options and configuration overrides, as
+Records: every ``*.json`` of each ``--runs`` folder (its ``runs/`` subfolder when there is one); ``--task`` keeps
+one task's runs, else each task is its own table(s). Default: where training writes them under the project root,
+those of ``<root>/results`` and ``<root>/outputs/fixture_results`` (``scale=fixture``'s ``paths.results_root``: smoke
+runs stay out of ``results/``) that exist; each scale is its own table, so fixture runs are never pooled with
+others. Groups (``--group``): the model and its non-default CoDA options and configuration overrides, as
 ``coda-exp plot-curves`` labels them (``decompatt {optimizer.lr=0.001}``).
 
 Defaults, read off the records of each task: the metric is the test metric matching the metric the runs monitored
 (``val_curve_metric``, the task's ``task.monitor``: ``val/acc`` → ``test/acc``; an older record without it: its
 task config's ``task.monitor``); the curve metric is the validation metric matching the metric (``test/bleu`` →
-``val/bleu``); the reference, per table, is the plain configuration, a model without CoDA before one with it, then
-by label (``coda_exp.comparison.default_reference``). The console says which were taken. A ``--metric`` or
+``val/bleu``); the reference, per table, is the plain configuration: the group with the fewest changed CoDA options and
+overrides beyond those every group of the table shares, a model without CoDA before one with it, then by label
+(``coda_exp.comparison.default_reference``). The console says which were taken. A ``--metric`` or
 ``--reference`` that no record has, an empty or missing folder, is one error naming what the records do have.
 
 The Markdown goes to stdout (the notes and the defaults taken to stderr); ``--out FILE`` also writes it,
@@ -36,6 +39,8 @@ from coda_exp.environment import config_dir, root_dir
 from coda_exp.errors import UserError
 from coda_exp.io import atomic_write_text, output_problem, write_problem
 
+FIXTURE_RESULTS = Path("outputs", "fixture_results")  # configs/scale/fixture.yaml's paths.results_root, under the root
+
 
 class CompareError(UserError, ValueError):
     """What ``coda-exp compare`` cannot compare (a folder without records, a metric or group no record has)."""
@@ -44,8 +49,8 @@ class CompareError(UserError, ValueError):
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, action="append", default=None,
-                        help="a folder of run records, or a results folder with runs/ (repeatable; default: "
-                             "results/ of the project root)")
+                        help="a folder of run records, or a results folder with runs/ (repeatable; default: those of "
+                             "results/ and outputs/fixture_results/ (scale=fixture's) of the project root that exist)")
     parser.add_argument("--task", default=None, help="only this task's runs (default: a table per task)")
     parser.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     parser.add_argument("--metric", default=None,
@@ -54,20 +59,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the validation curve's metric (default: the metric's val/ counterpart)")
     parser.add_argument("--reference", default=None,
                         help="the group the others are tested against, as labelled (default: the plain configuration, "
-                             "a model without CoDA first)")
+                             "overrides every group shares aside; a model without CoDA first)")
     parser.add_argument("--thresholds", type=float, nargs="*", default=list(THRESHOLDS),
                         help="validation values whose first step is reported (0.1 0.3; none: no steps columns)")
     parser.add_argument("--group", choices=GROUP_BY, default="attention-variant",
                         help="one row per model, or per model, CoDA variant and overrides (default)")
     parser.add_argument("--title", default="Comparison", help="the Markdown's title (Comparison)")
     args = parser.parse_args(argv)
-    args.runs = args.runs or [root_dir() / "results"]
+    args.default_runs = args.runs is None
+    args.runs = args.runs or default_runs()
     return args
 
 
-def load(folders: Sequence[Path], task: str | None) -> list[dict]:
-    """The training records of ``folders`` (of ``task`` only, where given); a CompareError where there is none."""
+def default_runs() -> list[Path]:
+    """The results folders that training writes to under the project root and that exist: ``results/`` and
+    ``outputs/fixture_results/`` (``scale=fixture``'s ``paths.results_root``); both where neither exists."""
+    root = root_dir()
+    folders = [root / "results", root / FIXTURE_RESULTS]
+    return [folder for folder in folders if folder.is_dir()] or folders
+
+
+def load(folders: Sequence[Path], task: str | None, default: bool = False) -> list[dict]:
+    """The training records of ``folders`` (of ``task`` only, where given; ``default``: :func:`default_runs`'); a
+    CompareError where there is none."""
     where = ", ".join(map(str, folders))
+    if default and not any(Path(folder).is_dir() for folder in folders):
+        raise CompareError(f"no folder of run records: neither {' nor '.join(map(str, folders))} exists (a training "
+                           "run writes its record to <paths.results_dir>/runs; --runs FOLDER reads another)")
     try:
         records = load_run_records(folders)
     except FileNotFoundError as err:
@@ -150,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     wrong = args.out and output_problem("--out", args.out, "the table", folder=False, example="compare.md")
     if wrong:
         raise CompareError(wrong)
-    records = load(args.runs, args.task)
+    records = load(args.runs, args.task, args.default_runs)
+    if args.default_runs:
+        print(f"run records of {', '.join(map(str, args.runs))} (default; --runs to choose)", file=sys.stderr)
     sections = compare(records, args)
     text = render(sections, args.thresholds, args.title,
                   source=f"{len(records)} run record(s) in {', '.join(map(str, args.runs))}")

@@ -33,6 +33,10 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
 - ``failed``: none of these (it stopped before its first checkpoint); the table shows the last error of its
   ``train.log`` (with the lines a user's error lists after its first: the bad keys of a ConfigError).
 
+Evaluations' folders (``coda-exp eval``: ``<log-dir>/evals/``) are no run folders and are not listed: their records
+are in the results folder (``mode: "eval"``); one that failed keeps its ``eval.log``, ending with ``evaluation
+failed: <error>`` (``coda_exp.evaluate``).
+
 A folder that left no resolved config (a job that failed before it) is named by its Hydra config
 (``.hydra/config.yaml``, composed before the job started), else by its folder's name. The model column adds the
 overrides that change a run's configuration (``attconv_light [model/attention=coda]``: its record's, else its job's

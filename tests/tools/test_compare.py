@@ -154,3 +154,47 @@ def test_no_records_and_no_test_metric_are_one_error(tmp_path, capsys):
 def test_compare_is_a_command():
     assert commands.find("compare").module == "coda_exp.tools.compare"
     assert "compare" in commands.COMMANDS and commands.is_command_word("compare")
+
+
+def test_no_runs_reads_the_results_folders_training_writes_to(tmp_path, capsys, monkeypatch):
+    """Without --runs: results/ and outputs/fixture_results/ (scale=fixture's paths.results_root) of the project root,
+    those that exist; a project whose runs were all scale=fixture used to be told results/ does not exist."""
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    fixture = tmp_path / "outputs" / "fixture_results"
+    assert commands.run_command("compare", []) == 2
+    assert capsys.readouterr().err == (f"error: no folder of run records: neither {tmp_path / 'results'} nor {fixture} "
+                                       "exists (a training run writes its record to <paths.results_dir>/runs; --runs "
+                                       "FOLDER reads another)\n")
+    write_records(fixture / "runs", [snli(seed=1, scale="fixture"), snli(seed=2, scale="fixture")])
+    assert commands.run_command("compare", []) == 0
+    printed = capsys.readouterr()
+    assert printed.err.startswith(f"run records of {fixture} (default; --runs to choose)\n")
+    assert "## snli, scale fixture" in printed.out and f"from 2 run record(s) in {fixture}." in printed.out
+    write_records(tmp_path / "results" / "runs", [snli(seed=1), snli(seed=2)])
+    assert commands.run_command("compare", []) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("## ")] == ["## snli, scale cpu",
+                                                                            "## snli, scale fixture"]
+
+
+def test_overrides_every_group_shares_do_not_make_a_group_less_plain(tmp_path, capsys):
+    """A sweep run with data.dataset=toynli and optimizer.lr=0.001 on every job, one group swapping the model class
+    too: the reference is the group without the swap (it was the one with it: no group was plain, and its label came
+    first); of groups equally far from the plain one, a model without CoDA first."""
+    shared = ["data.dataset=toynli", "optimizer.lr=0.001"]
+    swapped = [*shared, "model._target_=toy_models.DecompAttResidual"]
+    records = [snli("decompatt", s, 0.80, swapped) for s in (1, 2)] + [
+        snli("decompatt", s, 0.70, shared) for s in (1, 2)] + [
+        snli("decompatt_coda", s, 0.85, shared) for s in (1, 2)]
+    plain = "decompatt {data.dataset=toynli, optimizer.lr=0.001}"
+    (section,) = comparison_sections(records, "test/acc", "val/acc")
+    assert section.reference == plain and section.chosen and section.rows[0].label == plain
+    assert compare(tmp_path, records) == 0
+    assert f"reference '{plain}' (default" in capsys.readouterr().err
+    # the shared settings alone are no departure: a CoDA option changed is (the softmax group, plainer, is kept)
+    centred = [snli("decompatt_coda", s, 0.85, shared, attention={"name": "coda", "center_n": True}) for s in (1, 2)]
+    (section,) = comparison_sections(records[2:] + centred, "test/acc", "val/acc")
+    assert section.reference == plain
+    only_coda = [r for r in records if r["model"] == "decompatt_coda"] + centred
+    (section,) = comparison_sections(only_coda, "test/acc", "val/acc")
+    assert section.reference == "decompatt_coda {data.dataset=toynli, optimizer.lr=0.001}"

@@ -136,6 +136,7 @@ class DataModule(pl.LightningDataModule, ABC):
         self.warnings: list[str] = []
         self.restored: dict | None = None  # the trained model's tokenizers (restore_encoders), else built from data
         self.only_splits: tuple[str, ...] | None = None  # an evaluation's splits (read_splits); None: every split
+        self.trained_weights = False  # the network takes a checkpoint's weights, word vectors included (eval, predict)
 
     # -- the form a family fills in ------------------------------------------------------------------------
     @abstractmethod
@@ -214,6 +215,13 @@ class DataModule(pl.LightningDataModule, ABC):
         if pl.utilities.rank_zero_only.rank == 0:
             log.warning(message)
         self.warnings.append(message)
+
+    def warn_untrained_vectors(self, message: str) -> None:
+        """:meth:`warn` that no pretrained vectors initialise the word vectors (``message``), for a model trained
+        here only: where the network takes a checkpoint's weights (``trained_weights``: ``coda-exp eval`` and
+        ``predict``; or its tokenizers are restored) its vectors are the trained ones, and the warning would mislead."""
+        if self.restored is None and not self.trained_weights:
+            self.warn(message)
 
     def limit(self, split: str) -> int | None:
         """The cap on the examples of ``split``: ``max_train_examples`` for train, ``max_eval_examples`` else."""

@@ -199,8 +199,9 @@ class EvidenceDataModule(DataModule):
                                                            seed=self.seed, extra_words=extra)
             self.stats.update(embeddings_found=found, vocab_added_from_embeddings=len(self.vocab) - size)
         elif not path:
-            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
-                      "initialised, so numbers will not match the paper's (300-d word2vec, fine-tuned)")
+            self.warn_untrained_vectors(
+                "no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised, "
+                "so numbers will not match the paper's (300-d word2vec, fine-tuned)")
         names = self.reader.label_names
         for split, examples in raw.items():
             self.splits[split] = self._encode(examples)

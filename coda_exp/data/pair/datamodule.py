@@ -218,8 +218,9 @@ class PairDataModule(LabelledDataModule):
         self.splits = {s: self._encode(d) for s, d in raw.items()}
         self.stats["vocab_size"] = len(self.vocab)
         if not path:
-            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
-                      "initialised and trained, so numbers will not match the paper's")
+            self.warn_untrained_vectors(
+                "no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised "
+                "and trained, so numbers will not match the paper's")
         log.info("%s: %s", self.reader.name, self.stats)
 
     # -- loaders ------------------------------------------------------------------------------------------

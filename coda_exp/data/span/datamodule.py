@@ -264,8 +264,9 @@ class SpanDataModule(DataModule):
     def _load_embeddings(self, raw: dict[str, list[dict]]) -> None:
         path = self.embeddings_cfg.get("path")
         if not path:
-            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
-                      "initialised, so numbers will not match the paper's (DecaProp: 300-d GloVe)")
+            self.warn_untrained_vectors(
+                "no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised, "
+                "so numbers will not match the paper's (DecaProp: 300-d GloVe)")
             return
         extra = None
         if self.embeddings_cfg.get("extend_vocab", True):

@@ -149,8 +149,9 @@ class TextClassificationDataModule(LabelledDataModule):
                                                                        self.min_freq, self.max_vocab))
         path = self.embeddings_cfg.get("path")
         if not path:
-            self.warn("no pretrained embeddings (data.embeddings.path is null): word vectors are randomly "
-                      "initialised and trained, so numbers will not match the paper's")
+            self.warn_untrained_vectors(
+                "no pretrained embeddings (data.embeddings.path is null): word vectors are randomly initialised "
+                "and trained, so numbers will not match the paper's")
         else:
             extra = None
             if self.embeddings_cfg.get("extend_vocab", True):

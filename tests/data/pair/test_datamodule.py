@@ -312,3 +312,20 @@ def test_capped_splits_are_the_same_subset_for_every_run_seed(tmp_path, dm):
     texts = [list(m.splits[s]["text_a"]) for m in (a, b, c) for s in ("train", "test")]
     assert texts[0] == texts[2] and texts[1] == texts[3]  # seeds 1 and 2: the same subsets
     assert len(texts[0]) == 5 and texts[0] != texts[4]  # another subset_seed: another subset
+
+
+def test_no_random_vectors_warning_where_the_weights_come_from_a_checkpoint(tmp_path, dm):
+    """Training without data.embeddings.path warns its vectors are randomly initialised; an evaluation or prediction
+    (the checkpoint's tokenizers restored, or ``trained_weights``: an older checkpoint's rebuilt from the training
+    files) takes the trained vectors with the weights, and said the same, which misled."""
+    said = "no pretrained embeddings (data.embeddings.path is null)"
+    trained = dm(tmp_path)
+    assert any(said in w for w in trained.warnings)
+    restored = PairDataModule("snli", dir=str(FIXTURES / "snli"), cache_dir=str(tmp_path / "cache"))
+    restored.restore_encoders(trained.encoder_state())
+    restored.setup()
+    rebuilt = PairDataModule("snli", dir=str(FIXTURES / "snli"), cache_dir=str(tmp_path / "cache"))
+    rebuilt.trained_weights = True
+    rebuilt.setup()
+    assert rebuilt.vocab.itos == trained.vocab.itos
+    assert not [w for m in (restored, rebuilt) for w in m.warnings if said in w]
