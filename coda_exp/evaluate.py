@@ -316,14 +316,18 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
                       training-only keys (optimizer.*, task.epochs, ...) and model.* (the weights fit the
                       trained model only; model.*.kernel, how CoDA is computed, may change) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
+  imports=[...]       your own modules (readers, models), instead of those the checkpoint names
   -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the details.""",
     "predict": """usage: coda-exp predict ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE] [key=value ...]
 
 Run a trained model on new inputs (JSON lines, or a TSV file with a header, of the task's input fields) and write
-one prediction per input, in input order (default output: <input>.predictions.jsonl beside it).
+one prediction per input, in input order (default output: <input>.predictions.jsonl beside it). The fields:
+text_a, text_b (pairs; ranking: and group), text (texts), src (sequences), claim, evidence (FEVER), question,
+passages (span QA).
   ckpt_path=FILE      a .ckpt written by a training run
   paths.*, logger=, trainer= (trainer=gpu), threads=: this machine's settings
+  imports=[...]       your own modules (readers, models), instead of those the checkpoint names
   -v, --verbose       every library's log lines on the console (quiet by default, as training)
 docs/running.md has the formats.""",
 }
