@@ -28,6 +28,41 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _parse_each_yaml_text_once() -> None:
+    """Hydra parses every config file again at each composition (PyYAML's pure-Python loader: a quarter of a
+    composition's time), and the tests compose over a thousand times: OmegaConf.load keeps each text's parse and hands out a
+    copy. A text parsed for the first time is parsed from its file as before, so a YAML error names its file, line
+    and column as it does in a run; a changed file is another text."""
+    import copy
+
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf._utils import get_yaml_loader
+
+    parsed, original = {}, OmegaConf.load
+
+    def load(file_):
+        if isinstance(file_, (str, Path)):
+            with open(os.path.abspath(file_), encoding="utf-8") as f:
+                return load(f)
+        if not (getattr(file_, "read", None) and getattr(file_, "seekable", lambda: False)()):
+            return original(file_)
+        start = file_.tell()
+        text = file_.read()
+        if text not in parsed:
+            file_.seek(start)
+            parsed[text] = yaml.load(file_, Loader=get_yaml_loader())
+        obj = copy.deepcopy(parsed[text])
+        if obj is not None and not isinstance(obj, (list, dict, str)):
+            raise OSError(f"Invalid loaded object type: {type(obj).__name__}")  # as OmegaConf.load
+        return OmegaConf.create() if obj is None else OmegaConf.create(obj)
+
+    OmegaConf.load = staticmethod(load)
+
+
+_parse_each_yaml_text_once()
+
+
 @pytest.fixture(autouse=True)
 def _hydra_config_cleared():
     """Hydra's config of a run (``HydraConfig``, which ``${hydra:...}`` reads) as a fresh process has it, before and
