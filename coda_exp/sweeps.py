@@ -76,7 +76,7 @@ def job_problems(cfg: DictConfig) -> list[str]:
 def unfit_pairs(composed: list[DictConfig], tasks: list[str], models: list[str]) -> list[tuple[str, str, str]]:
     """(task option, model option, why) for each pair of a sweep's swept ``tasks`` and ``models`` (options as typed)
     that none of the ``composed`` jobs has and whose model does not fit the task: a grid's jobs are not all composed
-    (:func:`coda_exp.cli.sweep_variants`), but each task's family and each model's families are known from those."""
+    (:func:`coda_exp.composition.sweep_variants`), but each task's family and each model's families are known from those."""
     from coda_exp.model_fit import family_problem
 
     seen, task_of, model_of = set(), {}, {}

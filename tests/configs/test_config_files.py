@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from coda_exp import cli, environment
+from coda_exp import cli, composition, environment
 from tests import ROOT
 
 
@@ -21,6 +21,7 @@ def configs(tmp_path, monkeypatch):
     (folder / "local").mkdir()
     monkeypatch.setattr(environment, "config_dir", lambda: folder)
     monkeypatch.setattr(cli, "config_dir", lambda: folder)
+    monkeypatch.setattr(composition, "config_dir", lambda: folder)
     monkeypatch.setattr(sys, "argv", ["train.py"])
     return folder
 
