@@ -3,7 +3,7 @@
 The ``state_dict`` of the last N Lightning checkpoints (ordered by the ``global_step`` stored in each, not by file
 name) is averaged element-wise for floating-point tensors (accumulated in float64, cast back); other tensors and
 every other key (optimizer state, loops, hyper-parameters...) are taken from the newest checkpoint, so Lightning
-and ``pipeline.load_trained`` load the result as any checkpoint. The output is written atomically.
+and ``offline.load_trained`` load the result as any checkpoint. The output is written atomically.
 
 In a run (``task.average_last = N``): :func:`periodic_checkpoints` keeps the last N, :func:`average_last` averages
 them after training (``checkpoints/averaged.ckpt``, tested instead of the best checkpoint).

@@ -1,5 +1,5 @@
 """Where the configs and the fixtures are, and the environment every entry point sets: a leaf that ``cli`` (the Hydra
-entry point), ``resolvers`` and ``pipeline`` (``build_offline``) use, so none imports another for it.
+entry point), ``resolvers`` and ``offline`` (``build_offline``) use, so none imports another for it.
 
 A checkout reads its own ``configs/`` and ``tests/fixtures/``; an installed wheel ships both inside the package, as
 ``coda_exp/configs`` and ``coda_exp/fixtures`` (``setup.py`` maps the one onto the other), so ``scale=fixture`` works

@@ -18,7 +18,7 @@ def overrides(args, model: str, fast: bool) -> list[str]:
 
 
 def build(args, model: str, fast: bool, seed: int | None = None):
-    from coda_exp.pipeline import build_offline
+    from coda_exp.offline import build_offline
 
     extra = [] if seed is None else [f"seed={seed}"]
     cfg, dm, task = build_offline([*overrides(args, model, fast), *extra], prefix="coda-bench-")

@@ -89,7 +89,7 @@ class TaskModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """A checkpoint knows what it is: the run's resolved config rides along (``coda_exp.run_config``), so a
-        ``.ckpt`` alone rebuilds its model and data settings (``pipeline.load_trained``), with the tokenizers
+        ``.ckpt`` alone rebuilds its model and data settings (``offline.load_trained``), with the tokenizers
         (``coda_exp.data_state``: ``coda-exp eval`` / ``predict`` read new text with them) and which run wrote it
         (``coda_exp.run``: an evaluation's record takes the run's fingerprint and scale from it)."""
         if self.run_config is not None:

@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from hydra.utils import instantiate
 
-    from coda_exp import pipeline
+    from coda_exp import offline, pipeline
 
-    cfg, datamodule, task = pipeline.build_offline(args.overrides, prefix="coda-estimate-", trainer=True)
+    cfg, datamodule, task = offline.build_offline(args.overrides, prefix="coda-estimate-", trainer=True)
     params = sum(p.numel() for p in task.parameters())
     timer = _StepTimer(args.warmup)
     trainer = instantiate(cfg.trainer, max_steps=args.warmup + args.steps, max_epochs=-1, limit_val_batches=0,

@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     extras.require("matplotlib", "coda-exp plot-coda")  # before the model loads
 
     from coda_exp import console
-    from coda_exp.pipeline import load_trained
+    from coda_exp.offline import load_trained
 
     console.configure(verbose=args.verbose)  # as a run: no datasets "tokenising" bars while the data is read
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra.errors import MissingConfigException
 
-from coda_exp import pipeline, results, table_render, tables
+from coda_exp import offline, pipeline, results, table_render, tables
 from coda_exp.fingerprint import GRID_FINGERPRINT, scale_label
 from coda_exp.pipeline import run
 from tests import FIXTURES, ROOT
@@ -380,7 +380,7 @@ def test_the_record_tests_the_checkpoint_it_names(make_cfg, tmp_path, task, over
 
 def test_a_checkpoint_alone_rebuilds_its_model(make_cfg, tmp_path):
     """The run's resolved config rides in every checkpoint: a .ckpt moved away from its run folder still loads
-    (pipeline.load_trained), and an older checkpoint without it still reads its folder's config_resolved.yaml."""
+    (offline.load_trained), and an older checkpoint without it still reads its folder's config_resolved.yaml."""
     import shutil
 
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
@@ -388,15 +388,15 @@ def test_a_checkpoint_alone_rebuilds_its_model(make_cfg, tmp_path):
     run(make_cfg("task=wikiqa", "scale=fixture", "task.epochs=1", "logger=none", "save_predictions=false"))
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     alone = shutil.copy(last, tmp_path / "alone.ckpt")
-    cfg, _, net = pipeline.load_trained(alone)
+    cfg, _, net = offline.load_trained(alone)
     assert cfg.task.name == "wikiqa" and cfg.model.name == "decompatt"
     state = torch.load(last, weights_only=False)
     for key, value in net.state_dict().items():
         assert torch.equal(value, state["state_dict"][f"model.{key}"]), key
     del state[CHECKPOINT_CONFIG]
     torch.save(state, last)
-    assert pipeline.load_trained(last)[0].task.name == "wikiqa"
+    assert offline.load_trained(last)[0].task.name == "wikiqa"
     torch.save(state, tmp_path / "alone.ckpt")
     with pytest.raises(FileNotFoundError, match="no run config in"):
-        pipeline.load_trained(tmp_path / "alone.ckpt")
+        offline.load_trained(tmp_path / "alone.ckpt")
 

@@ -48,7 +48,7 @@ def test_estimate_refuses_a_sweep_naming_it_not_hydras_multirun_advice(argv, mes
     """It used to print Hydra's "Ambiguous value ... add --multirun", a flag estimate does not take."""
     from coda_exp import commands
 
-    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda *a, **k: pytest.fail("composed a sweep"))
+    monkeypatch.setattr("coda_exp.offline.build_offline", lambda *a, **k: pytest.fail("composed a sweep"))
     assert commands.run_command("estimate", argv) == 2
     err = capsys.readouterr().err
     assert (err == message if message.endswith("\n") else message in err) and "multirun" not in err, err
@@ -69,7 +69,7 @@ def test_an_experiment_that_is_a_sweep_is_refused_as_train_py_refuses_it(argv, m
     model=decompatt, a model the user never named."""
     from coda_exp import commands
 
-    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda *a, **k: pytest.fail("estimated a run of no job"))
+    monkeypatch.setattr("coda_exp.offline.build_offline", lambda *a, **k: pytest.fail("estimated a run of no job"))
     assert commands.run_command("estimate", argv) == 2
     err = capsys.readouterr().err
     assert err == message and "-m" not in err, err
@@ -79,7 +79,7 @@ def test_one_run_of_an_experiment_sweep_is_estimated(monkeypatch):
     from coda_exp.tools import estimate as est
 
     seen = []
-    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda overrides, **k: seen.append(overrides) or 1 / 0)
+    monkeypatch.setattr("coda_exp.offline.build_offline", lambda overrides, **k: seen.append(overrides) or 1 / 0)
     for argv in (["experiment=table_3", "task=mnli", "model=decompatt_coda"], ["experiment=table_6", "model=transformer"]):
         with pytest.raises(ZeroDivisionError):  # passed the check: the build starts
             est.main([*argv, "scale=fixture"])
@@ -90,7 +90,7 @@ def test_estimate_takes_its_options_before_or_after_the_overrides(monkeypatch):
     from coda_exp.tools import estimate as est
 
     seen = []
-    monkeypatch.setattr("coda_exp.pipeline.build_offline", lambda overrides, **k: seen.append(overrides) or 1 / 0)
+    monkeypatch.setattr("coda_exp.offline.build_offline", lambda overrides, **k: seen.append(overrides) or 1 / 0)
     for argv in (["--steps", "3", "task=snli", "scale=fixture"], ["task=snli", "--steps", "3", "scale=fixture"]):
         with pytest.raises(ZeroDivisionError):  # stops where the build would start
             est.main(argv)

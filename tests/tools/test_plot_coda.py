@@ -151,7 +151,7 @@ def test_coda_transformer_figure_from_its_record(plot_coda, mlu_run, tmp_path, m
 def test_coda_transformer_values_exclude_padding_and_the_future(plot_coda, mlu_run):
     import json
 
-    from coda_exp.pipeline import load_trained
+    from coda_exp.offline import load_trained
 
     _, record = mlu_run
     cfg, dm, net = load_trained(json.loads(record.read_text())["best_checkpoint"])
@@ -217,7 +217,7 @@ def test_the_console_is_quiet_as_in_training(plot_coda, monkeypatch, tmp_path):
 
     import datasets
 
-    import coda_exp.pipeline
+    import coda_exp.offline
 
     bars = importlib.import_module("datasets.utils.tqdm")  # the module (datasets.utils.tqdm is also a class)
 
@@ -230,7 +230,7 @@ def test_the_console_is_quiet_as_in_training(plot_coda, monkeypatch, tmp_path):
         seen.append(datasets.is_progress_bar_enabled())
         raise SystemExit(0)
 
-    monkeypatch.setattr(coda_exp.pipeline, "load_trained", load_trained)
+    monkeypatch.setattr(coda_exp.offline, "load_trained", load_trained)
     ckpt = tmp_path / "x.ckpt"
     ckpt.write_bytes(b"")
     with pytest.raises(SystemExit):

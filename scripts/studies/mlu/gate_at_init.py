@@ -29,10 +29,10 @@ def measure(model_name: str, overrides: list[str], seed: int) -> dict[str, tuple
     """{layer: (mean gate, fraction < 0.01)} at initialisation for ``model=model_name`` + ``overrides``."""
     import torch
 
-    from coda_exp import pipeline
+    from coda_exp import offline
     from coda_exp.callbacks import GateStats
 
-    _, datamodule, task = pipeline.build_offline([f"model={model_name}", f"seed={seed}", *overrides],
+    _, datamodule, task = offline.build_offline([f"model={model_name}", f"seed={seed}", *overrides],
                                                  prefix="coda-gate-init-")
     batch = next(iter(datamodule.train_dataloader()))
     callback = GateStats(every_n_steps=1, max_examples=10 ** 9)
