@@ -23,6 +23,7 @@ from coda_exp.callbacks import ElapsedTime, GateStats, KeepBestAcrossFolders, Ra
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.checkpoint_io import AtomicCheckpointIO, peer_lost, write_failed
 from coda_exp.config_checks import check_config
+from coda_exp.data.common.errors import DataError
 from coda_exp.environment import in_sweep
 from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import scale_label
@@ -56,6 +57,7 @@ from coda_exp.stops import (
     stopped,
     stopped_outside_a_step,
 )
+from coda_exp.sweep_data import data_problem
 from coda_exp.tasks.base import CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
 from coda_exp.validation_checks import budget_cut, check_first_validation, warn_epoch_cap
@@ -173,6 +175,8 @@ def run(cfg: DictConfig) -> float | None:
     check_compatible(cfg)
     check_extras(cfg)
     check_trainer(cfg)
+    if cfg.data.get("dir") is not None and not in_sweep() and (missing := data_problem(cfg)):  # (a sweep: JobReport)
+        raise DataError(missing)  # a data.dir without the reader's files: refused before the run's folder is chosen
     hydra_dir = Path(cfg.paths.output_dir)
     finished = auto_resume.apply(cfg)  # resume=auto: ckpt_path set to where this run stopped, or nothing to run
     if finished is not None:

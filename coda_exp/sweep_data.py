@@ -47,7 +47,8 @@ def data_problem(cfg: DictConfig) -> str | None:
                     f"{reader.hub_id!r} cannot be fetched offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
         return None
     if not Path(directory).is_dir():
-        return f"data.dir {directory!r} does not exist"
+        expected = f": expected a folder holding {reader.layout()}. {reader.source_hint}" if reader is not None else ""
+        return f"data.dir {directory!r} does not exist{expected}".rstrip()
     if reader is not None:
         try:
             for split in reader.splits():

@@ -41,7 +41,9 @@ def test_the_data_a_sweep_finds_lets_it_start(tmp_path):
     assert data_refusal([fixture, mlu]) is None
     assert data_refusal([fixture, gone]) == (
         "the sweep cannot start, 1 task(s) lack their data (docs/data.md says where to get each benchmark); no job "
-        f"has run:\n  snli: data.dir '{tmp_path}/gone' does not exist")
+        f"has run:\n  snli: data.dir '{tmp_path}/gone' does not exist: expected a folder holding the official files "
+        "snli_1.0_train.jsonl, snli_1.0_dev.jsonl, snli_1.0_test.jsonl. Get them from https://nlp.stanford.edu/projects/"
+        "snli/ (snli_1.0.zip, folder snli_1.0/).")
 
 
 def test_the_sweep_checks_the_reader_data_dataset_names(tmp_path):

@@ -211,13 +211,15 @@ def _plain_train(args, tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["task=mlu", "model=transformer", "scale=cpu", "task.max_steps=30"], "task.cpu_scheduler.warmup_steps = 200"),
-    (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist"),  # found after the log opens
+    # refused before the run's folder is chosen (it was found as the data loaded, the run listed as failed)
+    (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist: expected a folder holding"),
 ])
 def test_a_users_mistake_is_one_message_and_exit_status_2(tmp_path, args, message):
     proc = _plain_train(args, tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     output = proc.stdout + proc.stderr  # errors found before the run's log opens go to stderr, later ones to the log
     assert output.count(message) == 1 and "Traceback" not in output and "HYDRA_FULL_ERROR" not in output
+    assert not list((tmp_path / "outputs").rglob("train.log"))  # no run folder: refused, nothing to resume or list
 
 
 def test_a_crash_keeps_its_traceback_and_exit_status_1(tmp_path):
