@@ -91,7 +91,10 @@ def load(folders: Sequence[Path], task: str | None, default: bool = False) -> li
     except FileNotFoundError as err:
         raise CompareError(f"--runs: {err}") from None
     if not records:
-        raise CompareError(f"no run record in {where} (a training run writes its record to <paths.results_dir>/runs)")
+        evals = sum(1 for folder in folders for p in (folder / "runs", folder) if p.is_dir() for _ in p.glob("*.json"))
+        held = f"; its {evals} record(s) are evaluations (coda-exp eval), which compare leaves out" if evals else ""
+        raise CompareError(f"no training run record in {where} (a training run writes its record to "
+                           f"<paths.results_dir>/runs){held}")
     kept = [r for r in records if task is None or r["task"] == task]
     if not kept:
         tasks = sorted({str(r["task"]) for r in records})

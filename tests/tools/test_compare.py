@@ -143,8 +143,11 @@ def test_no_records_and_no_test_metric_are_one_error(tmp_path, capsys):
     assert commands.run_command("compare", ["--runs", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == f"error: --runs: no such folder of run records: {tmp_path / 'missing'}\n"
     assert compare(tmp_path, []) == 2
-    assert capsys.readouterr().err == (f"error: no run record in {tmp_path / 'runs'} (a training run writes its record "
-                                       "to <paths.results_dir>/runs)\n")
+    assert capsys.readouterr().err == (f"error: no training run record in {tmp_path / 'runs'} (a training run writes "
+                                       "its record to <paths.results_dir>/runs)\n")
+    assert compare(tmp_path / "evals", [rec("snli", "decompatt", mode="eval")]) == 2
+    assert capsys.readouterr().err.endswith("; its 1 record(s) are evaluations (coda-exp eval), which compare leaves "
+                                            "out\n")
     odd = rec("odd_task", "decompatt", metrics={"test/f1": 0.5}, val_curve_metric="val/acc")
     assert compare(tmp_path / "odd", [odd]) == 2
     assert capsys.readouterr().err == ("error: task odd_task: no test metric matches the monitored one (val/acc); "
