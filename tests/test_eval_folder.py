@@ -1,0 +1,39 @@
+"""coda-exp eval's own folder (``outputs/evals/<task>-<model>/<time>``) as a training run's: kept with the error at
+the end of its eval.log when the evaluation fails, gone when it is refused before it began."""
+
+from __future__ import annotations
+
+from coda_exp.errors import USER_ERROR_EXIT
+from coda_exp.evaluate import eval_main
+from tests.conftest import eval_paths as _paths
+
+
+def test_a_failed_eval_keeps_its_folder_with_the_error_in_its_log(snli_model, tmp_path, capsys):
+    """As a failed training run: an evaluation that fails once its folder is made (a malformed data line) keeps the
+    folder, its eval.log ending with the error (it ended with the lines before, saying nothing of the failure)."""
+    _, _, ckpt = snli_model
+    bad = tmp_path / "bad_snli"
+    bad.mkdir()
+    (bad / "snli_1.0_test.jsonl").write_text('{"gold_label": "neutral", "sent\n', encoding="utf-8")
+    out = tmp_path / "eval"
+    capsys.readouterr()
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", f"data.dir={bad}", *_paths(out)]) == USER_ERROR_EXIT
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "snli_1.0_test.jsonl:1: malformed JSON" in err
+    assert "evaluation failed" not in err  # the log's line: the console has the error once
+    (log_file,) = (out / "outputs" / "evals").rglob("eval.log")
+    last = log_file.read_text(encoding="utf-8").splitlines()[-1]
+    assert f"[ERROR] - evaluation failed: {err.removeprefix('error: ').splitlines()[0]}" in last
+    assert not list(out.rglob("*.json"))  # no record
+
+
+def test_an_eval_refused_before_it_began_leaves_no_folder(snli_model, tmp_path, capsys):
+    """As a refused training run's untouched folder: its results folder a file, the evaluation's folder, holding
+    only its claim, goes (it stayed, empty to ls)."""
+    _, _, ckpt = snli_model
+    (tmp_path / "results").write_text("a file, not a folder", encoding="utf-8")
+    refused = tmp_path / "refused"
+    args = [f"ckpt_path={ckpt}", *_paths(refused), f"paths.results_dir={tmp_path / 'results'}"]
+    assert eval_main(args) == USER_ERROR_EXIT
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert [p.name for p in (refused / "outputs").rglob("*")] == ["evals"]  # neither <task>-<model>/ nor <time>/
