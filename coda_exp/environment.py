@@ -73,12 +73,27 @@ def fixture_dir(task: str) -> Path:
     return fixtures_dir() / str(task)
 
 
+#: whether ``$CODA_EXP_ROOT`` was the user's choice (set before :func:`set_environment` first ran)
+ROOT_CHOSEN: bool | None = None
+
+
 def set_environment() -> None:
     """The environment every entry point sets before torch runs: the root folder (:func:`root_dir`), and a passive
     OpenMP wait."""
+    global ROOT_CHOSEN
+    if ROOT_CHOSEN is None:
+        ROOT_CHOSEN = bool(os.environ.get("CODA_EXP_ROOT"))
     os.environ.setdefault("CODA_EXP_ROOT", str(root_dir().absolute()))  # absolute: a config read from elsewhere
     # torch and numba each bring an OpenMP runtime; spinning idle threads of one starve the other (10x slower)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def trained_root_here(root: str | None, overrides: list[str]) -> bool:
+    """Whether a command on a trained run (``coda-exp eval``) writes under that run's root folder ``root`` rather
+    than the current folder: run outside any checkout, with no ``$CODA_EXP_ROOT`` nor ``paths.*`` of the user's, and
+    ``root`` a folder here (an evaluation from /tmp of a run of /home/me/lab goes beside the run's own records)."""
+    return (bool(root) and not ROOT_CHOSEN and not in_the_checkout(Path.cwd()) and Path(str(root)).is_dir()
+            and not any(o.lstrip("+~").startswith("paths.") for o in overrides))
 
 
 def in_sweep() -> bool:

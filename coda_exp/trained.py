@@ -42,6 +42,7 @@ from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
 from coda_exp.data.common.errors import DataError
+from coda_exp.environment import trained_root_here
 from coda_exp.eval_args import ENVIRONMENT, Invocation, parse, refusal  # noqa: F401 (parse: this module's API)
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.optim import schedule_node
@@ -134,6 +135,9 @@ def build_config(inv: Invocation, trained: DictConfig) -> DictConfig:
     """The evaluation's config: the trained one, this machine's settings, the command's changes applied."""
     if message := refusal(inv, trained):
         raise ConfigError(message)
+    root = (trained.get("paths") or {}).get("root_dir")
+    if trained_root_here(root, inv.environment):  # beside the training's own records, not in the current folder
+        inv.environment.insert(0, "paths.root_dir='{}'".format(str(root).replace("\\", "\\\\").replace("'", "\\'")))
     env = compose_environment(inv, trained.get("scale_name"))
     cfg = trained.copy()
     with open_dict(cfg):

@@ -37,3 +37,22 @@ def test_an_eval_refused_before_it_began_leaves_no_folder(snli_model, tmp_path, 
     assert eval_main(args) == USER_ERROR_EXIT
     assert "is a file, not a folder" in capsys.readouterr().err
     assert [p.name for p in (refused / "outputs").rglob("*")] == ["evals"]  # neither <task>-<model>/ nor <time>/
+
+
+def test_an_eval_from_another_folder_writes_beside_the_training_s_own_records(tmp_path, compose, monkeypatch,
+                                                                              capsys):
+    """A run trained in a project folder of one's own, evaluated from another folder: the record went to that other
+    folder's results/, where `coda-exp compare` in the project did not see it."""
+    from coda_exp import environment
+    from tests.conftest import train_fixture_model
+
+    project = tmp_path / "lab"
+    project.mkdir()
+    _, ckpt = train_fixture_model(compose, tmp_path / "train", "task=snli", "task.epochs=1", f"paths.root_dir={project}")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(environment, "ROOT_CHOSEN", False)  # as a user who set no CODA_EXP_ROOT
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", "logger=none"]) == 0
+    assert len(list((project / "outputs" / "fixture_results" / "runs").glob("*.json"))) == 1
+    assert list((project / "outputs" / "evals").rglob("eval.log")) and not list(elsewhere.iterdir())
