@@ -43,7 +43,12 @@ READER_MODULE = '''
 
 @pytest.fixture
 def isolated(monkeypatch):
-    """sys.path, sys.modules' new entries and the reader registry as they were before the test."""
+    """sys.path, sys.modules' new entries and the reader registry as they were before the test. The families'
+    readers are registered first: one registered during the test (its module imported by a reader of the test's)
+    would otherwise go with the test's, and stay gone, its module imported, for the worker's later tests."""
+    import coda_exp.data
+
+    coda_exp.data.get_reader  # noqa: B018 (imports every family, which registers its readers)
     monkeypatch.setattr(sys, "path", list(sys.path))
     modules, readers = set(sys.modules), dict(READERS)
     monkeypatch.setattr(plugins, "_entry_points_loaded", False)
