@@ -305,7 +305,7 @@ def check_config(cfg: DictConfig) -> None:
     from coda_exp import plugins
     from coda_exp.config_nodes import anchor_paths
 
-    anchor_paths(cfg)  # a relative data.dir, absolute in the saved config and checkpoint (relative imports: load's)
+    anchor_paths(cfg)  # a relative data.dir or imports path, absolute in the saved config and checkpoint
     plugins.load(cfg)
     bad = config_problems(cfg)
     if bad:

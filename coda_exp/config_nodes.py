@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from coda_exp.config_keys import raw_interpolation
@@ -93,9 +93,15 @@ def path_problems(cfg: DictConfig) -> dict[str, tuple[str, str | None]]:
 
 
 def anchor_paths(cfg: DictConfig) -> None:
-    """A relative ``data.dir`` made absolute, from the current folder it was given in: the run's saved config and its
-    checkpoint name the folder wherever they are read (``coda-exp eval`` from another folder read ``data/mine``
-    there). Paths of ``imports`` are anchored as they are imported (``coda_exp.plugins.load``)."""
+    """A relative ``data.dir``, and the relative paths of ``imports`` (``coda_exp.plugins``), made absolute from the
+    current folder they were given in: the run's saved config and its checkpoint name them wherever they are read
+    (``coda-exp eval`` from another folder read ``data/mine`` there)."""
+    from coda_exp.plugins import KEY, is_path
+
+    value = cfg.get(KEY) if isinstance(cfg, DictConfig) else None
+    entries = [value] if isinstance(value, str) else list(value) if isinstance(value, ListConfig) else []
+    if any(isinstance(e, str) and is_path(e) for e in entries):
+        cfg[KEY] = [str(Path(e).expanduser().absolute()) if isinstance(e, str) and is_path(e) else e for e in entries]
     data = cfg.get("data") if isinstance(cfg, DictConfig) else None
     if not isinstance(data, DictConfig) or "dir" not in data:
         return

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import console
+from coda_exp import console, plugins
 from coda_exp.checkpoint_avg import load_checkpoint
 from coda_exp.config_checks import check_config
 from coda_exp.instantiation import instantiate
@@ -43,6 +43,7 @@ def load_trained(checkpoint: str | os.PathLike, config: str | os.PathLike | None
             raise FileNotFoundError(f"no run config in {checkpoint} nor at {config}; pass the run's "
                                     f"{RESOLVED_CONFIG} explicitly")
         cfg = OmegaConf.load(config)
+    plugins.load(cfg)  # the run's own modules (its ``imports``): its reader, before the data module looks it up
     datamodule = instantiate(cfg.data)
     datamodule.trained_weights = True  # its word vectors come from the checkpoint: no "randomly initialised" warning
     if ckpt.get(CHECKPOINT_DATA) is not None:  # the trained tokenizers, not ones rebuilt from the training files

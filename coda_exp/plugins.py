@@ -51,7 +51,8 @@ def _entries(value) -> list[str]:
                       f"(e.g. {KEY}=[mylab.readers])")
 
 
-def _is_path(entry: str) -> bool:
+def is_path(entry: str) -> bool:
+    """Whether an entry of ``imports`` names a file or folder (``./my_readers.py``, ``lab/pkg``), not a module."""
     return entry.endswith(".py") or "/" in entry or os.sep in entry
 
 
@@ -81,7 +82,7 @@ def _findable(name: str) -> bool:
 def _locate(entry: str) -> str:
     """The module name to import for ``entry``, with ``sys.path`` extended where it needs (a path's folder, or the
     current folder for a name found nowhere else): a :class:`PluginError` when it cannot be found."""
-    if _is_path(entry):
+    if is_path(entry):
         name, folder = _module_of_path(entry)
         if folder not in sys.path:
             sys.path.insert(0, folder)
@@ -114,14 +115,6 @@ def _raised_at(err: BaseException) -> str:
     return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
-def _anchored(cfg, entries: list[str]) -> None:
-    """Relative paths of a config's ``imports`` made absolute in it, so that its saved copy and the checkpoint's name
-    the same files wherever they are read (``coda-exp eval`` from another folder)."""
-    absolute = [str(Path(e).expanduser().absolute()) if _is_path(e) else e for e in entries]
-    if absolute != entries and hasattr(cfg, "get") and not getattr(cfg, "_get_flag", lambda _: False)("readonly"):
-        cfg[KEY] = absolute
-
-
 def check(value) -> None:
     """That each entry of an ``imports`` value can be found, importing none (what a command line's check may do
     before Hydra sets up a run's logging): a :class:`PluginError` naming the first that cannot."""
@@ -140,16 +133,15 @@ def problem(value) -> str | None:
 
 def load(value=None, hint: str = "") -> list[str]:
     """Import the entry points of :data:`GROUP` (once per process) and each module of ``value`` (a config's
-    ``imports``, or a DictConfig holding that key, whose relative paths are made absolute in it); returns the names
-    of the modules of ``value``. ``hint`` ends a :class:`PluginError`'s message (where the value came from)."""
-    cfg = value if value is not None and hasattr(value, "get") and not isinstance(value, str) else None
-    if cfg is not None:
-        value = cfg.get(KEY)
+    ``imports``, or a config holding that key); returns the names of the modules of ``value``. ``hint`` ends a
+    :class:`PluginError`'s message (where the value came from). Relative paths are made absolute in the saved config
+    by ``coda_exp.config_nodes.anchor_paths``."""
+    if value is not None and hasattr(value, "get") and not isinstance(value, str):
+        value = value.get(KEY)
     _load_entry_points()
     names = []
     try:
-        entries = _entries(value)
-        for entry in entries:
+        for entry in _entries(value):
             name = _locate(entry)
             try:
                 importlib.import_module(name)
@@ -159,8 +151,6 @@ def load(value=None, hint: str = "") -> list[str]:
             names.append(name)
     except PluginError as err:
         raise PluginError(f"{err}{hint}") from err.__cause__
-    if cfg is not None:
-        _anchored(cfg, entries)
     return names
 
 

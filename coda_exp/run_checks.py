@@ -24,7 +24,7 @@ from hydra.utils import instantiate
 from lightning_fabric.utilities.exceptions import MisconfigurationException
 from omegaconf import DictConfig, OmegaConf
 
-from coda_exp import extras, plugins
+from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
 from coda_exp.config_diff import configuration_changes
@@ -45,7 +45,6 @@ def check_compatible(cfg: DictConfig) -> None:
     attention its options cannot take (AttConv's additive matching with ``model/attention=coda``); a ``_target_``
     that cannot be imported, or keys its class does not take, in the model's nodes, ``task.module``, ``data``, the
     optimizer and the schedule (``coda_exp.node_keys``)."""
-    plugins.load(cfg)  # your readers and classes (``imports``), before the checks look them up
     problem = misfit(cfg)
     if problem:
         raise ConfigError(problem)

@@ -41,6 +41,7 @@ from coda_exp import plugins
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
+from coda_exp.config_nodes import anchor_paths
 from coda_exp.data.common.errors import DataError
 from coda_exp.environment import trained_root_here
 from coda_exp.eval_args import ENVIRONMENT, Invocation, parse, refusal  # noqa: F401 (parse: this module's API)
@@ -205,6 +206,7 @@ def prepare(inv: Invocation) -> Prepared:
     ckpt = load_checkpoint(path, need=("state_dict",))
     trained = checkpoint_config(path, ckpt)
     cfg = build_config(inv, trained)
+    anchor_paths(cfg)  # an imports= path of the command, absolute as the training's are
     plugins.load(cfg, hint=f" (the checkpoint's imports: coda-exp {inv.mode} imports=[...] gives others; or PYTHONPATH)")
     if inv.config:  # the command's changes get the training run's value checks (data.eval_batch_size=0 ...)
         check_config(cfg)

@@ -10,8 +10,10 @@ from importlib import metadata
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from coda_exp import plugins
+from coda_exp.config_nodes import anchor_paths
 from coda_exp.data.common.readers import READERS
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
 from tests.conftest import eval_paths, train_fixture_model
@@ -74,9 +76,10 @@ def test_a_module_of_the_current_folder_or_a_file_registers_its_reader(tmp_path,
     other = tmp_path / "elsewhere"
     other.mkdir()
     write_reader(other, "lab_readers_b", "lab_pairs_b")
-    cfg = {"imports": ["elsewhere/lab_readers_b.py", "lab_readers_a"]}
+    cfg = OmegaConf.create({"imports": ["elsewhere/lab_readers_b.py", "lab_readers_a"]})
     assert plugins.load(cfg) == ["lab_readers_b", "lab_readers_a"] and "lab_pairs_b" in READERS
-    assert cfg["imports"] == [str(other / "lab_readers_b.py"), "lab_readers_a"]  # as the saved config keeps it
+    anchor_paths(cfg)  # (check_config, before the run saves its config)
+    assert list(cfg["imports"]) == [str(other / "lab_readers_b.py"), "lab_readers_a"]  # as the saved config keeps it
     package = tmp_path / "pkg" / "labpkg"
     package.mkdir(parents=True)
     write_reader(package, "__init__", "lab_pairs_c")
