@@ -27,8 +27,8 @@ VERBOSE_FLAGS = ("-v", "--verbose")
 def _train(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
-    from coda_exp.errors import USER_ERROR_EXIT, UserError
-    from coda_exp.hydra_callbacks import LOGGED, SweepUserError
+    from coda_exp.errors import USER_ERROR_EXIT, UserError, print_error
+    from coda_exp.hydra_callbacks import LOGGED, SweepUserError, remove_made_folders
     from coda_exp.pipeline import run
     from coda_exp.run_folder import refused
 
@@ -40,9 +40,10 @@ def _train(cfg: DictConfig) -> float | None:
             setattr(wrapped, LOGGED, getattr(err, LOGGED, False))
             wrapped.code = USER_ERROR_EXIT  # the sweep summary's exit status of this job
             raise wrapped from None
-        print(f"error: {err}", file=sys.stderr, flush=True)  # (the run logged it to its train.log only)
+        print_error(err, bool(cfg.get("verbose")))  # (the run logged it to its train.log only)
         if not getattr(err, LOGGED, False):  # refused before the run started: its Hydra folder goes, or says why
             refused(HydraConfig.get().runtime.output_dir, err)
+            remove_made_folders()  # (outputs/runs/ where the run made it)
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 

@@ -20,6 +20,19 @@ class UserError(Exception):
     """An error in the user's input, reported as its message alone (see the module docstring)."""
 
 
+def print_error(err: UserError, verbose: bool = False) -> None:
+    """``error: <message>`` on stderr: a user's mistake is its message alone. With ``-v`` an error raised from
+    another (a module of the user's own that raised on import, a file a library could not read) has that error's
+    traceback printed first: the message names its last frame only."""
+    import sys
+    import traceback
+
+    cause = err.__cause__
+    if verbose and cause is not None and not isinstance(cause, UserError):
+        traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
+    print(f"error: {err}", file=sys.stderr, flush=True)
+
+
 def exit_status(err: BaseException | None) -> int:
     """The status a process leaving with ``err`` in flight exits with: 0 without one, 130 for a Ctrl-C (a
     KeyboardInterrupt, or the exit Lightning makes of one), a SystemExit's own (143 for a SIGTERM's stop),

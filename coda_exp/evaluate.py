@@ -45,7 +45,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
-from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status
+from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status, print_error
 from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
 from coda_exp.loggers import build_loggers, finish
@@ -317,7 +317,7 @@ Evaluate a training run's checkpoint and write a run record (mode "eval") and it
                       trained model only; model.*.kernel, how CoDA is computed, may change) are refused
   paths.*, logger=, trainer= (trainer=gpu), threads=, save_record=, save_predictions=: this machine's settings
   imports=[...]       your own modules (readers, models), instead of those the checkpoint names
-  -v, --verbose       every library's log lines on the console (quiet by default, as training)
+  -v, --verbose       every library's log lines on the console, errors' tracebacks (quiet by default)
 docs/running.md has the details.""",
     "predict": """usage: coda-exp predict ckpt_path=FILE input=FILE.jsonl|.tsv [output=FILE] [key=value ...]
 
@@ -328,7 +328,7 @@ passages (span QA).
   ckpt_path=FILE      a .ckpt written by a training run
   paths.*, logger=, trainer= (trainer=gpu), threads=: this machine's settings
   imports=[...]       your own modules (readers, models), instead of those the checkpoint names
-  -v, --verbose       every library's log lines on the console (quiet by default, as training)
+  -v, --verbose       every library's log lines on the console, errors' tracebacks (quiet by default)
 docs/running.md has the formats.""",
 }
 
@@ -348,7 +348,7 @@ def _run(mode: str, action, overrides: list[str]) -> int:
         with _stoppable():
             action(parse(mode, [arg for arg in overrides if arg not in ("-v", "--verbose")]))
     except UserError as err:  # one message naming the key, file or line; no traceback (as coda_exp.cli)
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        print_error(err, verbose)
         return USER_ERROR_EXIT
     except EvalInterrupted as stop:  # exit 130 or 143, as a training run a signal stopped
         log.warning("%s interrupted (%s): %s; run it again with: %s", "evaluation" if mode == "eval" else "prediction",

@@ -151,8 +151,32 @@ def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
     return "\n".join(lines)
 
 
+made_folders: list[Path] = []  # the folders a single run's log_dir/runs/ made, deepest first (on_run_start)
+
+
+def remove_made_folders() -> None:
+    """The folders above a refused single run's folder that the run made (``outputs/runs/`` in a new project folder)
+    go where they are empty again: a refusal leaves the folders as they were."""
+    for folder in made_folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (the run's folder stayed, or another run wrote there), or gone already
+            return
+
+
 class JobReport(Callback):
     """See the module docstring."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global made_folders
+        made_folders = []
+        try:
+            folder = Path(str(OmegaConf.select(config, "paths.log_dir"))).absolute() / "runs"
+        except Exception:  # noqa: BLE001 (a log_dir that does not resolve: the run reports it)
+            return
+        while not folder.exists() and folder.parent != folder:
+            made_folders.append(folder)
+            folder = folder.parent
 
     def __init__(self) -> None:
         self.sweep_dir: Path | None = None

@@ -9,7 +9,8 @@ run's configuration): the experiment's name, then every override but the seed, t
 the budget keys and where or how a run is stored or logged. A plain run (none of them) has no tag, so its folder
 is named as before tags existed. The tag:
 
-- the experiment's name, then each override as ``<key>_<value>`` in the order of its key, joined by ``+``: ``<key>``
+- the experiment's name, then each override as ``<key>_<value>`` in the order of its key, joined by ``+``, but for
+  what the folder's ``<task>-<model>`` says already (``task.name``, a ``data.dataset`` of the task's name): ``<key>``
   is the key's last component (``optimizer.lr`` -> ``lr``, ``model/attention`` -> ``attention``), or as many of its
   last components as tell it from the run's other keys (``attention.center_e``, ``scoring.center_e``); a deletion
   ``~key`` is ``del_<key>``;
@@ -56,13 +57,22 @@ def _short(key: str, keys: list[str]) -> str:
                                                                  for k in others))
 
 
+def _in_folder_name(item: str, overrides: list[str]) -> bool:
+    """Whether ``item`` says what the folder's ``<task>-<model>`` part says already: ``task.name=mine``, and
+    ``data.dataset=mine`` beside it (your own data named as docs/layout.md advises). Rendered, the tag would repeat
+    ``dataset_mine+name_mine``; the hash still counts it."""
+    key, value = override_key(item), item.partition("=")[2].strip().strip("'\"")
+    names = {o.partition("=")[2].strip().strip("'\"") for o in overrides if override_key(o) in ("task", "task.name")}
+    return key == "task.name" or key == "data.dataset" and value in names
+
+
 def config_tag(overrides: list[str], experiment: str | None = None) -> str:
     """The tag of a run with these overrides (its command line's) and ``experiment``; "" for a plain run."""
     items = configuration_items([str(o) for o in overrides], experiment)
     if not items:
         return ""
     digest = hashlib.sha256(json.dumps(sorted(normalise(i) for i in items)).encode("utf-8")).hexdigest()
-    named = [i for i in items if override_key(i) != "experiment"]
+    named = [i for i in items if override_key(i) != "experiment" and not _in_folder_name(i, overrides)]
     keys = [override_key(i) for i in named]
     parts = [_safe(i.split("=", 1)[1]) for i in items if override_key(i) == "experiment"]
     for item in sorted(named, key=lambda i: (override_key(i), i)):

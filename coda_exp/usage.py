@@ -66,7 +66,7 @@ def help_text(configs: Path | None = None) -> str:
         "  coda-exp -m [group=a,b ...] [key=v1,v2 ...]      a sweep: one run per combination",
         "  coda-exp <command> [--help]                      tables, plots, data preparation (below)",
         "",
-        "  -v, --verbose     every library's logs, warnings and progress bars (verbose=true); quiet by default",
+        "  -v, --verbose     every library's logs, warnings, progress bars and errors' tracebacks (verbose=true)",
         "  --cfg job         print the composed config and exit (add --resolve to resolve it)",
         "  --hydra-help      Hydra's own flags (--multirun, --config-dir, --info, ...)",
         "",

@@ -212,7 +212,8 @@ def test_a_model_that_cannot_run_the_task_is_said_before_hydra_makes_a_folder(tm
 
 def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
     """data.batch_size=0 is refused once Hydra has made the run folder (.hydra/, an empty train.log): that folder used
-    to stay, listed by coda-exp runs --left as failed forever ("train.log names no error")."""
+    to stay, listed by coda-exp runs --left as failed forever ("train.log names no error"), and then the empty
+    outputs/runs/ it had made in a new project folder."""
     monkeypatch.setattr(sys, "argv", ["train.py"])
     with pytest.raises(SystemExit) as exit_:
         cli.main(["task=snli", "model=decompatt", "scale=fixture", "data.batch_size=0",
@@ -220,7 +221,12 @@ def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "data.batch_size = 0: expected an int >= 1" in err, err
     assert not list((tmp_path / "outputs").rglob("*.log")) and not list((tmp_path / "outputs").rglob(".hydra"))
-    assert not (tmp_path / "outputs" / "runs" / "snli-decompatt").exists()
+    assert not (tmp_path / "outputs").exists()  # the folders it made went with it
+    (tmp_path / "outputs" / "runs").mkdir(parents=True)  # folders that were there before it stay
+    with pytest.raises(SystemExit):
+        cli.main(["task=snli", "model=decompatt", "scale=fixture", "data.batch_size=0",
+                  f"paths.log_dir={tmp_path}/outputs"])
+    assert (tmp_path / "outputs" / "runs").is_dir() and not list((tmp_path / "outputs" / "runs").iterdir())
 
 
 def test_a_data_folder_mistake_is_one_error_line_like_any_users_mistake(tmp_path, capsys, monkeypatch):

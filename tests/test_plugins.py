@@ -175,3 +175,21 @@ def test_a_module_not_found_is_one_message_before_any_folder(argv, tmp_path, mon
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "imports: no module named 'lab_nowhere.readers'" in err, err
     assert err.count("Traceback") == 0 and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_module_that_raises_is_one_line_and_with_v_its_traceback_too(verbose, tmp_path, monkeypatch, capsys,
+                                                                        isolated):
+    """-v showed the same one line: the message names the last frame only, so a user's bug two calls deep was hard to
+    find. The run leaves no folder either way (outputs/runs/ it made goes too)."""
+    from coda_exp import cli
+
+    (tmp_path / "lab_boom.py").write_text("def setup():\n    raise ValueError('no vocab here')\n\n\nsetup()\n")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "scale=fixture", "imports=[./lab_boom.py]", *(["-v"] if verbose else [])])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("error: imports: importing") == 1, err
+    assert ("Traceback" in err and 'lab_boom.py", line 5, in <module>' in err) == verbose, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab_boom.py"]

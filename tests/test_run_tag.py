@@ -45,6 +45,17 @@ def test_the_experiment_names_the_tag_and_shared_last_keys_keep_what_tells_them_
     assert run_tag.experiment_of(["model=x"]) is None
 
 
+def test_what_the_folder_name_says_already_is_not_repeated_in_the_tag():
+    """Your own data named as docs/layout.md advises (task.name=mine data.dataset=mine) made folders
+    runs/mine-decompatt/...-s1-dataset_mine+name_mine@...: the hash still tells the configurations apart."""
+    mine = run_tag.folder_suffix(["task=snli", "task.name=mine", "data.dataset=mine", "optimizer.lr=1e-3"])
+    assert TAG.match(mine) and mine.startswith("-lr_1e-3@"), mine
+    alone = run_tag.folder_suffix(["task=snli", "task.name=mine", "data.dataset=mine"])
+    assert TAG.match(alone) and alone.startswith("-@") and alone != run_tag.folder_suffix(["task.name=other"])
+    assert run_tag.folder_suffix(["task=snli", "data.dataset=mnli"]).startswith("-dataset_mnli@")
+    assert run_tag.folder_suffix(["task=snli", "data.dataset=snli"]).startswith("-@")
+
+
 def test_a_long_tag_is_cut_and_overrides_beyond_the_cut_still_name_another_folder():
     common = ["model.hidden_size=300", "data.batch_size=32", "model.dropout=0.1", "task.patience=5",
               "preset=paper", "optimizer.lr=1e-3"]
