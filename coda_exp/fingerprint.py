@@ -171,6 +171,30 @@ def normalise(override: str) -> str:
     return f"{key.strip()}{sep}{value}"
 
 
+#: Lightning's short spellings of ``trainer.precision`` and the name each stands for (what the Trainer runs)
+PRECISION_ALIASES = {"32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed", "64": "64-true"}
+#: the precision of every ``configs/trainer`` option (and Lightning's own default)
+DEFAULT_PRECISION = "32-true"
+PRECISION_KEY = "trainer.precision"
+
+
+def same_spelling(overrides: list[str]) -> list[str]:
+    """The overrides with ``trainer.precision`` as Lightning names what it runs (``bf16`` -> ``bf16-mixed``, ``32`` ->
+    ``32-true``) and left out where that is the default (``32-true``): runs computed bit for bit alike have one
+    configuration, whatever the spelling."""
+    kept = []
+    for o in overrides:
+        if override_key(o) == PRECISION_KEY and not o.startswith("~"):
+            key, _, value = o.partition("=")
+            value = value.strip().strip("'\"")
+            value = PRECISION_ALIASES.get(value, value)
+            if value == DEFAULT_PRECISION:
+                continue
+            o = f"{key}={value}"
+        kept.append(o)
+    return kept
+
+
 def world_size_of(overrides: list[str]) -> int:
     """The world size the ``trainer.devices`` and ``trainer.num_nodes`` overrides give (``trainer.devices=4``: 4; a
     list of devices: its length); 1 without them or where they leave it to the machine (``-1``, ``auto``)."""
@@ -190,7 +214,7 @@ def configuration_overrides(overrides: list[str], vectors: dict | None = None,
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted, with
     the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name) and the
     ``world_size=N`` entry where ``world_size`` (else :func:`world_size_of` the overrides) is above 1."""
-    kept = [normalise(o) for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+    kept = [normalise(o) for o in same_spelling(overrides) if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
             and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS + PARALLEL_KEYS)]
     entry = vectors_override(vectors if vectors is not None else _vectors_of(overrides))
     world = world_size_of(overrides) if world_size is None else int(world_size)
@@ -247,7 +271,8 @@ def configuration_items(overrides: list[str], experiment: str | None = None) -> 
     (``model/attention=coda``, ``model.scoring.center_e=true``) and the processes (``trainer.devices=2``) are kept:
     two runs that differ in them differ, though a table may pool both. Empty for a run of its scale's plain
     configuration. :func:`configuration_label` joins them; ``coda_exp.run_tag`` names run folders by them."""
-    shown = [o.lstrip("+") for o in overrides if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+    shown = [o.lstrip("+") for o in same_spelling(overrides)
+             if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
              and not _covered(override_key(o), ("seed", *OUTPUT_KEYS))]
     return ([f"experiment={experiment}"] if experiment else []) + shown
 

@@ -151,6 +151,8 @@ def check_trainer(cfg: DictConfig) -> None:
         # Lightning runs it as bf16-mixed with a warning on stderr only; the record would say 16-mixed, with a
         # fingerprint of its own, for a computation that is bf16-mixed's bit for bit
         raise ConfigError(float16_without_gpu(requested, trainer, "run"))
+    if requested == "16-true" and (problem := float16_weights_problem(cfg.get("optimizer"))):
+        raise ConfigError(problem)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if trainer.accelerator.__class__.__name__ == "CPUAccelerator" and trainer.num_devices > cores:
         log.warning("trainer.devices=%d on the CPU: %d DDP processes on a machine with %d cores share them (each "
@@ -273,6 +275,31 @@ def fast_options(cfg: DictConfig) -> FastOptions | None:
 
 
 FP16_MIXED = ("16-mixed", "16")  # what Lightning runs with a GradScaler (16 and "16" are its old names of 16-mixed)
+
+
+def float16_weights_problem(optimizer: DictConfig | None) -> str | None:
+    """Why ``trainer.precision=16-true`` cannot train with ``optimizer``: its ``eps`` (given, else the class's
+    default: Adam's 1e-8) is 0 in float16, where the weights and the optimizer's state then are, so a weight whose
+    gradient is 0 is updated by 0 / 0 and training diverges at its first steps (the run ended "diverged", status 0)."""
+    import inspect
+
+    from hydra.utils import get_class
+
+    if not optimizer or not optimizer.get("_target_"):
+        return None
+    eps = optimizer.get("eps")
+    if eps is None:
+        try:
+            eps = inspect.signature(get_class(str(optimizer._target_))).parameters["eps"].default
+        except (KeyError, ValueError, TypeError, ImportError, AttributeError):
+            return None
+    if not isinstance(eps, (int, float)) or torch.tensor(float(eps), dtype=torch.float16).item() != 0.0 or eps <= 0:
+        return None
+    name = str(optimizer._target_).rsplit(".", 1)[-1]
+    return (f"trainer.precision=16-true: the weights and {name}'s state would be float16, where its eps={eps:g} is 0 "
+            "(float16's smallest value is 6e-08): a weight whose gradient is 0 would be updated by 0/0 and the run "
+            "diverge at its first steps; use trainer.precision=bf16-true or bf16-mixed (16-mixed on a GPU), or "
+            "optimizer.eps=1e-4")
 
 
 def no_gpu_for_float16(trainer: pl.Trainer, what: str) -> str:

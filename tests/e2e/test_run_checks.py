@@ -75,6 +75,9 @@ def test_data_model_schedule_and_kernel_values_are_checked_before_any_data(make_
     (["trainer.precision=16-mixed"], ("(Lightning would run bf16-mixed instead, while the record would say 16-mixed): "
                                       "use trainer.precision=32-true or bf16-mixed")),  # (coda-exp eval's words too)
     (["trainer.precision=16"], "use trainer.precision=32-true or bf16-mixed"),
+    # float16 weights: Adam's eps 1e-8 is 0 there; the run ended "diverged at step 2" with status 0
+    (["trainer.precision=16-true"], ("trainer.precision=16-true: the weights and Adam's state would be float16, where "
+                                    "its eps=1e-08 is 0")),
     (["trainer=gpu_fast", "trainer.accelerator=cpu", "trainer.devices=[3]"], "devices"),
     # Lightning's own refusal came after the data, from Hydra's instantiate, naming ModelCheckpoint only
     (["+trainer.enable_checkpointing=false"], ("trainer.enable_checkpointing=false, but the run's checkpoint "
