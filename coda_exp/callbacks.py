@@ -161,7 +161,9 @@ class GateStats(pl.Callback):
 
     Off by default; ``callbacks=gate_stats`` switches it on (``configs/callbacks/gate_stats.yaml``: the default
     callbacks plus this one). Layers are the ``CoDAScoring`` modules of the network (``pl_module.model``), named by
-    the module path of their attention (``encoder.layers.0.self_attn``, ``decoder_layers.1.cross_attn``).
+    the module path of their attention (``encoder.layers.0.self_attn``, ``decoder_layers.1.cross_attn``), and its
+    ``CoDACrossAttention`` modules (the pairwise models' ``model/attention=coda``: DecompAtt, DecaProp, AttConv),
+    named by their own path (``attend``), whose gate is of F_N(a), F_N(b) (their projections, dropout off).
 
     How: for the batch that completes a multiple of ``every_n_steps`` (steps ``every_n_steps``, ``2 *
     every_n_steps``...), forward pre-hooks on each scoring capture the per-head q, k and the pair mask of the training
@@ -198,12 +200,13 @@ class GateStats(pl.Callback):
     # ------------------------------------------------------------------ layers and hooks
     @staticmethod
     def coda_layers(module) -> dict:
-        """``{attention path: CoDAScoring}`` of ``module``'s network (``module.model`` for a task module)."""
-        from coda_exp.attention import CoDAScoring
+        """``{attention path: CoDAScoring or CoDACrossAttention}`` of ``module``'s network (``module.model`` for a
+        task module)."""
+        from coda_exp.attention import CoDACrossAttention, CoDAScoring
 
         net = getattr(module, "model", module)
-        return {name.removesuffix(".scoring") or "scoring": sub for name, sub in net.named_modules()
-                if isinstance(sub, CoDAScoring)}
+        return {(name.removesuffix(".scoring") or "scoring") if isinstance(sub, CoDAScoring) else name or "attention":
+                sub for name, sub in net.named_modules() if isinstance(sub, (CoDAScoring, CoDACrossAttention))}
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         from pytorch_lightning.utilities import rank_zero_warn
@@ -211,10 +214,14 @@ class GateStats(pl.Callback):
         self._layers = self.coda_layers(pl_module)
         if not self._layers:
             rank_zero_warn(f"GateStats: {type(getattr(pl_module, 'model', pl_module)).__name__} has no CoDA attention "
-                           "layer (CoDAScoring): no gate statistics are measured")
+                           "layer (CoDAScoring, CoDACrossAttention): no gate statistics are measured")
 
-    def _capture(self, name: str):
+    def _capture(self, name: str, layer):
+        from coda_exp.attention import CoDACrossAttention
+
         def hook(module, args, kwargs):
+            if isinstance(layer, CoDACrossAttention):
+                return self._capture_cross(name, layer, args, kwargs)
             q = args[0] if len(args) > 0 else kwargs["q"]
             k = args[1] if len(args) > 1 else kwargs["k"]
             mask = args[3] if len(args) > 3 else kwargs.get("mask")
@@ -222,6 +229,26 @@ class GateStats(pl.Callback):
             call = (*(self._first(t, self.max_examples) for t in tensors), bool(kwargs.get("causal", False)))
             self._captured.setdefault(name, []).append(call)
         return hook
+
+    def _capture_cross(self, name: str, layer, args, kwargs) -> None:
+        """A ``CoDACrossAttention``'s call ``(a, b, mask_a, mask_b)``: F_N of the first examples of a and b, computed
+        here from the weights before the batch's update, with the projection's dropout off (no random numbers drawn),
+        as ``(n_a, n_b, key mask (B, 1, lb), query mask (B, la, 1), False)``."""
+        import torch
+
+        given = [args[i] if len(args) > i else kwargs.get(key) for i, key in enumerate(("a", "b", "mask_a", "mask_b"))]
+        a, b, mask_a, mask_b = (self._first(t, self.max_examples) for t in given)
+        modes = [(m, m.training) for m in layer.proj_n.modules()]
+        try:
+            layer.proj_n.eval()
+            with torch.no_grad():
+                n_a, n_b = layer.proj_n(a), layer.proj_n(b)
+        finally:
+            for m, training in modes:
+                m.training = training
+        call = (n_a, n_b, None if mask_b is None else mask_b.to(torch.bool)[:, None, :],
+                None if mask_a is None else mask_a.to(torch.bool)[:, :, None], False)
+        self._captured.setdefault(name, []).append(call)
 
     @staticmethod
     def _first(tensor, n: int):
@@ -239,8 +266,8 @@ class GateStats(pl.Callback):
             return
         self._armed_step, self._captured = step, {}
         getattr(pl_module, "request_eager_step", lambda: None)()  # the fast path: a real forward, not a replay
-        self._handles = [scoring.register_forward_pre_hook(self._capture(name), with_kwargs=True)
-                         for name, scoring in self._layers.items()]
+        self._handles = [layer.register_forward_pre_hook(self._capture(name, layer), with_kwargs=True)
+                         for name, layer in self._layers.items()]
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
                            batch_idx: int) -> None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from coda_exp.attention import CoDAScoring, SoftmaxScoring
+from coda_exp.attention import CoDACrossAttention, CoDAScoring, SoftmaxScoring
 from coda_exp.attention.multihead import MultiHeadAttention
 from coda_exp.callbacks import GateStats, ValidationHistory
 
@@ -133,6 +133,43 @@ def test_gate_statistics_use_the_scoring_options():
     _step(callback, task, 1, X, MASK)
     expected = (2 * 0.5 + 2 / (1 + math.exp(0.5 * 3.0))) / 4  # g = 1, N = -0.5 ||.||_1 unscaled
     assert callback.series["encoder.layers.0.self_attn"]["mean"] == [pytest.approx(expected)]
+
+
+class _Pairs(nn.Module):
+    """A pairwise model's CoDA: ``attend`` = CoDACrossAttention (hidden 2, F_N = F_E the identity)."""
+
+    def __init__(self, projection: str = "linear"):
+        super().__init__()
+        self.attend = CoDACrossAttention(2, hidden=2, projection=projection, dropout=0.5)
+        linear = next(m for m in self.attend.proj_n.modules() if isinstance(m, nn.Linear))
+        linear.weight.data.copy_(torch.eye(2))
+        linear.bias.data.zero_()
+
+    def forward(self, a, mask_a, b, mask_b):
+        return self.attend(a, b, mask_a, mask_b)
+
+
+@pytest.mark.parametrize("projection", ["linear", "mlp"])
+def test_gate_statistics_of_a_pairwise_models_cross_attention(projection):
+    """callbacks=gate_stats on decompatt_coda warned "no CoDA attention layer" and measured nothing: only CoDAScoring
+    (the Transformers') was looked for. The mlp projection's dropout is off for the measure: no random numbers drawn,
+    the training mode kept."""
+    task = _Task(_Pairs(projection))
+    callback = GateStats(every_n_steps=1, max_examples=1)
+    callback.on_fit_start(_trainer(0, task), task)
+    b = torch.tensor([[[0.0, 0.0], [3.0, 0.0]], [[9.0, 9.0], [9.0, 9.0]]])
+    task.train()
+    rng = torch.get_rng_state()
+    callback._capture("attend", task.model.attend)(task.model.attend, (X, b, MASK, torch.ones(2, 2, dtype=bool)), {})
+    assert torch.equal(rng, torch.get_rng_state()) and all(m.training for m in task.modules())
+    callback._captured = {}
+    callback.on_train_batch_start(_trainer(0, task), task, None, 0)
+    task.model(X, MASK, b, torch.ones(2, 2, dtype=torch.bool))
+    callback.on_train_batch_end(_trainer(1, task), task, None, None, 0)
+    # example 0: a's real tokens (0,0), (1,2) x b's (0,0), (3,0): L1 distances 0, 3, 3, 4 (ReLU keeps them: >= 0)
+    mean = (_gate(0.0) + 2 * _gate(3.0) + _gate(4.0)) / 4
+    assert callback.series == {"attend": {"steps": [1], "mean": [pytest.approx(mean)], "frac_lt_0.01": [0.0]}}
+    assert all(not m._forward_pre_hooks for m in task.modules())
 
 
 def test_gate_statistics_survive_a_checkpoint():
