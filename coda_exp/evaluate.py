@@ -213,7 +213,7 @@ def evaluate(inv: Invocation) -> dict:
     folder = _eval_folder(prep)
     with run_folder.log_file(folder, EVAL_LOG), _failure_logged():
         log.info("evaluating %s in %s", prep.path, folder)
-        commit = results.git_commit(cfg.paths.root_dir)
+        commit = results.code_commit()
         pin_threads(cfg.get("threads"))
         pl.seed_everything(cfg.seed, workers=True)
         datamodule = trained_data_module(prep)

@@ -196,9 +196,9 @@ class JobReport(Callback):
                 raise SystemExit(USER_ERROR_EXIT)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
-        auto = [] if any(o.split("=", 1)[0] == "resume" and o.endswith("=auto") for o in overrides) else ["resume=auto"]
-        self.again = " ".join([program(), "-m", *(shlex.quote(o) for o in overrides if o.split("=", 1)[0] not in
-                                                    ("resume", "ckpt_path")), *auto])
+        # the sweep's own overrides but any resume= or ckpt_path=, then resume=auto (a sweep given resume=auto lost it)
+        self.again = " ".join([program(), "-m", *(shlex.quote(o) for o in overrides if o.lstrip("+~").split("=", 1)[0]
+                                                    not in ("resume", "ckpt_path")), "resume=auto"])
         atexit.register(self._report_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:

@@ -225,7 +225,7 @@ def run(cfg: DictConfig) -> float | None:
 
 
 def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -> float | None:
-    commit = results.git_commit(cfg.paths.root_dir)  # the code that runs: read now, not when the run ends
+    commit = results.code_commit()  # the code that runs: read now, not when the run ends
     overrides = _hydra_overrides()
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts

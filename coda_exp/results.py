@@ -132,16 +132,32 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     return f"{head}-dirty" if status else head
 
 
-def benchmark_environment(root: str | os.PathLike | None = None) -> dict:
+def code_commit() -> str | None:
+    """:func:`git_commit` of the code that runs: the checkout ``coda_exp`` is imported from (a clone, ``pip install
+    -e``), whatever folder the run writes to (``CODA_EXP_ROOT``, a project folder of one's own: the run's root was
+    asked before, and a record written outside the checkout said null). An installed copy (site-packages), or a
+    package folder inside another repository, is no checkout: ``CODA_EXP_COMMIT`` where set, else None."""
+    checkout = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=checkout, capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        out = None
+    if out is not None and out.returncode == 0 and Path(out.stdout.strip()).resolve() == checkout:
+        return git_commit(checkout)
+    return os.environ.get("CODA_EXP_COMMIT", "").strip() or None
+
+
+def benchmark_environment() -> dict:
     """What a benchmark record under ``results/bench/`` names about where it ran: torch, python and triton (None
-    without it) versions, the commit (:func:`git_commit` of ``root``, "unknown" outside git), the machine,
+    without it) versions, the commit (:func:`code_commit`, "unknown" outside git), the machine,
     torch's thread count, the time (UTC) and, where CUDA is available, the GPU and CUDA version."""
     import platform
 
     import torch
 
     env = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-           "commit": git_commit(root) or "unknown", "threads": torch.get_num_threads(),
+           "commit": code_commit() or "unknown", "threads": torch.get_num_threads(),
            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     try:
         import triton

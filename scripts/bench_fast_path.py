@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         worker(args)
         return 0
     t_start = time.time()
-    out = {"environment": benchmark_environment(ROOT), "args": {k: str(v) for k, v in vars(args).items()}, "check": {},
+    out = {"environment": benchmark_environment(), "args": {k: str(v) for k, v in vars(args).items()}, "check": {},
            "ms_per_step": {}, "errors": {}, "side_by_side": None, "eval_s": {}}
     print(json.dumps(out["environment"]))
 

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         import old_flash_triton
 
         versions.append(("baseline", old_flash_triton, None))
-    record = {"environment": benchmark_environment(ROOT), "gpu": torch.cuda.get_device_name(),
+    record = {"environment": benchmark_environment(), "gpu": torch.cuda.get_device_name(),
               "setting": vars(args) | {"baseline": str(args.baseline)}, "rows": []}
 
     def save():

@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
         import numba
         numba.set_num_threads(args.threads)
-    env = {**benchmark_environment(ROOT), "device": device, "threads_arg": args.threads,
+    env = {**benchmark_environment(), "device": device, "threads_arg": args.threads,
            **{name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")},
            "loadavg": [round(x, 2) for x in os.getloadavg()]}
     try:

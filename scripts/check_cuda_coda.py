@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(parts) - {"precisions", "graphs", "compile"}:
         parser.error(f"--parts: {args.parts!r}: each part must be one of precisions, graphs, compile")
     start = time.time()
-    out = {"environment": {**benchmark_environment(ROOT), "device": args.device}, "args": vars(args) | {"json": str(args.json)},
+    out = {"environment": {**benchmark_environment(), "device": args.device}, "args": vars(args) | {"json": str(args.json)},
            "precisions": [], "compile": [], "graphs": [], "skipped": []}
 
     def save():

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
 
         record = {"command": "python scripts/sass_flash_kernels.py " + " ".join(argv if argv is not None else
                                                                                 sys.argv[1:]),
-                  "target": "sm_90a (ptxas -v, nvdisasm of triton's cubin)", **benchmark_environment(ROOT),
+                  "target": "sm_90a (ptxas -v, nvdisasm of triton's cubin)", **benchmark_environment(),
                   "rows": rows}
         args.json.write_text(json.dumps(record, indent=1))
     return 0

@@ -136,3 +136,15 @@ def test_a_job_stopped_outside_a_training_step_is_listed_as_interrupted_too(tmp_
         "sweep: 1 job(s), 0 failed, 1 interrupted",
         "  job #0 [seed=1]: interrupted (SIGTERM, exit status 143), no checkpoint to resume from",
         "    resume it with: coda-exp seed=1"]
+
+
+@pytest.mark.parametrize("given", [["resume=auto"], ["resume=never"], ["+resume=auto", "ckpt_path=/x.ckpt"], []])
+def test_the_command_to_go_on_always_resumes(given, tmp_path, monkeypatch):
+    """A sweep given resume=auto was told to go on without it: that command trained its finished jobs again and
+    started the stopped one from step 0, its checkpoint left behind."""
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    sweep = {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}}
+    cfg = OmegaConf.create({"hydra": {**sweep, "overrides": {"task": ["experiment=table_6", *given, "seed=1"]}}})
+    report = JobReport()
+    report.on_multirun_start(cfg)
+    assert report.again == "python train.py -m experiment=table_6 seed=1 resume=auto"

@@ -257,3 +257,20 @@ def test_a_record_edited_after_it_was_written_is_refused_when_read(tmp_path):
     del record[results.CHECKSUM_KEY]
     path.write_text(json.dumps(record))
     assert read_record(path) == record
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_the_code_commit_is_the_checkout_the_package_runs_from(tmp_path, monkeypatch):
+    """A run writing outside the checkout (CODA_EXP_ROOT, a project folder) recorded git_commit: null: the commit was
+    asked of its root folder, not of the code."""
+    import coda_exp
+    from coda_exp.results import code_commit
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CODA_EXP_ROOT", str(tmp_path))
+    monkeypatch.delenv("CODA_EXP_COMMIT", raising=False)
+    checkout = Path(coda_exp.__file__).resolve().parent.parent
+    assert code_commit() == git_commit(checkout) and (code_commit() is not None) == (checkout / ".git").exists()
+    monkeypatch.setattr(coda_exp.results, "__file__", str(tmp_path / "coda_exp" / "results.py"))  # no checkout
+    monkeypatch.setenv("CODA_EXP_COMMIT", "abc1234")
+    assert code_commit() == "abc1234"
