@@ -23,20 +23,22 @@ RUN_ARGS ?=
 GPU_BUDGET_S ?= 510
 GPU_PROBE_BUDGET_S ?= 240
 MPS ?= 1
-PROBES_DIR ?= results/mlu_coda_recipe_probes
+PROBES_DIR ?= $(ROOT_DIR)results/mlu_coda_recipe_probes
 # make reproduce-table-6-gpu: its wall-clock budget in seconds (runs that cannot finish within it are stopped, least
 # wanted first; a later call resumes them), where its records go, where its runs' folders are, more script arguments
 # (e.g. TABLE6_ARGS="--no-mps --seeds 1" or train.py overrides after "--")
 TABLE6_BUDGET_S ?= 660
 TABLE6_DIR ?= $(RESULTS_OF_SCALE)/table_6_gpu
-TABLE6_OUTPUTS ?= outputs/table_6_gpu
+TABLE6_OUTPUTS ?= $(ROOT_DIR)outputs/table_6_gpu
 TABLE6_ARGS ?=
 # e.g. https://download.pytorch.org/whl/cpu (CPU-only torch) or .../whl/cu126: where torch==2.13.0 comes from
 TORCH_INDEX ?=
 SCALE ?= paper
-# the results folder of a scale: scale=fixture writes its records there (configs/scale/fixture.yaml), so smoke runs
+# the root folder the runs write under (CODA_EXP_ROOT, as train.py's paths.root_dir; else this checkout), and the
+# results folder of a scale there: scale=fixture writes its records there (configs/scale/fixture.yaml), so smoke runs
 # stay out of the tracked results/
-results_of = $(if $(filter fixture,$(1)),outputs/fixture_results,results)
+ROOT_DIR := $(if $(filter-out $(CURDIR),$(abspath $(CODA_EXP_ROOT))),$(abspath $(CODA_EXP_ROOT))/)
+results_of = $(ROOT_DIR)$(if $(filter fixture,$(1)),outputs/fixture_results,results)
 RESULTS_OF_SCALE = $(call results_of,$(SCALE))
 
 # make tables: which runs folder it reads (a results folder with runs/ inside is read from its runs/; SCALE=fixture:
@@ -55,7 +57,7 @@ KNOWN_VARIABLES := $(shell sed -nE 's/^(export +)?([A-Za-z_][A-Za-z0-9_]*) *[?:+
 ifeq ($(MAKELEVEL),0)
 UNKNOWN_VARIABLES := $(filter-out $(KNOWN_VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 ifneq ($(UNKNOWN_VARIABLES),)
-UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL PY STAMP PYPROJECT_SHA SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE,$(KNOWN_VARIABLES)))
+UNKNOWN_HELP := not a variable of this Makefile, nothing would read it; its variables: $(sort $(filter-out SHELL PY STAMP PYPROJECT_SHA SCALES KNOWN_VARIABLES UNKNOWN_VARIABLES UNKNOWN_HELP results_of RESULTS_OF_SCALE ROOT_DIR,$(KNOWN_VARIABLES)))
 UNKNOWN_HELP += (make help says which target takes which); an environment variable for the commands goes before make: $(firstword $(UNKNOWN_VARIABLES))=... make $(MAKECMDGOALS)
 $(error $(foreach v,$(UNKNOWN_VARIABLES),$(v)=$($(v))): $(UNKNOWN_HELP))
 endif
@@ -95,7 +97,7 @@ setup: $(STAMP) ## create VENV with PYTHON (python3), install the package with d
 run: $(STAMP) ## the main job: Table 6 (MLU, Transformer vs CoDA-Transformer) at CPU scale, seed 1 (~28 min on 2 cores: its records' 1493 s and 1670 s, side by side beside other work), then print it and plot its learning curves; RUN_ARGS=overrides
 	CODA_KERNEL= $(PY) train.py -m experiment=table_6 scale=cpu seed=1 hydra/launcher=joblib hydra.launcher.n_jobs=2 $(RUN_ARGS)
 	$(PY) scripts/make_tables.py --tables table_6 --print
-	$(PY) scripts/plot_learning_curves.py --runs results/runs --task mlu --table table_6 --out results/figures/mlu_learning_curves.png
+	$(PY) scripts/plot_learning_curves.py --runs $(ROOT_DIR)results/runs --task mlu --table table_6 --out $(ROOT_DIR)results/figures/mlu_learning_curves.png
 	$(PY) scripts/results_index.py
 
 reproduce-table-6-gpu: $(STAMP) ## Table 6 at SCALE (paper: 100K steps) x seeds 1-3 on one GPU, side by side on the fast path within TABLE6_BUDGET_S; again = go on; TABLE6_DIR, TABLE6_OUTPUTS, TABLE6_ARGS
@@ -114,12 +116,12 @@ mlu-gate-ablation-10k: ABLATION_ARGS := task.max_steps=10000 task.val_check_inte
 mlu-gate-ablation-10k: $(STAMP) ## the same study at 10K steps (the CPU recipe, its cosine over 10K) into results/mlu_gate_ablation_10k; ~1 h per CoDA run on 2 CPU cores: RUN_ARGS=trainer=gpu; ABLATION_SCALE, ABLATION_DIR
 	$(gate_ablation)
 
-mlu-studies-gpu: ABLATION_DIR := results/mlu_gate_ablation_10k
+mlu-studies-gpu: ABLATION_DIR := $(ROOT_DIR)results/mlu_gate_ablation_10k
 mlu-studies-gpu: $(STAMP) ## on one GPU, runs side by side: the 10K gate study, then the CoDA recipe probes, then their tables (~11 min on an H100; GPU_BUDGET_S, GPU_PROBE_BUDGET_S, MPS, PROBES_DIR, ABLATION_DIR: the 10K study's folder)
-	PY=$(PY) TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/studies/mlu/gpu_mlu_studies.sh || echo "some runs did not finish: outputs/side_by_side/summary.json"
+	PY=$(PY) LOGS=$(ROOT_DIR)outputs/side_by_side TRAINER=gpu BUDGET_S=$(GPU_BUDGET_S) PROBE_BUDGET_S=$(GPU_PROBE_BUDGET_S) MPS=$(MPS) RESULTS_10K=$(ABLATION_DIR) RESULTS_PROBES=$(PROBES_DIR) bash scripts/studies/mlu/gpu_mlu_studies.sh || echo "some runs did not finish: $(ROOT_DIR)outputs/side_by_side/summary.json"
 	$(gate_at_init)
 	$(gate_ablation_tables)
-	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --runs results/mlu_gate_ablation --out $(PROBES_DIR)/tables/probes.md
+	$(PY) scripts/gate_ablation_table.py --runs $(PROBES_DIR) --runs $(ROOT_DIR)results/mlu_gate_ablation --out $(PROBES_DIR)/tables/probes.md
 	$(PY) scripts/plot_learning_curves.py --runs $(PROBES_DIR) --task mlu --out $(PROBES_DIR)/figures/learning_curves.png
 
 define gate_ablation
@@ -140,7 +142,7 @@ endef
 
 quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the WikiQA fixture, 3 seeds, Table 2 (into outputs/fixture_results/, not results/); RUN_ARGS=overrides
 	$(PY) train.py -m experiment=quickstart $(RUN_ARGS)
-	$(PY) scripts/make_tables.py --runs outputs/fixture_results/runs --out outputs/fixture_results/tables --tables table_2 --print
+	$(PY) scripts/make_tables.py --runs $(ROOT_DIR)outputs/fixture_results/runs --out $(ROOT_DIR)outputs/fixture_results/tables --tables table_2 --print
 
 TEST_WORKERS ?= 2
 test: $(STAMP) ## the fast test suite (what CI runs; ~4 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)

@@ -90,7 +90,10 @@ def render(results: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    from coda_exp.environment import root_dir
+
+    parser.add_argument("--results", type=Path, default=root_dir() / "results",
+                        help="the results folder to index (default: results/ of the root folder, CODA_EXP_ROOT's)")
     parser.add_argument("--check", action="store_true", help="compare with the committed index, write nothing")
     args = parser.parse_args(argv)
     text = render(args.results)

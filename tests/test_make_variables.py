@@ -94,3 +94,19 @@ def test_a_venv_of_another_pyproject_installs_again_and_says_whose_it_was(tmp_pa
     assert done.returncode != 0  # the install ran (PYTHON=false -m venv fails)
     assert f"{venv}: coda_exp installed from /elsewhere/checkout" in done.stdout
     assert "false -m venv" in done.stderr + done.stdout
+
+
+def test_the_make_rules_read_and_write_under_coda_exp_root(tmp_path):
+    """CODA_EXP_ROOT=<folder> make reproduce-table-6 trained into <folder> (train.py's root) but made the table from
+    the checkout's records; make run likewise. The checkout itself as the root changes nothing."""
+    env = {**_user_env(), "CODA_EXP_ROOT": f"{tmp_path}/"}
+    run = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "-n", "reproduce-table-6",
+                          "SCALE=fixture"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=120, env=env)
+    assert f"--runs {tmp_path}/outputs/fixture_results/runs --out {tmp_path}/outputs/fixture_results/tables" in run.stdout
+    run = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "-n", "run"], cwd=ROOT,
+                         capture_output=True, text=True, check=False, timeout=120, env=env)
+    assert f"--runs {tmp_path}/results/runs --task mlu" in run.stdout
+    env["CODA_EXP_ROOT"] = str(ROOT)
+    run = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "-n", "tables"], cwd=ROOT,
+                         capture_output=True, text=True, check=False, timeout=120, env=env)
+    assert run.stdout.split()[1:] == ["scripts/make_tables.py", "--runs", "results/runs"]
