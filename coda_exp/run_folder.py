@@ -202,15 +202,16 @@ def _readable(path: Path) -> bool:
 
 
 def check_outputs(cfg, folder: Path, claimed: bool = False) -> None:
-    """``check_writable`` for every folder a run or an evaluation writes: its own (``paths.output_dir``) and, as the
-    config asks, the results' ``runs/`` (records) and ``predictions/``. ``claimed``: ``folder`` was just claimed
-    for this run beside its Hydra folder (``<folder>-2`` beside a taken one), so where a check fails it holds only
-    the claim, and goes (:func:`refused`)."""
+    """``check_writable`` for every folder a run or an evaluation writes: its own, the results' ``runs/`` and
+    ``predictions/`` as the config asks, the data's cache. ``claimed``: ``folder`` was just claimed beside its Hydra
+    folder (``<folder>-2`` beside a taken one): it holds only the claim, and goes where a check fails (:func:`refused`)."""
     writes = {"paths.output_dir": folder}
     if cfg.get("save_record", True):
         writes["paths.results_dir (runs/)"] = Path(cfg.paths.results_dir) / "runs"
     if cfg.get("save_predictions", True) and cfg.get("save_record", True):  # else into the run's own folder
         writes["paths.results_dir (predictions/)"] = Path(cfg.paths.results_dir) / "predictions"
+    if (cfg.get("data") or {}).get("cache_dir"):  # parsed datasets, vocabularies
+        writes["data.cache_dir"] = Path(cfg.data.cache_dir)
     try:
         check_writable(writes)
     except OutputDirError as err:

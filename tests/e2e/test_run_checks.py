@@ -120,6 +120,9 @@ def test_unwritable_results_folder_fails_before_any_data(make_cfg, no_data, tmp_
         run(make_cfg("task=snli", "scale=fixture", f"paths.results_dir={tmp_path}/blocked/results"))
     assert (f"paths.results_dir (runs/): {tmp_path}/blocked/results/runs cannot be made: {tmp_path}/blocked is a "
             "file, not a folder") in str(err.value)  # it said "is not writable (File exists)"
+    with pytest.raises(run_folder.OutputDirError) as err:  # a read-only cache was datasets' traceback as data loaded
+        run(make_cfg("task=snli", "scale=fixture", f"paths.cache_dir={tmp_path}/blocked/cache"))
+    assert f"data.cache_dir: {tmp_path}/blocked/cache/fixture cannot be made: {tmp_path}/blocked is a" in str(err.value)
 
 
 def test_a_record_that_cannot_be_written_goes_to_a_named_fallback(make_cfg, tmp_path, monkeypatch, capsys):
