@@ -30,6 +30,23 @@ def accepted_keys(target: str) -> set[str] | None:
     return None
 
 
+def _switch_problem(key: str, node: DictConfig, target: str) -> str | None:
+    """The keys of ``node`` whose parameter in ``target`` is a switch (a bool default) given a word: ``data.lowercase=no``
+    is the string "no", which Python reads as true: the run lowercased while its tag said ``lowercase_no``."""
+    obj = locate(target)
+    bad = []
+    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
+        for name, param in inspect.signature(init).parameters.items():
+            if isinstance(param.default, bool) and name in node and f"{key}.{name}" not in (b[0] for b in bad):
+                try:
+                    value = node.get(name)
+                except Exception:  # noqa: BLE001, S112 - an interpolation that does not resolve: the run says so
+                    continue
+                if isinstance(value, str):
+                    bad.append((f"{key}.{name}", value))
+    return "; ".join(f"{k} = {v!r}: expected true or false" for k, v in bad) or None
+
+
 def unknown_keys(node: DictConfig) -> list[str]:
     """The keys of ``node`` that its ``_target_``'s constructor does not accept (:func:`accepted_keys`)."""
     target = node.get("_target_")
@@ -196,7 +213,8 @@ def node_problems(cfg: DictConfig) -> dict[str, str]:
         problem = (_locate_problem(key, target)
                    or (family_problem(cfg, key, target) if key in ("task.module", "data") else None)
                    or (_data_problem(node, target) if key == "data" else None)
-                   or (None if key == "model" else _unknown_keys_problem(key, node, target)))
+                   or (None if key == "model" else _unknown_keys_problem(key, node, target))
+                   or _switch_problem(key, node, target))
         if problem:
             problems[key] = problem
     return problems

@@ -71,6 +71,9 @@ def test_locate_finds_what_hydra_finds_and_a_broken_module_is_not_hidden(tmp_pat
     (["task=snli", "data.dataset=snlii"], "did you mean data.dataset=snli?"),
     (["task=snli", "~data.dataset"],
      "data.dataset is required by coda_exp.data.pair.PairDataModule and absent: give it a value (+data.dataset=..."),
+    # a word for a switch: the string "no" is true in Python, so the run lowercased while its tag said lowercase_no
+    (["task=snli", "data.lowercase=no"], "data.lowercase = 'no': expected true or false"),
+    (["task=snli", "+optimizer.amsgrad=maybe"], "optimizer.amsgrad = 'maybe': expected true or false"),
 ])
 def test_a_task_or_data_module_of_another_family_or_lacking_an_argument_is_refused(make_cfg, overrides, message):
     """A task YAML naming the task module or data module of another family failed in the first training step

@@ -1,6 +1,7 @@
 """Config behaviour: every task x model pair builds or fails clearly, command-line swaps, paper values, sweeps.
 That every file under configs/ is instantiated is test_coverage.py's job."""
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -171,7 +172,8 @@ def run_reproduce_table_8(tmp_path, codes, records=True) -> tuple[subprocess.Com
                     f'  *train.py*experiment=table_8*) {record}exit {codes[0]};;\nesac\nexit 0\n')
     fake.chmod(0o755)
     out = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-o", ".venv/.installed", "reproduce-table-8",
-                          "SCALE=cpu", f"PY={fake}"], cwd=tmp_path, capture_output=True, text=True, check=False)
+                          "SCALE=cpu", f"PY={fake}"], cwd=tmp_path, capture_output=True, text=True, check=False,
+                         env={**os.environ, "CODA_EXP_ROOT": str(tmp_path)})  # (the root its records go to)
     calls = [line.split()[0].rsplit("/", 1)[-1] for line in (tmp_path / "calls").read_text().splitlines()]
     return out, calls
 
