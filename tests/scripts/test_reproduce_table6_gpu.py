@@ -78,6 +78,8 @@ def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, 
     assert capsys.readouterr().err.startswith("error: --models transformr: expected one of: ")
     assert script.main(["--budget-s", "0", *where]) == 2
     assert "--budget-s 0: expected a number > 0" in capsys.readouterr().err
+    assert script.main(["--budget-s", "50", *where]) == 2  # the tail (60 s) would take all of it
+    assert capsys.readouterr().err == "error: --tail-s 60: expected less than --budget-s (50): no run could start\n"
     assert script.main([*where, "--", "task.epochz=3"]) == 2
     err = capsys.readouterr().err
     assert "train.py overrides after --: task.epochz=3" in err and "Could not override 'task.epochz'" in err
@@ -85,18 +87,13 @@ def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, 
 
 
 def run_with(script, monkeypatch, tmp_path, rows: list[dict], logs: dict[str, str]):
-    """main() at fixture scale, side_by_side replaced by one that writes ``rows`` as its summary and the logs."""
-    import types
-
-    def fake_run(argv, check=False):
-        folder = tmp_path / "out" / "logs"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "summary.json").write_text(json.dumps(rows))
+    """main() at fixture scale, its runs replaced by ``rows`` (their summary) and their logs."""
+    def fake_supervise(jobs, folder, t0, budget_s, tail_s):
         for name, text in logs.items():
             (folder / f"{name}.log").write_text(text)
-        return subprocess.CompletedProcess(argv, 0 if all(r["state"] == "finished" for r in rows) else 1)
+        return rows, 0
 
-    monkeypatch.setattr(script, "subprocess", types.SimpleNamespace(run=fake_run))
+    monkeypatch.setattr(script, "supervise", fake_supervise)
     return script.main(["--scale", "fixture", "--seeds", "1", "--no-mps", "--results", str(tmp_path / "results"),
                         "--outputs", str(tmp_path / "out")])
 
