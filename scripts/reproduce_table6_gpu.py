@@ -11,12 +11,13 @@ each has ended ``--budget-s`` seconds after the call started (:func:`supervise`)
 stops the least wanted one (seed 3 before 2 before 1, CoDA before the Transformer of the same seed), so the budget
 finishes whole runs; ``--tail-s`` before the end, the runs still training stop together, with a checkpoint. Called
 again it goes on: a run with a record (same scale and configuration) is skipped, a partial run resumes from
-``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and a run
-that never checkpointed starts afresh. It prints, and writes to ``<outputs>/status.json``, which runs are finished,
-partial (at which step), not started or failed (with the first error line of ``<outputs>/logs/<run>.log``).
+``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and the
+folder of a run that never checkpointed is kept as ``<folder>.incomplete-<time>`` (a line says so) for a fresh start.
+It prints, and writes to ``<outputs>/status.json``, which runs are finished, partial (at which step), not started or
+failed (with the first error line of ``<outputs>/logs/<run>.log``). ``--list`` prints the jobs and changes nothing.
 
-A bad argument (a scale, model or trainer without its config, overrides that do not compose) is one ``error:``
-line before anything runs, exit status 2. Exit status 0: every run has its record;
+A bad argument (a scale, model or trainer without its config, overrides that do not compose, a run folder a live
+process holds) is one ``error:`` line before anything runs, exit status 2. Exit status 0: every run has its record;
 3: the budget stopped some runs, or a signal killed them after a checkpoint (calling again goes on); 1: a run failed
 (its exit status was not 0 and the budget did not stop it); 128 + N: signal N stopped this call (and its runs).
 """
@@ -33,6 +34,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +45,7 @@ import side_by_side  # its jobs (Job: progress, rate, projected end), their prog
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
 from coda_exp.fingerprint import fingerprint, scale_label
 from coda_exp.results import load_records
+from coda_exp.run_folder import live_owner
 
 MODELS = ("transformer", "coda_transformer")
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
@@ -116,7 +119,8 @@ def argument_problem(args) -> str | None:
 
 
 def plan(args) -> tuple[list[dict], dict[str, dict]]:
-    """The side_by_side jobs still to run, in priority order, and every run's state before this call."""
+    """The side_by_side jobs still to run, in priority order, and every run's state before this call (a fresh run
+    whose folder exists: its ``existing`` folder, which :func:`keep_aside` moves). Reads only: ``--list`` too."""
     done = finished_runs(args.results, args.scale, args.extra)
     jobs, status = [], {}
     for seed in args.seeds:  # priority: seed 1 first, each seed's Transformer before its CoDA Transformer
@@ -132,13 +136,29 @@ def plan(args) -> tuple[list[dict], dict[str, dict]]:
                 argv += [f"ckpt_path={resume[0]}", f"hydra.run.dir={folder}.resume-{time.strftime('%Y%m%d-%H%M%S')}"]
                 status[name] = {"state": "resuming", "from": str(resume[0]), "step": resume[1]}
             else:
-                if folder.exists():  # started but never checkpointed: nothing to keep
-                    shutil.rmtree(folder)
                 argv.append(f"hydra.run.dir={folder}")
-                status[name] = {"state": "queued"}
+                status[name] = {"state": "queued", **({"existing": str(folder)} if folder.is_dir() and any(folder.iterdir()) else {})}
             jobs.append({"name": name, "argv": argv, "steps": args.steps,
                          "progress": f"{folder}/csv/version_*/metrics.csv"})
     return jobs, status
+
+
+def held(args, jobs: list[dict]) -> str | None:
+    """A job's run folder that a live process holds (its ``.run_owner``: a run still going, of another call of this
+    script, say), as an error; None where none is: a held folder is neither moved nor run in again."""
+    for folder in (args.outputs / job["name"] for job in jobs):
+        if owner := live_owner(folder):
+            return (f"{folder} is in use by process {owner['pid']} (a run still going: another call of this script?); "
+                    "wait for it to end or stop it, then call again")
+    return None
+
+
+def keep_aside(before: dict[str, dict]) -> None:
+    """A fresh run's folder that holds files (a run stopped before its first checkpoint: its log, its config, maybe
+    a few steps) is kept as ``<folder>.incomplete-<time>``, never deleted, one line each (an empty one is used)."""
+    for name, folder in ((n, Path(s["existing"])) for n, s in before.items() if "existing" in s):
+        folder.rename(aside := folder.with_name(f"{folder.name}.incomplete-{datetime.now():%Y%m%d-%H%M%S.%f}"))
+        print(f"{name}: its folder had no checkpoint: kept as {aside}; the run starts afresh")
 
 
 def start_mps(python: str) -> dict | None:
@@ -339,20 +359,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outputs", type=Path, default=ROOT / "outputs" / "table_6_gpu")
     parser.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--list", action="store_true", help="print the jobs and run nothing")
+    parser.add_argument("--list", action="store_true", help="print the jobs; run, move and delete nothing")
     parser.add_argument("extra", nargs="*", help="more train.py overrides for every run (e.g. trainer.accelerator=cpu)")
     args = parser.parse_args(argv)
     t0 = time.time()  # the budget counts from here: MPS's start and the plan come out of it
     args.results, args.outputs = args.results.resolve(), args.outputs.resolve()
     wrong = argument_problem(args)
     args.steps = args.steps or {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
-    if wrong:
+    jobs, before = ([], {}) if wrong else plan(args)
+    if wrong := wrong or (None if args.list else held(args, jobs)):
         print(f"error: {wrong}", file=sys.stderr)
         return 2
-    jobs, before = plan(args)
     if args.list:
         print(json.dumps(jobs, indent=1))
         return 0
+    keep_aside(before)
     (args.results / "runs").mkdir(parents=True, exist_ok=True)  # the tables read it even when no run finished
     ran, signalled = {}, 0
     if jobs:

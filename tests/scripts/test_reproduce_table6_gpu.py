@@ -2,8 +2,10 @@
 Run on the CPU at fixture scale (trainer=gpu_fast with trainer.accelerator=cpu: the GPU path minus the graph)."""
 
 import json
+import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -41,7 +43,8 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     later.mkdir(parents=True)
     torch.save({"global_step": 1000, "state_dict": {}}, later / "last.ckpt")
     torch.save({"global_step": 1400, "state_dict": {}}, later / "interrupted.ckpt")
-    (out / "transformer-s2").mkdir()  # started, never checkpointed: started again from scratch
+    (out / "transformer-s2").mkdir()  # started, never checkpointed: started afresh, its folder kept aside first
+    (out / "transformer-s2" / "train.log").write_text("its first steps\n")
     runs = tmp_path / "results" / "runs"
     runs.mkdir(parents=True)
     record = {"task": "mlu", "model": "transformer", "seed": 1, "scale": "paper", "status": "finished",
@@ -56,13 +59,14 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     assert [j["name"] for j in jobs] == ["coda_transformer-s1", "transformer-s2", "coda_transformer-s2"]
     assert status == {"transformer-s1": {"state": "finished", "record": "r1"},
                       "coda_transformer-s1": {"state": "resuming", "from": str(partial / "last.ckpt"), "step": 45000},
-                      "transformer-s2": {"state": "queued"}, "coda_transformer-s2": {"state": "queued"}}
+                      "transformer-s2": {"state": "queued", "existing": str(out / "transformer-s2")},
+                      "coda_transformer-s2": {"state": "queued"}}
     assert script.resume_checkpoint(out / "transformer-s3") == (later / "interrupted.ckpt", 1400)
     assert script.resume_checkpoint(out / "transformer-s2") is None
     resume = jobs[0]["argv"]
     assert f"ckpt_path={partial / 'last.ckpt'}" in resume and "trainer=gpu_fast" in resume
     assert any(a.startswith(f"hydra.run.dir={out / 'coda_transformer-s1'}.resume-") for a in resume)
-    assert not (out / "transformer-s2").exists()
+    assert (out / "transformer-s2" / "train.log").is_file()  # the plan reads only (--list shows it)
     report = script.report(args, status)
     assert report["coda_transformer-s1"]["state"] == "partial" and report["coda_transformer-s1"]["step"] == 45000
     assert report["transformer-s1"]["state"] == "finished" and report["transformer-s2"]["state"] == "not started"
@@ -129,6 +133,40 @@ def test_failed_runs_are_reported_failed_and_the_call_fails(load_script, tmp_pat
     rows[0].update(state="failed (exit -9)", returncode=-9)
     assert run_with(script, monkeypatch, tmp_path, rows, {}) == 3
     assert status(tmp_path)["transformer-s1"]["killed"] == "signal 9"
+
+
+def test_list_changes_nothing_and_a_call_keeps_a_folder_it_did_not_write_aside(load_script, tmp_path, monkeypatch,
+                                                                              capsys):
+    """The probe: --list deleted a run folder without a checkpoint (its train.log with it); a call that runs did the
+    same, to a run still going too. --list moves nothing; a call keeps such a folder as <folder>.incomplete-<time>
+    (one line) and starts the run afresh; a folder a live process holds stops the call (one error) untouched."""
+    script = load_script("reproduce_table6_gpu")
+    out, started = tmp_path / "out", []
+    (out / "transformer-s1").mkdir(parents=True)
+    (out / "transformer-s1" / "train.log").write_text("x\n")
+
+    def fake_supervise(jobs, *args):  # what the outputs hold when the runs start
+        started.append(sorted(p.name for p in out.iterdir() if p.name != "logs"))
+        return [{"name": j["name"], "state": "finished", "returncode": 0} for j in jobs], 0
+
+    monkeypatch.setattr(script, "supervise", fake_supervise)
+    where = ["--scale", "fixture", "--seeds", "1", "--models", "transformer", "--no-mps", "--results",
+             str(tmp_path / "res"), "--outputs", str(out)]
+    assert script.main(["--list", *where]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["name"] == "transformer-s1" and not started
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and [p.name for p in out.iterdir()] == ["transformer-s1"]
+    assert (out / "transformer-s1" / "train.log").read_text() == "x\n"
+    assert script.main(where) == 3  # no record: the fake run finished without one
+    (aside,) = out.glob("transformer-s1.incomplete-*")
+    assert (aside / "train.log").read_text() == "x\n" and started == [[aside.name]]  # moved before the run started
+    assert f"transformer-s1: its folder had no checkpoint: kept as {aside}; the run starts afresh" in capsys.readouterr().out
+    (out / "transformer-s1").mkdir()  # a run still going (its parent process stands in for it), no checkpoint yet
+    (out / "transformer-s1" / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getppid()}))
+    assert script.main(where) == 2 and len(started) == 1
+    assert capsys.readouterr().err == (f"error: {out / 'transformer-s1'} is in use by process {os.getppid()} (a run "
+                                       "still going: another call of this script?); wait for it to end or stop it, "
+                                       "then call again\n")
+    assert [p.name for p in (out / "transformer-s1").iterdir()] == [".run_owner"]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
