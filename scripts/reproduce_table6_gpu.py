@@ -43,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 import side_by_side  # its jobs (Job: progress, rate, projected end), their progress and their start
 
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
+from coda_exp.environment import root_dir
 from coda_exp.fingerprint import fingerprint, scale_label
 from coda_exp.results import load_records
 from coda_exp.run_folder import live_owner
@@ -355,15 +356,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--trainer", default="gpu_fast")
     parser.add_argument("--gate-every", type=int, default=1000, help="steps between CoDA gate measurements")
-    parser.add_argument("--results", type=Path, default=ROOT / "results" / "table_6_gpu")
-    parser.add_argument("--outputs", type=Path, default=ROOT / "outputs" / "table_6_gpu")
+    parser.add_argument("--results", type=Path, help="default: <root>/results/table_6_gpu, where <root> is "
+                        "$CODA_EXP_ROOT, else the checkout when called inside it, else the current folder")
+    parser.add_argument("--outputs", type=Path, help="default: <root>/outputs/table_6_gpu")
     parser.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--list", action="store_true", help="print the jobs; run, move and delete nothing")
     parser.add_argument("extra", nargs="*", help="more train.py overrides for every run (e.g. trainer.accelerator=cpu)")
     args = parser.parse_args(argv)
     t0 = time.time()  # the budget counts from here: MPS's start and the plan come out of it
-    args.results, args.outputs = args.results.resolve(), args.outputs.resolve()
+    args.results = (args.results or root_dir() / "results" / "table_6_gpu").resolve()
+    args.outputs = (args.outputs or root_dir() / "outputs" / "table_6_gpu").resolve()
     wrong = argument_problem(args)
     args.steps = args.steps or {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
     jobs, before = ([], {}) if wrong else plan(args)

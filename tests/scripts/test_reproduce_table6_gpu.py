@@ -169,6 +169,26 @@ def test_list_changes_nothing_and_a_call_keeps_a_folder_it_did_not_write_aside(l
     assert [p.name for p in (out / "transformer-s1").iterdir()] == [".run_owner"]
 
 
+@pytest.mark.parametrize("by", ["CODA_EXP_ROOT", "the current folder"])
+def test_the_default_folders_are_the_project_s(load_script, tmp_path, monkeypatch, capsys, by):
+    """Without --results and --outputs, the folders are under coda_exp.environment.root_dir() (CODA_EXP_ROOT, else the
+    checkout when called inside it, else the current folder), as the runs' own: not always the checkout's."""
+    script = load_script("reproduce_table6_gpu")
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(project if by == "the current folder" else elsewhere)
+    if by == "CODA_EXP_ROOT":
+        monkeypatch.setenv("CODA_EXP_ROOT", str(project))
+    else:
+        monkeypatch.delenv("CODA_EXP_ROOT", raising=False)
+    assert script.main(["--list", "--scale", "fixture", "--seeds", "1", "--models", "transformer", "--no-mps"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)
+    assert f"paths.results_dir={project / 'results' / 'table_6_gpu'}" in job["argv"]
+    assert f"hydra.run.dir={project / 'outputs' / 'table_6_gpu' / 'transformer-s1'}" in job["argv"]
+    assert not any(project.iterdir()) and not any(elsewhere.iterdir())  # --list made nothing
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 @pytest.mark.parametrize(("code", "goes_on"), [(1, False), (2, False), (3, True)])
 def test_the_make_target_stops_when_runs_failed_and_goes_on_when_the_budget_stopped_them(tmp_path, code, goes_on):
