@@ -5,24 +5,21 @@
     make reproduce-table-6-gpu [TABLE6_BUDGET_S=660] [SCALE=paper]     (this, then the table, curves, breakdown)
 
 Every run is ``python train.py experiment=table_6 model=M seed=S scale=SCALE trainer=gpu_fast callbacks=gate_stats``
-(the CoDA gate statistics every ``--gate-every`` steps) with its records under ``--results`` (``runs/``,
-``predictions/``) and its folder ``<outputs>/<model>-s<seed>``. The runs go side by side through
-``scripts/side_by_side.py`` under NVIDIA's MPS (``--mps``; the processes then share the GPU instead of taking time
-slices), within ``--budget-s`` seconds: when the projected end of a run passes the budget, the least wanted run
-(seed 3 before seed 2 before seed 1, CoDA before the Transformer of the same seed) is stopped and no queued run
-starts, so the budget finishes whole runs rather than six partial ones.
+(gate statistics every ``--gate-every`` steps), its records under ``--results``, its folder ``<outputs>/<model>-s<seed>``.
+The runs start together (``scripts/side_by_side.py``'s jobs) under NVIDIA's MPS (``--mps``: they share the GPU) and
+each has ended ``--budget-s`` seconds after the call started (:func:`supervise`): a run projected past the budget
+stops the least wanted one (seed 3 before 2 before 1, CoDA before the Transformer of the same seed), so the budget
+finishes whole runs; ``--tail-s`` before the end, the runs still training stop together, with a checkpoint. Called
+again it goes on: a run with a record (same scale and configuration) is skipped, a partial run resumes from
+``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and the
+folder of a run that never checkpointed is kept as ``<folder>.incomplete-<time>`` (a line says so) for a fresh start.
+It prints, and writes to ``<outputs>/status.json``, which runs are finished, partial (at which step), not started or
+failed (with the first error line of ``<outputs>/logs/<run>.log``). ``--list`` prints the jobs and changes nothing.
 
-Calling it again goes on where it stopped: a run with a record (same scale, the grid's configuration) is done and
-skipped; a partial run resumes from its latest checkpoint: ``last.ckpt`` (its last validation) or
-``interrupted.ckpt`` (where side_by_side's SIGTERM stopped it, ``coda_exp.stops.GracefulStop``), whichever is
-at the later step (the fast path resumes at the checkpoint's global step, data order included). At the end it prints, and writes to ``<outputs>/status.json``, which runs are finished, which
-are partial (and at which step), which never started and which failed (with the first error line of its log,
-``<outputs>/logs/<run>.log``).
-
-The arguments are checked before anything runs (a scale, model or trainer without its config, overrides that do not
-compose): one ``error:`` line, exit status 2. Exit status 0: every run has its record; 3: the budget stopped some
-runs, or a signal killed them after a checkpoint (calling again goes on: not a failure); 1: a run failed (its exit
-status was not 0 and the budget did not stop it) or the side-by-side runner did.
+A bad argument (a scale, model or trainer without its config, overrides that do not compose, a run folder a live
+process holds) is one ``error:`` line before anything runs, exit status 2. Exit status 0: every run has its record;
+3: the budget stopped some runs, or a signal killed them after a checkpoint (calling again goes on); 1: a run failed
+(its exit status was not 0 and the budget did not stop it); 128 + N: signal N stopped this call (and its runs).
 """
 
 from __future__ import annotations
@@ -33,20 +30,27 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+import side_by_side  # its jobs (Job: progress, rate, projected end), their progress and their start
 
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
+from coda_exp.environment import root_dir
 from coda_exp.fingerprint import fingerprint, scale_label
 from coda_exp.results import load_records
+from coda_exp.run_folder import live_owner
 
 MODELS = ("transformer", "coda_transformer")
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
+GRACE_S, WINDOW_S, CHECK_S, POLL_S = 60.0, 45.0, 15.0, 0.5  # supervise()'s times (the first three: at most)
 
 
 def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str, int], dict]:
@@ -100,6 +104,8 @@ def argument_problem(args) -> str | None:
                              ("--gate-every", args.gate_every, 1), ("--steps", args.steps, 1)):
         if value is not None and value < low:
             return f"{flag} {value:g}: expected a number {'> 0' if low == 1e-9 else f'>= {low}'}"
+    if args.tail_s >= args.budget_s:
+        return f"--tail-s {args.tail_s:g}: expected less than --budget-s ({args.budget_s:g}): no run could start"
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
@@ -114,7 +120,8 @@ def argument_problem(args) -> str | None:
 
 
 def plan(args) -> tuple[list[dict], dict[str, dict]]:
-    """The side_by_side jobs still to run, in priority order, and every run's state before this call."""
+    """The side_by_side jobs still to run, in priority order, and every run's state before this call (a fresh run
+    whose folder exists: its ``existing`` folder, which :func:`keep_aside` moves). Reads only: ``--list`` too."""
     done = finished_runs(args.results, args.scale, args.extra)
     jobs, status = [], {}
     for seed in args.seeds:  # priority: seed 1 first, each seed's Transformer before its CoDA Transformer
@@ -130,13 +137,29 @@ def plan(args) -> tuple[list[dict], dict[str, dict]]:
                 argv += [f"ckpt_path={resume[0]}", f"hydra.run.dir={folder}.resume-{time.strftime('%Y%m%d-%H%M%S')}"]
                 status[name] = {"state": "resuming", "from": str(resume[0]), "step": resume[1]}
             else:
-                if folder.exists():  # started but never checkpointed: nothing to keep
-                    shutil.rmtree(folder)
                 argv.append(f"hydra.run.dir={folder}")
-                status[name] = {"state": "queued"}
+                status[name] = {"state": "queued", **({"existing": str(folder)} if folder.is_dir() and any(folder.iterdir()) else {})}
             jobs.append({"name": name, "argv": argv, "steps": args.steps,
                          "progress": f"{folder}/csv/version_*/metrics.csv"})
     return jobs, status
+
+
+def held(args, jobs: list[dict]) -> str | None:
+    """A job's run folder that a live process holds (its ``.run_owner``: a run still going, of another call of this
+    script, say), as an error; None where none is: a held folder is neither moved nor run in again."""
+    for folder in (args.outputs / job["name"] for job in jobs):
+        if owner := live_owner(folder):
+            return (f"{folder} is in use by process {owner['pid']} (a run still going: another call of this script?); "
+                    "wait for it to end or stop it, then call again")
+    return None
+
+
+def keep_aside(before: dict[str, dict]) -> None:
+    """A fresh run's folder that holds files (a run stopped before its first checkpoint: its log, its config, maybe
+    a few steps) is kept as ``<folder>.incomplete-<time>``, never deleted, one line each (an empty one is used)."""
+    for name, folder in ((n, Path(s["existing"])) for n, s in before.items() if "existing" in s):
+        folder.rename(aside := folder.with_name(f"{folder.name}.incomplete-{datetime.now():%Y%m%d-%H%M%S.%f}"))
+        print(f"{name}: its folder had no checkpoint: kept as {aside}; the run starts afresh")
 
 
 def start_mps(python: str) -> dict | None:
@@ -172,9 +195,8 @@ def stop_mps(env: dict | None) -> None:
 
 
 def first_error(log: Path) -> str:
-    """The line of a failed run's log that says why: its first ``error:`` line (a user's mistake, train.py's one
-    line; one that ends in ``:`` with the line after it), else the first exception line (a traceback's), else its
-    last line."""
+    """The line of a failed run's log that says why: its first ``error:`` line (train.py's one line; one ending in
+    ``:`` with the line after it), else the first exception line (a traceback's), else its last line."""
     try:
         lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
@@ -193,9 +215,9 @@ def killed(job: dict) -> bool:
 
 def report(args, before: dict[str, dict], ran: dict[str, dict] | None = None) -> dict[str, dict]:
     """Each run's state after this call (finished / failed / partial at step k / not started), printed and saved.
-    ``ran``: side_by_side's summary of this call's jobs by name; a job it reports failed (an exit status other than
-    0, not a stop of its own) is failed, whatever checkpoint it left, unless a signal killed it (the machine's OOM
-    killer, a kill -9) after a checkpoint: that one is partial, resumed by the next call as a stopped one."""
+    ``ran``: the summary rows of this call's jobs by name; a job failed (an exit status other than 0, not a stop of
+    ours) is failed, whatever checkpoint it left, unless a signal killed it (the OOM killer, a kill -9) after a
+    checkpoint: that one is partial, resumed by the next call as a stopped one."""
     done = finished_runs(args.results, args.scale, args.extra)
     status = {}
     for seed in args.seeds:
@@ -233,11 +255,100 @@ def report(args, before: dict[str, dict], ran: dict[str, dict] | None = None) ->
     return status
 
 
+def supervise(specs: list[dict], logs: Path, t0: float, budget_s: float, tail_s: float, clock=time.time,
+              sleep=time.sleep, launch=None, kill=os.killpg) -> tuple[list[dict], int]:
+    """Run side_by_side's jobs ``specs`` (priority order, logs in ``logs``) all at once, each ended by ``t0 + budget_s``;
+    their summary rows (side_by_side's) and 128 + the signal that stopped this call (0: none). A look comes every
+    CHECK_S s at most (a 50th of the budget where less) and at the two times below exactly. A job projected past the
+    budget (after a fifth of it, GRACE_S at most, of measurements) stops the least wanted job not about to end. At
+    ``t0 + budget_s - tail_s`` every job still training gets SIGTERM, all at once, waited for together (a job past its
+    last step goes on: its final validation and test); at ``t0 + budget_s`` any job left is killed (SIGKILL). A
+    signal to this call (Ctrl-C, SIGTERM, SIGHUP) stops them all the same way, ``tail_s`` after it at the latest."""
+    deadline, stop_at, signalled = t0 + budget_s, t0 + budget_s - tail_s, 0
+    grace, window = min(GRACE_S, budget_s / 5), min(WINDOW_S, budget_s / 5)
+    check = min(CHECK_S, max(POLL_S, budget_s / 50))
+    jobs = [side_by_side.Job(s["name"], s["argv"], int(s["steps"]), s["progress"], i) for i, s in enumerate(specs)]
+    side_by_side.T0 = t0  # its start lines' times count from the budget's start
+    launch = launch or (lambda job: side_by_side.start(job, logs))
+
+    def stop(job, why: str, now: float, sig=signal.SIGTERM) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            kill(job.proc.pid, sig)
+        if why:
+            job.state = f"stopping: {why}"
+            print(f"[{now - t0:6.0f}s] stop {job.name} at step {job.last_step()}: {why}", flush=True)
+
+    def on_signal(signum, frame):  # the jobs run in sessions of their own: this call stops them
+        nonlocal signalled
+        signalled = 128 + signum
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                for job in (j for j in jobs if j.proc is None and j.state == "queued"):  # the first look starts all
+                    if clock() < stop_at:
+                        launch(job)
+                    else:
+                        job.state = "not started: budget spent"
+                now, live = clock(), [j for j in jobs if j.proc is not None and j.ended is None]
+                for job in live:
+                    step, code = side_by_side.read_step(job.progress), job.proc.poll()
+                    if step is not None and (not job.samples or step != job.samples[-1][1]):
+                        job.samples.append((now, step))
+                    if code is not None:
+                        job.returncode, job.ended = code, now
+                        job.state = ("finished" if code == 0 else f"failed (exit {code})" if job.state == "running"
+                                     else job.state.replace("stopping", "stopped", 1))
+                        print(f"[{now - t0:6.0f}s] {job.state} {job.name} at step {job.last_step()}", flush=True)
+                if not (live := [j for j in live if j.ended is None]):
+                    break
+                running = [j for j in live if not j.state.startswith("stopping")]
+                if now >= deadline:
+                    for job in live:
+                        stop(job, "", now, signal.SIGKILL)
+                    for job in live:
+                        job.returncode, job.ended = job.proc.wait(), clock()
+                        job.state = ("stopped: budget spent (killed in its tail)" if job.state == "running" else
+                                     f"{job.state.replace('stopping', 'stopped', 1)} (killed: its stop outlasted the tail)")
+                    break
+                if now >= stop_at:
+                    for job in running:
+                        if signalled or job.last_step() < job.steps - 1:  # (Lightning's last step: steps - 1)
+                            stop(job, "interrupted" if signalled else "budget spent", now)
+                elif len(running) > 1 and side_by_side.over_budget(
+                        [j for j in running if j.measured_for(now) >= grace], now, deadline, tail_s, window):
+                    ending = {j.name for j in running
+                              if (end := j.projected_end(now, tail_s, window)) and end <= now + grace}
+                    victim = max((j for j in running if j.name not in ending), key=lambda j: j.priority,
+                                 default=max(running, key=lambda j: j.priority))
+                    stop(victim, "projected past the budget", now)
+                    for job in running:  # the others speed up: measured afresh, with a fresh grace
+                        job.samples = [(now, job.last_step())] if job.samples else []
+                busy = now >= stop_at or any(j.state.startswith("stopping") for j in live)
+                sleep(max(0.0, min(POLL_S if busy else check, (stop_at if now < stop_at else deadline) - now)))
+            except KeyboardInterrupt:  # Ctrl-C, or on_signal's
+                signalled = signalled or 128 + signal.SIGINT
+                stop_at, deadline = clock(), min(deadline, clock() + tail_s)
+    finally:  # every job has ended here, but after a crash of this loop: none is left running unwatched
+        for job in (j for j in jobs if j.proc is not None and j.ended is None and j.proc.poll() is None):
+            stop(job, "this call crashed", clock())
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return [{"name": j.name, "state": j.state, "returncode": j.returncode, "last_step": j.last_step(),
+             "steps": j.steps, "seconds": round(j.ended - j.started, 1) if j.started and j.ended else None}
+            for j in jobs], signalled
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget-s", type=float, default=660.0, help="wall-clock seconds for the runs (tests "
-                        "included: each run keeps --tail-s for its final validation and test)")
-    parser.add_argument("--tail-s", type=float, default=60.0)
+    parser.add_argument("--budget-s", type=float, default=660.0, help="seconds from this call's start (MPS's start "
+                        "included, the report after the runs not) by which every run has ended: at --budget-s minus "
+                        "--tail-s the runs still training get SIGTERM, all at once, and stop at the end of their step "
+                        "with a checkpoint; a run past its last step goes on (its test); any run left is then killed")
+    parser.add_argument("--tail-s", type=float, default=60.0, help="the end of the budget kept for the runs' final "
+                        "validation and test, and for the others' stop (their checkpoint); less than --budget-s")
     parser.add_argument("--scale", default="paper")
     parser.add_argument("--steps", type=int, default=None, help="training steps of a run (default: the scale's: "
                         "100000 at paper scale); only tells side_by_side how far a run has to go")
@@ -245,51 +356,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--trainer", default="gpu_fast")
     parser.add_argument("--gate-every", type=int, default=1000, help="steps between CoDA gate measurements")
-    parser.add_argument("--results", type=Path, default=ROOT / "results" / "table_6_gpu")
-    parser.add_argument("--outputs", type=Path, default=ROOT / "outputs" / "table_6_gpu")
+    parser.add_argument("--results", type=Path, help="default: <root>/results/table_6_gpu, where <root> is "
+                        "$CODA_EXP_ROOT, else the checkout when called inside it, else the current folder")
+    parser.add_argument("--outputs", type=Path, help="default: <root>/outputs/table_6_gpu")
     parser.add_argument("--mps", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--list", action="store_true", help="print the jobs and run nothing")
+    parser.add_argument("--list", action="store_true", help="print the jobs; run, move and delete nothing")
     parser.add_argument("extra", nargs="*", help="more train.py overrides for every run (e.g. trainer.accelerator=cpu)")
     args = parser.parse_args(argv)
     t0 = time.time()  # the budget counts from here: MPS's start and the plan come out of it
-    args.results, args.outputs = args.results.resolve(), args.outputs.resolve()
+    args.results = (args.results or root_dir() / "results" / "table_6_gpu").resolve()
+    args.outputs = (args.outputs or root_dir() / "outputs" / "table_6_gpu").resolve()
     wrong = argument_problem(args)
-    if wrong:
+    args.steps = args.steps or {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
+    jobs, before = ([], {}) if wrong else plan(args)
+    if wrong := wrong or (None if args.list else held(args, jobs)):
         print(f"error: {wrong}", file=sys.stderr)
         return 2
-    if args.steps is None:
-        args.steps = {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
-    jobs, before = plan(args)
     if args.list:
         print(json.dumps(jobs, indent=1))
         return 0
+    keep_aside(before)
     (args.results / "runs").mkdir(parents=True, exist_ok=True)  # the tables read it even when no run finished
-    ran, runner_failed = {}, False
+    ran, signalled = {}, 0
     if jobs:
-        args.outputs.mkdir(parents=True, exist_ok=True)
-        job_file, summary = args.outputs / "jobs.json", args.outputs / "logs" / "summary.json"
-        job_file.write_text(json.dumps(jobs, indent=1))
-        summary.unlink(missing_ok=True)  # an earlier call's: only this call's jobs count
+        (logs := args.outputs / "logs").mkdir(parents=True, exist_ok=True)
         mps = start_mps(args.python) if args.mps else None
         try:
-            runner = subprocess.run([args.python, str(ROOT / "scripts" / "side_by_side.py"), "--jobs", str(job_file),
-                                     "--budget-s", str(max(0.0, args.budget_s - (time.time() - t0))),
-                                     "--logs", str(args.outputs / "logs"), "--tail-s", str(args.tail_s),
-                                     "--max-parallel", str(len(jobs))], check=False)
+            rows, signalled = supervise(jobs, logs, t0, args.budget_s, args.tail_s)
         finally:
             stop_mps(mps)
-        if summary.is_file():
-            ran = {row["name"]: row for row in json.loads(summary.read_text())}
-        else:  # it never got to its summary (a crash, a bad argument): its output above says why
-            runner_failed = True
-            print(f"error: scripts/side_by_side.py stopped (exit {runner.returncode}) without its summary "
-                  f"({summary})", file=sys.stderr)
+        (logs / "summary.json").write_text(json.dumps(rows, indent=1))
+        ran = {row["name"]: row for row in rows}
     else:
         print("every run of the grid has its record: nothing to run")
     status = report(args, before, ran)
-    if runner_failed or any(s["state"] == "failed" for s in status.values()):
-        return 1
+    if signalled or any(s["state"] == "failed" for s in status.values()):
+        return signalled or 1
     return 0 if all(s["state"] == "finished" for s in status.values()) else 3
 
 

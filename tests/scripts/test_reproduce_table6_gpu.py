@@ -2,8 +2,10 @@
 Run on the CPU at fixture scale (trainer=gpu_fast with trainer.accelerator=cpu: the GPU path minus the graph)."""
 
 import json
+import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -41,7 +43,8 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     later.mkdir(parents=True)
     torch.save({"global_step": 1000, "state_dict": {}}, later / "last.ckpt")
     torch.save({"global_step": 1400, "state_dict": {}}, later / "interrupted.ckpt")
-    (out / "transformer-s2").mkdir()  # started, never checkpointed: started again from scratch
+    (out / "transformer-s2").mkdir()  # started, never checkpointed: started afresh, its folder kept aside first
+    (out / "transformer-s2" / "train.log").write_text("its first steps\n")
     runs = tmp_path / "results" / "runs"
     runs.mkdir(parents=True)
     record = {"task": "mlu", "model": "transformer", "seed": 1, "scale": "paper", "status": "finished",
@@ -56,13 +59,14 @@ def test_the_plan_resumes_partial_runs_skips_finished_ones_and_the_report_says_w
     assert [j["name"] for j in jobs] == ["coda_transformer-s1", "transformer-s2", "coda_transformer-s2"]
     assert status == {"transformer-s1": {"state": "finished", "record": "r1"},
                       "coda_transformer-s1": {"state": "resuming", "from": str(partial / "last.ckpt"), "step": 45000},
-                      "transformer-s2": {"state": "queued"}, "coda_transformer-s2": {"state": "queued"}}
+                      "transformer-s2": {"state": "queued", "existing": str(out / "transformer-s2")},
+                      "coda_transformer-s2": {"state": "queued"}}
     assert script.resume_checkpoint(out / "transformer-s3") == (later / "interrupted.ckpt", 1400)
     assert script.resume_checkpoint(out / "transformer-s2") is None
     resume = jobs[0]["argv"]
     assert f"ckpt_path={partial / 'last.ckpt'}" in resume and "trainer=gpu_fast" in resume
     assert any(a.startswith(f"hydra.run.dir={out / 'coda_transformer-s1'}.resume-") for a in resume)
-    assert not (out / "transformer-s2").exists()
+    assert (out / "transformer-s2" / "train.log").is_file()  # the plan reads only (--list shows it)
     report = script.report(args, status)
     assert report["coda_transformer-s1"]["state"] == "partial" and report["coda_transformer-s1"]["step"] == 45000
     assert report["transformer-s1"]["state"] == "finished" and report["transformer-s2"]["state"] == "not started"
@@ -78,6 +82,8 @@ def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, 
     assert capsys.readouterr().err.startswith("error: --models transformr: expected one of: ")
     assert script.main(["--budget-s", "0", *where]) == 2
     assert "--budget-s 0: expected a number > 0" in capsys.readouterr().err
+    assert script.main(["--budget-s", "50", *where]) == 2  # the tail (60 s) would take all of it
+    assert capsys.readouterr().err == "error: --tail-s 60: expected less than --budget-s (50): no run could start\n"
     assert script.main([*where, "--", "task.epochz=3"]) == 2
     err = capsys.readouterr().err
     assert "train.py overrides after --: task.epochz=3" in err and "Could not override 'task.epochz'" in err
@@ -85,18 +91,13 @@ def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, 
 
 
 def run_with(script, monkeypatch, tmp_path, rows: list[dict], logs: dict[str, str]):
-    """main() at fixture scale, side_by_side replaced by one that writes ``rows`` as its summary and the logs."""
-    import types
-
-    def fake_run(argv, check=False):
-        folder = tmp_path / "out" / "logs"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "summary.json").write_text(json.dumps(rows))
+    """main() at fixture scale, its runs replaced by ``rows`` (their summary) and their logs."""
+    def fake_supervise(jobs, folder, t0, budget_s, tail_s):
         for name, text in logs.items():
             (folder / f"{name}.log").write_text(text)
-        return subprocess.CompletedProcess(argv, 0 if all(r["state"] == "finished" for r in rows) else 1)
+        return rows, 0
 
-    monkeypatch.setattr(script, "subprocess", types.SimpleNamespace(run=fake_run))
+    monkeypatch.setattr(script, "supervise", fake_supervise)
     return script.main(["--scale", "fixture", "--seeds", "1", "--no-mps", "--results", str(tmp_path / "results"),
                         "--outputs", str(tmp_path / "out")])
 
@@ -132,6 +133,60 @@ def test_failed_runs_are_reported_failed_and_the_call_fails(load_script, tmp_pat
     rows[0].update(state="failed (exit -9)", returncode=-9)
     assert run_with(script, monkeypatch, tmp_path, rows, {}) == 3
     assert status(tmp_path)["transformer-s1"]["killed"] == "signal 9"
+
+
+def test_list_changes_nothing_and_a_call_keeps_a_folder_it_did_not_write_aside(load_script, tmp_path, monkeypatch,
+                                                                              capsys):
+    """The probe: --list deleted a run folder without a checkpoint (its train.log with it); a call that runs did the
+    same, to a run still going too. --list moves nothing; a call keeps such a folder as <folder>.incomplete-<time>
+    (one line) and starts the run afresh; a folder a live process holds stops the call (one error) untouched."""
+    script = load_script("reproduce_table6_gpu")
+    out, started = tmp_path / "out", []
+    (out / "transformer-s1").mkdir(parents=True)
+    (out / "transformer-s1" / "train.log").write_text("x\n")
+
+    def fake_supervise(jobs, *args):  # what the outputs hold when the runs start
+        started.append(sorted(p.name for p in out.iterdir() if p.name != "logs"))
+        return [{"name": j["name"], "state": "finished", "returncode": 0} for j in jobs], 0
+
+    monkeypatch.setattr(script, "supervise", fake_supervise)
+    where = ["--scale", "fixture", "--seeds", "1", "--models", "transformer", "--no-mps", "--results",
+             str(tmp_path / "res"), "--outputs", str(out)]
+    assert script.main(["--list", *where]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["name"] == "transformer-s1" and not started
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and [p.name for p in out.iterdir()] == ["transformer-s1"]
+    assert (out / "transformer-s1" / "train.log").read_text() == "x\n"
+    assert script.main(where) == 3  # no record: the fake run finished without one
+    (aside,) = out.glob("transformer-s1.incomplete-*")
+    assert (aside / "train.log").read_text() == "x\n" and started == [[aside.name]]  # moved before the run started
+    assert f"transformer-s1: its folder had no checkpoint: kept as {aside}; the run starts afresh" in capsys.readouterr().out
+    (out / "transformer-s1").mkdir()  # a run still going (its parent process stands in for it), no checkpoint yet
+    (out / "transformer-s1" / ".run_owner").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getppid()}))
+    assert script.main(where) == 2 and len(started) == 1
+    assert capsys.readouterr().err == (f"error: {out / 'transformer-s1'} is in use by process {os.getppid()} (a run "
+                                       "still going: another call of this script?); wait for it to end or stop it, "
+                                       "then call again\n")
+    assert [p.name for p in (out / "transformer-s1").iterdir()] == [".run_owner"]
+
+
+@pytest.mark.parametrize("by", ["CODA_EXP_ROOT", "the current folder"])
+def test_the_default_folders_are_the_project_s(load_script, tmp_path, monkeypatch, capsys, by):
+    """Without --results and --outputs, the folders are under coda_exp.environment.root_dir() (CODA_EXP_ROOT, else the
+    checkout when called inside it, else the current folder), as the runs' own: not always the checkout's."""
+    script = load_script("reproduce_table6_gpu")
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(project if by == "the current folder" else elsewhere)
+    if by == "CODA_EXP_ROOT":
+        monkeypatch.setenv("CODA_EXP_ROOT", str(project))
+    else:
+        monkeypatch.delenv("CODA_EXP_ROOT", raising=False)
+    assert script.main(["--list", "--scale", "fixture", "--seeds", "1", "--models", "transformer", "--no-mps"]) == 0
+    (job,) = json.loads(capsys.readouterr().out)
+    assert f"paths.results_dir={project / 'results' / 'table_6_gpu'}" in job["argv"]
+    assert f"hydra.run.dir={project / 'outputs' / 'table_6_gpu' / 'transformer-s1'}" in job["argv"]
+    assert not any(project.iterdir()) and not any(elsewhere.iterdir())  # --list made nothing
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")

@@ -1,0 +1,134 @@
+"""scripts/reproduce_table6_gpu.py's budget (``supervise``): every run has ended by ``--budget-s``, the stops go out
+together ``--tail-s`` before it, a run in its tail goes on, a run that does not stop is killed at the end. Fake
+processes on a fake clock: no training, no waiting."""
+
+import os
+import signal
+
+import pytest
+
+T0 = 1000.0
+
+
+class Proc:
+    """A training process: ``rate`` steps a second (its progress written as Lightning's CSV as the clock goes; None:
+    none written yet, a run still starting), ``tail`` seconds of test after its last step, then exit 0; a SIGTERM ends
+    it ``stop_s`` seconds later (its checkpoint; None: it ignores SIGTERM), with 143; a SIGKILL at once, with -9."""
+
+    def __init__(self, world, pid, progress, steps, rate, tail, stop_s):
+        self.world, self.pid, self.progress, self.steps, self.rate = world, pid, progress, steps, rate
+        self.begin, self.tail, self.stop_s, self.end, self.code = world.t, tail, stop_s, None, None
+        if rate:
+            self.end, self.code = self.begin + (steps - 1) / rate + tail, 0
+
+    def advance(self, t):
+        if self.rate and (self.end is None or t <= self.end):
+            step = min(self.steps - 1, int(self.rate * (t - self.begin)))  # a row every 10 steps, and the last
+            self.progress.write_text("loss,step\n" + "".join(f"0.5,{s}\n" for s in [*range(0, step, 10), step]))
+
+    def signal(self, sig, t):
+        if sig == signal.SIGKILL and (self.end is None or self.end > t):
+            self.end, self.code = t, -9
+        elif sig == signal.SIGTERM and self.stop_s is not None and (self.end is None or t + self.stop_s < self.end):
+            self.end, self.code = t + self.stop_s, 143
+
+    def poll(self):
+        return self.code if self.end is not None and self.end <= self.world.t else None
+
+    def wait(self):
+        assert self.poll() is not None, "waited for a process that is still running"
+        return self.code
+
+
+class World:
+    """The fake clock, its sleep (which moves every process on) and the processes' launch and kill."""
+
+    def __init__(self, tmp_path, **procs):
+        self.tmp, self.t, self.procs, self.by_pid, self.kills, self.looks = tmp_path, T0, procs, {}, [], []
+        self.interrupt_at = self.interrupted = None
+
+    def clock(self):
+        return self.t
+
+    def sleep(self, seconds):
+        assert seconds >= 0
+        self.looks.append(self.t)
+        self.t += seconds
+        for proc in self.by_pid.values():
+            proc.advance(self.t)
+        if self.interrupt_at is not None and self.t >= self.interrupt_at:
+            self.interrupt_at, self.interrupted = None, self.t
+            os.kill(os.getpid(), signal.SIGTERM)  # supervise's handler turns it into a stop of every run
+
+    def launch(self, job):
+        job.proc = Proc(self, 100 + len(self.by_pid), self.tmp / f"{job.name}.csv", job.steps, **self.procs[job.name])
+        self.by_pid[job.proc.pid] = job.proc
+        job.started, job.state = self.t, "running"
+
+    def kill(self, pid, sig):
+        self.kills.append((self.t, self.by_pid[pid], sig))
+        self.by_pid[pid].signal(sig, self.t)
+
+
+@pytest.fixture
+def script(load_script):
+    return load_script("reproduce_table6_gpu")
+
+
+def supervise(script, world, budget, tail, steps=400):
+    specs = [{"name": name, "argv": ["train.py"], "steps": steps, "progress": str(world.tmp / f"{name}.csv")}
+             for name in world.procs]
+    rows, signalled = script.supervise(specs, world.tmp, T0, budget, tail, clock=world.clock, sleep=world.sleep,
+                                       launch=world.launch, kill=world.kill)
+    return {row["name"]: row for row in rows}, signalled
+
+
+def ended_by(world, t):
+    return all(p.end is not None and p.end <= t for p in world.by_pid.values())
+
+
+def test_the_stops_go_out_together_a_tail_before_the_budget_and_every_run_has_ended_by_it(script, tmp_path):
+    """The user's probe: four runs, a 50 s budget, a 5 s tail; no progress measured yet (runs still starting), so no
+    projection: it stopped them one after another, 20 s each at most, and ended 29 s past the budget."""
+    world = World(tmp_path, **{f"r{i}": {"rate": None, "tail": 0, "stop_s": 3.0} for i in range(4)})
+    rows, signalled = supervise(script, world, budget=50, tail=5)
+    assert [(t, sig) for t, _, sig in world.kills] == [(T0 + 45, signal.SIGTERM)] * 4  # all at once, at 45 s
+    assert ended_by(world, T0 + 48) and world.t <= T0 + 50 and signalled == 0
+    assert all(row["state"] == "stopped: budget spent" and row["returncode"] == 143 for row in rows.values())
+    assert max(b - a for a, b in zip(world.looks, world.looks[1:])) <= 1.0  # a 50th of the budget between looks
+
+
+def test_a_run_in_its_tail_goes_on_and_one_that_does_not_stop_is_killed_at_the_end(script, tmp_path):
+    world = World(tmp_path, done={"rate": 9.0, "tail": 10.0, "stop_s": 3.0},  # its last step at 44 s, its test to 54 s
+                  slow={"rate": None, "tail": 0, "stop_s": 3.0}, stuck={"rate": None, "tail": 0, "stop_s": None})
+    rows, _ = supervise(script, world, budget=60, tail=10)
+    assert rows["done"]["state"] == "finished" and rows["done"]["returncode"] == 0
+    assert [(t, p.pid, sig) for t, p, sig in world.kills] == [
+        (T0 + 50, 101, signal.SIGTERM), (T0 + 50, 102, signal.SIGTERM), (T0 + 60, 102, signal.SIGKILL)]
+    assert rows["slow"]["state"] == "stopped: budget spent" and rows["slow"]["returncode"] == 143
+    assert rows["stuck"]["state"] == "stopped: budget spent (killed: its stop outlasted the tail)"
+    assert rows["stuck"]["returncode"] == -9 and ended_by(world, T0 + 60) and world.t == T0 + 60
+
+
+def test_a_run_projected_past_the_budget_stops_the_least_wanted_without_waiting_for_it(script, tmp_path):
+    """Two runs that cannot both finish: once measured for a fifth of the budget, the second (least wanted) gets its
+    SIGTERM; the look after it comes at once (no wait of 20 s), and the first finishes within the budget."""
+    world = World(tmp_path, first={"rate": 4.0, "tail": 5.0, "stop_s": 8.0},
+                  second={"rate": 1.0, "tail": 5.0, "stop_s": 8.0})
+    rows, _ = supervise(script, world, budget=150, tail=10)
+    ((t, proc, sig),) = world.kills
+    assert proc.pid == 101 and sig == signal.SIGTERM and t <= T0 + 40  # a fifth of 150 s, and a window
+    assert [look for look in world.looks if t <= look < t + 8][1] - t <= 0.5  # looks go on while it stops
+    assert rows["second"]["state"] == "stopped: projected past the budget"
+    assert rows["first"]["state"] == "finished" and ended_by(world, T0 + 150)
+
+
+def test_a_signal_to_the_call_stops_every_run_at_once_and_is_its_exit_status(script, tmp_path):
+    before = signal.getsignal(signal.SIGTERM)
+    world = World(tmp_path, a={"rate": 2.0, "tail": 0, "stop_s": 2.0}, b={"rate": None, "tail": 0, "stop_s": 2.0})
+    world.interrupt_at = T0 + 20
+    rows, signalled = supervise(script, world, budget=600, tail=30)
+    assert signalled == 128 + signal.SIGTERM and signal.getsignal(signal.SIGTERM) is before
+    assert {(t, sig) for t, _, sig in world.kills} == {(world.kills[0][0], signal.SIGTERM)} and len(world.kills) == 2
+    assert world.kills[0][0] == world.interrupted and ended_by(world, world.interrupted + 2)
+    assert {row["state"] for row in rows.values()} == {"stopped: interrupted"}
