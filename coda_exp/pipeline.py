@@ -60,7 +60,12 @@ from coda_exp.stops import (
 from coda_exp.sweep_data import data_problem
 from coda_exp.tasks.base import CHECKPOINT_DATA, CHECKPOINT_RUN
 from coda_exp.threads import pin_threads
-from coda_exp.validation_checks import budget_cut, check_first_validation, warn_epoch_cap
+from coda_exp.validation_checks import (
+    budget_cut,
+    check_first_validation,
+    warn_budget_overrides,
+    warn_epoch_cap,
+)
 
 __all__ = ["attention_options", "build_loggers", "device_description", "run", "scale_label"]
 
@@ -265,6 +270,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     check_eval_batch_limits(trainer, datamodule, test=cfg.get("test_after_fit", True))  # not after the training
     check_first_validation(trainer, datamodule)
     warn_epoch_cap(trainer, datamodule)  # a step budget the epoch cap ends first: said before training
+    warn_budget_overrides(cfg, datamodule)  # trainer.max_epochs=2 beside task.epochs=5
     record = None
     try:
         for lg in loggers:

@@ -67,3 +67,21 @@ def budget_cut(trainer: pl.Trainer, datamodule) -> None:
     if 0 < steps and trainer.global_step < steps and epochs not in (None, -1) and trainer.current_epoch >= epochs:
         datamodule.warn(f"training stopped at trainer.max_epochs={epochs} (task.epochs) after {trainer.global_step} "
                         f"steps, before trainer.max_steps={steps}: raise task.epochs too for the steps to count")
+
+
+def warn_budget_overrides(cfg, datamodule) -> None:
+    """Before training: a ``trainer`` budget given beside the task's and differing from it (``trainer.max_epochs=2
+    task.epochs=5``: the Trainer trains 2 epochs and task.epochs is not read): a warning naming the one that counts,
+    kept in the record's ``warnings``. The ``debug`` configs set the Trainer's budget on purpose: not said there."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if HydraConfig.initialized() and HydraConfig.get().runtime.choices.get("debug") is not None:
+        return
+    for trainer_key, task_key in (("max_epochs", "epochs"), ("max_steps", "max_steps")):
+        if (trainer_key in cfg.trainer and task_key in cfg.task
+                and not OmegaConf.is_interpolation(cfg.trainer, trainer_key)
+                and cfg.task[task_key] is not None and cfg.trainer[trainer_key] != cfg.task[task_key]):
+            datamodule.warn(f"trainer.{trainer_key}={cfg.trainer[trainer_key]} is the budget this run trains to, not "
+                            f"task.{task_key}={cfg.task[task_key]} (trainer.{trainer_key} follows task.{task_key} "
+                            f"unless given itself): give task.{task_key} alone")

@@ -39,3 +39,20 @@ def test_a_budget_that_ends_before_the_first_validation_is_refused():
     check_first_validation(trainer(check_val_every_n_epoch=None, val_check_interval=250), Data(5))  # by batches
     check_first_validation(trainer(), Data(None))  # a stream
     check_first_validation(trainer(world_size=2), Data(5))  # a rank's share: Lightning's rules
+
+
+@pytest.mark.parametrize("overrides,said", [
+    (["trainer.max_epochs=2", "task.epochs=5"], ("trainer.max_epochs=2 is the budget this run trains to, not "
+                                                "task.epochs=5")),
+    (["task.epochs=5"], None),  # the trainer follows the task
+    (["trainer.max_epochs=8"], None),  # the fixture's own 8 epochs: no contradiction
+    (["trainer.max_epochs=2", "task.epochs=5", "debug=limit"], None),  # debug sets the Trainer's budget on purpose
+])
+def test_a_trainer_budget_beside_another_task_budget_is_a_warning(make_cfg, overrides, said):
+    """trainer.max_epochs=2 task.epochs=5 trained 2 epochs without a word about task.epochs."""
+    from coda_exp.validation_checks import warn_budget_overrides
+
+    data = SimpleNamespace(said=[])
+    data.warn = data.said.append
+    warn_budget_overrides(make_cfg("task=snli", "scale=fixture", *overrides), data)
+    assert data.said == [] if said is None else len(data.said) == 1 and said in data.said[0]
