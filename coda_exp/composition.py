@@ -124,6 +124,10 @@ def check_composition(argv: list[str]) -> list[DictConfig] | None:
         group = _other_group(missing.group(1), composed) if missing and "/" in missing.group(1) else ""
         if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
             message = message.partition("\n")[0] + group
+        elif missing and "." not in missing.group(1) and (close := _top_level_like(missing.group(1), composed)):
+            typed = next((o for o in args.overrides if o.split("=", 1)[0] == missing.group(1)), "=")
+            message = (f"{missing.group(1)} is no key nor config group of the config, spelled like {close}: did you "
+                       f"mean {close}={typed.split('=', 1)[1]}?")  # (not Hydra's advice: +modle=... adds a key)
         elif missing:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
             typed = next((o for o in args.overrides if o.split("=", 1)[0] == missing.group(1)), "=")
@@ -219,6 +223,14 @@ def check_job_folder(cfg: DictConfig, multirun: bool) -> None:
     except OutputDirError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(USER_ERROR_EXIT) from None
+
+
+def _top_level_like(key: str, overrides: list[str]) -> str | None:
+    """The top-level key or config group spelled almost like ``key`` (``model`` for ``modle``), if any."""
+    from coda_exp.config_keys import top_level_like as like
+
+    cfg = _composed_without(key, overrides)
+    return None if cfg is None else like(cfg, key)
 
 
 def _composed_without(key: str, overrides: list[str]) -> DictConfig | None:

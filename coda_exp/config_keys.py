@@ -70,7 +70,7 @@ def same_name_keys(cfg: DictConfig, key: str, close: bool = False) -> list[str]:
     return found
 
 
-def _top_level_like(cfg: DictConfig, key: str) -> str | None:
+def top_level_like(cfg: DictConfig, key: str) -> str | None:
     """The config's top-level key or config group spelled almost like ``key`` (``seed`` for ``seeds``), if any."""
     from coda_exp.environment import config_dir
 
@@ -108,7 +108,7 @@ def appended_key_problems(cfg: DictConfig, appended: list[tuple[str, str]]) -> l
             continue  # a group's option (+experiment=...), a constructor's argument, or read through another key
         others = same_name_keys(cfg, key)
         if not others and "." not in key and "/" not in key:
-            close = _top_level_like(cfg, key)
+            close = top_level_like(cfg, key)
             if close is not None:
                 value = typed.split("=", 1)[1] if "=" in typed else ""
                 problems.append(f"{typed} adds a new top-level key {key} that nothing reads, spelled like {close}: "
@@ -157,7 +157,7 @@ def local_key_problems(cfg: DictConfig, overrides: list[str], compose) -> list[s
         if key in known or key.startswith(_PASSED_ON) or key in OUTPUT_KEYS or referenced(key):
             continue
         meant = same_name_keys(without, key, close=True) or (
-            [close] if "." not in key and (close := _top_level_like(without, key)) else [])
+            [close] if "." not in key and (close := top_level_like(without, key)) else [])
         hint = f": did you mean {' or '.join(meant[:3])}?" if meant else ""
         problems.append(f"{path} sets {key}, a key no config has and nothing reads{hint}")
     return problems or local_setting_problems(path)

@@ -65,6 +65,9 @@ def test_train_py_help_and_verbose_flag_from_a_shell():
     (["task=wikiqa", "task.batch_size=7"], [("error: Could not override 'task.batch_size'.\nDid you mean "
                                            "data.batch_size=7?\nTo append to your config use +task.batch_size=7")]),
     (["task=snli", "optimizer.lrr=0.1"], ["Could not override 'optimizer.lrr'.\nDid you mean optimizer.lr=0.1?"]),
+    # a misspelt group or top-level key: Hydra advised +modle=decompatt, which then said "did you mean model=..."
+    (["task=snli", "modle=decompatt"], [("error: modle is no key nor config group of the config, spelled like model: "
+                                        "did you mean model=decompatt?")]),
     # ... and Hydra's advice taken: a new key that nothing refers to while the config has data.batch_size
     (["task=wikiqa", "+task.batch_size=7"], [("error: +task.batch_size=7 adds a new key task.batch_size that no "
                                             "config value refers to, while the config has data.batch_size: did you "
