@@ -45,6 +45,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from coda_exp import results, run_folder
 from coda_exp.attention import kernels_used
 from coda_exp.config_checks import ConfigError
+from coda_exp.data.common.errors import DataError
 from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status, print_error
 from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
@@ -61,6 +62,7 @@ from coda_exp.predict_io import (
 from coda_exp.run_checks import batch_limits, check_extras
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.stops import EXIT_STATUS
+from coda_exp.sweep_data import data_problem
 from coda_exp.threads import pin_threads
 from coda_exp.trained import (
     Invocation,
@@ -210,6 +212,9 @@ def evaluate(inv: Invocation) -> dict:
     prep = prepare(inv)
     cfg = prep.cfg
     check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
+    wanted = ("validation", "test") if inv.command["split"] == "all" else (inv.command["split"],)
+    if cfg.data.get("dir") is not None and (missing := data_problem(cfg, wanted)):  # before the folder is made
+        raise DataError(missing)
     folder = _eval_folder(prep)
     with run_folder.log_file(folder, EVAL_LOG), _failure_logged():
         log.info("evaluating %s in %s", prep.path, folder)

@@ -17,8 +17,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 
-def data_problem(cfg: DictConfig) -> str | None:
-    """What keeps the runs of the composed ``cfg``'s task from reading their data, or None."""
+def data_problem(cfg: DictConfig, splits: tuple[str, ...] | None = None) -> str | None:
+    """What keeps the runs of the composed ``cfg``'s task from reading their data, or None; ``splits``: only
+    these are read (an evaluation's: ``test`` covers every ``test_<name>`` split too), default every split."""
     from hydra.utils import get_class
 
     import coda_exp.data  # noqa: F401 (registers every family's readers)
@@ -52,7 +53,8 @@ def data_problem(cfg: DictConfig) -> str | None:
     if reader is not None:
         try:
             for split in reader.splits():
-                reader.local_files(Path(directory), split)
+                if splits is None or split in splits or "test" in splits and split.startswith("test_"):
+                    reader.local_files(Path(directory), split)
         except DataError as err:
             return str(err)
     return None

@@ -37,6 +37,9 @@ def test_an_eval_refused_before_it_began_leaves_no_folder(snli_model, tmp_path, 
     assert eval_main(args) == USER_ERROR_EXIT
     assert "is a file, not a folder" in capsys.readouterr().err
     assert [p.name for p in (refused / "outputs").rglob("*")] == ["evals"]  # neither <task>-<model>/ nor <time>/
+    missing = tmp_path / "missing"  # a data.dir that is not there: said before the folder (it left an empty one)
+    assert eval_main([f"ckpt_path={ckpt}", f"data.dir={tmp_path / 'nowhere'}", *_paths(missing)]) == USER_ERROR_EXIT
+    assert "nowhere" in capsys.readouterr().err and not (missing / "outputs").exists()
 
 
 def test_an_eval_from_another_folder_writes_beside_the_training_s_own_records(tmp_path, compose, monkeypatch,
