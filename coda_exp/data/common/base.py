@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from coda_exp.data.common.batching import EpochShuffleSampler, GroupBatchSampler, TokenBatchSampler
 from coda_exp.data.common.data_cache import arrow_error, damaged_folder
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, os_reason
 from coda_exp.data.common.readers import Reader
 from coda_exp.data.common.splits import is_test_split
 from coda_exp.errors import cause_of, full_disk, what_to_free
@@ -42,7 +42,14 @@ def fingerprint(*parts: object) -> str:
 
 
 def _reader_examples(reader: Reader, directory: str | None, split: str):  # for datasets.Dataset.from_generator
-    yield from reader.read(split, directory)
+    """The reader's examples; an OSError reading the data (a file or folder this user cannot read, a disk error)
+    is a DataError naming the file, not the datasets library's DatasetGenerationError around it."""
+    try:
+        yield from reader.read(split, directory)
+    except OSError as e:
+        what = f"{e.filename}: cannot be read" if e.filename else (
+            f"{reader.name}: the {split} split cannot be read from {directory or 'the hub'}")
+        raise DataError(f"{what} ({os_reason(e)}) (read for the {split} split)") from None
 
 
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,

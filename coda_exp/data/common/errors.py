@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,13 +14,38 @@ class DataError(UserError, ValueError):
     """A dataset could not be read: missing files, a malformed row, an unknown label."""
 
 
+def os_reason(err: OSError) -> str:
+    """``err`` in a few words for a message: ``permission denied``, ``input/output error`` (its errno's text)."""
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return (err.strerror or str(err) or type(err).__name__).lower()
+
+
+def unreadable(path: Path) -> str | None:
+    """``cannot be read (permission denied)`` where opening the regular file ``path`` (listing the folder) fails,
+    else None (also for what is neither, or nothing). Opened, never read: cheap."""
+    try:
+        if path.is_dir():
+            with os.scandir(path):
+                return None
+        if path.is_file():
+            with open(path, "rb"):
+                return None
+    except OSError as e:
+        return f"cannot be read ({os_reason(e)})"
+    return None
+
+
 def not_a_folder(directory: Path) -> str | None:
-    """What is wrong with ``directory`` as a data folder (``is a file, not a folder``, ``does not exist``), or None
-    when it is a folder."""
-    if directory.is_dir():
-        return None
-    if directory.exists():
-        return "is a file, not a folder" if directory.is_file() else "is not a folder"
+    """What is wrong with ``directory`` as a data folder (``is a file, not a folder``, ``does not exist``, ``cannot be
+    read (permission denied)``), or None when it is a folder."""
+    try:
+        if directory.is_dir():
+            return unreadable(directory)
+        if directory.exists():
+            return "is a file, not a folder" if directory.is_file() else "is not a folder"
+    except OSError as e:  # a folder above it that cannot be searched
+        return f"cannot be examined ({os_reason(e)})"
     return "does not exist"
 
 
@@ -41,7 +67,21 @@ def require_files(name: str, directory: str | os.PathLike, needed: Iterable[str]
         also = f" (and {', '.join(others)}, which other splits read)" if others else ""
         raise DataError(f"{name}: data directory {str(directory)!r} lacks {', '.join(missing)}{also}"
                         f"{did_you_mean(directory, needed)}. {tail}")
+    for f in needed:  # opened here, before any run starts, not first when the datasets library reads it
+        require_readable(name, directory / f)
     return directory
+
+
+def require_readable(name: str, path: Path, files_inside: bool = False) -> Path:
+    """``path``, or a DataError naming it where this user cannot open it (a file) or list it (a folder); with
+    ``files_inside``, the regular files just inside the folder too (TrecQA's ``a.toks``, ``b.toks``, ...)."""
+    paths = [path]
+    if files_inside and path.is_dir() and unreadable(path) is None:
+        paths += sorted(p for p in path.iterdir() if p.is_file())
+    for p in paths:
+        if (why := unreadable(p)) is not None:
+            raise DataError(f"{p}: {why}; {name} reads it: make it readable to this user (ls -l {p})")
+    return path
 
 
 def did_you_mean(directory: Path, needed: Iterable[str]) -> str:

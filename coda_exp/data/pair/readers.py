@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, did_you_mean, require_files
+from coda_exp.data.common.errors import DataError, did_you_mean, require_files, require_readable
 from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.data.common.readers import READERS, Reader, get_reader, register
 from coda_exp.data.common.splits import is_test_split
@@ -59,7 +59,9 @@ class PairReader(Reader):
         return require_files(self.name, directory, needed, self.expected_files(), self.source_hint) / needed[0]
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
-        return [self.path(directory, split)]
+        """The file of ``split`` (a folder of files for TrecQA's tokenised layout), checked to be readable: asked
+        before a run starts (``coda_exp.sweep_data.data_problem``), so an unreadable file is refused then."""
+        return [require_readable(self.name, self.path(directory, split), files_inside=True)]
 
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
         yield from self.read_file(self.path(directory, split), split)
