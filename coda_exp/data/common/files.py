@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, os_reason
+from coda_exp.data.common.errors import DataError, odd_entry, os_reason
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # dialogue contexts (UDC) can be long
 
@@ -30,12 +30,12 @@ def of_split(split: str | None) -> str:
 
 def _open_binary(path: Path, split: str | None = None):
     """``path`` opened for reading bytes (gzip decompressed); a DataError naming it where it is not a readable
-    regular file (a folder, permission denied)."""
+    regular file (a folder, a broken link, a named pipe, permission denied)."""
     try:
         if path.is_dir():
             raise DataError(f"{path}: is a directory, not a file{of_split(split)}")
         if not path.is_file():
-            raise DataError(f"{path}: no such file{of_split(split)}")
+            raise DataError(f"{path}: {odd_entry(path) or 'no such file'}{of_split(split)}")
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as e:
         raise DataError(f"{path}: cannot be read ({os_reason(e)}){of_split(split)}; expected a file this user can "

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, os_reason
+from coda_exp.data.common.errors import DataError, odd_entry, os_reason
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ class VectorsFile:
         if path.is_dir():
             raise DataError(f"embeddings file {str(path)!r} is a directory; set {OPTION} to {EXPECTED}")
         if not path.is_file():
-            raise DataError(f"embeddings file {str(path)!r} does not exist; set {OPTION} to a GloVe or word2vec "
-                            "text file, or null for random initialisation")
+            raise DataError(f"embeddings file {str(path)!r} {(odd_entry(path) or 'does not exist')}; set {OPTION} "
+                            "to a GloVe or word2vec text file, or null for random initialisation")
         if path.suffix == ".bin":
             raise DataError(f"{path}: binary word2vec (.bin) is not supported ({OPTION}); convert it to the text "
                             "format first (gensim: KeyedVectors.load_word2vec_format(path, binary=True)"
