@@ -62,6 +62,21 @@ def test_a_data_folder_that_is_a_file_or_a_broken_link_says_so(tmp_path):
         get_reader("snli").local_files(file, "train")
 
 
+def test_the_check_before_a_run_says_data_dir_is_a_file(tmp_path):
+    """The probe's ``data.dir=<a regular file>``: refused before the run as "does not exist" (coda_exp.sweep_data)."""
+    from hydra import compose, initialize_config_dir
+
+    from coda_exp.environment import config_dir
+    from coda_exp.sweep_data import data_problem
+
+    file = tmp_path / "env.sh"
+    file.write_text("export X=1\n")
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose("train", overrides=["task=snli", f"data.dir={file}"], return_hydra_config=True)
+    assert data_problem(cfg).startswith(f"data.dir '{file}' is a file, not a folder: expected a folder holding the "
+                                        "official files snli_1.0_train.jsonl, snli_1.0_dev.jsonl")
+
+
 def test_an_embeddings_path_that_is_a_fifo_or_a_broken_link_says_so(tmp_path):
     fifo, link = tmp_path / "glove.txt", tmp_path / "vectors.txt"
     os.mkfifo(fifo)
