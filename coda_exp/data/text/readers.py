@@ -199,8 +199,10 @@ class LineReader(TextReader):
         path = self.path(directory, split)
         for where, line in iter_records(path, split, f"one {self.line_format.split(' (')[0]} per line"):
             parts = line.strip().split(None, 1)
-            if len(parts) < 2:
-                raise DataError(f"{where}: malformed line {line[:60]!r}; expected {self.line_format}")
+            if len(parts) < 2:  # a label and no text (an empty text is refused, as by every reader), or a text alone
+                what = (f"no text after the label {parts[0]!r}" if parts[0].isascii() and parts[0].isdigit() else
+                        f"malformed line {line[:60]!r}")
+                raise DataError(f"{where}: {what}; expected {self.line_format}")
             yield parts[1].strip(), self.label_id(parts[0], where)
 
 
