@@ -23,7 +23,7 @@ def data_problem(cfg: DictConfig, splits: tuple[str, ...] | None = None) -> str 
     from hydra.utils import get_class
 
     import coda_exp.data  # noqa: F401 (registers every family's readers)
-    from coda_exp.data.common.errors import DataError
+    from coda_exp.data.common.errors import DataError, not_a_folder
     from coda_exp.data.common.readers import READERS
     from coda_exp.plugins import load
 
@@ -47,9 +47,9 @@ def data_problem(cfg: DictConfig, splits: tuple[str, ...] | None = None) -> str 
             return (f"no data folder ({cfg.paths.data_dir}/{name} does not exist), and the hub copy "
                     f"{reader.hub_id!r} cannot be fetched offline (HF_DATASETS_OFFLINE / HF_HUB_OFFLINE)")
         return None
-    if not Path(directory).is_dir():
+    if (problem := not_a_folder(Path(directory))) is not None:  # a file, a broken link: not "does not exist"
         expected = f": expected a folder holding {reader.layout()}. {reader.source_hint}" if reader is not None else ""
-        return f"data.dir {directory!r} does not exist{expected}".rstrip()
+        return f"data.dir {directory!r} {problem}{expected}".rstrip()
     if reader is not None:
         try:
             for split in reader.splits():

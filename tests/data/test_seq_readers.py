@@ -180,7 +180,7 @@ def test_sst_malformed_line_and_unknown_label(tmp_path):
     d = copy(tmp_path, "sst")
     lines = (d / "stsa.binary.dev").read_text(encoding="utf-8").splitlines()
     (d / "stsa.binary.dev").write_text("\n".join(lines[:2] + ["1"] + lines[2:]) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"stsa.binary.dev:3: malformed line"):
+    with pytest.raises(DataError, match=r"stsa.binary.dev:3: no text after the label '1'; expected '<label> <sent"):
         list(get_text_reader("sst2").read("validation", d))
     (d / "stsa.binary.dev").write_text("\n".join(lines[:4] + ["", "3 a fine film ."]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"stsa.binary.dev:6: unknown label '3'.*0-1"):

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import random
+import shutil
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,7 +27,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from coda_exp.data.common.batching import EpochShuffleSampler, GroupBatchSampler, TokenBatchSampler
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.data_cache import arrow_error, damaged_folder
+from coda_exp.data.common.errors import DataError, os_reason
 from coda_exp.data.common.readers import Reader
 from coda_exp.data.common.splits import is_test_split
 from coda_exp.errors import cause_of, full_disk, what_to_free
@@ -40,25 +42,14 @@ def fingerprint(*parts: object) -> str:
 
 
 def _reader_examples(reader: Reader, directory: str | None, split: str):  # for datasets.Dataset.from_generator
-    yield from reader.read(split, directory)
-
-
-def _arrow_error(err: BaseException) -> BaseException | None:
-    """The error behind ``err`` that says a cache file of ``datasets`` cannot be read, if there is one: pyarrow's (an
-    ``.arrow`` file), or a JSONDecodeError raised inside ``datasets`` (its ``dataset_info.json``; the project's
-    readers name a malformed data line in a DataError instead)."""
+    """The reader's examples; an OSError reading the data (a file or folder this user cannot read, a disk error)
+    is a DataError naming the file, not the datasets library's DatasetGenerationError around it."""
     try:
-        from pyarrow.lib import ArrowException
-    except ImportError:
-        ArrowException = ()  # no pyarrow: only the JSON metadata can be the cache's
-    found = cause_of(err, ArrowException) if ArrowException else None
-    if found is None and (bad := cause_of(err, json.JSONDecodeError)) is not None:
-        tb, inside = bad.__traceback__, False
-        while tb is not None:
-            inside = inside or f"{os.sep}datasets{os.sep}" in tb.tb_frame.f_code.co_filename
-            tb = tb.tb_next
-        found = bad if inside else None
-    return found
+        yield from reader.read(split, directory)
+    except OSError as e:
+        what = f"{e.filename}: cannot be read" if e.filename else (
+            f"{reader.name}: the {split} split cannot be read from {directory or 'the hub'}")
+        raise DataError(f"{what} ({os_reason(e)}) (read for the {split} split)") from None
 
 
 def cached_split(reader: Reader, split: str, directory: str | os.PathLike | None, cache_dir: Path, features,
@@ -184,30 +175,56 @@ class DataModule(pl.LightningDataModule, ABC):
 
     # -- shared ---------------------------------------------------------------------------------------------
     def setup(self, stage: str | None = None) -> None:
+        """``build`` the splits; a split cache of the ``datasets`` library that cannot be read (cut short by a run
+        stopped while writing it) is deleted and built again from the data files, with a warning naming it."""
         if self.splits:
             return
-        try:
-            self.build()
-        except Exception as err:
-            failed = full_disk(err)
-            if failed is not None:
-                raise DataError(f"{failed.strerror} writing the data cache under {self.cache_dir}"
-                                f"{' (' + failed.filename + ')' if failed.filename else ''}: {what_to_free(failed)} "
-                                "or put the cache elsewhere (paths.cache_dir=...), then run again") from None
-            unreadable = _arrow_error(err)
-            if unreadable is None:
-                raise
-            where = str(self.cache_dir)
-            if self.dir is None:  # a hub dataset: the datasets library's own cache may be the one
-                import datasets
-
-                where += f" (or, for a dataset from the hub, {datasets.config.HF_DATASETS_CACHE})"
-            raise DataError(f"the data cache under {where} cannot be read ({type(unreadable).__name__}: "
-                            f"{unreadable}; a run stopped while writing it, or a full disk?): delete that folder and "
-                            "run again, it is rebuilt from the data files") from None
+        before = (dict(self.stats), list(self.warnings))
+        rebuilt: list[tuple[Path, str]] = []
+        while True:
+            try:
+                self.build()
+                break
+            except Exception as err:
+                damaged = self._damaged_cache(err, [folder for folder, _ in rebuilt])
+                if damaged is None:
+                    raise
+                rebuilt.append(damaged)
+                self.splits, self.stats, self.warnings = {}, dict(before[0]), list(before[1])
+        for folder, why in rebuilt:
+            self.warn(f"the data cache {folder} could not be read ({why}: a run stopped while writing it?); it was "
+                      "deleted and built again from the data files")
         for name, ds in self.splits.items():
             if not isinstance(ds, IterableDataset):
                 self.stats[f"{name}_examples"] = len(ds)
+
+    def _damaged_cache(self, err: Exception, rebuilt: list[Path]) -> tuple[Path, str] | None:
+        """After ``build`` raised ``err``: the folder of a damaged split cache, deleted (and why it was), for
+        ``setup`` to build again; None where ``err`` is not about the cache. A DataError where the disk is full, or
+        the cache cannot be read and cannot be rebuilt here (already rebuilt, outside ``cache_dir``, not deleted)."""
+        failed = full_disk(err)
+        if failed is not None:
+            raise DataError(f"{failed.strerror} writing the data cache under {self.cache_dir}"
+                            f"{' (' + failed.filename + ')' if failed.filename else ''}: {what_to_free(failed)} "
+                            "or put the cache elsewhere (paths.cache_dir=...), then run again") from None
+        unreadable = arrow_error(err)
+        if unreadable is None:
+            return None
+        why = f"{type(unreadable).__name__}: {unreadable}"
+        folder = damaged_folder(unreadable, self.cache_dir)
+        if folder is not None and folder not in rebuilt:
+            try:
+                shutil.rmtree(folder)
+                return folder, why
+            except OSError:
+                pass  # the message below: the user deletes it
+        where = str(folder or self.cache_dir)
+        if self.dir is None:  # a hub dataset: the datasets library's own cache may be the one
+            import datasets
+
+            where += f" (or, for a dataset from the hub, {datasets.config.HF_DATASETS_CACHE})"
+        raise DataError(f"the data cache under {where} cannot be read ({why}; a run stopped while writing it, or a "
+                        "full disk?): delete that folder and run again, it is rebuilt from the data files") from None
 
     def warn(self, message: str) -> None:
         """A protocol deviation worth keeping with the run: logged (once, by rank 0 under DDP, where every rank

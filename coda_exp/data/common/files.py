@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, odd_entry, os_reason
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # dialogue contexts (UDC) can be long
 
@@ -28,12 +28,18 @@ def of_split(split: str | None) -> str:
     return f" (read for the {split} split)" if split else ""
 
 
-def _open_binary(path: Path):
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a file")
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+def _open_binary(path: Path, split: str | None = None):
+    """``path`` opened for reading bytes (gzip decompressed); a DataError naming it where it is not a readable
+    regular file (a folder, a broken link, a named pipe, permission denied)."""
+    try:
+        if path.is_dir():
+            raise DataError(f"{path}: is a directory, not a file{of_split(split)}")
+        if not path.is_file():
+            raise DataError(f"{path}: {odd_entry(path) or 'no such file'}{of_split(split)}")
+        return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({os_reason(e)}){of_split(split)}; expected a file this user can "
+                        f"read (ls -l {path})") from None
 
 
 def _decode(raw: bytes, path: Path, lineno: int, split: str | None) -> str:
@@ -52,7 +58,7 @@ def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str 
     path = Path(path)
     blank = True
     lineno = 0
-    with _open_binary(path) as f:
+    with _open_binary(path, split) as f:
         lines = enumerate(f, 1)
         while True:
             try:
@@ -63,6 +69,9 @@ def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str 
                 raise DataError(f"{path}: cannot decompress after line {lineno} ({type(e).__name__}: {e})"
                                 f"{of_split(split)}; expected a complete gzip file (re-download or re-compress "
                                 f"it)") from None
+            except OSError as e:  # a disk or network error in the middle of the file
+                raise DataError(f"{path}: cannot be read after line {lineno} ({os_reason(e)}){of_split(split)}"
+                                ) from None
             line = _decode(raw, path, lineno, split).rstrip("\n").rstrip("\r")
             blank = blank and not line.strip()
             yield lineno, line

@@ -15,12 +15,13 @@ from __future__ import annotations
 import gzip
 import logging
 import math
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError
+from coda_exp.data.common.errors import DataError, odd_entry, os_reason
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,37 @@ def trailing_numbers(parts: list[str]) -> int:
     return n
 
 
+def cannot_read(path: Path, err: OSError | EOFError | zlib.error, after: int | None = None) -> DataError:
+    """The DataError of an embeddings file that cannot be opened (or read ``after`` a line): permission denied, a
+    disk error, a cut-short or damaged gzip file."""
+    where = f" after line {after}" if after else ""
+    why = os_reason(err) if isinstance(err, OSError) and err.errno else f"{type(err).__name__}: {err}"
+    return DataError(f"embeddings file {str(path)!r} cannot be read{where} ({why}); set {OPTION} to {EXPECTED} "
+                     f"that this user can read, complete (a .gz file: not cut short) (ls -l {path})")
+
+
 def _open(path: Path):
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+    except OSError as e:
+        raise cannot_read(path, e) from None
+
+
+def _numbered(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of ``path`` (:func:`_open`); an OSError while reading is a DataError."""
+    lineno = 0
+    with _open(path) as f:
+        lines = enumerate(f, 1)
+        while True:
+            try:
+                lineno, raw = next(lines)
+            except StopIteration:
+                return
+            except (OSError, EOFError, zlib.error) as e:  # a disk error, a cut-short .gz file
+                raise cannot_read(path, e, lineno) from None
+            yield lineno, raw
 
 
 @dataclass
@@ -69,31 +97,30 @@ class VectorsFile:
         if path.is_dir():
             raise DataError(f"embeddings file {str(path)!r} is a directory; set {OPTION} to {EXPECTED}")
         if not path.is_file():
-            raise DataError(f"embeddings file {str(path)!r} does not exist; set {OPTION} to a GloVe or word2vec "
-                            "text file, or null for random initialisation")
+            raise DataError(f"embeddings file {str(path)!r} {(odd_entry(path) or 'does not exist')}; set {OPTION} "
+                            "to a GloVe or word2vec text file, or null for random initialisation")
         if path.suffix == ".bin":
             raise DataError(f"{path}: binary word2vec (.bin) is not supported ({OPTION}); convert it to the text "
                             "format first (gensim: KeyedVectors.load_word2vec_format(path, binary=True)"
                             ".save_word2vec_format(out, binary=False))")
         head: list[tuple[int, list[str]]] = []
         header = None
-        with _open(path) as f:
-            for lineno, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8", errors="strict" if lineno == 1
-                                      else "replace")
-                except UnicodeDecodeError:
-                    raise DataError(f"{path}:1: not UTF-8 text; expected {EXPECTED} ({OPTION}); binary word2vec "
-                                    "(.bin) is not supported, convert it to the text format first") from None
-                parts = line.rstrip().split(" ")
-                if not line.strip():
-                    continue
-                if lineno == 1 and len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts):
-                    header = (int(parts[0]), int(parts[1]))
-                    continue
-                head.append((lineno, parts))
-                if len(head) == SAMPLE:
-                    break
+        for lineno, raw in _numbered(path):
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8", errors="strict" if lineno == 1
+                                  else "replace")
+            except UnicodeDecodeError:
+                raise DataError(f"{path}:1: not UTF-8 text; expected {EXPECTED} ({OPTION}); binary word2vec "
+                                "(.bin) is not supported, convert it to the text format first") from None
+            parts = line.rstrip().split(" ")
+            if not line.strip():
+                continue
+            if lineno == 1 and len(parts) == 2 and all(p.isascii() and p.isdigit() for p in parts):
+                header = (int(parts[0]), int(parts[1]))
+                continue
+            head.append((lineno, parts))
+            if len(head) == SAMPLE:
+                break
         if not head:
             raise DataError(f"{path}: {'a word2vec header and no vector' if header else 'empty file'}; "
                             f"expected {EXPECTED} ({OPTION})")
@@ -118,30 +145,29 @@ class VectorsFile:
         with :meth:`vector`); the count of numbers and their finiteness are checked on every line."""
         dim = self.dim
         bad_bytes, first_bad = 0, 0
-        with _open(self.path) as f:
-            for lineno, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-                except UnicodeDecodeError:
-                    line = raw.decode("utf-8", errors="replace")
-                    bad_bytes += 1
-                    first_bad = first_bad or lineno
-                if lineno == 1 and self.count is not None or not line.strip():
-                    continue
-                line = line.rstrip()
-                parts = line.split(" ")
-                if (len(parts) < dim + 1 or not _is_number(parts[-dim])
-                        or len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
-                    n = trailing_numbers(parts)
-                    raise DataError(f"{self.path}:{lineno}: {n} number{'s' if n != 1 else ''} after the word "
-                                    f"{' '.join(parts[:len(parts) - n])!r}, expected {dim} ({self.dim_source}); "
-                                    f"is the file damaged? ({OPTION})")
-                word_len = len(parts) - dim
-                word = " ".join(parts[:word_len])
-                tail = line[len(word) + 1:]
-                if "n" in tail or "N" in tail:  # nan, inf, Infinity: float() reads no other spelling with an n
-                    self.vector(lineno, word, tail)
-                yield lineno, word, tail
+        for lineno, raw in _numbered(self.path):
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", errors="replace")
+                bad_bytes += 1
+                first_bad = first_bad or lineno
+            if lineno == 1 and self.count is not None or not line.strip():
+                continue
+            line = line.rstrip()
+            parts = line.split(" ")
+            if (len(parts) < dim + 1 or not _is_number(parts[-dim])
+                    or len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
+                n = trailing_numbers(parts)
+                raise DataError(f"{self.path}:{lineno}: {n} number{'s' if n != 1 else ''} after the word "
+                                f"{' '.join(parts[:len(parts) - n])!r}, expected {dim} ({self.dim_source}); "
+                                f"is the file damaged? ({OPTION})")
+            word_len = len(parts) - dim
+            word = " ".join(parts[:word_len])
+            tail = line[len(word) + 1:]
+            if "n" in tail or "N" in tail:  # nan, inf, Infinity: float() reads no other spelling with an n
+                self.vector(lineno, word, tail)
+            yield lineno, word, tail
         if bad_bytes:
             log.warning("%s:%d: %d line(s) of the embeddings file hold bytes that are not UTF-8 (replaced; the first "
                         "on line %d); words on them will not match the vocabulary", self.path, first_bad, bad_bytes,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, require_files
 from coda_exp.data.common.files import iter_records, read_jsonl, read_text
-from coda_exp.data.pair.readers import PairReader, SnliReader, register, require_str
+from coda_exp.data.pair.readers import PairReader, SnliReader, register, require_str, require_text
 
 NLI3 = ("entailment", "neutral", "contradiction")
 
@@ -85,6 +85,7 @@ class SciTailReader(PairReader):
                 require_str(row, ("gold_label", "sentence1", "sentence2"), where)
                 if row["gold_label"] == "-":
                     continue
+                require_text(where, {"sentence1": row["sentence1"], "sentence2": row["sentence2"]})
                 label = "entails" if row["gold_label"] == "entailment" else row["gold_label"]
                 yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
                        "label": self.label_id(label, where), "group": ""}
@@ -94,6 +95,7 @@ class SciTailReader(PairReader):
             if len(fields) != 3:
                 raise DataError(f"{where}: malformed row with {len(fields)} tab-separated fields; expected 3 "
                                 "(premise, hypothesis, label)")
+            require_text(where, {"premise (column 1)": fields[0], "hypothesis (column 2)": fields[1]})
             yield {"text_a": fields[0], "text_b": fields[1], "label": self.label_id(fields[2].strip(), where),
                    "group": ""}
 
@@ -136,6 +138,7 @@ class DnliReader(PairReader):
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
             require_str(row, ("label", "sentence1", "sentence2"), where)
+            require_text(where, {"sentence1": row["sentence1"], "sentence2": row["sentence2"]})
             yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
                    "label": self.label_id(row["label"], where), "group": ""}
 

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, did_you_mean, require_files
+from coda_exp.data.common.errors import DataError, did_you_mean, require_files, require_readable
 from coda_exp.data.common.files import read_jsonl, read_table
 from coda_exp.data.common.readers import READERS, Reader, get_reader, register
 from coda_exp.data.common.splits import is_test_split
 
-__all__ = ["READERS", "PairReader", "get_pair_reader", "register", "require_str"]
+__all__ = ["READERS", "PairReader", "get_pair_reader", "register", "require_str", "require_text"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,9 @@ class PairReader(Reader):
         return require_files(self.name, directory, needed, self.expected_files(), self.source_hint) / needed[0]
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
-        return [self.path(directory, split)]
+        """The file of ``split`` (a folder of files for TrecQA's tokenised layout), checked to be readable: asked
+        before a run starts (``coda_exp.sweep_data.data_problem``), so an unreadable file is refused then."""
+        return [require_readable(self.name, self.path(directory, split), files_inside=True)]
 
     def read_local(self, directory: Path, split: str) -> Iterator[dict]:
         yield from self.read_file(self.path(directory, split), split)
@@ -94,6 +96,16 @@ def require_str(row: dict, keys: tuple[str, ...], where: str) -> None:
             raise DataError(f"{where}: missing or non-string field {key!r}")
 
 
+def require_text(where: str, texts: dict[str, str]) -> None:
+    """A DataError naming ``where`` (``file:line``) and the field where a text of the row (``{field: text}``) is
+    empty or blank: a pair missing a side is a damaged row, not an example, refused as SearchQA's, UDC's and
+    TrecQA's readers and ``coda-exp predict`` refuse it. (No official file of these benchmarks is known to hold
+    one; the one documented quirk, SNLI's and MultiNLI's gold label ``-``, is skipped by design.)"""
+    for name, text in texts.items():
+        if not text.strip():
+            raise DataError(f"{where}: field {name!r} is empty; expected a non-empty text (fix or delete the row)")
+
+
 class SnliReader(PairReader):
     """SNLI 1.0 (Bowman et al. 2015): ``snli_1.0_{train,dev,test}.jsonl``; pairs with gold label ``-`` are dropped."""
 
@@ -102,6 +114,7 @@ class SnliReader(PairReader):
             require_str(row, ("gold_label", "sentence1", "sentence2"), where)
             if row["gold_label"] == "-":
                 continue
+            require_text(where, {"sentence1": row["sentence1"], "sentence2": row["sentence2"]})
             yield {"text_a": row["sentence1"], "text_b": row["sentence2"],
                    "label": self.label_id(row["gold_label"], where), "group": ""}
 
@@ -127,6 +140,7 @@ class WikiQAReader(PairReader):
         col = {name: header.index(name) for name in ("QuestionID", "Question", "Sentence", "Label")}
         for lineno, row in rows:
             where = f"{path}:{lineno}"
+            require_text(where, {c: row[col[c]] for c in ("QuestionID", "Question", "Sentence")})
             yield {"text_a": row[col["Question"]], "text_b": row[col["Sentence"]],
                    "label": self.label_id(row[col["Label"]].strip(), where), "group": row[col["QuestionID"]]}
 

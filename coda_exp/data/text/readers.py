@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coda_exp.data.common.errors import DataError, not_a_folder, require_files
+from coda_exp.data.common.errors import DataError, not_a_folder, require_files, require_readable
 from coda_exp.data.common.files import iter_records, read_text
 from coda_exp.data.common.readers import Reader, get_reader, register
 from coda_exp.data.common.splits import SPLITS
@@ -118,7 +118,8 @@ class ImdbReader(TextReader):
         out = []
         for label, cls in enumerate(("neg", "pos")):
             folder = root / part / cls
-            names = [p.name for p in folder.iterdir() if p.suffix == ".txt" and p.is_file()]
+            listed = require_readable(self.name, folder).iterdir()
+            names = [p.name for p in listed if p.suffix == ".txt" and p.is_file()]
             if not names:
                 raise DataError(f"{self.name}: folder {folder} holds no *.txt review; expected {self.layout()}")
             key = (lambda n: (0, int(m.group(1)), n) if (m := _IMDB_NAME_RE.match(n)) else (1, 0, n))
@@ -138,7 +139,7 @@ class ImdbReader(TextReader):
 
     def local_files(self, directory: Path, split: str) -> list[Path]:
         root = self.root(directory, self._part(split)) / self._part(split)
-        return [root / "neg", root / "pos"]
+        return [require_readable(self.name, root / "neg"), require_readable(self.name, root / "pos")]
 
     def read_local(self, directory: Path, split: str) -> Iterator[tuple[str, int]]:
         files = self.files(self.root(directory, self._part(split)), self._part(split))
@@ -198,8 +199,10 @@ class LineReader(TextReader):
         path = self.path(directory, split)
         for where, line in iter_records(path, split, f"one {self.line_format.split(' (')[0]} per line"):
             parts = line.strip().split(None, 1)
-            if len(parts) < 2:
-                raise DataError(f"{where}: malformed line {line[:60]!r}; expected {self.line_format}")
+            if len(parts) < 2:  # a label and no text (an empty text is refused, as by every reader), or a text alone
+                what = (f"no text after the label {parts[0]!r}" if parts[0].isascii() and parts[0].isdigit() else
+                        f"malformed line {line[:60]!r}")
+                raise DataError(f"{where}: {what}; expected {self.line_format}")
             yield parts[1].strip(), self.label_id(parts[0], where)
 
 

@@ -45,7 +45,8 @@ def test_tabs_and_blank_lines(tmp_path):
 
 
 @pytest.mark.parametrize("line,message", [
-    ("4", r"yelp_valid_2000:3: malformed line '4'; expected '<stars> <tokens \.\.\.>'"),
+    ("4", r"yelp_valid_2000:3: no text after the label '4'; expected '<stars> <tokens \.\.\.>'"),
+    ("good", r"yelp_valid_2000:3: malformed line 'good'; expected '<stars> <tokens \.\.\.>'"),
     ("0 no stars at all here", r"yelp_valid_2000:3: unknown label '0' for yelp; expected an integer 1-5"),
     ("6 six stars is too many", r"yelp_valid_2000:3: unknown label '6'.*1-5 \(1 star, 2 stars"),
     ("4.5 half a star more", r"yelp_valid_2000:3: unknown label '4.5'"),
