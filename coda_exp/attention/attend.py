@@ -59,7 +59,13 @@ def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, drop
     valid = valid_pairs(mask, None if query_mask is None else query_mask[..., 0], causal, q.shape[-2],
                         k.shape[-2], q.device)
     m, _ = run_coda(q, k, q if n_q is None else n_q, k if n_k is None else n_k, options, valid, kernel=kernel)
-    return F.dropout(m, dropout_p, training=dropout_p > 0) @ v, kernel.name
+    return dropout(m, dropout_p) @ v, kernel.name
+
+
+def dropout(m: torch.Tensor, p) -> torch.Tensor:
+    """``F.dropout(m, p)`` where p > 0, else m: the test is Python's, not ``training=p > 0``, which under
+    ``torch.compile(dynamic=True)`` (p a symbolic float) hands F.dropout a SymBool it refuses."""
+    return F.dropout(m, p) if p > 0 else m
 
 
 def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mask_a=None, mask_b=None,

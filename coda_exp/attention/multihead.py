@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coda_exp.attention.attend import check_attention_inputs, run_coda_attention
+from coda_exp.attention.attend import check_attention_inputs, dropout, run_coda_attention
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax, padding_mask
@@ -62,7 +62,7 @@ class SoftmaxScoring(nn.Module):
         if return_maps:
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
             weights = masked_softmax(scores, mask, dim=-1)  # fully-masked rows are all 0
-            out = F.dropout(weights, dropout_p, training=dropout_p > 0) @ v
+            out = dropout(weights, dropout_p) @ v
             return out, AttentionMaps(weights=weights, scores=scores, mask=_with_queries(mask, query_mask))
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p), None
@@ -118,7 +118,7 @@ class CoDAScoring(nn.Module):
         if causal:
             mask = _with_queries(attention_mask(None, True, q.shape[-2], k.shape[-2], q.device), mask)
         maps, self.kernel_used = run_coda(q, k, q, k, self.options, mask, maps=True)
-        out = F.dropout(maps.weights, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
+        out = dropout(maps.weights, dropout_p) @ v  # (B, H, Lq, dv)
         return out, maps
 
 
