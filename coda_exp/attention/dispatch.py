@@ -16,7 +16,9 @@ Registered kernels, in ``auto``'s order:
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
 * ``chunked``: the plain composition on cdist with a memory-bounded backward (``kernels.l1.chunked_l1``): any device;
-  ``auto`` takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer.
+  ``auto`` takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer, and
+  under torch.func's differentiating transforms (grad, jacrev, jvp, hessian: ``autograd_transform``), which cannot
+  run the custom ops of flash, fused and numba (they are refused there by name; torch.vmap runs them all).
 * ``torch``: the plain composition on ``torch.cdist`` (``kernels.l1.cdist_l1``): everything; the reference.
 
 The requested kernel is ``CoDAOptions.kernel``, overridden by the environment variable ``CODA_KERNEL`` when set.
@@ -79,7 +81,8 @@ class KernelRequest:
     mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
     alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); key_length: Lk, the
-    length of a slice's key side."""
+    length of a slice's key side; autograd_transform: a torch.func transform that differentiates (grad, vjp,
+    jacrev, jvp, hessian) is active, which the custom ops of flash, fused and numba cannot run under."""
 
     device: str
     dtype: torch.dtype | None
@@ -91,10 +94,21 @@ class KernelRequest:
     matrix_bytes: int = 0
     cross: bool = False
     key_length: int = 0
+    autograd_transform: bool = False
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
             raise ValueError(f"KernelRequest output must be one of {list(OUTPUTS)}, got {self.output!r}")
+
+
+def autograd_transform() -> bool:
+    """Whether a torch.func transform that differentiates (grad, vjp, jacrev: Grad; jvp, jacfwd: Jvp) is active.
+    Not under torch.compile (dynamo traces the decision as plain Python; the stack is functorch's, not traced)."""
+    if torch.compiler.is_compiling():
+        return False
+    stack = torch._C._functorch.get_interpreter_stack() or ()
+    kinds = (torch._C._functorch.TransformType.Grad, torch._C._functorch.TransformType.Jvp)
+    return any(interpreter.key() in kinds for interpreter in stack)
 
 
 def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: bool = False, maps: bool = False,
@@ -115,10 +129,19 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = key_length = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross, key_length)
+                         output, size, cross, key_length, autograd_transform())
+
+
+def _transform_missing(request: KernelRequest) -> str | None:
+    if request.autograd_transform:
+        return ("it runs as torch.library custom ops, which torch.func's differentiating transforms (grad, vjp, "
+                "jacrev, jvp, hessian) cannot run (torch.vmap can): use kernel=chunked")
+    return None
 
 
 def _numba_missing(request: KernelRequest) -> str | None:
+    if why := _transform_missing(request):
+        return why
     if not numba_cpu.HAVE_NUMBA:
         return "numba is not installed"
     if request.device != "cpu":
@@ -133,6 +156,8 @@ def _mask_missing(request: KernelRequest) -> str | None:
 
 
 def _flash_missing(request: KernelRequest) -> str | None:
+    if why := _transform_missing(request):
+        return why
     if request.centred and (request.device != "cuda" or request.cross):
         return ("Flash-CoDA centres (center_e / center_n) in CUDA self-attention only: its numba CPU backend does not "
                 "centre, and a cross-attention's second side (M^T, rows of M's columns) cannot reuse row means")
@@ -188,7 +213,8 @@ REGISTRY: tuple[Kernel, ...] = (
     Kernel("flash", "attention", _flash_missing, auto=_flash_big_enough),  # centres on CUDA (_flash_missing)
     Kernel("fused", "matrix", _fused_missing, matrix=fused_coda_matrix, centres=False),
     Kernel("numba", "l1", _numba_missing, l1=numba_l1),
-    Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu"),
+    # off the CPU, and under torch.func's grad transforms (twice differentiable, written for torch.func)
+    Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu" or r.autograd_transform),
     Kernel("torch", "l1", lambda r: None, l1=cdist_l1),
 )
 KERNELS = {kernel.name: kernel for kernel in REGISTRY}
