@@ -46,6 +46,7 @@ from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.flash import flash_backend
 from coda_exp.attention.kernels.fused import fused_coda_matrix
 from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
+from coda_exp.attention.precision import cast_back, full_precision, upcast
 from coda_exp.attention.shapes import broadcast_shapes
 
 ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``) everywhere when set and non-empty
@@ -262,13 +263,24 @@ def l1_distance(x: torch.Tensor, y: torch.Tensor, kernel: str = "auto",
     ``auto`` then).
 
     Peak memory grows with la*lb, never la*lb*d (except ``torch``'s CUDA backward); ``chunk_bytes`` bounds the
-    ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``).
+    ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``). float16 / bfloat16 inputs are computed in
+    float32 (autocast off) and the distance returned in their dtype, as ``coda_attention`` does (``precision``).
     """
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point():
+            raise ValueError(f"l1_distance: {name} must be a floating tensor (..., L, d), got "
+                             f"{f'{t.dtype} {tuple(t.shape)}' if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if x.dtype != y.dtype or x.device != y.device:
+        raise ValueError(f"l1_distance: x and y must share one dtype and device, got x {x.dtype} on {x.device}, "
+                         f"y {y.dtype} on {y.device}")
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
     if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
-    return select_kernel(kernel, describe(x, y, output="l1")).l1(x, y, chunk_bytes)
+    with full_precision(x.device):  # float16 / bfloat16: in float32 (cdist has no bfloat16, numba neither)
+        x32, y32 = upcast(x, y)
+        out = select_kernel(kernel, describe(x32, y32, output="l1")).l1(x32, y32, chunk_bytes)
+    return cast_back(out, x.dtype)
 
 
 def kernels_used(model: nn.Module) -> list[str]:

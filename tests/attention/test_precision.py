@@ -13,6 +13,7 @@ from coda_exp.attention import (
     MultiHeadAttention,
     coda_attention,
     coda_matrix,
+    l1_distance,
 )
 
 TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
@@ -37,6 +38,32 @@ def test_every_kernel_runs_16_bit_inputs_against_float64(dtype, kernel):
     grads = torch.autograd.grad(got, low, dout.to(dtype))
     # gradients pass through a 16-bit rounding of M's inputs: looser than the values, never NaN
     assert all(g.dtype == dtype and rel(g, w) < 5 * TOL[dtype] for g, w in zip(grads, want_grads))
+
+
+@pytest.mark.parametrize("dtype", list(TOL))
+@pytest.mark.parametrize("kernel", KERNEL_CHOICES)
+def test_l1_distance_runs_16_bit_inputs_on_every_kernel(dtype, kernel):
+    """cdist has no bfloat16 kernel and numba takes float32/float64 only: computed in float32, returned in the
+    inputs' dtype (it raised '"cdist" not implemented for BFloat16' on every kernel, float16 too)."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 1, 9, 6, dtype=torch.float64, generator=gen, requires_grad=True)  # broadcast over dim 1
+    y = torch.randn(2, 3, 7, 6, dtype=torch.float64, generator=gen, requires_grad=True)
+    want = (x.unsqueeze(-2) - y.unsqueeze(-3)).abs().sum(-1)
+    dout = torch.randn(want.shape, dtype=torch.float64, generator=gen)
+    want_grads = torch.autograd.grad(want, (x, y), dout)
+    low = [t.detach().to(dtype).requires_grad_() for t in (x, y)]
+    got = l1_distance(*low, kernel=kernel)
+    assert got.dtype == dtype and got.shape == want.shape and rel(got, want) < TOL[dtype]
+    grads = torch.autograd.grad(got, low, dout.to(dtype))
+    assert all(g.dtype == dtype and rel(g, w) < 5 * TOL[dtype] for g, w in zip(grads, want_grads))
+
+
+def test_l1_distance_names_what_it_cannot_take():
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="l1_distance: x and y must share one dtype"):
+        l1_distance(x, x.double())
+    with pytest.raises(ValueError, match=r"l1_distance: y must be a floating tensor \(\.\.\., L, d\)"):
+        l1_distance(x, torch.ones(2, 3, 4, dtype=torch.int64))
 
 
 def test_coda_matrix_in_bfloat16():
