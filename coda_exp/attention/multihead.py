@@ -146,12 +146,26 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
+    def _check_inputs(self, query, key, value) -> None:
+        """query (B, Lq, d_model), key and value (B, Lk, d_model), floating: one ValueError naming what is wrong
+        (not 'not enough values to unpack', or a matmul's shape error from a projection)."""
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not (isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[-1] == self.d_model
+                    and t.is_floating_point()):
+                got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"MultiHeadAttention: {name} must be a floating tensor (B, L, d_model="
+                                 f"{self.d_model}), got {got}")
+        if not query.shape[0] == key.shape[0] == value.shape[0] or key.shape[1] != value.shape[1]:
+            raise ValueError(f"MultiHeadAttention: query (B, Lq, d), key and value (B, Lk, d) must share B, and key "
+                             f"and value Lk; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, d_model) -> (B, H, L, dk)
         return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_maps: bool = False,
                 query_padding_mask: torch.Tensor | None = None):
+        self._check_inputs(query, key, value)
         batch, len_q, _ = query.shape
         padding_mask("key_padding_mask", key_padding_mask, key.shape[:2])
         padding_mask("query_padding_mask", query_padding_mask, query.shape[:2])

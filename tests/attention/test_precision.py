@@ -11,6 +11,7 @@ from coda_exp.attention import (
     CoDACrossAttention,
     CoDAScoring,
     MultiHeadAttention,
+    SoftmaxCrossAttention,
     coda_attention,
     coda_matrix,
     l1_distance,
@@ -88,3 +89,21 @@ def test_autocast_keeps_the_cpu_kernels():
         (y.float().sum() + a2.float().sum() + b2.float().sum()).backward()
     assert mha.scoring.kernel_used == cross.kernel_used == "fused"
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in [*mha.parameters(), *cross.parameters()])
+
+
+@pytest.mark.parametrize("kernel", ["auto", "flash", "numba", "torch"])
+def test_cross_attention_under_autocast_has_the_softmax_counterparts_dtype(kernel):
+    """bf16 autocast: CoDACrossAttention returned float32 (a's dtype) without maps, bfloat16 with them (M b under
+    autocast); SoftmaxCrossAttention, which it is a drop-in for, returns bfloat16 either way."""
+    torch.manual_seed(0)
+    coda = CoDACrossAttention(8, hidden=6, dropout=0.0, kernel=kernel).eval()
+    softmax = SoftmaxCrossAttention(8, hidden=6, dropout=0.0).eval()
+    a, b = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = softmax(a, b)[0].dtype
+        plain, with_maps = coda(a, b), coda(a, b, return_maps=True)
+    assert want == torch.bfloat16
+    assert [t.dtype for t in (*plain, *with_maps[:2])] == [want] * 4
+    for p, m in zip(plain, with_maps[:2]):
+        torch.testing.assert_close(p.float(), m.float(), rtol=2e-2, atol=2e-2)
+    assert [t.dtype for t in coda(a, b)] == [torch.float32] * 2  # outside autocast: a's dtype
