@@ -12,14 +12,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from coda_exp.attention.checks import check_mask, check_tensors
 from coda_exp.attention.dispatch import Kernel, describe, select_kernel
 from coda_exp.attention.flash_spec import valid_pairs
 from coda_exp.attention.functional import compositional_pool, query_scaled, resolve_options, run_coda
 from coda_exp.attention.kernels.flash import flash_attention, flash_params
 from coda_exp.attention.masking import pair_mask
 from coda_exp.attention.options import CoDAOptions
-from coda_exp.attention.precision import cast_back, full_precision, upcast
-from coda_exp.attention.shapes import broadcast_shapes
+from coda_exp.attention.precision import cast_back, full_precision, matmul_dtype, upcast
 
 
 def _on_cpu_in_float32(run):
@@ -59,7 +59,13 @@ def _run_attention(q, k, v, n_q, n_k, *, options, mask, query_mask, causal, drop
     valid = valid_pairs(mask, None if query_mask is None else query_mask[..., 0], causal, q.shape[-2],
                         k.shape[-2], q.device)
     m, _ = run_coda(q, k, q if n_q is None else n_q, k if n_k is None else n_k, options, valid, kernel=kernel)
-    return F.dropout(m, dropout_p, training=dropout_p > 0) @ v, kernel.name
+    return dropout(m, dropout_p) @ v, kernel.name
+
+
+def dropout(m: torch.Tensor, p) -> torch.Tensor:
+    """``F.dropout(m, p)`` where p > 0, else m: the test is Python's, not ``training=p > 0``, which under
+    ``torch.compile(dynamic=True)`` (p a symbolic float) hands F.dropout a SymBool it refuses."""
+    return F.dropout(m, p) if p > 0 else m
 
 
 def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mask_a=None, mask_b=None,
@@ -68,8 +74,12 @@ def run_coda_cross_attention(a, b, e_a, e_b, n_a, n_b, options: CoDAOptions, mas
     e_* / n_* their projections (n_* is e_* when shared), masks (B, la) / (B, lb) True = real token; padded rows
     of both outputs are 0. With ``flash``, M^T is CoDA with the roles swapped (E and the L1 distance are
     symmetric), so each side is one Flash-CoDA call (M computed twice, block by block, never stored). float16 /
-    bfloat16 off CUDA: computed in float32 (``precision``)."""
-    return _run_cross(a, b, e_a, e_b, n_a, n_b, options=options, mask_a=mask_a, mask_b=mask_b)
+    bfloat16 off CUDA: computed in float32 (``precision``). The outputs have the dtype of a matmul with ``a`` under
+    the caller's autocast (``precision.matmul_dtype``), as the maps' path (M b, M^T a) and SoftmaxCrossAttention
+    give: under bfloat16 autocast bfloat16, not a's float32."""
+    dtype = matmul_dtype(a)
+    a_aligned, b_aligned, name = _run_cross(a, b, e_a, e_b, n_a, n_b, options=options, mask_a=mask_a, mask_b=mask_b)
+    return a_aligned.to(dtype), b_aligned.to(dtype), name
 
 
 @_on_cpu_in_float32
@@ -117,21 +127,8 @@ def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask
                            caller: str = "coda_attention") -> None:
     """One ValueError naming the argument and what was expected, for inputs ``coda_attention`` (or ``caller``:
     ``CoDAScoring``) cannot take (instead of a raw torch error deep in a kernel, or, for mixed dtypes on the flash
-    path, a silent cast)."""
-    named = {"q": q, "k": k, "v": v, "n_q": n_q, "n_k": n_k}
-    for name, t in named.items():
-        if t is not None and (not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point()):
-            raise ValueError(f"{caller}: {name} must be a floating tensor (..., L, d), got "
-                             f"{type(t).__name__ if not isinstance(t, torch.Tensor) else f'{t.dtype} {tuple(t.shape)}'}")
-    given = {name: t for name, t in named.items() if t is not None}
-    dtypes = {name: t.dtype for name, t in given.items()}
-    if len(set(dtypes.values())) > 1:
-        raise ValueError(f"{caller}: q, k, v (and n_q, n_k) must share one dtype, got "
-                         f"{', '.join(f'{n}={d}' for n, d in dtypes.items())}")
-    devices = {name: t.device for name, t in given.items()}
-    if len(set(devices.values())) > 1:
-        raise ValueError(f"{caller}: q, k, v (and n_q, n_k) must be on one device, got "
-                         f"{', '.join(f'{n}={d}' for n, d in devices.items())}")
+    path, a silent cast); the checks are ``checks``' (shared with ``coda_matrix``)."""
+    lead = check_tensors(caller, {"q": q, "k": k, "v": v, "n_q": n_q, "n_k": n_k}, "q, k, v (and n_q, n_k)")
     lq, lk = q.shape[-2], k.shape[-2]
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"{caller}: q (..., Lq, {q.shape[-1]}) and k (..., Lk, {k.shape[-1]}) must have the same "
@@ -143,22 +140,5 @@ def check_attention_inputs(q, k, v, *, n_q=None, n_k=None, mask=None, query_mask
     if n_q is not None and (n_q.shape[-2] != lq or n_k.shape[-2] != lk or n_q.shape[-1] != n_k.shape[-1]):
         raise ValueError(f"{caller}: n_q {tuple(n_q.shape)} and n_k {tuple(n_k.shape)} must be (..., Lq={lq}, "
                          f"dn) and (..., Lk={lk}, dn)")
-    try:
-        lead = broadcast_shapes(*(t.shape[:-2] for t in given.values()))
-    except RuntimeError:
-        raise ValueError(f"{caller}: the batch dimensions of " + ", ".join(
-            f"{n} {tuple(t.shape[:-2])}" for n, t in given.items()) + " do not broadcast") from None
-    for name, m, want in (("mask", mask, (lq, lk)), ("query_mask", query_mask, (lq, 1))):
-        if m is None:
-            continue
-        if not isinstance(m, torch.Tensor) or m.dtype != torch.bool:
-            raise ValueError(f"{caller}: {name} must be a bool tensor (True = valid), got "
-                             f"{m.dtype if isinstance(m, torch.Tensor) else type(m).__name__}")
-        ok = m.dim() >= 2 and all(a in (1, b) for a, b in zip(m.shape[-2:], want))
-        try:
-            broadcast_shapes(m.shape[:-2], lead)
-        except RuntimeError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{caller}: {name} of shape {tuple(m.shape)} does not broadcast to "
-                             f"(..., {want[0]}, {want[1]}) with batch dimensions {tuple(lead)}")
+    check_mask(caller, "mask", mask, (lq, lk), lead)
+    check_mask(caller, "query_mask", query_mask, (lq, 1), lead)

@@ -16,7 +16,9 @@ Registered kernels, in ``auto``'s order:
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
 * ``chunked``: the plain composition on cdist with a memory-bounded backward (``kernels.l1.chunked_l1``): any device;
-  ``auto`` takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer.
+  ``auto`` takes it off the CPU (CUDA...), where cdist's own backward allocates a (..., lb, la, d) buffer, and
+  under torch.func's differentiating transforms (grad, jacrev, jvp, hessian: ``autograd_transform``), which cannot
+  run the custom ops of flash, fused and numba (they are refused there by name; torch.vmap runs them all).
 * ``torch``: the plain composition on ``torch.cdist`` (``kernels.l1.cdist_l1``): everything; the reference.
 
 The requested kernel is ``CoDAOptions.kernel``, overridden by the environment variable ``CODA_KERNEL`` when set.
@@ -44,6 +46,7 @@ from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.flash import flash_backend
 from coda_exp.attention.kernels.fused import fused_coda_matrix
 from coda_exp.attention.kernels.l1 import NUMBA_DTYPES, cdist_l1, chunked_l1, numba_l1
+from coda_exp.attention.precision import cast_back, full_precision, upcast
 from coda_exp.attention.shapes import broadcast_shapes
 
 ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``) everywhere when set and non-empty
@@ -79,7 +82,8 @@ class KernelRequest:
     mean-centred (eqs. 4, 6); maps: the intermediates E, N, f_E(E), f_N(N) are wanted (an analysis); needs_grad:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
     alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); key_length: Lk, the
-    length of a slice's key side."""
+    length of a slice's key side; autograd_transform: a torch.func transform that differentiates (grad, vjp,
+    jacrev, jvp, hessian) is active, which the custom ops of flash, fused and numba cannot run under."""
 
     device: str
     dtype: torch.dtype | None
@@ -91,10 +95,21 @@ class KernelRequest:
     matrix_bytes: int = 0
     cross: bool = False
     key_length: int = 0
+    autograd_transform: bool = False
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
             raise ValueError(f"KernelRequest output must be one of {list(OUTPUTS)}, got {self.output!r}")
+
+
+def autograd_transform() -> bool:
+    """Whether a torch.func transform that differentiates (grad, vjp, jacrev: Grad; jvp, jacfwd: Jvp) is active.
+    Not under torch.compile (dynamo traces the decision as plain Python; the stack is functorch's, not traced)."""
+    if torch.compiler.is_compiling():
+        return False
+    stack = torch._C._functorch.get_interpreter_stack() or ()
+    kinds = (torch._C._functorch.TransformType.Grad, torch._C._functorch.TransformType.Jvp)
+    return any(interpreter.key() in kinds for interpreter in stack)
 
 
 def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: bool = False, maps: bool = False,
@@ -115,10 +130,19 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = key_length = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross, key_length)
+                         output, size, cross, key_length, autograd_transform())
+
+
+def _transform_missing(request: KernelRequest) -> str | None:
+    if request.autograd_transform:
+        return ("it runs as torch.library custom ops, which torch.func's differentiating transforms (grad, vjp, "
+                "jacrev, jvp, hessian) cannot run (torch.vmap can): use kernel=chunked")
+    return None
 
 
 def _numba_missing(request: KernelRequest) -> str | None:
+    if why := _transform_missing(request):
+        return why
     if not numba_cpu.HAVE_NUMBA:
         return "numba is not installed"
     if request.device != "cpu":
@@ -133,6 +157,8 @@ def _mask_missing(request: KernelRequest) -> str | None:
 
 
 def _flash_missing(request: KernelRequest) -> str | None:
+    if why := _transform_missing(request):
+        return why
     if request.centred and (request.device != "cuda" or request.cross):
         return ("Flash-CoDA centres (center_e / center_n) in CUDA self-attention only: its numba CPU backend does not "
                 "centre, and a cross-attention's second side (M^T, rows of M's columns) cannot reuse row means")
@@ -188,7 +214,8 @@ REGISTRY: tuple[Kernel, ...] = (
     Kernel("flash", "attention", _flash_missing, auto=_flash_big_enough),  # centres on CUDA (_flash_missing)
     Kernel("fused", "matrix", _fused_missing, matrix=fused_coda_matrix, centres=False),
     Kernel("numba", "l1", _numba_missing, l1=numba_l1),
-    Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu"),
+    # off the CPU, and under torch.func's grad transforms (twice differentiable, written for torch.func)
+    Kernel("chunked", "l1", lambda r: None, l1=chunked_l1, auto=lambda r: r.device != "cpu" or r.autograd_transform),
     Kernel("torch", "l1", lambda r: None, l1=cdist_l1),
 )
 KERNELS = {kernel.name: kernel for kernel in REGISTRY}
@@ -236,13 +263,24 @@ def l1_distance(x: torch.Tensor, y: torch.Tensor, kernel: str = "auto",
     ``auto`` then).
 
     Peak memory grows with la*lb, never la*lb*d (except ``torch``'s CUDA backward); ``chunk_bytes`` bounds the
-    ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``).
+    ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``). float16 / bfloat16 inputs are computed in
+    float32 (autocast off) and the distance returned in their dtype, as ``coda_attention`` does (``precision``).
     """
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point():
+            raise ValueError(f"l1_distance: {name} must be a floating tensor (..., L, d), got "
+                             f"{f'{t.dtype} {tuple(t.shape)}' if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if x.dtype != y.dtype or x.device != y.device:
+        raise ValueError(f"l1_distance: x and y must share one dtype and device, got x {x.dtype} on {x.device}, "
+                         f"y {y.dtype} on {y.device}")
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
     if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
-    return select_kernel(kernel, describe(x, y, output="l1")).l1(x, y, chunk_bytes)
+    with full_precision(x.device):  # float16 / bfloat16: in float32 (cdist has no bfloat16, numba neither)
+        x32, y32 = upcast(x, y)
+        out = select_kernel(kernel, describe(x32, y32, output="l1")).l1(x32, y32, chunk_bytes)
+    return cast_back(out, x.dtype)
 
 
 def kernels_used(model: nn.Module) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
+from coda_exp.attention.checks import check_matrix_inputs
 from coda_exp.attention.dispatch import Kernel, describe, select_kernel
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.options import CoDAOptions
@@ -120,6 +121,7 @@ def coda_components(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b
     centring). f_E = f_E(E), f_N = f_N(N), gate = g f_N(N) (g = 2 with sigmoid is eq. 5, 1 is
     eq. 3), weights = M = f_E * gate. Invalid pairs (mask False) are exactly 0 in all six.
     """
+    check_matrix_inputs(e_a, e_b, n_a, n_b, mask, caller="coda_components")
     return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides, PAPER_EQUATIONS), mask, maps=True)[0]
 
 
@@ -130,8 +132,11 @@ def coda_matrix(e_a: torch.Tensor, e_b: torch.Tensor, n_a: torch.Tensor, n_b: to
 
     ``options`` / keyword ``overrides``: the ``CoDAOptions`` fields (defaults ``PAPER_EQUATIONS``: eqs. 1-2 as
     printed, no 1/sqrt(de) (``scale=True`` for eq. 10's), no centring, gate 2 sigmoid (eq. 5), kernel ``auto``:
-    the fused numba kernel on CPU when it applies).
+    the fused numba kernel on CPU when it applies). Inputs ``coda_matrix`` cannot take (not floating, mixed dtypes
+    or devices, sizes that do not pair, a mask not bool or not broadcastable to (..., la, lb)): one ValueError
+    naming the argument (``checks.check_matrix_inputs``, as ``coda_attention`` checks its own).
     """
+    check_matrix_inputs(e_a, e_b, n_a, n_b, mask)
     return run_coda(e_a, e_b, n_a, n_b, resolve_options(options, overrides, PAPER_EQUATIONS), mask)[0]
 
 

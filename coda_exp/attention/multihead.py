@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coda_exp.attention.attend import check_attention_inputs, run_coda_attention
+from coda_exp.attention.attend import check_attention_inputs, dropout, run_coda_attention
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax, padding_mask
@@ -62,7 +62,7 @@ class SoftmaxScoring(nn.Module):
         if return_maps:
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
             weights = masked_softmax(scores, mask, dim=-1)  # fully-masked rows are all 0
-            out = F.dropout(weights, dropout_p, training=dropout_p > 0) @ v
+            out = dropout(weights, dropout_p) @ v
             return out, AttentionMaps(weights=weights, scores=scores, mask=_with_queries(mask, query_mask))
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p), None
@@ -118,7 +118,7 @@ class CoDAScoring(nn.Module):
         if causal:
             mask = _with_queries(attention_mask(None, True, q.shape[-2], k.shape[-2], q.device), mask)
         maps, self.kernel_used = run_coda(q, k, q, k, self.options, mask, maps=True)
-        out = F.dropout(maps.weights, dropout_p, training=dropout_p > 0) @ v  # (B, H, Lq, dv)
+        out = dropout(maps.weights, dropout_p) @ v  # (B, H, Lq, dv)
         return out, maps
 
 
@@ -146,12 +146,26 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
+    def _check_inputs(self, query, key, value) -> None:
+        """query (B, Lq, d_model), key and value (B, Lk, d_model), floating: one ValueError naming what is wrong
+        (not 'not enough values to unpack', or a matmul's shape error from a projection)."""
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not (isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[-1] == self.d_model
+                    and t.is_floating_point()):
+                got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"MultiHeadAttention: {name} must be a floating tensor (B, L, d_model="
+                                 f"{self.d_model}), got {got}")
+        if not query.shape[0] == key.shape[0] == value.shape[0] or key.shape[1] != value.shape[1]:
+            raise ValueError(f"MultiHeadAttention: query (B, Lq, d), key and value (B, Lk, d) must share B, and key "
+                             f"and value Lk; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+
     def _heads(self, x: torch.Tensor) -> torch.Tensor:  # (B, L, d_model) -> (B, H, L, dk)
         return x.view(x.shape[0], x.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False, return_maps: bool = False,
                 query_padding_mask: torch.Tensor | None = None):
+        self._check_inputs(query, key, value)
         batch, len_q, _ = query.shape
         padding_mask("key_padding_mask", key_padding_mask, key.shape[:2])
         padding_mask("query_padding_mask", query_padding_mask, query.shape[:2])

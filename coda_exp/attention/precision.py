@@ -50,3 +50,13 @@ def cast_back(result, dtype: torch.dtype):
     changes = {f.name: cast_back(getattr(result, f.name), dtype) for f in fields(result)
                if isinstance(getattr(result, f.name), torch.Tensor)}
     return replace(result, **changes)
+
+
+def matmul_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype of a matmul with ``t`` under the current autocast: autocast's dtype where autocast is on for
+    ``t``'s device and ``t`` is float32 or 16-bit (autocast leaves float64 alone), else ``t``'s own. A CoDA result
+    computed in float32 is returned in it, so it has the dtype its softmax counterpart's matmul gives."""
+    device = t.device.type
+    if device in ("cpu", "cuda") and t.dtype in (COMPUTE_DTYPE, *LOW_PRECISION) and torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return t.dtype

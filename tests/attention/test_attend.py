@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from coda_exp.attention import CoDACrossAttention, CoDAScoring, MultiHeadAttention
+from coda_exp.attention import CoDACrossAttention, CoDAScoring, MultiHeadAttention, SoftmaxScoring
 from coda_exp.attention.attend import coda_attention, run_coda_attention
 from coda_exp.attention.dispatch import ENV_VAR
 from coda_exp.attention.flash_spec import FlashParams, dropout_keep, reference_forward
@@ -287,6 +287,13 @@ def test_bad_inputs_name_the_argument(change, message):
      ValueError, "mask_a must be a bool tensor"),
     (lambda: CoDACrossAttention(8)(torch.randn(2, 4, 8), torch.randn(3, 6, 8)), ValueError, "share the batch size"),
     (lambda: CoDACrossAttention(8, hidden=0), ValueError, "hidden must be an int >= 1, got 0"),
+    # 'not enough values to unpack' and a projection's matmul error
+    (lambda: MultiHeadAttention(8, 2, CoDAScoring())(*(torch.randn(5, 8),) * 3), ValueError,
+     r"MultiHeadAttention: query must be a floating tensor \(B, L, d_model=8\), got torch.float32 \(5, 8\)"),
+    (lambda: MultiHeadAttention(8, 2, SoftmaxScoring())(torch.randn(2, 5, 8), *(torch.randn(2, 4, 6),) * 2),
+     ValueError, r"MultiHeadAttention: key must be a floating tensor \(B, L, d_model=8\), got torch.float32"),
+    (lambda: MultiHeadAttention(8, 2, CoDAScoring())(torch.randn(2, 5, 8), torch.randn(2, 4, 8),
+                                                     torch.randn(2, 3, 8)), ValueError, "must share B, and key"),
 ])
 def test_the_modules_and_options_name_what_is_wrong(call, error, message):
     with pytest.raises(error, match=message):

@@ -65,6 +65,30 @@ def test_compiled_flash_with_dropout_has_no_graph_break():
     assert mha.scoring.kernel_used == "flash"
 
 
+@pytest.mark.parametrize("backend,kernel,dropout", [
+    ("eager", "auto", 0.0),  # dynamo alone (where SymBool was refused): seconds
+    ("eager", "flash", 0.3),  # the flash seed is drawn as in eager: same dropped pairs
+    pytest.param("inductor", "auto", 0.0, marks=pytest.mark.slow),
+])
+def test_dynamic_shapes_in_train_mode_match_eager(backend, kernel, dropout):
+    """dynamic=True makes the module's dropout a symbolic float: ``F.dropout(..., training=p > 0)`` got a SymBool
+    and dynamo refused the graph (train mode, even at p = 0). Two sizes run through one compiled module."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2, CoDAScoring(kernel=kernel), dropout=dropout).train()
+    compiled = torch.compile(mha, fullgraph=True, dynamic=True, backend=backend)
+    for batch, length in ((2, 9), (3, 6)):
+        x = torch.randn(batch, length, 16)
+        leaves, eager_leaves = x.clone().requires_grad_(), x.clone().requires_grad_()
+        torch.manual_seed(1)
+        got = compiled(leaves, leaves, leaves)
+        torch.manual_seed(1)
+        want = mha(eager_leaves, eager_leaves, eager_leaves)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        torch.testing.assert_close(leaves.grad, eager_leaves.grad, rtol=1e-5, atol=1e-6)
+
+
 def _model(name):
     import functools
 

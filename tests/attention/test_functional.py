@@ -153,3 +153,26 @@ def test_components_return_the_unscaled_f_n_beside_the_gate(e_fn, n_fn, gate_sca
     torch.testing.assert_close(comps.f_N[full], REF_FN[n_fn](comps.N)[full])
     torch.testing.assert_close(comps.gate, gate_scale * comps.f_N)
     assert torch.equal(comps.f_N[~full], torch.zeros_like(comps.f_N[~full]))
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"mask": torch.ones(2, 5, 7, dtype=torch.int32)}, "coda_matrix: mask must be a bool tensor"),
+    ({"e_b": torch.randn(2, 7, 4, dtype=torch.float64)}, "coda_matrix: e_a, e_b, n_a, n_b must share one dtype"),
+    ({"mask": torch.ones(2, 5, 6, dtype=torch.bool)},
+     r"coda_matrix: mask of shape \(2, 5, 6\) does not broadcast to \(\.\.\., 5, 7\)"),
+    ({"n_b": torch.randn(2, 6, 3)}, r"must be \(\.\.\., la, de\), \(\.\.\., lb, de\), \(\.\.\., la, dn\)"),
+    ({"e_b": torch.randn(2, 7, 5)}, r"must be \(\.\.\., la, de\)"),
+    ({"e_a": torch.randn(3, 5, 4)}, "coda_matrix: the batch dimensions of"),
+    ({"n_a": torch.zeros(2, 5, 3, dtype=torch.long)}, "coda_matrix: n_a must be a floating tensor"),
+])
+@pytest.mark.parametrize("function", [coda_matrix, coda_components])
+def test_bad_inputs_name_the_argument(function, change, message):
+    """coda_matrix / coda_components check their inputs as coda_attention does (checks.py); they reached raw torch
+    errors: 'where expected condition to be a boolean tensor', 'expected scalar type Float but found Double',
+    'The expanded size ...'."""
+    args = {"e_a": torch.randn(2, 5, 4), "e_b": torch.randn(2, 7, 4), "n_a": torch.randn(2, 5, 3),
+            "n_b": torch.randn(2, 7, 3), "mask": None, **change}
+    mask = args.pop("mask")
+    message = message.replace("coda_matrix", function.__name__)
+    with pytest.raises(ValueError, match=message):
+        function(*args.values(), mask=mask)

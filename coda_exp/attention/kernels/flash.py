@@ -24,6 +24,7 @@ from coda_exp.attention.kernels import (
     flash_cpu,
     flash_triton,  # imports without triton (``available`` is then False)
 )
+from coda_exp.attention.kernels.l1 import refuse_second_derivative, second_derivative_error
 from coda_exp.attention.shapes import broadcast_shapes
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ def _flash_backward(ctx, dout):
 
 
 _flash_op.register_autograd(_flash_backward, setup_context=_flash_setup_context)
+refuse_second_derivative(_flash_backward_op, "flash")
 
 
 class _EagerFlash(torch.autograd.Function):
@@ -155,8 +157,7 @@ class _EagerFlash(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout):
         if torch.is_grad_enabled():  # create_graph: its result would carry no graph, a silently wrong 2nd derivative
-            raise RuntimeError("Flash-CoDA has no second derivative (backward with create_graph=True): use "
-                               "kernel=chunked or kernel=torch for that")
+            raise second_derivative_error("flash")
         return _saved_backward(ctx, dout, _backward_impl)
 
 

@@ -10,7 +10,7 @@ Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (ti
 only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
 ``torch.get_float32_matmul_precision()`` is "highest"); float64 entirely in float64. Scalars (alpha, beta, gate,
 1 / (1 - p)) reach the kernels through a small tensor in the accumulation dtype, so float64 runs are exact to
-rounding. tanh and arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
+rounding. tanh and arctan are written out (Cephes' rational forms, tanh by exp from |x| 0.625 up: ~1-2 ulp).
 
 Blocks: on GPUs ``triton.autotune`` picks (BLOCK_M, BLOCK_N, num_warps, num_stages) per key (power-of-two buckets
 of Lq and Lk, the padded head dims, dn, causal, shared_n) among two to four configs per kernel (``CONFIGS``, kept

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from coda_exp.attention.kernels import numba_cpu
-from coda_exp.attention.kernels.l1 import as_slices, set_numba_threads, slices
+from coda_exp.attention.kernels.l1 import as_slices, refuse_second_derivative, set_numba_threads, slices
 from coda_exp.attention.shapes import broadcast_shapes
 
 
@@ -83,6 +83,27 @@ def _(e_a, e_b, x, y, mask, alpha, beta, gate_scale, e_fn, n_fn, need_grad):
     return e_a.new_empty(e_a.shape[:-1] + (lb,)), e_a.new_empty(local), e_a.new_empty(local)
 
 
+@_fused_op.register_vmap
+def _(info, in_dims, e_a, e_b, x, y, mask, alpha, beta, gate_scale, e_fn, n_fn, need_grad):
+    """torch.vmap: the op on the physical tensors, the vmapped dim first as one more batch dim (the op takes any),
+    and ``need_grad`` decided on them: a BatchedTensor says requires_grad=False (A and B were then left empty, and
+    a backward of vmap's result failed)."""
+    size = info.batch_size
+    ndim = e_a.dim() - (in_dims[0] is not None)  # e_a's logical dims: the batch dims + (la, de)
+
+    def front(t, dim):
+        return t.unsqueeze(0).expand(size, *t.shape) if dim is None else t.movedim(dim, 0)
+
+    tensors = [None if t is None else front(t, dim) for t, dim in zip((e_a, e_b, x, y), in_dims)]
+    if mask is not None and in_dims[4] is not None:  # (size, 1 ..., mask's logical dims): aligned with e_a's
+        mask = mask.movedim(in_dims[4], 0)
+        mask = mask.reshape(size, *[1] * (ndim - mask.dim() + 1), *mask.shape[1:])
+    need_grad = need_grad or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))
+    m, a, b = _fused_op(*tensors, mask, alpha, beta, gate_scale, e_fn, n_fn, need_grad)
+    local = (size, a.shape[0] // size, *a.shape[1:])  # (size x slices, la, lb) -> (size, slices, la, lb)
+    return (m, a.reshape(local), b.reshape(local)), (0, 0, 0)
+
+
 @torch.library.custom_op("coda_exp::fused_coda_backward", mutates_args=())
 def _fused_backward_op(grad: torch.Tensor, e_a: torch.Tensor, e_b: torch.Tensor, x: torch.Tensor | None,
                        y: torch.Tensor | None, a: torch.Tensor,
@@ -137,6 +158,7 @@ def _backward(ctx, grad_m, grad_a, grad_b):
 
 
 _fused_op.register_autograd(_backward, setup_context=_setup_context)
+refuse_second_derivative(_fused_backward_op, "fused")
 
 
 def _n_slices(ea: torch.Tensor, eb: torch.Tensor, x: torch.Tensor | None, y: torch.Tensor | None):

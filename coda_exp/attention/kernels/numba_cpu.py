@@ -10,7 +10,8 @@ All kernels take C-contiguous float32/float64 numpy arrays laid out as slices (S
   four rows at a time, innermost loop over contiguous j (dX_ik is a vector reduction, dY kept transposed (d, lb)
   and shared by the four rows). Per row block only the span of j where G != 0 is visited (masked / causal pairs).
 * ``_activate``: f(v), f'(v) of a row for f in tanh / sigmoid / arctan / algebraic (Table 9); tanh and sigmoid by
-  ``_exp_row``, a vectorisable exp within 1 ulp of libm (no SVML here; scalar libm tanh is ~15x slower).
+  ``_exp_row``, a vectorisable exp within 1 ulp of libm (no SVML here; scalar libm tanh is ~15x slower), tanh
+  below |v| 0.625 by Cephes' rational form instead (the exp form cancels near 0); constants: ``numba_constants``.
 
 ``gate_forward`` / ``gate_backward`` fuse eqs. 1-5 for the uncentred case: from E_raw = e_a e_b^T and the L1 rows they
 write M = f_E(alpha E_raw) * s * f_N(-beta D) plus the two local derivatives A = dM/dE_raw and B = dM/dD (0 on
@@ -26,30 +27,12 @@ import numpy as np
 
 # numba (a declared dependency, but the torch paths work without it), its cache locked across processes
 from coda_exp.attention.kernels.numba_cache import HAVE_NUMBA, njit, prange
+from coda_exp.attention.kernels.numba_constants import exp_constants  # noqa: F401 (callers: numba_cpu.exp_constants)
 
 # activation codes shared by f_E and f_N
 FUNCTION_CODES = {"tanh": 0, "sigmoid": 1, "arctan": 2, "algebraic": 3}
 _ROWS = 4  # rows of x per register block in the L1 kernels
 _CHUNK = 1024  # pairs per activation chunk in the fused gate
-
-
-def exp_constants(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Float constants (in ``dtype``: no float64 promotion inside float32 kernels) and int ones for ``_exp_row``.
-
-    Float: log2(e), ln2 split hi/lo (hi has trailing zero bits so n * hi is exact), range [lo, hi] outside which
-    exp is exactly 0 / inf (inside, exp and 1/exp are normal numbers: no denormals, which are ~100x slower), 0.5,
-    1, 2, inf, then the Taylor coefficients 1/13! ... 1/0! of exp on |r| <= ln2/2.
-    Int (int32 for float32, int64 for float64): exponent bias and mantissa width, to build 2^n from its bits, and
-    1 to use the degree-7 polynomial (float32).
-    """
-    if np.dtype(dtype) == np.float32:  # degree 7: truncation error 0.3466^8 / 8! = 5e-9 < 2^-24
-        head = [1.4426950408889634, 0.693359375, -2.12194440e-4, -87.0, 87.0]
-        ints = np.array([127, 23, 1], dtype=np.int32)
-    else:  # degree 13: 0.3466^14 / 14! = 4e-18 < 2^-53
-        head = [1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10, -708.0, 708.0]
-        ints = np.array([1023, 52, 0], dtype=np.int64)
-    taylor = [1.0 / math.factorial(n) for n in range(13, -1, -1)]
-    return np.array(head + [0.5, 1.0, 2.0, math.inf] + taylor, dtype=dtype), ints
 
 
 if HAVE_NUMBA:
@@ -265,12 +248,30 @@ if HAVE_NUMBA:
     def _activate(code, v, n, f, df, tmp, r, bits, scale, c, ic):  # pragma: no cover - compiled
         """f[:n] = act(v[:n]), df[:n] = act'(v[:n]) for act = tanh (0), sigmoid (1), arctan (2), algebraic (3)."""
         one, two = c[6], c[7]
-        if code == 0:  # tanh(v) = 1 - 2 / (exp(2v) + 1), tanh' = 1 - tanh^2
+        if code == 0:  # tanh, tanh' = 1 - tanh^2; tanh(v) = sign(v) (1 - 2 / (exp(2|v|) + 1)) from |v| = c[23] up,
+            # below it v + v z R(z), z = v^2 (Cephes; see numba_constants): 1 - 2 / (e + 1) cancels near 0. Both
+            # forms for every pair, then a select (a branch per pair would stop LLVM from vectorising)
             for j in range(n):
-                tmp[j] = two * v[j]
-            _exp_row(tmp, n, f, r, bits, scale, c, ic)
+                tmp[j] = two * abs(v[j])
+            _exp_row(tmp, n, f, r, bits, scale, c, ic)  # r is free again: the small form goes there
+            if ic[2]:
+                p4, p3, p2, p1, p0 = c[24], c[25], c[26], c[27], c[28]
+                for j in range(n):
+                    x = v[j]
+                    z = x * x
+                    r[j] = ((((p4 * z + p3) * z + p2) * z + p1) * z + p0) * z * x + x
+            else:
+                p2, p1, p0, q2, q1, q0 = c[24], c[25], c[26], c[27], c[28], c[29]
+                for j in range(n):
+                    x = v[j]
+                    z = x * x
+                    r[j] = x + x * z * (((p2 * z + p1) * z + p0) / (((z + q2) * z + q1) * z + q0))
+            cut, zero = c[23], one - one
             for j in range(n):
-                t = one - two / (f[j] + one)
+                x, small, e = v[j], r[j], f[j]  # loaded before the selects (see _gate_slice)
+                big = one - two / (e + one)
+                big = -big if x < zero else big
+                t = small if abs(x) < cut else big
                 f[j] = t
                 df[j] = one - t * t
         elif code == 1:  # sigmoid(v) = 1 / (1 + exp(-v)), sigmoid' = sigmoid (1 - sigmoid)

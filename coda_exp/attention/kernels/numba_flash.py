@@ -6,7 +6,9 @@ the counter-based dropout of ``flash_spec.hash32`` applied) and, for the backwar
 vectorised activations of ``numba_cpu``; the slice's k, nk and v are transposed once (``_transposed_keys``) so every
 inner loop runs over contiguous keys. Kept apart from ``numba_cpu`` (the L1 and fused-M kernels) because they share
 only the activation helpers. Their on-disk cache is locked across processes (``numba_cache``, imported through
-``numba_cpu``): a cache that two processes wrote at once could hand one dtype the other's machine code.
+``numba_cpu``): a cache that two processes wrote at once could hand one dtype the other's machine code. numba checks
+a cached kernel against its own file only: a change to the helpers in ``numba_cpu`` must come with a change here
+(as the accurate tanh near 0 did), or a warm cache keeps running the old helpers inside these kernels.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ only as ``tl.dot`` operands, as in FlashAttention), with tanh and sigmoid by the
 2^-11 relative, below 16-bit rounding); float32 in float32 (``tl.dot`` in TF32 unless
 ``torch.get_float32_matmul_precision()`` is "highest"; divisions by ``div.full``, 2 ulp); float64 entirely in
 float64. Scalars (alpha, beta, gate, 1 / (1 - p)) arrive in a small tensor in the accumulation dtype. tanh and
-arctan are written out (exp-based tanh, Cephes' rational arctan: ~1 ulp in float64).
+arctan are written out (Cephes' rational forms; tanh from |x| 0.625 up by exp: ~1-2 ulp, ``triton_math``).
 
 Only triton.language builtins are called, so ``flash_triton`` can load an interpreted copy for CPU tensors.
 """
