@@ -160,7 +160,8 @@ def _schedule_problem(cfg: DictConfig) -> tuple[str, str] | None:
     held = f" + hold_steps {hold}" if hold else ""
     message = (f"{source}.warmup_steps = {warmup}{held} exceeds {total_key} = {total}: the schedule must warm up "
                f"within the training budget; lower {source}.warmup_steps (e.g. {source}.warmup_steps="
-               f"{max(1, total // 10)}) or raise {total_key}")
+               f"{max(1, total // 10)}: another configuration, which the paper tables list apart from theirs) or "
+               f"raise {total_key}")
     return f"{source}.warmup_steps", message
 
 

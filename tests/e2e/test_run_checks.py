@@ -49,7 +49,7 @@ def test_a_bad_config_value_names_its_key_before_any_data(make_cfg, no_data, ove
     # a schedule that cannot warm up within the budget used to fail in configure_optimizers, after the data
     ("mlu", ["model=transformer", "scale=cpu", "task.max_steps=30"],
      ["task.cpu_scheduler.warmup_steps = 200 exceeds task.max_steps = 30",
-      "e.g. task.cpu_scheduler.warmup_steps=3"]),
+      "e.g. task.cpu_scheduler.warmup_steps=3: another configuration, which the paper tables list apart"]),
     ("mlu", ["model=coda_transformer", "model.scoring.kernel=fastest"],
      ["model.scoring.kernel: CoDA option kernel must be one of"]),
     # a kernel that cannot run the configuration used to run another one silently
