@@ -6,11 +6,13 @@
 
 Every run is ``python train.py experiment=table_6 model=M seed=S scale=SCALE trainer=gpu_fast callbacks=gate_stats``
 (gate statistics every ``--gate-every`` steps), its records under ``--results``, its folder ``<outputs>/<model>-s<seed>``.
-The runs start together (``scripts/side_by_side.py``'s jobs) under NVIDIA's MPS (``--mps``: they share the GPU) and
-each has ended ``--budget-s`` seconds after the call started (:func:`supervise`): a run projected past the budget
-stops the least wanted one (seed 3 before 2 before 1, CoDA before the Transformer of the same seed), so the budget
-finishes whole runs; ``--tail-s`` before the end, the runs still training stop together, with a checkpoint. Called
-again it goes on: a run with a record (same scale and configuration) is skipped, a partial run resumes from
+The runs start together under NVIDIA's MPS (``--mps``: they share the GPU), run by ``scripts/side_by_side.py``'s loop
+(``side_by_side.supervise``, all jobs at once), and each has ended ``--budget-s`` seconds after the call started: a
+run projected past the budget stops the least wanted one (seed 3 before 2 before 1, CoDA before the Transformer of
+the same seed), so the budget finishes whole runs; ``--tail-s`` before the end, the runs still training get SIGTERM
+together and stop with a checkpoint (a run past its last step goes on with its test); at the end any run left is
+killed; a signal to the call (Ctrl-C, SIGTERM, SIGHUP) stops them all the same way at once.
+Called again it goes on: a run with a record (same scale and configuration) is skipped, a partial run resumes from
 ``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and the
 folder of a run that never checkpointed is kept as ``<folder>.incomplete-<time>`` (a line says so) for a fresh start.
 It prints, and writes to ``<outputs>/status.json``, which runs are finished, partial (at which step), not started or
@@ -30,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-import side_by_side  # its jobs (Job: progress, rate, projected end), their progress and their start
+import side_by_side  # the loop that runs the jobs within the budget (supervise) and their summary
 
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
 from coda_exp.environment import root_dir
@@ -50,7 +51,6 @@ from coda_exp.run_folder import live_owner
 
 MODELS = ("transformer", "coda_transformer")
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
-GRACE_S, WINDOW_S, CHECK_S, POLL_S = 60.0, 45.0, 15.0, 0.5  # supervise()'s times (the first three: at most)
 
 
 def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str, int], dict]:
@@ -255,90 +255,13 @@ def report(args, before: dict[str, dict], ran: dict[str, dict] | None = None) ->
     return status
 
 
-def supervise(specs: list[dict], logs: Path, t0: float, budget_s: float, tail_s: float, clock=time.time,
-              sleep=time.sleep, launch=None, kill=os.killpg) -> tuple[list[dict], int]:
-    """Run side_by_side's jobs ``specs`` (priority order, logs in ``logs``) all at once, each ended by ``t0 + budget_s``;
-    their summary rows (side_by_side's) and 128 + the signal that stopped this call (0: none). A look comes every
-    CHECK_S s at most (a 50th of the budget where less) and at the two times below exactly. A job projected past the
-    budget (after a fifth of it, GRACE_S at most, of measurements) stops the least wanted job not about to end. At
-    ``t0 + budget_s - tail_s`` every job still training gets SIGTERM, all at once, waited for together (a job past its
-    last step goes on: its final validation and test); at ``t0 + budget_s`` any job left is killed (SIGKILL). A
-    signal to this call (Ctrl-C, SIGTERM, SIGHUP) stops them all the same way, ``tail_s`` after it at the latest."""
-    deadline, stop_at, signalled = t0 + budget_s, t0 + budget_s - tail_s, 0
-    grace, window = min(GRACE_S, budget_s / 5), min(WINDOW_S, budget_s / 5)
-    check = min(CHECK_S, max(POLL_S, budget_s / 50))
-    jobs = [side_by_side.Job(s["name"], s["argv"], int(s["steps"]), s["progress"], i) for i, s in enumerate(specs)]
-    side_by_side.T0 = t0  # its start lines' times count from the budget's start
-    launch = launch or (lambda job: side_by_side.start(job, logs))
-
-    def stop(job, why: str, now: float, sig=signal.SIGTERM) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            kill(job.proc.pid, sig)
-        if why:
-            job.state = f"stopping: {why}"
-            print(f"[{now - t0:6.0f}s] stop {job.name} at step {job.last_step()}: {why}", flush=True)
-
-    def on_signal(signum, frame):  # the jobs run in sessions of their own: this call stops them
-        nonlocal signalled
-        signalled = 128 + signum
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        while True:
-            try:
-                for job in (j for j in jobs if j.proc is None and j.state == "queued"):  # the first look starts all
-                    if clock() < stop_at:
-                        launch(job)
-                    else:
-                        job.state = "not started: budget spent"
-                now, live = clock(), [j for j in jobs if j.proc is not None and j.ended is None]
-                for job in live:
-                    step, code = side_by_side.read_step(job.progress), job.proc.poll()
-                    if step is not None and (not job.samples or step != job.samples[-1][1]):
-                        job.samples.append((now, step))
-                    if code is not None:
-                        job.returncode, job.ended = code, now
-                        job.state = ("finished" if code == 0 else f"failed (exit {code})" if job.state == "running"
-                                     else job.state.replace("stopping", "stopped", 1))
-                        print(f"[{now - t0:6.0f}s] {job.state} {job.name} at step {job.last_step()}", flush=True)
-                if not (live := [j for j in live if j.ended is None]):
-                    break
-                running = [j for j in live if not j.state.startswith("stopping")]
-                if now >= deadline:
-                    for job in live:
-                        stop(job, "", now, signal.SIGKILL)
-                    for job in live:
-                        job.returncode, job.ended = job.proc.wait(), clock()
-                        job.state = ("stopped: budget spent (killed in its tail)" if job.state == "running" else
-                                     f"{job.state.replace('stopping', 'stopped', 1)} (killed: its stop outlasted the tail)")
-                    break
-                if now >= stop_at:
-                    for job in running:
-                        if signalled or job.last_step() < job.steps - 1:  # (Lightning's last step: steps - 1)
-                            stop(job, "interrupted" if signalled else "budget spent", now)
-                elif len(running) > 1 and side_by_side.over_budget(
-                        [j for j in running if j.measured_for(now) >= grace], now, deadline, tail_s, window):
-                    ending = {j.name for j in running
-                              if (end := j.projected_end(now, tail_s, window)) and end <= now + grace}
-                    victim = max((j for j in running if j.name not in ending), key=lambda j: j.priority,
-                                 default=max(running, key=lambda j: j.priority))
-                    stop(victim, "projected past the budget", now)
-                    for job in running:  # the others speed up: measured afresh, with a fresh grace
-                        job.samples = [(now, job.last_step())] if job.samples else []
-                busy = now >= stop_at or any(j.state.startswith("stopping") for j in live)
-                sleep(max(0.0, min(POLL_S if busy else check, (stop_at if now < stop_at else deadline) - now)))
-            except KeyboardInterrupt:  # Ctrl-C, or on_signal's
-                signalled = signalled or 128 + signal.SIGINT
-                stop_at, deadline = clock(), min(deadline, clock() + tail_s)
-    finally:  # every job has ended here, but after a crash of this loop: none is left running unwatched
-        for job in (j for j in jobs if j.proc is not None and j.ended is None and j.proc.poll() is None):
-            stop(job, "this call crashed", clock())
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return [{"name": j.name, "state": j.state, "returncode": j.returncode, "last_step": j.last_step(),
-             "steps": j.steps, "seconds": round(j.ended - j.started, 1) if j.started and j.ended else None}
-            for j in jobs], signalled
+def supervise(specs: list[dict], logs: Path, t0: float, budget_s: float, tail_s: float) -> tuple[list[dict], int]:
+    """side_by_side's loop (:func:`side_by_side.supervise`) over the jobs ``specs``, all at once, each ended by
+    ``t0 + budget_s`` (``tail_s`` before it, the runs still training stop together): their summary rows and 128 + the
+    signal that stopped this call (0: none)."""
+    jobs = side_by_side.make_jobs(specs, "the plan")
+    signalled = side_by_side.supervise(jobs, logs, t0, budget_s, max_parallel=len(jobs), tail_s=tail_s)
+    return side_by_side.summary(jobs), signalled
 
 
 def main(argv: list[str] | None = None) -> int:

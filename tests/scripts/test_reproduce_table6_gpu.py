@@ -90,6 +90,25 @@ def test_bad_arguments_are_one_line_before_anything_runs(load_script, tmp_path, 
     assert not (tmp_path / "out").exists() and not (tmp_path / "results").exists()  # nothing touched
 
 
+def test_the_runs_go_through_side_by_side_s_loop_all_at_once(load_script, tmp_path, monkeypatch):
+    """One supervision loop: side_by_side.supervise (its budget, tail, stops and signals on a fake clock:
+    tests/scripts/test_side_by_side_budget.py), every job at once, its summary rows and signal returned."""
+    script, calls = load_script("reproduce_table6_gpu"), []
+
+    def fake_loop(jobs, logs, t0, budget_s, **options):
+        calls.append(([j.name for j in jobs], logs, t0, budget_s, options))
+        jobs[0].state = "finished"
+        return 143
+
+    monkeypatch.setattr(script.side_by_side, "supervise", fake_loop)
+    specs = [{"name": f"r{i}", "argv": ["train.py"], "steps": 20, "progress": "p"} for i in range(3)]
+    rows, signalled = script.supervise(specs, tmp_path, 5.0, 660.0, 60.0)
+    assert calls == [(["r0", "r1", "r2"], tmp_path, 5.0, 660.0, {"max_parallel": 3, "tail_s": 60.0})]
+    assert signalled == 143 and [r["state"] for r in rows] == ["finished", "queued", "queued"]
+    assert rows[0] == {"name": "r0", "state": "finished", "returncode": None, "last_step": 0, "steps": 20,
+                       "seconds": None}
+
+
 def run_with(script, monkeypatch, tmp_path, rows: list[dict], logs: dict[str, str]):
     """main() at fixture scale, its runs replaced by ``rows`` (their summary) and their logs."""
     def fake_supervise(jobs, folder, t0, budget_s, tail_s):

@@ -52,22 +52,16 @@ def test_every_job_finishes_within_a_loose_budget_and_a_failure_is_named(side, t
     assert rows["a"]["last_step"] == 29 and (tmp_path / "logs" / "a.log").exists()
 
 
-def test_the_least_wanted_job_is_stopped_when_the_budget_cannot_hold_them_all(side, tmp_path):
-    # "slow" would need ~40 s; the budget is 8 s: it is projected late after its grace and stopped (lowest priority,
-    # not about to end); "quick", first in the list, is left to finish (~4 s)
-    jobs = [job(tmp_path, "quick", 400, 0.01), job(tmp_path, "slow", 4000, 0.01)]
-    code, rows = run(side, tmp_path, jobs, "--budget-s", "8", "--grace-s", "1", "--tail-s", "0",
-                     "--rate-window-s", "2")
-    assert code == 1
-    assert rows["quick"]["state"] == "finished"
-    assert rows["slow"]["state"] == "stopped: projected past the budget"
-    assert 0 < rows["slow"]["last_step"] < 4000
-
-
-def test_a_job_still_running_when_the_budget_is_spent_is_stopped(side, tmp_path):
+def test_a_job_still_running_when_the_budget_is_spent_is_stopped(side, tmp_path, capsys):
+    """The CLI end to end (the loop's times: tests/scripts/test_side_by_side_budget.py, on a fake clock)."""
     jobs = [job(tmp_path, "only", 4000, 0.01)]  # alone: never stopped for its projection, only at the budget
-    code, rows = run(side, tmp_path, jobs, "--budget-s", "2", "--grace-s", "0.5", "--rate-window-s", "1")
-    assert code == 1 and rows["only"]["state"] == "stopped: budget spent"
+    code, rows = run(side, tmp_path, jobs, "--budget-s", "2", "--tail-s", "0.5", "--grace-s", "0.5",
+                     "--rate-window-s", "1")
+    assert code == 1 and rows["only"]["state"] == "stopped: budget spent" and rows["only"]["returncode"] == -15
+    assert "stop only at step" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # the tail would take the whole budget: no job could run
+        side.main(["--jobs", str(tmp_path / "jobs.json"), "--logs", str(tmp_path), "--budget-s", "30", "--tail-s", "30"])
+    assert "--tail-s 30: expected >= 0 and less than --budget-s (30)" in capsys.readouterr().err
 
 
 def test_rates_and_projections(side):

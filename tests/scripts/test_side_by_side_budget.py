@@ -1,5 +1,6 @@
-"""scripts/reproduce_table6_gpu.py's budget (``supervise``): every run has ended by ``--budget-s``, the stops go out
-together ``--tail-s`` before it, a run in its tail goes on, a run that does not stop is killed at the end. Fake
+"""scripts/side_by_side.py's loop (``supervise``, which reproduce_table6_gpu.py calls too): every job has ended by
+the budget, the stops go out together ``tail_s`` before it, a job in its tail goes on, a job that does not stop is
+killed at the end, a signal stops them all; queued jobs take the free slots, none after a stop for the budget. Fake
 processes on a fake clock: no training, no waiting."""
 
 import os
@@ -58,12 +59,11 @@ class World:
             proc.advance(self.t)
         if self.interrupt_at is not None and self.t >= self.interrupt_at:
             self.interrupt_at, self.interrupted = None, self.t
-            os.kill(os.getpid(), signal.SIGTERM)  # supervise's handler turns it into a stop of every run
+            os.kill(os.getpid(), signal.SIGTERM)  # supervise's handler turns it into a stop of every job
 
     def launch(self, job):
         job.proc = Proc(self, 100 + len(self.by_pid), self.tmp / f"{job.name}.csv", job.steps, **self.procs[job.name])
         self.by_pid[job.proc.pid] = job.proc
-        job.started, job.state = self.t, "running"
 
     def kill(self, pid, sig):
         self.kills.append((self.t, self.by_pid[pid], sig))
@@ -72,15 +72,16 @@ class World:
 
 @pytest.fixture
 def script(load_script):
-    return load_script("reproduce_table6_gpu")
+    return load_script("side_by_side")
 
 
-def supervise(script, world, budget, tail, steps=400):
+def supervise(script, world, budget, tail, steps=400, **options):
     specs = [{"name": name, "argv": ["train.py"], "steps": steps, "progress": str(world.tmp / f"{name}.csv")}
              for name in world.procs]
-    rows, signalled = script.supervise(specs, world.tmp, T0, budget, tail, clock=world.clock, sleep=world.sleep,
-                                       launch=world.launch, kill=world.kill)
-    return {row["name"]: row for row in rows}, signalled
+    jobs = script.make_jobs(specs, "the test")
+    signalled = script.supervise(jobs, world.tmp, T0, budget, tail_s=tail, clock=world.clock, sleep=world.sleep,
+                                 launch=world.launch, kill=world.kill, **options)
+    return {row["name"]: row for row in script.summary(jobs)}, signalled
 
 
 def ended_by(world, t):
@@ -132,3 +133,59 @@ def test_a_signal_to_the_call_stops_every_run_at_once_and_is_its_exit_status(scr
     assert {(t, sig) for t, _, sig in world.kills} == {(world.kills[0][0], signal.SIGTERM)} and len(world.kills) == 2
     assert world.kills[0][0] == world.interrupted and ended_by(world, world.interrupted + 2)
     assert {row["state"] for row in rows.values()} == {"stopped: interrupted"}
+
+
+def test_a_queued_job_takes_the_first_free_slot_and_starts_at_that_look(script, tmp_path):
+    world = World(tmp_path, a={"rate": 40.0, "tail": 0, "stop_s": 1.0}, b={"rate": 20.0, "tail": 0, "stop_s": 1.0},
+                  c={"rate": 40.0, "tail": 0, "stop_s": 1.0})
+    rows, signalled = supervise(script, world, budget=600, tail=30, max_parallel=2)
+    started = {p.pid: p.begin for p in world.by_pid.values()}
+    assert started[100] == started[101] == T0 and T0 + 399 / 40 < started[102] <= T0 + 399 / 40 + 12  # a look: 12 s
+    assert all(row["state"] == "finished" for row in rows.values()) and signalled == 0 and not world.kills
+
+
+def test_no_queued_job_starts_after_a_stop_for_the_budget(script, tmp_path):
+    """A job stopped for its projection holds the queue (``not started: budget``); so does the tail's start (``not
+    started: budget spent``), when a slot frees only then."""
+    world = World(tmp_path, first={"rate": 4.0, "tail": 5.0, "stop_s": 8.0},
+                  second={"rate": 1.0, "tail": 5.0, "stop_s": 8.0}, third={"rate": 4.0, "tail": 0, "stop_s": 1.0})
+    rows, _ = supervise(script, world, budget=150, tail=10, max_parallel=2)
+    assert rows["second"]["state"] == "stopped: projected past the budget" and len(world.by_pid) == 2
+    assert rows["third"]["state"] == "not started: budget" and rows["third"]["seconds"] is None
+    world = World(tmp_path, long={"rate": None, "tail": 0, "stop_s": 2.0}, next={"rate": 4.0, "tail": 0, "stop_s": 1.0})
+    rows, _ = supervise(script, world, budget=60, tail=10, max_parallel=1)
+    assert rows["long"]["state"] == "stopped: budget spent" and rows["next"]["state"] == "not started: budget spent"
+    assert [(t, sig) for t, _, sig in world.kills] == [(T0 + 50, signal.SIGTERM)] and len(world.by_pid) == 1
+
+
+def test_without_a_tail_the_jobs_are_killed_at_the_budget(script, tmp_path):
+    world = World(tmp_path, a={"rate": None, "tail": 0, "stop_s": 3.0}, b={"rate": None, "tail": 0, "stop_s": 3.0})
+    rows, _ = supervise(script, world, budget=30, tail=0)
+    assert [(t, sig) for t, _, sig in world.kills] == [(T0 + 30, signal.SIGKILL)] * 2 and world.t == T0 + 30
+    assert {row["state"] for row in rows.values()} == {"stopped: budget spent (killed)"}
+
+
+def test_a_signal_holds_the_queue_and_a_crash_leaves_no_job_unwatched(script, tmp_path):
+    world = World(tmp_path, a={"rate": None, "tail": 0, "stop_s": 2.0}, b={"rate": None, "tail": 0, "stop_s": 2.0})
+    world.interrupt_at = T0 + 5
+    rows, signalled = supervise(script, world, budget=600, tail=30, max_parallel=1)
+    assert signalled == 128 + signal.SIGTERM and rows["a"]["state"] == "stopped: interrupted"
+    assert rows["b"]["state"] == "not started: interrupted" and len(world.by_pid) == 1
+    world = World(tmp_path, a={"rate": None, "tail": 0, "stop_s": 2.0}, b={"rate": None, "tail": 0, "stop_s": 2.0})
+    launch = world.launch
+
+    def launch_once(job):
+        if world.by_pid:
+            raise OSError("no such program")
+        launch(job)
+
+    world.launch, before = launch_once, signal.getsignal(signal.SIGTERM)
+    with pytest.raises(OSError, match="no such program"):
+        supervise(script, world, budget=600, tail=30)
+    assert [(p.pid, sig) for _, p, sig in world.kills] == [(100, signal.SIGTERM)]
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_tail_must_leave_part_of_the_budget(script, tmp_path):
+    with pytest.raises(ValueError, match="the tail"):
+        supervise(script, World(tmp_path, a={"rate": None, "tail": 0, "stop_s": 1.0}), budget=30, tail=30)
