@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, odd_entry, os_reason
@@ -50,6 +50,21 @@ def _decode(raw: bytes, path: Path, lineno: int, split: str | None) -> str:
                         f"({e.reason}){of_split(split)}; expected UTF-8 text") from None
 
 
+def numbered(f, failed: Callable[[BaseException, int], Exception]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of the open binary file ``f``; an error while reading (a disk error, a cut-short
+    or damaged .gz) is raised as ``failed(error, the last line read)``, a user's DataError, not a traceback."""
+    lineno = 0
+    lines = enumerate(f, 1)
+    while True:
+        try:
+            lineno, raw = next(lines)
+        except StopIteration:
+            return
+        except (OSError, EOFError, zlib.error) as e:
+            raise failed(e, lineno) from None
+        yield lineno, raw
+
+
 def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str = "text") -> Iterator[tuple[int, str]]:
     """``(line number, line)`` for every line of ``path`` (newline and ``\\r`` removed, blank lines included).
 
@@ -57,21 +72,15 @@ def iter_lines(path: str | os.PathLike, split: str | None = None, expected: str 
     """
     path = Path(path)
     blank = True
-    lineno = 0
+
+    def failed(e: BaseException, lineno: int) -> DataError:
+        if isinstance(e, (EOFError, gzip.BadGzipFile, zlib.error)):  # a truncated archive, or not gzip at all
+            return DataError(f"{path}: cannot decompress after line {lineno} ({type(e).__name__}: {e})"
+                             f"{of_split(split)}; expected a complete gzip file (re-download or re-compress it)")
+        return DataError(f"{path}: cannot be read after line {lineno} ({os_reason(e)}){of_split(split)}")
+
     with _open_binary(path, split) as f:
-        lines = enumerate(f, 1)
-        while True:
-            try:
-                lineno, raw = next(lines)
-            except StopIteration:
-                break
-            except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # a truncated archive, or not gzip at all
-                raise DataError(f"{path}: cannot decompress after line {lineno} ({type(e).__name__}: {e})"
-                                f"{of_split(split)}; expected a complete gzip file (re-download or re-compress "
-                                f"it)") from None
-            except OSError as e:  # a disk or network error in the middle of the file
-                raise DataError(f"{path}: cannot be read after line {lineno} ({os_reason(e)}){of_split(split)}"
-                                ) from None
+        for lineno, raw in numbered(f, failed):
             line = _decode(raw, path, lineno, split).rstrip("\n").rstrip("\r")
             blank = blank and not line.strip()
             yield lineno, line

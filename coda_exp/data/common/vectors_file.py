@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coda_exp.data.common.errors import DataError, odd_entry, os_reason
+from coda_exp.data.common.files import numbered
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +67,8 @@ def _open(path: Path):
 
 def _numbered(path: Path) -> Iterator[tuple[int, bytes]]:
     """``(line number, raw line)`` of ``path`` (:func:`_open`); an OSError while reading is a DataError."""
-    lineno = 0
     with _open(path) as f:
-        lines = enumerate(f, 1)
-        while True:
-            try:
-                lineno, raw = next(lines)
-            except StopIteration:
-                return
-            except (OSError, EOFError, zlib.error) as e:  # a disk error, a cut-short .gz file
-                raise cannot_read(path, e, lineno) from None
-            yield lineno, raw
+        yield from numbered(f, lambda e, lineno: cannot_read(path, e, lineno))  # a disk error, a cut-short .gz
 
 
 @dataclass
