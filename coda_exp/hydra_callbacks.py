@@ -16,7 +16,9 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   exits with. A sweep stopped some other way (Ctrl-C) lists its jobs when the process exits: a job a signal stopped
   (Ctrl-C, SIGTERM: ``coda_exp.stops``, which writes its outcome through :func:`job_interrupted`, since the
   ``SystemExit`` that stops the sweep skips Hydra's ``on_job_end``) as interrupted, with the command that resumes
-  it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list).
+  it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list);
+- notes, as a single run starts, which folders above its own (``outputs/runs/``) it is about to make, so that a run
+  refused before it began leaves none (:func:`remove_made_folders`).
 
 Once a failed job's outcome is written, Hydra's basic sweeper is handed the job as done (its ``JobReturn``
 status): it would otherwise end the sweep with its own report of the first failure (the message a third time, with
@@ -167,6 +169,11 @@ def remove_made_folders() -> None:
 class JobReport(Callback):
     """See the module docstring."""
 
+    def __init__(self) -> None:
+        self.sweep_dir: Path | None = None
+        self.again: str | None = None  # the sweep's command with resume=auto
+        self.reported = False
+
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
         made_folders = []
@@ -177,11 +184,6 @@ class JobReport(Callback):
         while not folder.exists() and folder.parent != folder:
             made_folders.append(folder)
             folder = folder.parent
-
-    def __init__(self) -> None:
-        self.sweep_dir: Path | None = None
-        self.again: str | None = None  # the sweep's command with resume=auto
-        self.reported = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global sweep_configs
