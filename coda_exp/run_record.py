@@ -78,6 +78,18 @@ def experiment_name() -> str | None:
     return None if choice in (None, "null") else str(choice)
 
 
+def searched_experiment_folders() -> list[Path]:
+    """The ``experiment/`` folders of this Hydra job's config sources on disk, in Hydra's search order: an experiment
+    of one's own (``hydra.searchpath=[file:///my/configs]``, docs/layout.md) was counted as no experiment, its settings
+    left out of the fingerprint (an lr of its own pooled with the paper's runs)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    sources = HydraConfig.get().runtime.get("config_sources") or []
+    return [Path(str(s.path)) / "experiment" for s in sources if str(s.get("schema")) == "file" and s.get("path")]
+
+
 def world_size(trainer_cfg) -> int:
     """How many processes a trainer config trains with: ``devices`` (a count, a list of devices, ``"0,1"``; ``-1`` or
     ``auto``: every visible GPU under a GPU accelerator, every CPU core for ``-1`` on a CPU, else 1, as Lightning
@@ -109,6 +121,9 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     vectors = vectors_identity(embeddings.get("path"))
     experiment = experiment_name() or experiment_of(overrides)
     settings = experiment_settings(experiment)
+    for folder in [] if settings is not None else searched_experiment_folders():  # hydra.searchpath's own configs
+        if (settings := experiment_settings(experiment, folder)) is not None:
+            break
     if settings is None:  # an experiment from another config folder (--config-dir): its settings are not known here
         log.warning("experiment=%s: no configs/experiment/%s.yaml here; the fingerprint counts the command line "
                     "only", experiment, experiment)

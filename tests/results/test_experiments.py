@@ -124,3 +124,29 @@ def test_earlier_defaults_name_what_rule_2_changed():
     assert earlier_defaults("wikiqa", "decompatt_coda", "sigmoid", 2.0) == []
     assert earlier_defaults("snli", "decompatt") == [] and earlier_defaults("mlu", "coda_transformer") == []
 
+
+
+def test_an_experiment_of_ones_own_in_a_searchpath_folder_counts_in_the_fingerprint(tmp_path):
+    """docs/layout.md's own experiment (hydra.searchpath=[file:///...]) was "no configs/experiment/<name>.yaml here":
+    its lr 0.01 left out of the fingerprint, the run pooled into Table 2's D-ATT WikiQA cell (Adam lr 3e-4)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from coda_exp import resolvers  # noqa: F401
+    from coda_exp.experiments import run_configuration
+    from coda_exp.run_record import run_identity
+    from tests import ROOT
+
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "my_lr.yaml").write_text("# @package _global_\ndefaults:\n  - override /task: wikiqa\n"
+                                                        "optimizer:\n  lr: 0.01\n")
+    overrides = ["experiment=my_lr", f"hydra.searchpath=[file://{tmp_path}]", "model=decompatt", "scale=fixture"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "configs")):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)  # (tests/conftest.py clears it after each test)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    identity = run_identity(cfg, overrides)
+    assert identity["experiment_overrides"] == ["task=wikiqa", "optimizer.lr=0.01"]
+    assert identity["fingerprint"] == run_configuration(["optimizer.lr=0.01"], None, None, [])["fingerprint"]
