@@ -105,6 +105,18 @@ def program() -> str:
     return {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name, "python train.py")
 
 
+def typed_again(hydra_overrides, sweep: bool = False) -> list[str]:
+    """Of a job's Hydra overrides (``hydra.overrides.hydra``), those a command to type again needs: where configs of
+    one's own are (``hydra.searchpath``: without it the command failed, "Could not find 'experiment/<yours>'"), and
+    for a sweep its launcher (``hydra/launcher=joblib``, ``hydra.launcher.*``); quoted for a shell."""
+    kept = []
+    for o in [str(o) for o in hydra_overrides or []]:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key == "hydra.searchpath" or sweep and (key == "hydra/launcher" or key.startswith("hydra.launcher.")):
+            kept.append(shlex.quote(o))
+    return kept
+
+
 def job_interrupted(signal_name: str, exit_code: int, step: int | None, checkpoint: str | None,
                     resume: str) -> None:
     """A sweep job stopped by a signal (``coda_exp.stops``): its outcome, ``interrupted`` at ``step`` with
@@ -199,8 +211,9 @@ class JobReport(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
         # the sweep's own overrides but any resume= or ckpt_path=, then resume=auto (a sweep given resume=auto lost it)
-        self.again = " ".join([program(), "-m", *(shlex.quote(o) for o in overrides if o.lstrip("+~").split("=", 1)[0]
-                                                    not in ("resume", "ckpt_path")), "resume=auto"])
+        self.again = " ".join([program(), "-m", *typed_again(OmegaConf.select(config, "hydra.overrides.hydra"), True),
+                               *(shlex.quote(o) for o in overrides if o.lstrip("+~").split("=", 1)[0]
+                                 not in ("resume", "ckpt_path")), "resume=auto"])
         atexit.register(self._report_at_exit)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:

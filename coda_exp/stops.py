@@ -24,7 +24,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 
 from coda_exp.callbacks import LastCheckpoint
-from coda_exp.hydra_callbacks import job_interrupted, program
+from coda_exp.hydra_callbacks import job_interrupted, program, typed_again
 
 log = logging.getLogger(__name__)
 
@@ -369,8 +369,11 @@ def _job_overrides() -> list[str]:
 def _resume_command(overrides: list[str], checkpoint: Path | None) -> str:
     """The command that resumes a run of ``overrides`` from ``checkpoint`` (None: the run again); ``resume=auto``
     finds the checkpoint itself: the same command again."""
+    from hydra.core.hydra_config import HydraConfig
+
     auto = "resume=auto" in overrides
-    return " ".join([program(), *(shlex.quote(o) for o in overrides if not o.startswith("ckpt_path=")),
+    own = typed_again(HydraConfig.get().overrides.get("hydra")) if HydraConfig.initialized() else []  # searchpath
+    return " ".join([program(), *own, *(shlex.quote(o) for o in overrides if not o.startswith("ckpt_path=")),
                      *([] if auto or checkpoint is None else [shlex.quote(f"ckpt_path={checkpoint}")])])
 
 

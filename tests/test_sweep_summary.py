@@ -148,3 +148,27 @@ def test_the_command_to_go_on_always_resumes(given, tmp_path, monkeypatch):
     report = JobReport()
     report.on_multirun_start(cfg)
     assert report.again == "python train.py -m experiment=table_6 seed=1 resume=auto"
+
+
+def test_the_commands_to_go_on_keep_the_searchpath_and_a_sweeps_launcher(tmp_path, monkeypatch):
+    """With an experiment of one's own (hydra.searchpath=[file:///...]) the printed commands failed: "Could not find
+    'experiment/my_cmp'"; a joblib sweep went on with the basic launcher."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from coda_exp.stops import _resume_command
+
+    monkeypatch.setattr(sys, "argv", ["coda-exp"])
+    hydra = ["hydra.mode=MULTIRUN", "hydra.searchpath=[file:///my/configs]", "hydra/launcher=joblib",
+             "hydra.launcher.n_jobs=2", "hydra.sweep.dir=/x"]
+    sweep = {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}}
+    cfg = OmegaConf.create({"hydra": {**sweep, "overrides": {"task": ["experiment=my_cmp", "seed=1,2"],
+                                                             "hydra": hydra}}})
+    report = JobReport()
+    report.on_multirun_start(cfg)
+    assert report.again == ("coda-exp -m 'hydra.searchpath=[file:///my/configs]' hydra/launcher=joblib "
+                            "hydra.launcher.n_jobs=2 experiment=my_cmp seed=1,2 resume=auto")
+    job = {**sweep, "job": {"num": 0}, "overrides": {"task": ["experiment=my_cmp", "seed=1"], "hydra": hydra},
+           "runtime": {"output_dir": str(tmp_path / "0")}}
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", OmegaConf.create({"hydra": job}))
+    assert _resume_command(["experiment=my_cmp", "seed=1"], tmp_path / "i.ckpt") == (
+        f"coda-exp 'hydra.searchpath=[file:///my/configs]' experiment=my_cmp seed=1 ckpt_path={tmp_path / 'i.ckpt'}")
