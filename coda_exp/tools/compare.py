@@ -152,6 +152,11 @@ def compare(records: list[dict], args: argparse.Namespace) -> list[Section]:
             sections += comparison_sections(runs, metric, curve, args.reference, args.thresholds, args.group)
     except ValueError as err:  # a malformed record (its curve, its gate statistics), named
         raise CompareError(str(err)) from None
+    fractions = [section for section in sections if section.percent]
+    if fractions and (over := [t for t in args.thresholds if t > 1]):  # shown in percent, given in percent: never met
+        raise CompareError(f"--thresholds {' '.join(f'{t:g}' for t in over)}: {fractions[0].curve_metric} is a fraction "
+                           f"in [0, 1] (tables show it in percent): give {' '.join(f'{t / 100:g}' for t in over)} "
+                           f"for {', '.join(f'{t:g} %' for t in over)}")
     groups = sorted({row.label for section in sections for row in section.rows})
     if args.reference is not None and args.reference not in groups:
         raise CompareError(f"--reference {args.reference!r}: no group is; the groups: "

@@ -143,8 +143,8 @@ def mean_curve(curves: list[Curve]) -> tuple[list[int], list[float]]:
 
 
 def plot(groups: dict[str, list[tuple[dict, Curve]]], metric: str, out: Path, title: str) -> Path:
-    extras.require("matplotlib", "coda-exp plot-curves")
     """The figure (:func:`figure`) written atomically as PNG to ``out``."""
+    extras.require("matplotlib", "coda-exp plot-curves")
     import matplotlib.pyplot as plt
 
     fig = figure(groups, metric, title)
@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extras.require("matplotlib", "coda-exp plot-curves")  # before any record is read
     wrong = output_problem("--out", args.out, "the figure (PNG)", folder=False, example="learning_curves.png")
+    if not wrong and args.out.suffix.lower() != ".png":  # (a PNG named x.txt was written)
+        wrong = f"--out {args.out}: the figure is a PNG; expected a file name ending in .png"
     if wrong:
         print(f"error: {wrong}", file=sys.stderr)
         return USER_ERROR_EXIT

@@ -133,6 +133,9 @@ def test_several_tasks_are_one_table_each_with_its_own_metric(tmp_path, capsys):
     (["--reference", "transformer"], ("--reference 'transformer': no group is; the groups: 'decompatt', "
                                       "'decompatt_coda'")),
     (["--task", "mlu"], "no run record of task mlu in {runs}; their tasks: snli"),
+    # the headers say percent: --thresholds 10 made a column "≥ 1000 %" that no run could reach
+    (["--thresholds", "0.3", "10"], ("--thresholds 10: val/acc is a fraction in [0, 1] (tables show it in percent): "
+                                     "give 0.1 for 10 %")),
 ])
 def test_an_option_no_record_fits_is_one_error_naming_what_they_have(tmp_path, capsys, args, error):
     assert compare(tmp_path, [snli(), snli("decompatt_coda")], *args) == 2

@@ -102,6 +102,9 @@ def test_an_out_that_is_no_file_is_one_line_naming_it(plot, tmp_path, capsys):
     (tmp_path / "file").write_text("a file, not a folder")
     assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "file" / "curves.png")]) == 2
     assert f"{tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+    assert plot.main(["--runs", str(folder), "--out", str(tmp_path / "curves.txt")]) == 2  # a PNG named .txt was written
+    assert "the figure is a PNG; expected a file name ending in .png" in capsys.readouterr().err
+    assert not (tmp_path / "curves.txt").exists()
 
 
 def test_make_run_plots_table_6s_curves(plot, tmp_path):
