@@ -17,6 +17,8 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   (Ctrl-C, SIGTERM: ``coda_exp.stops``, which writes its outcome through :func:`job_interrupted`, since the
   ``SystemExit`` that stops the sweep skips Hydra's ``on_job_end``) as interrupted, with the command that resumes
   it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list);
+- in a sweep whose jobs run in worker processes (``hydra/launcher=joblib``), lets the first Ctrl-C stop the jobs
+  after their step, each with its checkpoint, and lists them (:func:`_jobs_stop_first`);
 - notes, as a single run starts, which folders above its own (``outputs/runs/``) it is about to make, so that a run
   refused before it began leaves none (:func:`remove_made_folders`).
 
@@ -105,6 +107,26 @@ def program() -> str:
     return {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name, "python train.py")
 
 
+def _jobs_stop_first():
+    """A sweep whose jobs run in worker processes (``hydra/launcher=joblib``): the first Ctrl-C is the jobs' own (each
+    stops after its step with a checkpoint, ``coda_exp.stops``), which this process waits for, then lists them; it
+    used to stop the workers at once, a job killed before its checkpoint and no summary. Ctrl-C again: at once."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+
+    def first(signum, frame) -> None:
+        signal.signal(signal.SIGINT, previous)
+        print("Ctrl-C: the sweep's jobs stop after their current step, each with a checkpoint; the sweep then lists "
+              "them (Ctrl-C again: stop at once, nothing saved)", file=sys.stderr, flush=True)
+
+    try:
+        signal.signal(signal.SIGINT, first)
+    except ValueError:  # not the main thread: Ctrl-C as before
+        return None
+    return previous  # (restored when the sweep ends)
+
+
 def typed_again(hydra_overrides, sweep: bool = False) -> list[str]:
     """Of a job's Hydra overrides (``hydra.overrides.hydra``), those a command to type again needs: where configs of
     one's own are (``hydra.searchpath``: without it the command failed, "Could not find 'experiment/<yours>'"), and
@@ -185,6 +207,7 @@ class JobReport(Callback):
         self.sweep_dir: Path | None = None
         self.again: str | None = None  # the sweep's command with resume=auto
         self.reported = False
+        self.sigint = None  # the Ctrl-C handler before a joblib sweep (_jobs_stop_first)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
@@ -215,6 +238,8 @@ class JobReport(Callback):
                                *(shlex.quote(o) for o in overrides if o.lstrip("+~").split("=", 1)[0]
                                  not in ("resume", "ckpt_path")), "resume=auto"])
         atexit.register(self._report_at_exit)
+        if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
+            self.sigint = _jobs_stop_first()
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         if job_return.status == JobStatus.FAILED:
@@ -236,6 +261,10 @@ class JobReport(Callback):
         return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.sigint is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self.sigint)
         self._report()
 
     def _report(self) -> None:

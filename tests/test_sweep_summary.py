@@ -172,3 +172,35 @@ def test_the_commands_to_go_on_keep_the_searchpath_and_a_sweeps_launcher(tmp_pat
     monkeypatch.setattr(HydraConfig.instance(), "cfg", OmegaConf.create({"hydra": job}))
     assert _resume_command(["experiment=my_cmp", "seed=1"], tmp_path / "i.ckpt") == (
         f"coda-exp 'hydra.searchpath=[file:///my/configs]' experiment=my_cmp seed=1 ckpt_path={tmp_path / 'i.ckpt'}")
+
+
+def test_a_joblib_sweep_lets_the_first_ctrl_c_stop_its_jobs_after_their_step(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in a joblib sweep stopped the workers at once: a job killed before its checkpoint, no summary. The first
+    Ctrl-C is now the jobs' own (each stops after its step), the second stops at once; the sweep's end restores it."""
+    import signal
+
+    monkeypatch.setattr(sys, "argv", ["coda-exp"])
+    before = signal.getsignal(signal.SIGINT)
+    cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)},
+                                      "launcher": {"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher."
+                                                               "JoblibLauncher"},
+                                      "overrides": {"task": ["seed=1,2"]}}})
+    report = JobReport()
+    report.on_multirun_start(cfg)
+    first = signal.getsignal(signal.SIGINT)
+    try:
+        assert first is not before
+        first(signal.SIGINT, None)  # the first Ctrl-C: said, swallowed
+        assert "the sweep's jobs stop after their current step" in capsys.readouterr().err
+        assert signal.getsignal(signal.SIGINT) is before  # the second: as before
+        signal.signal(signal.SIGINT, first)
+        report.on_multirun_end(cfg)
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, before)
+    basic = JobReport()  # the basic launcher runs jobs in this process: Ctrl-C is theirs already
+    basic.on_multirun_start(OmegaConf.create({"hydra": {**cfg.hydra, "launcher": {"_target_": "hydra._internal."
+                                                                                              "core_plugins."
+                                                                                              "basic_launcher."
+                                                                                              "BasicLauncher"}}}))
+    assert signal.getsignal(signal.SIGINT) is before
