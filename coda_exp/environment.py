@@ -96,6 +96,14 @@ def trained_root_here(root: str | None, overrides: list[str]) -> bool:
             and not any(o.lstrip("+~").startswith("paths.") for o in overrides))
 
 
+def group_choice(group: str) -> str | None:
+    """The option this Hydra job chose for config ``group`` (``preset``: ``transformer_tiny``), else None (none
+    chosen, or not a Hydra job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
+
+
 def in_sweep() -> bool:
     """Whether this process runs a job of a Hydra ``-m`` sweep (whose summary lists each job's outcome at its end)."""
     from hydra.core.hydra_config import HydraConfig

@@ -28,10 +28,12 @@ from coda_exp import extras
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError
 from coda_exp.config_diff import configuration_changes
+from coda_exp.environment import group_choice
 from coda_exp.fast_step import FastOptions
 from coda_exp.model_fit import misfit
 from coda_exp.models.attconv_layers import injected_attention_problem
 from coda_exp.node_keys import META_KEYS, accepted_keys, node_problems, unknown_model_keys  # noqa: F401 (API)
+from coda_exp.precision_checks import FP16_MIXED, float16_weights_problem, float16_without_gpu
 from coda_exp.resume_data import data_change
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG
@@ -79,11 +81,11 @@ def _unknown_keys_hint(cfg: DictConfig, unknown: list[str]) -> str:
     foreign = [k for k in unknown if k in groups]
     if foreign:
         own = sorted(g for g in groups if g in cfg.model and g not in unknown)
-        choice = _choice(f"model/{foreign[0]}") or "..."
+        choice = group_choice(f"model/{foreign[0]}") or "..."
         instead = (f"; did you mean {' or '.join(f'model/{g}={choice}' for g in own)}?" if own
                    else "; leave it out")
         return f" (model={cfg.model.get('name')} has no model/{foreign[0]} group{instead})"
-    preset = _choice("preset")
+    preset = group_choice("preset")
     if preset in (None, "none"):
         return ""
     path = config_dir() / "preset" / f"{preset}.yaml"
@@ -91,12 +93,6 @@ def _unknown_keys_hint(cfg: DictConfig, unknown: list[str]) -> str:
     if sized and not sized & set(unknown):
         return ""
     return f" (preset={preset} sets Transformer sizes: add preset=none)"
-
-
-def _choice(group: str) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-
-    return HydraConfig.get().runtime.choices.get(group) if HydraConfig.initialized() else None
 
 
 def check_kernels(cfg: DictConfig) -> None:
@@ -272,53 +268,6 @@ def fast_options(cfg: DictConfig) -> FastOptions | None:
     if problem:
         raise ConfigError(problem)
     return options
-
-
-FP16_MIXED = ("16-mixed", "16")  # what Lightning runs with a GradScaler (16 and "16" are its old names of 16-mixed)
-
-
-def float16_weights_problem(optimizer: DictConfig | None) -> str | None:
-    """Why ``trainer.precision=16-true`` cannot train with ``optimizer``: its ``eps`` (given, else the class's
-    default: Adam's 1e-8) is 0 in float16, where the weights and the optimizer's state then are, so a weight whose
-    gradient is 0 is updated by 0 / 0 and training diverges at its first steps (the run ended "diverged", status 0)."""
-    import inspect
-
-    from hydra.utils import get_class
-
-    if not optimizer or not optimizer.get("_target_"):
-        return None
-    eps = optimizer.get("eps")
-    if eps is None:
-        try:
-            eps = inspect.signature(get_class(str(optimizer._target_))).parameters["eps"].default
-        except (KeyError, ValueError, TypeError, ImportError, AttributeError):
-            return None
-    if not isinstance(eps, (int, float)) or torch.tensor(float(eps), dtype=torch.float16).item() != 0.0 or eps <= 0:
-        return None
-    name = str(optimizer._target_).rsplit(".", 1)[-1]
-    return (f"trainer.precision=16-true: the weights and {name}'s state would be float16, where its eps={eps:g} is 0 "
-            "(float16's smallest value is 6e-08): a weight whose gradient is 0 would be updated by 0/0 and the run "
-            "diverge at its first steps; use trainer.precision=bf16-true or bf16-mixed (16-mixed on a GPU), or "
-            "optimizer.eps=1e-4")
-
-
-def no_gpu_for_float16(trainer: pl.Trainer, what: str) -> str:
-    """Why float16 mixed precision cannot run: ``this machine has no CUDA GPU``, or ``this <what> is on the
-    <accelerator>`` of ``trainer`` (``what``: run, evaluation)."""
-    if not torch.cuda.is_available():
-        return "this machine has no CUDA GPU"
-    return f"this {what} is on the {trainer.accelerator.__class__.__name__.removesuffix('Accelerator')}"
-
-
-def float16_without_gpu(requested: str, trainer: pl.Trainer, what: str) -> str:
-    """The refusal of ``trainer.precision=<requested>`` (float16 mixed) where Lightning's ``trainer`` would run
-    another precision (bf16-mixed, with a warning on stderr only) while the run's or evaluation's record would state
-    float16: one wording for training (:func:`check_trainer`) and ``coda-exp eval`` (``trained.prepare``)."""
-    runs_as = str(trainer.precision)
-    return (f"trainer.precision={requested}: float16 mixed precision needs a GPU, and "
-            f"{no_gpu_for_float16(trainer, what)} (Lightning would run {runs_as} instead, while the record would "
-            f"say {requested}): use trainer.precision=32-true or {runs_as}"
-            + (", or trainer=gpu" if torch.cuda.is_available() else ""))
 
 
 def fast_trainer_problem(trainer: DictConfig | dict) -> str | None:

@@ -47,14 +47,8 @@ from coda_exp.environment import trained_root_here
 from coda_exp.eval_args import ENVIRONMENT, Invocation, parse, refusal  # noqa: F401 (parse: this module's API)
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.optim import schedule_node
-from coda_exp.run_checks import (
-    FP16_MIXED,
-    META_KEYS,
-    checked_trainer,
-    float16_without_gpu,
-    no_gpu_for_float16,
-    quiet_lightning,
-)
+from coda_exp.precision_checks import FP16_MIXED, float16_without_gpu, no_gpu_for_float16
+from coda_exp.run_checks import META_KEYS, checked_trainer, quiet_lightning
 from coda_exp.run_folder import RESOLVED_CONFIG
 from coda_exp.tasks.base import CHECKPOINT_CONFIG, CHECKPOINT_DATA, CHECKPOINT_RUN
 
@@ -224,7 +218,7 @@ def prepare(inv: Invocation) -> Prepared:
 def _float16_without_gpu(inv: Invocation, cfg: DictConfig, trainer) -> str | None:
     """``trainer.precision=16-mixed`` where the evaluation has no GPU, which Lightning's ``trainer`` runs in another
     precision (bf16-mixed, with a warning only): given on the command line, a ConfigError in training's words
-    (``run_checks.float16_without_gpu``); the
+    (``precision_checks.float16_without_gpu``); the
     checkpoint's own precision, the evaluation runs in 32-true instead, said in one line (returned for the record):
     float32 holds every float16 value, so it comes closer to the float16 computation than bfloat16's 8-bit
     mantissa would (float16's is 11)."""

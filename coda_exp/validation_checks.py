@@ -73,10 +73,11 @@ def warn_budget_overrides(cfg, datamodule) -> None:
     """Before training: a ``trainer`` budget given beside the task's and differing from it (``trainer.max_epochs=2
     task.epochs=5``: the Trainer trains 2 epochs and task.epochs is not read): a warning naming the one that counts,
     kept in the record's ``warnings``. The ``debug`` configs set the Trainer's budget on purpose: not said there."""
-    from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    if HydraConfig.initialized() and HydraConfig.get().runtime.choices.get("debug") is not None:
+    from coda_exp.environment import group_choice
+
+    if group_choice("debug") is not None:
         return
     for trainer_key, task_key in (("max_epochs", "epochs"), ("max_steps", "max_steps")):
         if (trainer_key in cfg.trainer and task_key in cfg.task

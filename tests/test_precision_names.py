@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from coda_exp import run_tag
 from coda_exp.fingerprint import configuration_label, fingerprint, same_spelling
-from coda_exp.run_checks import float16_weights_problem
+from coda_exp.precision_checks import float16_weights_problem
 from tests import ROOT
 
 
