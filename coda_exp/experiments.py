@@ -76,15 +76,29 @@ def _settings(path: str, _mtime_ns: int) -> tuple[str, ...]:
     return tuple(out + [o for o in settings if override_key(o) not in swept])
 
 
+def searched_experiment_folders() -> list[Path]:
+    """The ``experiment/`` folders of the running Hydra job's config sources on disk, in Hydra's search order (the
+    configs, then ``hydra.searchpath``'s folders); none outside a Hydra job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    sources = HydraConfig.get().runtime.get("config_sources") or []
+    return [Path(str(s.path)) / "experiment" for s in sources if str(s.get("schema")) == "file" and s.get("path")]
+
+
 def experiment_settings(name: str | None, folder: Path | None = None) -> list[str] | None:
-    """What ``configs/experiment/<name>.yaml`` sets, as overrides (module docstring); ``[]`` without an experiment,
-    None when there is no such file."""
+    """What ``<folder>/<name>.yaml`` sets, as overrides (module docstring); without ``folder``, the first of
+    ``configs/experiment/`` and, in a Hydra job, its :func:`searched_experiment_folders` (an experiment of one's own
+    in a ``hydra.searchpath`` folder, docs/layout.md: it was counted as none, its settings left out of the
+    fingerprint); ``[]`` without an experiment, None when there is no such file."""
     if not name:
         return []
-    path = (folder or experiment_dir()) / f"{name}.yaml"
-    if not path.is_file():
-        return None
-    return list(_settings(str(path), path.stat().st_mtime_ns))
+    for place in [folder] if folder is not None else [experiment_dir(), *searched_experiment_folders()]:
+        path = place / f"{name}.yaml"
+        if path.is_file():
+            return list(_settings(str(path), path.stat().st_mtime_ns))
+    return None
 
 
 def experiment_of(overrides: list[str]) -> str | None:

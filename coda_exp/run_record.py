@@ -70,24 +70,10 @@ def parameter_counts(model: torch.nn.Module) -> dict[str, int]:
 
 def experiment_name() -> str | None:
     """The ``experiment=`` config of this Hydra job (``table_2``), else None."""
-    from hydra.core.hydra_config import HydraConfig
+    from coda_exp.environment import group_choice
 
-    if not HydraConfig.initialized():
-        return None
-    choice = HydraConfig.get().runtime.choices.get("experiment")
+    choice = group_choice("experiment")
     return None if choice in (None, "null") else str(choice)
-
-
-def searched_experiment_folders() -> list[Path]:
-    """The ``experiment/`` folders of this Hydra job's config sources on disk, in Hydra's search order: an experiment
-    of one's own (``hydra.searchpath=[file:///my/configs]``, docs/layout.md) was counted as no experiment, its settings
-    left out of the fingerprint (an lr of its own pooled with the paper's runs)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return []
-    sources = HydraConfig.get().runtime.get("config_sources") or []
-    return [Path(str(s.path)) / "experiment" for s in sources if str(s.get("schema")) == "file" and s.get("path")]
 
 
 def world_size(trainer_cfg) -> int:
@@ -120,10 +106,7 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     embeddings = cfg.data.get("embeddings") or {}
     vectors = vectors_identity(embeddings.get("path"))
     experiment = experiment_name() or experiment_of(overrides)
-    settings = experiment_settings(experiment)
-    for folder in [] if settings is not None else searched_experiment_folders():  # hydra.searchpath's own configs
-        if (settings := experiment_settings(experiment, folder)) is not None:
-            break
+    settings = experiment_settings(experiment)  # (configs/experiment/, then hydra.searchpath's folders)
     if settings is None:  # an experiment from another config folder (--config-dir): its settings are not known here
         log.warning("experiment=%s: no configs/experiment/%s.yaml here; the fingerprint counts the command line "
                     "only", experiment, experiment)
