@@ -122,15 +122,14 @@ def check_composition(argv: list[str]) -> list[DictConfig] | None:
             message = _unparsable(args.overrides) + message
         missing = re.match(r"Could not override '([^']+)'", message)
         group = _other_group(missing.group(1), composed) if missing and "/" in missing.group(1) else ""
+        typed = next((o for o in args.overrides if missing and o.split("=", 1)[0] == missing.group(1)), "=")
         if group:  # model/attention on a Transformer: appending it (Hydra's advice) adds a key the model refuses
             message = message.partition("\n")[0] + group
         elif missing and "." not in missing.group(1) and (close := _top_level_like(missing.group(1), composed)):
-            typed = next((o for o in args.overrides if o.split("=", 1)[0] == missing.group(1)), "=")
             message = (f"{missing.group(1)} is no key nor config group of the config, spelled like {close}: did you "
                        f"mean {close}={typed.split('=', 1)[1]}?")  # (not Hydra's advice: +modle=... adds a key)
         elif missing:  # the key elsewhere in the config, before Hydra's advice to add it
             first, _, rest = message.partition("\n")
-            typed = next((o for o in args.overrides if o.split("=", 1)[0] == missing.group(1)), "=")
             other = group_option_hint(missing.group(1), _composed_without(missing.group(1), composed),
                                       typed.split("=", 1)[1])  # another option of a model's group: not "+key"
             hint = other or _elsewhere(missing.group(1), composed, typed_in=args.overrides)

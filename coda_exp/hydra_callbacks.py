@@ -46,6 +46,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.errors import UserError
+from coda_exp.fingerprint import override_key
 from coda_exp.io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def typed_again(hydra_overrides, sweep: bool = False) -> list[str]:
     for a sweep its launcher (``hydra/launcher=joblib``, ``hydra.launcher.*``); quoted for a shell."""
     kept = []
     for o in [str(o) for o in hydra_overrides or []]:
-        key = o.lstrip("+~").split("=", 1)[0]
+        key = override_key(o)
         if key == "hydra.searchpath" or sweep and (key == "hydra/launcher" or key.startswith("hydra.launcher.")):
             kept.append(shlex.quote(o))
     return kept
@@ -235,8 +236,8 @@ class JobReport(Callback):
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
         # the sweep's own overrides but any resume= or ckpt_path=, then resume=auto (a sweep given resume=auto lost it)
         self.again = " ".join([program(), "-m", *typed_again(OmegaConf.select(config, "hydra.overrides.hydra"), True),
-                               *(shlex.quote(o) for o in overrides if o.lstrip("+~").split("=", 1)[0]
-                                 not in ("resume", "ckpt_path")), "resume=auto"])
+                               *(shlex.quote(o) for o in overrides if override_key(o) not in ("resume", "ckpt_path")),
+                               "resume=auto"])
         atexit.register(self._report_at_exit)
         if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
             self.sigint = _jobs_stop_first()

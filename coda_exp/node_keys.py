@@ -17,34 +17,39 @@ from omegaconf import DictConfig, OmegaConf
 META_KEYS = ("name", "families")  # config keys that describe a node but are not constructor arguments
 
 
-def accepted_keys(target: str) -> set[str] | None:
-    """The keyword arguments ``target`` (a class or function path) accepts; None when it accepts any. A class
-    whose ``__init__`` passes ``**kwargs`` on to its base accepts its bases' parameters too."""
-    accepted: set[str] = set()
+def parameters(target: str) -> tuple[dict[str, inspect.Parameter], bool]:
+    """The parameters ``target`` (a class or function path) takes, and whether it takes any keyword besides them. A
+    class whose ``__init__`` passes ``**kwargs`` on to its base takes its bases' parameters too (the nearest first)."""
+    taken: dict[str, inspect.Parameter] = {}
     obj = locate(target)
     for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
         params = inspect.signature(init).parameters
-        accepted |= set(params)
+        taken = {**params, **taken}
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return accepted
-    return None
+            return taken, False
+    return taken, True
+
+
+def accepted_keys(target: str) -> set[str] | None:
+    """The keyword arguments ``target`` (a class or function path) accepts (:func:`parameters`); None when it accepts
+    any."""
+    taken, any_keyword = parameters(target)
+    return None if any_keyword else set(taken)
 
 
 def _switch_problem(key: str, node: DictConfig, target: str) -> str | None:
     """The keys of ``node`` whose parameter in ``target`` is a switch (a bool default) given a word: ``data.lowercase=no``
     is the string "no", which Python reads as true: the run lowercased while its tag said ``lowercase_no``."""
-    obj = locate(target)
     bad = []
-    for init in ([c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if isinstance(obj, type) else [obj]):
-        for name, param in inspect.signature(init).parameters.items():
-            if isinstance(param.default, bool) and name in node and f"{key}.{name}" not in (b[0] for b in bad):
-                try:
-                    value = node.get(name)
-                except Exception:  # noqa: BLE001, S112 - an interpolation that does not resolve: the run says so
-                    continue
-                if isinstance(value, str):
-                    bad.append((f"{key}.{name}", value))
-    return "; ".join(f"{k} = {v!r}: expected true or false" for k, v in bad) or None
+    for name, param in parameters(target)[0].items():
+        if isinstance(param.default, bool) and name in node:
+            try:
+                value = node.get(name)
+            except Exception:  # noqa: BLE001, S112 - an interpolation that does not resolve: the run says so
+                continue
+            if isinstance(value, str):
+                bad.append(f"{key}.{name} = {value!r}: expected true or false")
+    return "; ".join(bad) or None
 
 
 def unknown_keys(node: DictConfig) -> list[str]:

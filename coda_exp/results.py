@@ -107,6 +107,15 @@ def make_run_id(task: str, model: str, seed: int) -> str:
     return f"{stamp}_{_slug(task)}_{_slug(model)}_s{int(seed)}_{secrets.token_hex(3)}"
 
 
+def _git(cwd: str | os.PathLike | None, *args: str) -> str | None:
+    """``git <args>``'s output in ``cwd``, stripped; None where git fails or is not there."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     """Short hash of HEAD of the git repository at ``cwd`` (default: the current directory).
 
@@ -115,20 +124,10 @@ def git_commit(cwd: str | os.PathLike | None = None) -> str | None:
     ``CODA_EXP_COMMIT`` when set (the commit a copy without its ``.git`` was made from, e.g. a tree synced to a
     cluster), else None.
     """
-
-    def _git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(
-                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    head = _git("rev-parse", "--short", "HEAD")
+    head = _git(cwd, "rev-parse", "--short", "HEAD")
     if not head:
         return os.environ.get("CODA_EXP_COMMIT", "").strip() or None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git(cwd, "status", "--porcelain", "--untracked-files=no")
     return f"{head}-dirty" if status else head
 
 
@@ -138,12 +137,8 @@ def code_commit() -> str | None:
     asked before, and a record written outside the checkout said null). An installed copy (site-packages), or a
     package folder inside another repository, is no checkout: ``CODA_EXP_COMMIT`` where set, else None."""
     checkout = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=checkout, capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        out = None
-    if out is not None and out.returncode == 0 and Path(out.stdout.strip()).resolve() == checkout:
+    top = _git(checkout, "rev-parse", "--show-toplevel")
+    if top and Path(top).resolve() == checkout:
         return git_commit(checkout)
     return os.environ.get("CODA_EXP_COMMIT", "").strip() or None
 

@@ -57,13 +57,17 @@ def _short(key: str, keys: list[str]) -> str:
                                                                  for k in others))
 
 
-def _in_folder_name(item: str, overrides: list[str]) -> bool:
-    """Whether ``item`` says what the folder's ``<task>-<model>`` part says already: ``task.name=mine``, and
-    ``data.dataset=mine`` beside it (your own data named as docs/layout.md advises). Rendered, the tag would repeat
-    ``dataset_mine+name_mine``; the hash still counts it."""
-    key, value = override_key(item), item.partition("=")[2].strip().strip("'\"")
-    names = {o.partition("=")[2].strip().strip("'\"") for o in overrides if override_key(o) in ("task", "task.name")}
-    return key == "task.name" or key == "data.dataset" and value in names
+def _value(item: str) -> str:
+    """An override's value without its quotes: ``x.y='a b'`` -> ``a b``."""
+    return item.partition("=")[2].strip().strip("'\"")
+
+
+def _in_folder_name(item: str, task_names: set[str]) -> bool:
+    """Whether ``item`` says what the folder's ``<task>-<model>`` part says already (``task_names``: the ``task=``
+    and ``task.name=`` values): ``task.name=mine``, and ``data.dataset=mine`` beside it (your own data named as
+    docs/layout.md advises). Rendered, the tag would repeat ``dataset_mine+name_mine``; the hash still counts it."""
+    key = override_key(item)
+    return key == "task.name" or key == "data.dataset" and _value(item) in task_names
 
 
 def config_tag(overrides: list[str], experiment: str | None = None) -> str:
@@ -72,13 +76,14 @@ def config_tag(overrides: list[str], experiment: str | None = None) -> str:
     if not items:
         return ""
     digest = hashlib.sha256(json.dumps(sorted(normalise(i) for i in items)).encode("utf-8")).hexdigest()
-    named = [i for i in items if override_key(i) != "experiment" and not _in_folder_name(i, overrides)]
+    task_names = {_value(o) for o in overrides if override_key(o) in ("task", "task.name")}
+    named = [i for i in items if override_key(i) != "experiment" and not _in_folder_name(i, task_names)]
     keys = [override_key(i) for i in named]
     parts = [_safe(i.split("=", 1)[1]) for i in items if override_key(i) == "experiment"]
     for item in sorted(named, key=lambda i: (override_key(i), i)):
-        key, _, value = item.partition("=")
+        key = item.partition("=")[0]
         name = _safe(_short(override_key(item), keys))
-        value = _safe(value.strip().strip("'\""))
+        value = _safe(_value(item))
         parts.append(f"del_{name}" + (f"_{value}" if value else "") if key.startswith("~")
                      else f"{name}_{value}" if value else name)
     body = "+".join(p for p in parts if p)[: MAX_CHARS - 1 - HASH_CHARS].rstrip("+_.-")

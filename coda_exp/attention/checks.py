@@ -12,7 +12,8 @@ import torch
 from coda_exp.attention.shapes import broadcast_shapes
 
 
-def _described(t) -> str:
+def described(t) -> str:
+    """``torch.float32 (2, 5, 8)`` of a tensor, the type's name of anything else (for error messages)."""
     return f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
 
 
@@ -21,7 +22,7 @@ def check_tensors(caller: str, named: dict, together: str) -> tuple[int, ...]:
     dimensions broadcast; their broadcast batch shape. ``together`` names them in the messages ("q, k, v")."""
     for name, t in named.items():
         if t is not None and (not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point()):
-            raise ValueError(f"{caller}: {name} must be a floating tensor (..., L, d), got {_described(t)}")
+            raise ValueError(f"{caller}: {name} must be a floating tensor (..., L, d), got {described(t)}")
     given = {name: t for name, t in named.items() if t is not None}
     for what, attr in (("share one dtype", "dtype"), ("be on one device", "device")):
         values = {name: getattr(t, attr) for name, t in given.items()}

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from coda_exp.attention.attend import run_coda_cross_attention
+from coda_exp.attention.checks import described
 from coda_exp.attention.functional import compositional_pool, run_coda
 from coda_exp.attention.masking import padding_mask, pair_mask
 from coda_exp.attention.options import DEFAULTS, MODULE_OPTION_DEFAULTS, CoDAOptions
@@ -90,8 +91,7 @@ class CoDACrossAttention(nn.Module):
         for name, x in (("a", a), ("b", b)):
             if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
                 raise ValueError(f"CoDACrossAttention: {name} must be a floating tensor (B, L, dim), got "
-                                 f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__} "
-                                 f"{tuple(x.shape) if isinstance(x, torch.Tensor) else ''}")
+                                 f"{described(x)}")
         if a.shape[0] != b.shape[0] or a.dtype != b.dtype:
             raise ValueError(f"CoDACrossAttention: a {a.dtype} {tuple(a.shape)} and b {b.dtype} {tuple(b.shape)} must "
                              "share the batch size and the dtype")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from coda_exp.attention.checks import check_tensors
 from coda_exp.attention.kernels import numba_cpu
 from coda_exp.attention.kernels.flash import flash_backend
 from coda_exp.attention.kernels.fused import fused_coda_matrix
@@ -266,13 +267,7 @@ def l1_distance(x: torch.Tensor, y: torch.Tensor, kernel: str = "auto",
     ``chunked`` backward's temporary (None: ``kernels.l1.CHUNK_BYTES``). float16 / bfloat16 inputs are computed in
     float32 (autocast off) and the distance returned in their dtype, as ``coda_attention`` does (``precision``).
     """
-    for name, t in (("x", x), ("y", y)):
-        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point():
-            raise ValueError(f"l1_distance: {name} must be a floating tensor (..., L, d), got "
-                             f"{f'{t.dtype} {tuple(t.shape)}' if isinstance(t, torch.Tensor) else type(t).__name__}")
-    if x.dtype != y.dtype or x.device != y.device:
-        raise ValueError(f"l1_distance: x and y must share one dtype and device, got x {x.dtype} on {x.device}, "
-                         f"y {y.dtype} on {y.device}")
+    check_tensors("l1_distance", {"x": x, "y": y}, "x and y")
     if x.shape[-1] != y.shape[-1]:
         raise ValueError(f"feature sizes differ: x has d={x.shape[-1]}, y has d={y.shape[-1]}")
     if chunk_bytes is not None and not (isinstance(chunk_bytes, int) and chunk_bytes > 0):

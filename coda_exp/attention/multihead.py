@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from coda_exp.attention.attend import check_attention_inputs, dropout, run_coda_attention
+from coda_exp.attention.checks import described
 from coda_exp.attention.functional import run_coda
 from coda_exp.attention.maps import AttentionMaps
 from coda_exp.attention.masking import masked_softmax, padding_mask
@@ -152,9 +153,8 @@ class MultiHeadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             if not (isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[-1] == self.d_model
                     and t.is_floating_point()):
-                got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"MultiHeadAttention: {name} must be a floating tensor (B, L, d_model="
-                                 f"{self.d_model}), got {got}")
+                                 f"{self.d_model}), got {described(t)}")
         if not query.shape[0] == key.shape[0] == value.shape[0] or key.shape[1] != value.shape[1]:
             raise ValueError(f"MultiHeadAttention: query (B, Lq, d), key and value (B, Lk, d) must share B, and key "
                              f"and value Lk; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
