@@ -48,7 +48,7 @@ from coda_exp.config_checks import ConfigError
 from coda_exp.data.common.errors import DataError
 from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status, print_error
 from coda_exp.experiments import earlier_defaults, run_configuration
-from coda_exp.fingerprint import FINGERPRINT_RULE, scale_label, world_size_of
+from coda_exp.fingerprint import FINGERPRINT_RULE, amend_scale, scale_label, world_size_of
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.predict_io import (
     csv_input,
@@ -225,6 +225,7 @@ def evaluate(inv: Invocation) -> dict:
         datamodule.warnings.extend(prep.warnings)  # kept in the record (the precision it evaluates in)
         task = build(prep, datamodule, build_splits=True)
         identity = eval_identity(prep)
+        identity["scale"] = amend_scale(identity["scale"], datamodule.scale_notes())  # e.g. a shorter MLU test file
         loggers = build_loggers(cfg, identity, job_type="eval")
         record = None
         try:

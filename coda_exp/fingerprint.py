@@ -263,6 +263,22 @@ def scale_label(scale_name: str, overrides: list[str]) -> str:
     return f"{scale_name} ({', '.join(changed)})" if changed else str(scale_name)
 
 
+def amend_scale(label: str, notes: list[str]) -> str:
+    """A ``scale`` label with what the data read says (``coda_exp.data.common.base.DataModule.scale_notes``:
+    ``data.num_train=100000`` for MLU files of 100K training pairs), each replacing an entry of its key:
+    ``cpu`` -> ``cpu (data.num_train=100000)``; ``paper (data.num_test=50)`` + ``data.num_test=20`` ->
+    ``paper (data.num_test=20)``."""
+    if not notes:
+        return label
+    name, sep, inside = label.partition(" (")
+    entries = [e for e in inside[:-1].split(", ") if e] if sep and inside.endswith(")") else []
+    if sep and not entries:  # not a label this module wrote: keep it whole
+        name, entries = label, []
+    keys = {override_key(n) for n in notes}
+    entries = [e for e in entries if override_key(e) not in keys] + list(notes)
+    return f"{name} ({', '.join(entries)})"
+
+
 def configuration_items(overrides: list[str], experiment: str | None = None) -> list[str]:
     """The overrides of a command line that change a run's configuration, as typed (``model/attention=coda``,
     ``trainer.precision=bf16-mixed``), after its ``experiment=``: every override but the seed, the task, model and

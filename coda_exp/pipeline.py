@@ -26,7 +26,7 @@ from coda_exp.config_checks import check_config
 from coda_exp.data.common.errors import DataError
 from coda_exp.environment import in_sweep
 from coda_exp.errors import UserError, exit_status
-from coda_exp.fingerprint import scale_label
+from coda_exp.fingerprint import amend_scale, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
@@ -238,6 +238,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     run_folder.save_resolved_config(cfg, overrides)  # a resumed run's overrides beside its config
     datamodule = build_data(cfg)
     datamodule.setup("fit")
+    identity["scale"] = amend_scale(identity["scale"], datamodule.scale_notes())  # MLU files of another size
     model = build_model(cfg, datamodule)
     task = build_task(cfg, model, datamodule)
     task.run_config = OmegaConf.to_container(cfg, resolve=True)  # saved in every checkpoint

@@ -378,3 +378,25 @@ def test_a_float16_checkpoint_evaluated_without_a_gpu_runs_in_float32_and_says_s
                                               "precision needs a GPU, and this machine has no CUDA GPU (Lightning "
                                               "would run bf16-mixed instead, while the record would say 16-mixed): "
                                               "use trainer.precision=32-true or bf16-mixed\n")  # training's words
+
+
+def test_mlu_files_of_another_size_are_named_in_the_scale_of_the_run_and_of_its_evaluation(tmp_path, compose):
+    """MLU files of 40 training pairs trained as if they were the configured 10.9M (the generated run's scale
+    label): tables pooled the two. The run's and its evaluation's labels now say what was read."""
+    from coda_exp.data.seq2seq.mlu import write_mlu_files
+
+    data = tmp_path / "mlu"
+    write_mlu_files(data, num_train=40, num_test=6, num_dev=5)
+    record, ckpt = _train(compose, tmp_path / "train", "task=mlu", "model=transformer", f"data.dir={data}",
+                          "data.num_validation=5", "data.num_test=6", "task.max_steps=2", "task.val_check_interval=2",
+                          "save_predictions=false")
+    assert record["scale"] == ("fixture (data.num_validation=5, data.num_test=6, task.max_steps=2, "
+                               "task.val_check_interval=2, data.num_train=40)")
+    assert any("holds 40 examples, fewer than the configured 10909091" in w for w in record["warnings"])
+    short = tmp_path / "short"
+    write_mlu_files(short, num_train=1, num_test=3, num_dev=5)
+    out = tmp_path / "eval"
+    assert eval_main([f"ckpt_path={ckpt}", "split=test", f"data.dir={short}", *_paths(out)]) == 0
+    (evaluation,) = _records(out, "eval")
+    assert evaluation["scale"] == ("fixture (data.num_validation=5, task.max_steps=2, task.val_check_interval=2, "
+                                   "data.num_train=40, data.num_test=3)")  # its own test file's size

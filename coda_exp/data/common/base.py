@@ -226,6 +226,12 @@ class DataModule(pl.LightningDataModule, ABC):
         raise DataError(f"the data cache under {where} cannot be read ({why}; a run stopped while writing it, or a "
                         "full disk?): delete that folder and run again, it is rebuilt from the data files") from None
 
+    def scale_notes(self) -> list[str]:
+        """What the data read says that the configuration does not, for the record's ``scale`` label
+        (``coda_exp.fingerprint.amend_scale``), each as ``key=value``; read after ``setup``. Empty here: a family
+        whose configured sizes or generated data a folder of files can depart from says so (MLU)."""
+        return []
+
     def warn(self, message: str) -> None:
         """A protocol deviation worth keeping with the run: logged (once, by rank 0 under DDP, where every rank
         reads the same data) and recorded in ``warnings``."""

@@ -265,6 +265,7 @@ class MLUDataModule(Seq2SeqDataModule):
         sizes = {"train": num_train, "validation": num_validation, "test": num_test}
         self.sizes = {k: n if self.limit(k) is None else min(n, self.limit(k)) for k, n in sizes.items()}
         self.data_seed = data_seed
+        self._notes: list[str] = []
 
     def build(self) -> None:
         from coda_exp.data.seq2seq.mlu import MLU, MLU_CHARS, MLUStream
@@ -285,6 +286,44 @@ class MLUDataModule(Seq2SeqDataModule):
         self.stats["source"] = self.dir or "generated"
         if read:
             self._check_files(read)
+            self._notes = self._files_notes(read)
+
+    def scale_notes(self) -> list[str]:
+        return list(self._notes)
+
+    def _files_notes(self, read: dict[str, list[dict]]) -> list[str]:
+        """The scale label's entries for MLU files. Files whose first rows are this ``data_seed``'s generated examples
+        in position order (what ``coda-exp make-mlu`` writes) hold the first examples of each split, as a generated
+        run does: a split shorter than configured is named as the override a generated run of the same examples
+        would have (``data.num_train=100000``), so tables keep it apart from the configured size and pool it with
+        that run. Files of other examples are ``data.files=<digest of what was read>``, another dataset. The fixtures
+        (a smoke test, its record marked ``fixture_data``) add nothing."""
+        import hashlib
+
+        from coda_exp.data.seq2seq.mlu import MLU_FILES, MLUStream
+        from coda_exp.environment import is_fixture_data
+
+        if is_fixture_data(self.dir):
+            return []
+        for split, rows in read.items():
+            first = [(r["src"], r["tgt"]) for r in rows[:16]]
+            made = MLUStream(split, len(first), self.data_seed, shard=(0, 1), shuffle=False)
+            if first != [(ex["src"], ex["tgt"]) for ex in made]:
+                digest = hashlib.sha1()
+                for name, rows_ in read.items():
+                    digest.update(f"{name}\n".encode())
+                    digest.update("\n".join(f"{r['src']}:{r['tgt']}" for r in rows_).encode())
+                self.warn(f"MLU: {MLU_FILES[split]} in {self.dir} is not data_seed {self.data_seed}'s generated data "
+                          f"(its first rows differ from what `coda-exp make-mlu --seed {self.data_seed}` writes): "
+                          f"the record's scale names these files by their content, data.files={digest.hexdigest()[:10]}"
+                          ", and tables keep them apart from generated MLU")
+                return [f"data.files={digest.hexdigest()[:10]}"]
+        short = [(split, len(rows)) for split, rows in read.items() if len(rows) < self.sizes[split]]
+        for split, n in short:
+            self.warn(f"MLU: {MLU_FILES[split]} in {self.dir} holds {n} examples, fewer than the configured "
+                      f"{self.sizes[split]}: the record's scale says data.num_{split}={n}, as a generated run of "
+                      "those examples would")
+        return [f"data.num_{split}={n}" for split, n in short]
 
     def _check_files(self, read: dict[str, list[dict]]) -> None:
         """MLU files that are not the paper's task: an input of the training file in an evaluation file (a test set

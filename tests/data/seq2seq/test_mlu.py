@@ -169,19 +169,60 @@ def test_files_whose_test_set_repeats_the_training_set_or_leave_the_range_are_a_
     from coda_exp.data.seq2seq.datamodule import MLUDataModule
 
     def built():
-        dm = MLUDataModule(num_train=30, num_validation=10, num_test=4, dir=str(tmp_path), batch_size=4,
-                           cache_dir=str(tmp_path / "cache"))
+        dm = MLUDataModule(num_train=30, num_validation=4, num_test=4, dir=str(tmp_path), batch_size=4,
+                           cache_dir=str(tmp_path / "cache"), data_seed=9)
         dm.setup("fit")
         return dm
 
-    paths = write_mlu_files(tmp_path, num_train=30, num_test=4, seed=9, num_dev=3)
-    assert built().warnings == []  # make-mlu's files: disjoint splits, the paper's range
+    paths = write_mlu_files(tmp_path, num_train=30, num_test=4, seed=9, num_dev=4)
+    assert built().warnings == []  # make-mlu's files: disjoint splits, the paper's range, the sizes configured
     paths["test"].write_text(paths["train"].read_text())
-    with open(paths["validation"], "a") as f:
-        f.write("x=5000,y=1,x+y:5001\n")
+    dev = paths["validation"].read_text().splitlines()
+    paths["validation"].write_text("\n".join(dev[:-1] + ["x=5000,y=1,x+y:5001"]) + "\n")
     warnings = built().warnings
-    assert len(warnings) == 2 and "MLU: 4 of 4 inputs of test.txt are in train.txt too" in warnings[0]
+    assert len(warnings) == 3 and "MLU: 4 of 4 inputs of test.txt are in train.txt too" in warnings[0]
     assert "MLU: 1 inputs of dev.txt have values outside [-1000, 1000) (e.g. x=5000,y=1,x+y)" in warnings[1]
+    assert "dev.txt in" in warnings[2] and "is not data_seed 9's generated data" in warnings[2]
+
+
+def _files_module(directory, cache, **sizes):
+    from coda_exp.data.seq2seq.datamodule import MLUDataModule
+
+    dm = MLUDataModule(**{"num_train": 30, "num_validation": 3, "num_test": 4, **sizes}, dir=str(directory),
+                       batch_size=4, cache_dir=str(cache))
+    dm.setup("fit")
+    return dm
+
+
+def test_mlu_files_of_another_size_or_other_examples_say_so_in_the_scale(tmp_path):
+    """MLU files with 30 training pairs at a scale configured for 10.9M had the generated run's scale label, so
+    tables pooled the two: the label now says what was read (``data.num_train=30``: the examples a generated run
+    given that override reads), and files of other examples are named by their content."""
+    from coda_exp.fingerprint import amend_scale
+
+    write_mlu_files(tmp_path, num_train=30, num_test=4, num_dev=3)  # data_seed 1234, the default
+    assert _files_module(tmp_path, tmp_path / "cache").scale_notes() == []  # the sizes configured: the scale's own data
+    dm = _files_module(tmp_path, tmp_path / "cache", num_train=10_909_091, num_test=2000)
+    assert dm.scale_notes() == ["data.num_train=30", "data.num_test=4"]
+    assert any("train.txt in" in w and "holds 30 examples, fewer than the configured 10909091" in w
+               for w in dm.warnings)
+    assert amend_scale("cpu", dm.scale_notes()) == "cpu (data.num_train=30, data.num_test=4)"
+    assert _files_module(tmp_path, tmp_path / "cache", num_train=20).scale_notes() == []  # the first 20, as generated
+
+    other = tmp_path / "other"
+    write_mlu_files(other, num_train=30, num_test=4, seed=9, num_dev=3)
+    notes = _files_module(other, tmp_path / "cache").scale_notes()
+    assert len(notes) == 1 and re.fullmatch(r"data\.files=[0-9a-f]{10}", notes[0])
+    assert _files_module(other, tmp_path / "cache").scale_notes() == notes  # the same files: the same name
+    lines = (other / "train.txt").read_text().splitlines()
+    (other / "train.txt").write_text("\n".join(lines[:-1]) + "\n")  # one pair fewer: other data, another name
+    assert _files_module(other, tmp_path / "cache").scale_notes() not in ([], notes)
+
+
+def test_the_fixture_files_add_nothing_to_the_scale(tmp_path):
+    from coda_exp.environment import fixtures_dir
+
+    assert _files_module(fixtures_dir() / "mlu", tmp_path, num_train=10_909_091).scale_notes() == []
 
 
 def test_a_failed_write_leaves_the_old_set_whole(tmp_path, monkeypatch):
