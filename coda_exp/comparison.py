@@ -22,7 +22,8 @@ the fewest CoDA options away from their defaults and configuration overrides, no
 table shares (a sweep's own ``data.dataset=toynli``: every label shows it, none is plainer for it), then a model
 without CoDA before one with it, then by label: ``transformer`` beside ``coda_transformer``, ``decompatt`` beside
 ``decompatt {optimizer.lr=0.003}``, ``decompatt {data.dataset=toynli}`` beside ``decompatt {data.dataset=toynli,
-model._target_=...}``.
+model._target_=...}``. Overrides every group of a table shares are said once above it, not in each label shown
+(:func:`shared_items`); a group keeps its whole label, and a reference is found by either.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ class Section:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def shared(self) -> list[str]:
+        return shared_items([row.label for row in self.rows])
+
+    @property
     def percent(self) -> bool:
         return all(0.0 <= v <= 1.0 for row in self.rows for v in row.values)
 
@@ -113,6 +118,27 @@ class Section:
     def gates(self) -> bool:
         """Whether some run of the table measured its gate (its gate columns are shown)."""
         return any(row.gate_mean for row in self.rows)
+
+
+def _label_parts(label: str) -> tuple[str, list[str]]:
+    """``decompatt {data.dataset=toynli, optimizer.lr=0.003}`` -> (``decompatt``, its configuration overrides)."""
+    head, sep, rest = label.partition(" {")
+    return (head, rest[:-1].split(", ")) if sep and rest.endswith("}") else (label, [])
+
+
+def shared_items(labels: Sequence[str]) -> list[str]:
+    """The configuration overrides every group's label shows (a sweep's own ``data.dataset=toynli``): said once
+    above the table, left out of the labels it shows (:func:`short_label`)."""
+    items = [_label_parts(label)[1] for label in labels]
+    common = set(items[0]).intersection(*items[1:]) if items else set()
+    return [i for i in items[0] if i in common] if items else []
+
+
+def short_label(label: str, shared: Sequence[str]) -> str:
+    """A group's label without the overrides every group of its table shares (:attr:`Section.shared`)."""
+    head, items = _label_parts(label)
+    kept = [i for i in items if i not in shared]
+    return f"{head} {{{', '.join(kept)}}}" if kept else head
 
 
 def final_gate(record: dict) -> tuple[float, float] | None:
@@ -196,6 +222,9 @@ def comparison_sections(records: list[dict], metric: str, curve_metric: str, ref
     sections = []
     for (task, scale), groups in sorted(by_section.items()):
         ref_label = default_reference(groups) if reference is None else reference
+        if ref_label not in groups:  # given as shown, without the overrides every group shares
+            shared = shared_items(list(groups))
+            ref_label = next((g for g in groups if short_label(g, shared) == ref_label), ref_label)
         notes = []
         rows = []
         for label in sorted(groups, key=lambda g: (g != ref_label, g)):
@@ -230,11 +259,14 @@ def _table(section: Section, thresholds: Sequence[float]) -> list[str]:
     unit = " (%)" if pct else ""
     delta_unit = " (points)" if pct else ""
     gate_header = ["final gate (mean)", "final gate < 0.01"] if section.gates else []
-    header = ["group", "n", f"{section.metric}{unit}", "per seed", f"Δ vs {section.reference}{delta_unit}", "Welch p",
+    shared = section.shared
+    short = {row.label: short_label(row.label, shared) for row in section.rows}
+    reference = short_label(section.reference or "", shared)
+    header = ["group", "n", f"{section.metric}{unit}", "per seed", f"Δ vs {reference}{delta_unit}", "Welch p",
               *[f"steps to {section.curve_metric} ≥ {_threshold(t, pct)}" for t in thresholds], *gate_header]
     align = [" --- " if name in ("group", "per seed") else " ---: " for name in header]  # text left, numbers right
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    names = display_labels([row.label for row in section.rows])  # beta=0.177, unless two would read alike
+    names = display_labels(list(short.values()))  # beta=0.177, unless two would read alike
     for row in section.rows:
         spread = "" if row.std is None else f" ± {_number(row.std, pct)}"
         per_seed = ", ".join(f"s{s}: {_number(v, pct)}" for s, v in zip(row.seeds, row.values))
@@ -250,7 +282,7 @@ def _table(section: Section, thresholds: Sequence[float]) -> list[str]:
             if row.gate_mean and len(row.gate_mean) < len(row.seeds):
                 gate += f" ({len(row.gate_mean)}/{len(row.seeds)} seeds)"
             gate_cells = [gate, closed]
-        cells = [names[row.label], str(len(row.seeds)), f"{_number(row.mean, pct)}{spread}", per_seed, delta, p,
+        cells = [names[short[row.label]], str(len(row.seeds)), f"{_number(row.mean, pct)}{spread}", per_seed, delta, p,
                  *[row.reach[t].text() for t in thresholds], *gate_cells]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -265,6 +297,8 @@ def render(sections: list[Section], thresholds: Sequence[float] = THRESHOLDS, ti
              f"Generated {generated or utc_now_iso()}" + (f" from {source}" if source else "") + ".", ""]
     for section in sections:
         lines += [f"## {section.task}, scale {section.scale}", ""]
+        if section.shared:
+            lines += [f"Every group: {{{', '.join(section.shared)}}}.", ""]
         if section.rows:
             lines += [*_table(section, thresholds), ""]
         lines += [f"- {note}" for note in section.notes]

@@ -158,7 +158,7 @@ def compare(records: list[dict], args: argparse.Namespace) -> list[Section]:
                            f"in [0, 1] (tables show it in percent): give {' '.join(f'{t / 100:g}' for t in over)} "
                            f"for {', '.join(f'{t:g} %' for t in over)}")
     groups = sorted({row.label for section in sections for row in section.rows})
-    if args.reference is not None and args.reference not in groups:
+    if args.reference is not None and not any(section.reference in groups for section in sections):
         raise CompareError(f"--reference {args.reference!r}: no group is; the groups: "
                            f"{', '.join(repr(g) for g in groups)}")
     return sections

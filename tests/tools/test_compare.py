@@ -204,3 +204,25 @@ def test_overrides_every_group_shares_do_not_make_a_group_less_plain(tmp_path, c
     only_coda = [r for r in records if r["model"] == "decompatt_coda"] + centred
     (section,) = comparison_sections(only_coda, "test/acc", "val/acc")
     assert section.reference == "decompatt_coda {data.dataset=toynli, optimizer.lr=0.001}"
+
+
+def test_overrides_every_group_shares_are_said_once_not_in_every_label(tmp_path, capsys):
+    """Every label of a sweep's table repeated its shared ``{data.dataset=toynli, optimizer.lr=0.001}``: they are
+    said once above the table; ``--reference`` still takes the whole label."""
+    shared = ["data.dataset=toynli", "optimizer.lr=0.001"]
+    records = [snli("decompatt", s, 0.70, shared) for s in (1, 2)] + [
+        snli("decompatt", s, 0.80, [*shared, "model.hidden_size=50"]) for s in (1, 2)]
+    assert compare(tmp_path, records) == 0
+    out = capsys.readouterr().out
+    assert "Every group: {data.dataset=toynli, optimizer.lr=0.001}." in out
+    rows = [line.split(" | ")[0] for line in out.splitlines() if line.startswith("| decompatt")]
+    assert rows == ["| decompatt", "| decompatt {model.hidden_size=50}"]
+    assert "Δ vs decompatt (points)" in out
+    whole = "decompatt {data.dataset=toynli, model.hidden_size=50, optimizer.lr=0.001}"
+    assert compare(tmp_path, records, "--reference", whole) == 0
+    assert "Δ vs decompatt {model.hidden_size=50} (points)" in capsys.readouterr().out
+    assert compare(tmp_path, records, "--reference", "decompatt {model.hidden_size=50}") == 0  # as shown
+    assert "Δ vs decompatt {model.hidden_size=50} (points)" in capsys.readouterr().out
+    assert compare(tmp_path, records, "--reference", "decompatt {optimizer.lr=0.001}") == 2  # no group reads so
+    (section,) = comparison_sections(records[:2], "test/acc", "val/acc")  # one group: its label says it all
+    assert section.shared == shared
