@@ -71,6 +71,8 @@ def _check(hyps: Sequence[str], refs: Sequence[str]) -> None:
         raise TypeError("hyps and refs are sequences of sentences, not single strings")
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references; they must be aligned one to one")
+    if not hyps:
+        raise ValueError("no sentences: BLEU is not defined over an empty corpus")
 
 
 def multi_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> BleuStats:

@@ -127,7 +127,7 @@ class GroupedRanking(Metric):
 
     def update(self, scores: torch.Tensor, labels: torch.Tensor, groups: torch.Tensor,
                order: torch.Tensor | None = None) -> None:
-        self.scores.append(scores.detach().float())
+        self.scores.append(scores.detach().double())  # float32 would turn a near-tie of float64 scores into a tie
         self.labels.append(labels.detach().long())
         self.groups.append(groups.detach().long())
         keyed = order is not None  # an example id: a repeat of it (DDP sampler padding) is counted once

@@ -244,3 +244,12 @@ def test_t2t_bleu_smooths_as_compute_bleu_where_sacrebleu_none_gives_zero():
     assert t2t_bleu(["a b c"], ["a b c"]) == pytest.approx(100.0) == _t2t_reference(["a b c"], ["a b c"])
     assert t2t_bleu(["x y z w"], ["a b c d"]) == pytest.approx(_t2t_reference(["x y z w"], ["a b c d"]))
     assert t2t_bleu([""], ["a b c d"]) == 0.0
+
+
+@pytest.mark.parametrize("score", ["multi_bleu", "tokenized_bleu", "t2t_bleu", "sacrebleu_score"])
+def test_an_empty_corpus_is_a_clear_error(score):
+    """sacrebleu's IndexError ("list index out of range") was all a caller got."""
+    from coda_exp.metrics import bleu
+
+    with pytest.raises(ValueError, match="no sentences: BLEU is not defined over an empty corpus"):
+        getattr(bleu, score)([], [])

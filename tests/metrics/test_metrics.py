@@ -106,6 +106,15 @@ def test_metric_accumulates_batches():
         ranking_scores(torch.zeros(2), torch.zeros(3), torch.zeros(2))
 
 
+def test_float64_scores_keep_their_order():
+    """A relevant item scored 1 + 1e-9 above a wrong one at 1.0 (a float64 run): cast to float32 they tied, and the
+    pessimistic tie rule ranked it second (MAP 0.5); it is first."""
+    m = GroupedRanking()
+    scores = torch.tensor([1.0 + 1e-9, 1.0, 0.5], dtype=torch.float64)
+    m.update(scores, torch.tensor([1, 0, 0]), torch.tensor([0, 0, 0]), torch.arange(3))
+    assert {k: v.item() for k, v in m.compute().items()} == {"map": 1.0, "mrr": 1.0}
+
+
 def test_repeated_example_ids_count_once():
     """DDP's sampler pads shards with repeats: the same example id (``order``) must not count twice."""
     once, twice = GroupedRanking(), GroupedRanking()

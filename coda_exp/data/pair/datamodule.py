@@ -148,6 +148,10 @@ class PairDataModule(LabelledDataModule):
             else:
                 ds = ds.shuffle(seed=self.subset_seed).select(range(limit))
         groups = {g: i for i, g in enumerate(dict.fromkeys(ds["group"]))}
+        if self.ranking and split != "train":  # what MAP/MRR average over: the questions with a correct answer
+            answered = {g for g, y in zip(ds["group"], ds["label"]) if y == 1}
+            self.stats[f"{split}_questions"] = len(groups)
+            self.stats[f"{split}_questions_scored"] = len(answered)  # the others are skipped by the ranking metrics
         ds = ds.map(lambda g, idx: {"group_idx": groups[g], "index": idx}, input_columns="group",
                     with_indices=True)
         return ds

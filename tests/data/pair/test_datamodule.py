@@ -31,8 +31,12 @@ def test_wikiqa_groups_and_answered_filter(tmp_path, dm):
     assert m.stats["train_examples"] == 45  # training keeps every candidate
     batch = next(iter(m.val_dataloader()))
     assert batch["group"].tolist() == sorted(batch["group"].tolist())
+    assert m.stats["validation_questions"] == m.stats["validation_questions_scored"] == len(set(val["group"]))
     m2 = dm(tmp_path / "b", "wikiqa", eval_protocol="raw")
     assert len(m2.splits["validation"]) > len(val)
+    # raw keeps the unanswered question, which MAP and MRR skip: the record says how many they average over
+    assert m2.stats["validation_questions"] == m.stats["validation_questions"] + 1
+    assert m2.stats["validation_questions_scored"] == m.stats["validation_questions"]
 
 
 @pytest.mark.parametrize("name", ["udc", "wikiqa", "trecqa"])
