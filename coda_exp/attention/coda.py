@@ -76,6 +76,7 @@ class CoDACrossAttention(nn.Module):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be an int >= 1, got {dim!r}")
         check_module_options(hidden, projection, share_projections, dropout)
+        self.dim = dim
         self.options = CoDAOptions(e_fn=e_fn, n_fn=n_fn, alpha=alpha, beta=beta, scale=scale, center_e=center_e,
                                    center_n=center_n, center_over=center_over, gate_scale=gate_scale, kernel=kernel,
                                    query_scale=query_scale)
@@ -89,8 +90,8 @@ class CoDACrossAttention(nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor, mask_a: torch.Tensor | None = None,
                 mask_b: torch.Tensor | None = None, return_maps: bool = False):
         for name, x in (("a", a), ("b", b)):
-            if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point():
-                raise ValueError(f"CoDACrossAttention: {name} must be a floating tensor (B, L, dim), got "
+            if not isinstance(x, torch.Tensor) or x.dim() != 3 or not x.is_floating_point() or x.shape[-1] != self.dim:
+                raise ValueError(f"CoDACrossAttention: {name} must be a floating tensor (B, L, dim={self.dim}), got "
                                  f"{described(x)}")
         if a.shape[0] != b.shape[0] or a.dtype != b.dtype:
             raise ValueError(f"CoDACrossAttention: a {a.dtype} {tuple(a.shape)} and b {b.dtype} {tuple(b.shape)} must "

@@ -29,7 +29,9 @@ def masked_center(x: torch.Tensor, mask: torch.Tensor | None, over: str = "slice
     dims = (-2, -1) if over == "slice" else (-1,)
     if mask is None:
         return x - x.mean(dim=dims, keepdim=True)
-    valid = torch.broadcast_to(mask, x.shape)  # a (B, 1, 1, lb) mask counts every row it covers
+    shape = torch.broadcast_shapes(x.shape, mask.shape)  # a mask may carry batch dimensions that x shares (size 1)
+    x = x.expand(shape)
+    valid = torch.broadcast_to(mask, shape)  # a (B, 1, 1, lb) mask counts every row it covers
     total = torch.where(valid, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim=dims, keepdim=True)
     count = valid.sum(dim=dims, keepdim=True).clamp(min=1).to(x.dtype)  # (..., 1, 1) or (..., la, 1)
     return x - total / count

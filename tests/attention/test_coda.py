@@ -332,3 +332,36 @@ def test_softmax_path_is_unchanged_by_a_query_mask(causal):
         got = mha(q, kv, kv, key_padding_mask=kpm, causal=causal, query_padding_mask=qpm, **kw)
         for g, w in zip((got[0], got[1].weights) if kw else [got], (want[0], want[1].weights) if kw else [want]):
             assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "torch", "chunked", "numba"])
+@pytest.mark.parametrize("center", [{"center_e": True}, {"center_n": True, "center_over": "row"}])
+def test_centring_with_a_mask_of_more_batch_dimensions_than_q_and_k(kernel, center):
+    """Queries and keys shared by a batch (batch dimension 1) and a (3, 1, 1, Lk) key mask: uncentred it ran, centred
+    ``torch.broadcast_to`` raised (the mean's mask was broadcast to E's shape); the answer is that of q, k, v
+    expanded to the mask's batch."""
+    from coda_exp.attention import coda_attention, coda_matrix
+
+    gen = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(1, 2, n, 4, dtype=torch.float64, generator=gen) for n in (5, 6))
+    v = torch.randn(1, 2, 6, 3, dtype=torch.float64, generator=gen)
+    mask = torch.ones(3, 1, 1, 6, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    got = coda_attention(q, k, v, mask=mask, kernel=kernel, **center)
+    want = coda_attention(*(x.expand(3, -1, -1, -1) for x in (q, k, v)), mask=mask, kernel="torch", **center)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    a, b = q[0, :1], k[0, :1]  # (1, 5, 4), (1, 6, 4)
+    pairs = torch.ones(3, 5, 6, dtype=torch.bool)
+    pairs[2, :, 3:] = False
+    got = coda_matrix(a, b, a, b, mask=pairs, **center)
+    want = coda_matrix(*(x.expand(3, -1, -1) for x in (a, b, a, b)), mask=pairs, **center)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_cross_attention_names_an_input_of_another_feature_size(side):
+    """b of 7 features for a module of dim 8 was the projection's "mat1 and mat2 shapes cannot be multiplied"."""
+    inputs = {"a": torch.randn(2, 5, 8), "b": torch.randn(2, 3, 8)}
+    inputs[side] = torch.randn(2, 4, 7)
+    with pytest.raises(ValueError, match=rf"CoDACrossAttention: {side} must be a floating tensor \(B, L, dim=8\)"):
+        CoDACrossAttention(8, hidden=4)(inputs["a"], inputs["b"])
