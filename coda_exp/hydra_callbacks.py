@@ -104,8 +104,15 @@ def job_outcome(job_return: JobReturn, finished_in: Path | None = None) -> dict[
 
 def program() -> str:
     """The command this process was started as, for a command to type again: ``python train.py``, ``coda-exp`` or
-    ``python -m coda_exp``."""
-    return {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name, "python train.py")
+    ``python -m coda_exp``; ``train.py`` as it was typed (``python /work/coda-exp/train.py`` from a project's own
+    folder: ``python train.py`` there is "can't open file")."""
+    import shlex
+
+    typed = sys.argv[0] if sys.argv and Path(sys.argv[0]).name == "train.py" else "train.py"
+    if Path(typed).resolve() == (Path.cwd() / "train.py").resolve():  # the checkout's own folder
+        typed = "train.py"
+    return {"coda-exp": "coda-exp", "__main__.py": "python -m coda_exp"}.get(Path(sys.argv[0]).name,
+                                                                             f"python {shlex.quote(typed)}")
 
 
 def _jobs_stop_first():

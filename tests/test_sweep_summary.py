@@ -204,3 +204,22 @@ def test_a_joblib_sweep_lets_the_first_ctrl_c_stop_its_jobs_after_their_step(tmp
                                                                                               "basic_launcher."
                                                                                               "BasicLauncher"}}}))
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("argv0,cwd,said", [
+    ("train.py", "checkout", "python train.py"),
+    ("{checkout}/train.py", "checkout", "python train.py"),
+    ("{checkout}/train.py", "elsewhere", "python {checkout}/train.py"),  # was python train.py: can't open file
+    ("../code/train.py", "elsewhere", "python ../code/train.py"),
+    ("/usr/bin/coda-exp", "elsewhere", "coda-exp"),
+])
+def test_the_command_to_type_again_names_train_py_as_typed(tmp_path, monkeypatch, argv0, cwd, said):
+    from coda_exp.hydra_callbacks import program
+
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    for folder in (checkout, elsewhere):
+        folder.mkdir()
+    (checkout / "train.py").touch()
+    monkeypatch.chdir(checkout if cwd == "checkout" else elsewhere)
+    monkeypatch.setattr("sys.argv", [argv0.format(checkout=checkout)])
+    assert program() == said.format(checkout=checkout)

@@ -38,4 +38,5 @@ def test_ctrl_c_stops_a_joblib_sweeps_jobs_after_their_step_and_lists_them(tmp_p
     assert sweep.returncode == 130, out[-3000:]
     assert "sweep: 2 job(s), 0 failed, 2 interrupted" in out, out[-3000:]
     assert len(list(tmp_path.glob("outputs/multiruns/*/*/checkpoints/interrupted.ckpt"))) == 2
-    assert "to go on (finished jobs skipped, stopped ones resumed): python train.py -m hydra/launcher=joblib" in out
+    assert ("to go on (finished jobs skipped, stopped ones resumed): "
+            f"python {ROOT / 'train.py'} -m hydra/launcher=joblib") in out  # train.py as typed, outside the checkout
