@@ -46,9 +46,8 @@ class GracefulStop(pl.callbacks.Checkpoint):
     """A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption) during training stops the run at
     the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
     :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
-    steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default does.
-    Lightning's own Ctrl-C handling exits with nothing saved; its SIGTERM stop (``trainer.received_sigterm``) comes
-    after this hook. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
+    steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default
+    does. Lightning's own Ctrl-C exits with nothing saved; its SIGTERM stop (``received_sigterm``) comes later. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
     signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives. Under gradient
     accumulation the stop comes at the end of the batch that makes the optimizer step.
 
@@ -120,7 +119,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
             self._preempt = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
-        self._stop_after_checkpoint(trainer)  # not reached when last.ckpt was written after the step, as it is
+        self._stop_after_checkpoint(trainer)  # a stop put off at an epoch's end (on_validation_end) ends here
         self._step_before = trainer.global_step
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
@@ -157,6 +156,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
                       "saved now, in case the run is killed before)", trainer.global_step, path)
             return
         trainer.save_checkpoint(path)
+        _log_this_step(trainer)
         self._stop(trainer, name, path)
 
     def state_dict(self) -> dict:
@@ -193,11 +193,11 @@ class GracefulStop(pl.callbacks.Checkpoint):
         self._stop(trainer, name, path)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking and trainer.state.fn == "fit" and self._last_written(trainer):
-            self._stop_after_checkpoint(trainer)
-
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._last_written(trainer):  # checkpoints written at epoch ends (one validation an epoch)
+        """A validation within an epoch: stop here. At an epoch's end the stop waits for the next batch's start (or
+        the training's end): Lightning logs the epoch's metrics (``train/loss_epoch``) after these hooks, and a
+        stop raised in them lost that epoch's point in every logger; nothing is trained or saved in between."""
+        if not trainer.sanity_checking and trainer.state.fn == "fit" and self._last_written(trainer) and \
+                not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             self._stop_after_checkpoint(trainer)
 
     def _last_written(self, trainer: pl.Trainer) -> bool:
@@ -211,6 +211,13 @@ class GracefulStop(pl.callbacks.Checkpoint):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore()
+
+
+def _log_this_step(trainer: pl.Trainer) -> None:
+    """This step's metrics to the loggers, as Lightning sends them after the hooks a stop raises in (they were lost)."""
+    if (connector := getattr(trainer, "_logger_connector", None)) is not None:
+        connector.on_batch_end()
+        connector.update_train_step_metrics()
 
 
 def submitit_signal() -> signal.Signals | None:

@@ -306,3 +306,44 @@ def test_a_full_disk_is_one_message_naming_the_checkpoint_to_resume_from(make_cf
     run(make_cfg(*base, f"ckpt_path={last}"))
     (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
     assert record["steps"] == 10 and record["resumed_from"] == str(last)
+
+
+def _logged(folder: Path) -> dict[str, dict[int, float]]:
+    """metric -> {logger step: value} of a run's CSV log, each (metric, step) once (a repeat fails)."""
+    import csv
+
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted((folder / "run" / "csv").rglob("metrics.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                for name in ("train/loss_step", "train/loss_epoch"):
+                    if row.get(name):
+                        assert int(row["step"]) not in out.setdefault(name, {}), (name, row["step"])
+                        out[name][int(row["step"])] = float(row[name])
+    return out
+
+
+@pytest.mark.parametrize("step", [2, 5])  # mid-epoch (interrupted.ckpt); the epoch's last step (last.ckpt)
+def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_path, step):
+    """A Ctrl-C stop raised in a hook before Lightning sent the step's metrics: the step's ``train/loss_step``
+    (mid-epoch) or the epoch's ``train/loss_epoch`` (at its end) was missing from every logger. (Lightning's epoch
+    mean of a stopped epoch covers the batches after the resume only: its value is not the uninterrupted one.)"""
+    base = ["task=snli", "model=decompatt", "scale=fixture", "logger=csv", "seed=3", "save_predictions=false",
+            "task.epochs=2", "trainer.log_every_n_steps=1"]
+    run(compose(base, tmp_path / "whole"))
+    whole = _logged(tmp_path / "whole")
+    assert len(whole["train/loss_epoch"]) == 2 and sorted(whole["train/loss_step"]) == list(range(10))  # 5 an epoch
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={step}",
+            "+callbacks.sig.signum=2"]
+    with pytest.raises(SystemExit):
+        run(compose([*base, *hook], tmp_path / "part"))
+    checkpoint = tmp_path / "part" / "run" / "checkpoints" / ("last.ckpt" if step == 5 else "interrupted.ckpt")
+    run(compose([*base, f"ckpt_path={checkpoint}"], tmp_path / "resumed"))
+    part, resumed = _logged(tmp_path / "part"), _logged(tmp_path / "resumed")
+    for name, values in whole.items():
+        joined = {**part.get(name, {}), **resumed.get(name, {})}
+        assert not set(part.get(name, {})) & set(resumed.get(name, {})), name  # no step logged twice
+        assert sorted(joined) == sorted(values), name
+        if name == "train/loss_epoch" and step == 2:  # the stopped epoch's mean: over the batches after the resume
+            joined, values = (dict(sorted(d.items())[1:]) for d in (joined, values))
+        assert joined == pytest.approx(values, abs=1e-6), name
