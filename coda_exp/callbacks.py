@@ -52,12 +52,32 @@ class KeepBestAcrossFolders(pl.Callback):
 class EarlyStopping(pl.callbacks.EarlyStopping):
     """EarlyStopping whose ``patience`` is the configured one even after resuming from a checkpoint (Lightning
     restores the patience saved in the checkpoint, so ``task.epochs`` raised on resume would still stop at the old
-    budget). The wait count and best score are restored as usual."""
+    budget). The wait count and best score are restored as usual.
+
+    One check per optimizer step: a run resumed from a checkpoint written at an epoch's end (checkpoints saved at
+    train-epoch ends, as with a validation every epoch) runs that epoch's end hooks again, and Lightning's check
+    there raised "conditioned on metric val/acc which is not available" (no validation since the resume: the run
+    could never go on) or, with the metric there, counted the same validation twice. The step of the last check
+    rides in the checkpoint; a second check at that step is the one already made."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.checked_at_step: int | None = None
+
+    def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
+        if self.checked_at_step is not None and trainer.global_step == self.checked_at_step:
+            return
+        self.checked_at_step = int(trainer.global_step)
+        super()._run_early_stopping_check(trainer)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "checked_at_step": self.checked_at_step}
 
     def load_state_dict(self, state_dict: dict) -> None:
         patience = self.patience
         super().load_state_dict(state_dict)
         self.patience = patience
+        self.checked_at_step = state_dict.get("checked_at_step")
 
 
 class ElapsedTime(pl.Callback):

@@ -276,3 +276,28 @@ def test_a_run_trained_on_from_another_folders_checkpoint_keeps_its_best_where_t
             {best: torch.tensor(0.9)} if exists else {})
         assert callback.dirpath == new and last.dirpath == new
         assert last.best_model_score is None  # not monitored: Lightning's own handling of another folder
+
+
+def test_early_stopping_checks_once_per_step_across_a_resume():
+    """A run resumed from a checkpoint written at an epoch's end runs that epoch's end hooks again: Lightning's check
+    there raised "not available" (no validation since the resume) or counted one validation twice."""
+    from coda_exp.callbacks import EarlyStopping
+
+    def trainer(step, metrics):
+        return SimpleNamespace(global_step=step, callback_metrics=metrics, fast_dev_run=False, should_stop=False,
+                               current_epoch=0, strategy=SimpleNamespace(reduce_boolean_decision=lambda d, all: d))
+
+    stopping = EarlyStopping(monitor="val/acc", mode="max", patience=5)
+    stopping._run_early_stopping_check(trainer(10, {"val/acc": torch.tensor(0.5)}))
+    stopping._run_early_stopping_check(trainer(20, {"val/acc": torch.tensor(0.4)}))
+    assert stopping.wait_count == 1
+    saved = stopping.state_dict()
+    resumed = EarlyStopping(monitor="val/acc", mode="max", patience=5)
+    resumed.load_state_dict(saved)
+    resumed._run_early_stopping_check(trainer(20, {}))  # the epoch's end again, no metric yet: the check made
+    resumed._run_early_stopping_check(trainer(20, {"val/acc": torch.tensor(0.4)}))  # not counted twice
+    assert resumed.wait_count == 1 and resumed.checked_at_step == 20
+    resumed._run_early_stopping_check(trainer(30, {"val/acc": torch.tensor(0.4)}))
+    assert resumed.wait_count == 2
+    with pytest.raises(RuntimeError, match="not available"):  # a later step without the metric: Lightning's error
+        resumed._run_early_stopping_check(trainer(40, {}))

@@ -347,3 +347,46 @@ def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_p
         if name == "train/loss_epoch" and step == 2:  # the stopped epoch's mean: over the batches after the resume
             joined, values = (dict(sorted(d.items())[1:]) for d in (joined, values))
         assert joined == pytest.approx(values, abs=1e-6), name
+
+
+@pytest.mark.slow  # ~25 s: two AlgoLisp runs
+def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose, tmp_path, caplog):
+    """AlgoLisp at the fixture scale: 2 batches an epoch, a validation every 10 steps. Stopped at step 24 (an
+    epoch's last batch), interrupted.ckpt was saved there, and pytorch-lightning 2.6 resumed it into that epoch
+    again, its data order included: the weights differed from the first resumed step. The stop is now at step 25."""
+    import torch
+
+    base = ["task=algolisp", "model=coda_transformer", "scale=fixture", "logger=none", "seed=1",
+            "save_predictions=false", "task.max_steps=30"]
+    run(compose(base, tmp_path / "whole"))
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=24",
+            "+callbacks.sig.signum=15"]
+    with pytest.raises(SystemExit):
+        run(compose([*base, *hook], tmp_path / "part"))
+    saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
+    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == 25
+    run(compose([*base, f"ckpt_path={saved}"], tmp_path / "part"))
+    (whole,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
+    (resumed,) = results.load_records(tmp_path / "part" / "results" / "runs", strict=True)
+    assert (resumed["steps"], resumed["epochs"], resumed["metrics"]) == (whole["steps"], whole["epochs"],
+                                                                        whole["metrics"])
+    a, b = (torch.load(folder / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+            for folder in (tmp_path / "whole", tmp_path / "part"))
+    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+@pytest.mark.slow  # ~30 s: three SST processes
+def test_a_run_killed_after_an_epochs_end_checkpoint_resumes(tmp_path):
+    """SST at the fixture scale validates every step, its epochs one batch long, so last.ckpt is written at each
+    epoch's end: killed after one, the resumed run stopped at once ("Early stopping conditioned on metric val/acc
+    which is not available": Lightning runs that epoch's end again, without its validation)."""
+    base = ["task=sst", "model=coda_transformer_classifier", "scale=fixture", "seed=1", "save_predictions=false",
+            "task.max_steps=24"]
+    killed = train([*base, "+callbacks.kill._target_=tests.e2e.kill_hook.KillAtStep", "+callbacks.kill.step=18",
+                    f"hydra.run.dir={tmp_path}/run"], tmp_path)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = train([*base, f"ckpt_path={tmp_path}/run/checkpoints/last.ckpt", f"hydra.run.dir={tmp_path}/run"],
+                    tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert record["steps"] == 24 and record["status"] == "finished"
