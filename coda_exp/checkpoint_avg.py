@@ -27,6 +27,7 @@ import logging
 import os
 import pickle
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,9 +50,12 @@ class CheckpointError(UserError, ValueError):
     """A checkpoint file that is missing, empty, unreadable or not a Lightning checkpoint; one line naming it."""
 
 
-def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[str] = ("state_dict",)) -> dict:
+def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[str] = ("state_dict",),
+                    verify: bool = False) -> dict:
     """``torch.load`` of a Lightning checkpoint, or :class:`CheckpointError`: one line naming the file and what was
-    expected (a truncated, empty or foreign file, or one without the keys ``need``)."""
+    expected (a truncated, empty or foreign file, or one without the keys ``need``). ``verify``: every entry's CRC
+    is checked first (the whole file is read): ``torch.load`` checks none, so a file damaged in place, its size
+    unchanged, loaded damaged weights (a run resumed from one trained on them)."""
     path = Path(path)
     expected = f"expected a Lightning checkpoint (torch.save'd dict with {', '.join(map(repr, need))})"
     if path.is_dir():
@@ -62,6 +66,14 @@ def load_checkpoint(path: str | os.PathLike, mmap: bool = False, need: Sequence[
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty; {expected}")
     archive = zipfile.is_zipfile(path)  # torch.save's format; torch < 1.6 wrote a bare pickle, which cannot be mmapped
+    if archive and verify:
+        try:
+            with zipfile.ZipFile(path) as z:
+                bad = z.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as err:
+            bad = f"{type(err).__name__}: {_first_sentence(str(err))}"
+        if bad is not None:
+            raise CheckpointError(f"{path}: damaged (its entry {bad} fails the archive's CRC check); {expected}")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap and archive)
     except (RuntimeError, OSError, EOFError, ValueError, ImportError, AttributeError, pickle.UnpicklingError,

@@ -345,7 +345,7 @@ def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
 def check_checkpoint_fits(ckpt_path: str, task: pl.LightningModule) -> None:
     """The checkpoint's weights are the built model's (same names, same shapes): else a CheckpointError naming the
     file and the first differences, before training (a checkpoint outside a run folder has no config to compare)."""
-    state = load_checkpoint(ckpt_path, mmap=True)["state_dict"]
+    state = load_checkpoint(ckpt_path, mmap=True, verify=True)["state_dict"]  # (a damaged file: said, not trained on)
     mine = task.state_dict()
     missing, unexpected = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
     shapes = sorted(k for k in set(mine) & set(state) if tuple(mine[k].shape) != tuple(state[k].shape))

@@ -182,3 +182,25 @@ def test_a_ddp_rank_that_died_gets_the_resume_line_its_surviving_checkpoint_allo
     assert ("a process of this distributed run lost its peers (RuntimeError): another rank stopped (killed, out of "
             "memory? its log says why); the checkpoints written so far are kept: resume with "
             f"ckpt_path={folder / 'checkpoints' / 'last.ckpt'}") in caplog.text
+
+
+def test_a_checkpoint_damaged_in_place_is_named_before_a_run_trains_on_it(tmp_path):
+    """4 KB overwritten inside last.ckpt, its size unchanged: torch.load checks no CRC, so the resumed run trained on
+    the damaged weights (and was recorded as diverged); the check before a resume reads every entry's CRC."""
+    import torch
+
+    from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
+    from coda_exp.run_checks import check_checkpoint_fits
+
+    model = torch.nn.Linear(64, 64)
+    path = tmp_path / "last.ckpt"
+    torch.save({"state_dict": model.state_dict(), "global_step": 7}, path)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle: middle + 4096] = bytes(4096)
+    path.write_bytes(bytes(data))
+    load_checkpoint(path)  # torch.load reads it (the damage is in the weights)
+    with pytest.raises(CheckpointError, match=r"last\.ckpt: damaged \(its entry .* fails the archive's CRC check\)"):
+        load_checkpoint(path, verify=True)
+    with pytest.raises(CheckpointError, match="damaged"):
+        check_checkpoint_fits(str(path), model)
