@@ -67,10 +67,17 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
 
 
 def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | None]:
-    """(the resolved config of ``folder``'s run, the file it was read from): its ``config_resolved.yaml``, or where
-    that was deleted or cannot be read (cut short, hand-edited) the config its checkpoint carries (``last.ckpt`` or
-    ``interrupted.ckpt``, memory-mapped); (None, None) where neither can be read. ``warn``: say so in the log where
-    the file cannot be read."""
+    """(the resolved config of ``folder``'s run, the file it was read from): its latest resume's (a raised budget:
+    the run's now), its ``config_resolved.yaml``, or where that was deleted or cannot be read (cut short,
+    hand-edited) the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped); (None,
+    None) where neither can be read. ``warn``: say so in the log where the file cannot be read."""
+    for later in sorted(folder.glob(RESOLVED_CONFIG.replace(".yaml", ".resumed-*.yaml")), reverse=True):
+        try:
+            theirs = OmegaConf.to_container(OmegaConf.load(later), resolve=True)
+            if isinstance(theirs, dict):
+                return theirs, later
+        except Exception:  # noqa: BLE001, S112 - an earlier one, or the first, stands in for it
+            continue
     path = folder / RESOLVED_CONFIG
     unreadable = None
     if path.is_file():

@@ -373,3 +373,25 @@ def test_resume_auto_names_a_run_of_this_configuration_under_another_budget(tmp_
     assert other_budget(_budget_cfg(tmp_path, 5), tmp_path / "new") == (
         folder, "task.epochs: 300 there, 5 here; trainer.max_epochs: 300 there, 5 here")
     assert other_budget(_budget_cfg(tmp_path, 300), tmp_path / "new") is None  # the same run: resume=auto resumes it
+
+
+def test_a_run_resumed_with_a_raised_budget_is_that_budgets_run(tmp_path):
+    """Stopped, resumed with ckpt_path= and task.epochs raised, stopped again: the same command with resume=auto
+    started a fresh run beside it (its config_resolved.yaml, the first one, has the old budget); the config of its
+    latest resume is the run's now."""
+    from omegaconf import OmegaConf
+
+    from coda_exp.auto_resume import run_config, same_run
+
+    folder = tmp_path / "runs" / "snli-decompatt" / "2026-11-27_16-24-26.472408-s1"
+    folder.mkdir(parents=True)
+    for budget, name in ((100, "config_resolved.yaml"), (120, "config_resolved.resumed-2026-11-28T051000.1+0000.yaml"),
+                         (150, "config_resolved.resumed-2026-11-28T052000.1+0000.yaml")):
+        theirs = OmegaConf.to_container(_budget_cfg(tmp_path, budget), resolve=True)
+        theirs["paths"]["output_dir"] = str(folder)
+        (folder / name).write_text(OmegaConf.to_yaml(theirs))
+    mine = OmegaConf.to_container(_budget_cfg(tmp_path, 150), resolve=True)
+    assert same_run(mine, folder) and run_config(folder)[1].name.startswith("config_resolved.resumed-2026-11-28T0520")
+    assert not same_run(OmegaConf.to_container(_budget_cfg(tmp_path, 100), resolve=True), folder)
+    (folder / "config_resolved.resumed-2026-11-28T052000.1+0000.yaml").write_text("{unreadable: [")
+    assert same_run(OmegaConf.to_container(_budget_cfg(tmp_path, 120), resolve=True), folder)  # the one before
