@@ -324,6 +324,10 @@ def check_same_configuration(cfg: DictConfig, ckpt: dict) -> None:
     trained = ckpt.get(CHECKPOINT_CONFIG)
     if not isinstance(trained, dict):
         return
+    if trained.get("threads") != cfg.get("threads"):  # a location key, yet CPU results depend on it
+        log.warning("ckpt_path=%s was trained with threads=%s, this run has threads=%s: the steps from here on are "
+                    "computed otherwise than the uninterrupted run's (its record states threads=%s)", cfg.ckpt_path,
+                    trained.get("threads"), cfg.get("threads"), cfg.get("threads"))
     changed, data = configuration_changes(cfg, trained), data_change(cfg, ckpt, trained)
     if not changed and data is None:
         return

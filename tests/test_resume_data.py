@@ -92,3 +92,16 @@ def test_only_regular_files_are_read(tmp_path):
     (tmp_path / "train.txt").write_text("a b c\n")
     os.mkfifo(tmp_path / "pipe")
     assert list(files_of(tmp_path)) == ["train.txt"]
+
+
+def test_a_resume_on_another_thread_count_says_so(make_cfg, caplog):
+    """threads=2 on a threads=1 run's checkpoint resumed without a word, its record stating threads 2 for steps
+    computed on one thread too (CPU results depend on the thread counts)."""
+    cfg = make_cfg("task=snli", "scale=fixture", "ckpt_path=x.ckpt", "threads=2")
+    trained = OmegaConf.to_container(make_cfg("task=snli", "scale=fixture", "threads=1"), resolve=True)
+    trained["paths"] = OmegaConf.to_container(cfg.paths, resolve=True)
+    check_same_configuration(cfg, {CHECKPOINT_CONFIG: trained})
+    assert "x.ckpt was trained with threads=1, this run has threads=2" in caplog.text
+    caplog.clear()
+    check_same_configuration(cfg, {CHECKPOINT_CONFIG: {**trained, "threads": 2}})
+    assert "threads" not in caplog.text
