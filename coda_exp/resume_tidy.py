@@ -7,6 +7,7 @@
   before its next save still has it; a new stop writes the file again, and that one is kept. Only the run's own
   folder is looked at (a run trained on from a finished run's checkpoint, in a new folder, never touches that
   run's files), only by global rank 0;
+- the temporary files of checkpoint writes a kill cut short (``checkpoints/.last.ckpt.*.tmp``), when it resumes;
 - the job's own Hydra folder, where a single run went on in its checkpoint's folder or (``resume=auto``) had
   finished already there (:func:`leave_hydra_folder`).
 
@@ -57,7 +58,13 @@ class StaleInterrupted(pl.Callback):
         self.step: int | None = None  # the stale file's step; None: nothing (left) to remove
         self._file = _identity(self.path)
         self._last_seen = _identity(self.last)  # the earlier process's last.ckpt: not this run's later save
-        if getattr(rank_zero_only, "rank", 0) != 0 or self._file is None:
+        if getattr(rank_zero_only, "rank", 0) != 0:
+            return
+        for tmp in folder.glob(".*.ckpt.*.tmp"):  # io.atomic_write's file of a write a kill cut short (the folder is
+            with contextlib.suppress(OSError):  # this run's, claimed: no other process writes there)
+                tmp.unlink()
+                log.info("removed %s: a checkpoint write an earlier process of this run did not finish", tmp)
+        if self._file is None:
             return
         with contextlib.suppress(CheckpointError, OSError):  # unreadable: left as it is
             self.step = global_step(self.path)

@@ -165,3 +165,19 @@ def test_a_hydra_folder_holding_anything_else_is_never_removed(tmp_path):
     assert not remove_job_folder(folder)  # a log with lines: only a job whose run went elsewhere removes it
     assert remove_job_folder(folder, with_log=True)
     assert not (tmp_path / "runs" / "snli-decompatt").exists() and (tmp_path / "runs").is_dir()
+
+
+def test_a_resumed_run_removes_checkpoint_writes_a_kill_cut_short(tmp_path, caplog):
+    """kill -9 during a checkpoint's write leaves io.atomic_write's .last.ckpt.<random>.tmp (hundreds of KB to GBs),
+    which nothing removed; the resumed run does, and nothing else."""
+    caplog.set_level(logging.INFO, logger="coda_exp.resume_tidy")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    cut = checkpoints / ".last.ckpt.k3j9x0.tmp"
+    cut.write_bytes(b"PK\x03\x04 cut short")
+    kept = [checkpoints / name for name in ("last.ckpt", "epoch000-step5.ckpt", ".notes.tmp")]
+    for path in kept:
+        path.write_bytes(b"x")
+    StaleInterrupted(tmp_path / "run")
+    assert not cut.exists() and all(path.exists() for path in kept)
+    assert "a checkpoint write an earlier process of this run did not finish" in caplog.text
