@@ -31,6 +31,7 @@ from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: 
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
 from coda_exp.loggers import build_loggers, finish
 from coda_exp.optim import schedule_node
+from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
@@ -235,7 +236,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
     pin_threads(cfg.get("threads"))  # before anything computes: CPU results depend on the thread counts
     pl.seed_everything(cfg.seed, workers=True)
-    run_folder.save_resolved_config(cfg, overrides)  # a resumed run's overrides beside its config
+    save_resolved_config(cfg, overrides)  # a resumed run's overrides beside its config
     datamodule = build_data(cfg)
     datamodule.setup("fit")
     identity["scale"] = amend_scale(identity["scale"], datamodule.scale_notes())  # MLU files of another size

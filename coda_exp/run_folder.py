@@ -10,7 +10,7 @@ folder a run will write to is checked writable before the first step.
   dirpath and keeps its best-model state (with a new dirpath Lightning drops it: "dirpath has changed"). The
   claim of the killed run is taken over, unless its process is still alive on this host. The job's own Hydra
   folder, left with Hydra's files and its log, goes for a single run (:func:`remove_job_folder`); the command's
-  overrides are kept beside the run's resumed config (:func:`save_resolved_config`). A checkpoint of a run
+  overrides are kept beside the run's resumed config (``coda_exp.resolved_config.save_resolved_config``). A checkpoint of a run
   that finished (its record says so) is trained on from in a new folder, this job's own: a finished run's folder
   and files are never written again (``coda_exp.auto_resume.check_not_finished``).
 - Under DDP only global rank 0 claims (the other ranks write into rank 0's folder).
@@ -99,16 +99,17 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
     ``quiet``: say nothing when moving to another folder (the caller says it, once its log is there)."""
     folder = Path(folder)
     if resume:
-        owner = live_owner(folder)
-        if owner:
-            raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
-                                 "(still running); wait for it or stop it before resuming")
-        try:
-            (folder / OWNER).unlink(missing_ok=True)
-        except OSError as err:
-            raise _not_writable(folder, err, resume) from None
-        if not _try_claim(folder, resume=True):
-            raise OutputDirError(f"{folder}: another process claimed the run folder while this run resumed")
+        with _resume_lock(folder):  # two resumes at once: the second sees the first's claim (it removed it before)
+            owner = live_owner(folder)
+            if owner:
+                raise OutputDirError(f"{folder}: the run folder of ckpt_path is in use by process {owner['pid']} "
+                                     "(still running); wait for it or stop it before resuming")
+            try:
+                (folder / OWNER).unlink(missing_ok=True)
+            except OSError as err:
+                raise _not_writable(folder, err, resume) from None
+            if not _try_claim(folder, resume=True):
+                raise OutputDirError(f"{folder}: another process claimed the run folder while this run resumed")
         return folder
     for k in range(1, max_tries + 1):
         candidate = folder if k == 1 else folder.with_name(f"{folder.name}-{k}")
@@ -118,6 +119,22 @@ def claim(folder: str | os.PathLike, resume: bool = False, max_tries: int = 1000
                             _owner(folder) or "unknown owner", candidate)
             return candidate
     raise OutputDirError(f"{folder}: {max_tries} folders of that name are taken; set hydra.run.dir")
+
+
+@contextmanager
+def _resume_lock(folder: Path):
+    """An exclusive ``flock`` on ``<folder>/.run_owner.lock`` (released when the process ends, however it ends) while
+    a resume replaces the folder's ended owner; where there is no ``fcntl`` or the file cannot be made, no lock."""
+    try:
+        import fcntl
+
+        handle = open(folder / f"{OWNER}.lock", "a")  # noqa: SIM115 - held for the with block
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def live_owner(folder: str | os.PathLike) -> dict:
@@ -158,47 +175,6 @@ def resume_folder(ckpt_path: str | os.PathLike) -> Path | None:
         if parent.name == "checkpoints" and is_run_folder(parent.parent):
             return parent.parent
     return None
-
-
-def save_resolved_config(cfg, overrides: list[str] | None = None) -> Path:
-    """The fully resolved config beside the run's outputs: what scripts (plots, analysis) rebuild a run from. A
-    resumed run keeps its folder's first one and writes its own beside it (``config_resolved.resumed-<time>.yaml``),
-    with this command's ``overrides`` (Hydra's ``.hydra/overrides.yaml`` of the job; None: not a Hydra job) as
-    ``overrides.resumed-<time>.yaml``, the same time: the job's own Hydra folder goes (``remove_job_folder``); a first
-    one that cannot be read is moved aside (``config_resolved.unreadable-<time>.yaml``) and written again."""
-    from omegaconf import OmegaConf
-
-    from coda_exp import results
-
-    out = Path(cfg.paths.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / RESOLVED_CONFIG
-    if cfg.get("ckpt_path") and (path.exists() or (out / "checkpoints").is_dir()):  # resumed in its run's folder
-        from datetime import datetime, timezone
-
-        # to the microsecond, so that two resumes within a second keep both files and the names sort by time
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H%M%S.%f+0000")
-        if overrides is not None:
-            results.atomic_write_text(out / f"overrides.resumed-{stamp}.yaml",
-                                      OmegaConf.to_yaml(OmegaConf.create([str(o) for o in overrides])))
-        if _readable(path):
-            path = out / RESOLVED_CONFIG.replace(".yaml", f".resumed-{stamp}.yaml")
-        elif path.exists():  # cut short or hand-edited (resume=auto read the checkpoint's config): kept aside,
-            # written again
-            aside = out / RESOLVED_CONFIG.replace(".yaml", f".unreadable-{stamp}.yaml")
-            os.replace(path, aside)
-            log.warning("%s cannot be read: kept as %s; the resumed run writes it again", path, aside.name)
-    results.atomic_write_text(path, OmegaConf.to_yaml(cfg, resolve=True))
-    return path
-
-
-def _readable(path: Path) -> bool:
-    from omegaconf import DictConfig, OmegaConf
-
-    try:
-        return isinstance(OmegaConf.load(path), DictConfig)
-    except Exception:  # noqa: BLE001 - any parse error: unreadable
-        return False
 
 
 def check_outputs(cfg, folder: Path, claimed: bool = False) -> None:

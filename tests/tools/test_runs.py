@@ -391,3 +391,31 @@ def test_a_folder_without_config_is_named_by_its_folder_with_or_without_a_tag(tm
         run = runs._job_names(tmp_path / "runs" / "mlu-coda_transformer" / name)
         assert (run["task"]["name"], run["model"]["name"], run["seed"]) == ("mlu", "coda_transformer", seed), name
     assert runs._job_names(tmp_path / "runs" / "mlu-transformer" / "2026-s1-lr_1e-3") == {}  # no tag's hash: not ours
+
+
+def test_two_resumes_of_one_folder_at_once_leave_one_owner(tmp_path):
+    """A resume checked the folder's owner, removed the owner file, then claimed it: a second resume between those
+    steps removed the first one's claim, and both wrote to the folder. The replacement is now done under a lock, so
+    the second sees the first's live claim."""
+    import fcntl
+    import threading
+
+    from coda_exp.run_folder import OWNER, claim
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / OWNER).write_text(json.dumps({"host": socket.gethostname(), "pid": 999_999_999}))  # an ended process
+    with open(folder / f"{OWNER}.lock", "a") as held:  # as another resume would hold it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = []
+        waiting = threading.Thread(target=lambda: done.append(claim(folder, resume=True)))
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not done  # it waits for the lock
+        fcntl.flock(held, fcntl.LOCK_UN)
+    waiting.join(timeout=10)
+    assert done == [folder] and json.loads((folder / OWNER).read_text())["pid"] == os.getpid()
+    code = f"from coda_exp.run_folder import claim; claim({str(folder)!r}, resume=True)"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                           cwd=Path(__file__).resolve().parents[2])
+    assert other.returncode != 0 and "in use by process" in other.stderr  # this process's claim is live
