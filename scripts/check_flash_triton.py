@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return summary
 
     # spawned, not forked: a fork of a process that imported torch and triton can deadlock in the compiler
+    children = set(multiprocessing.active_children())  # the pool's workers are those started after this
     pool = ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) \
         if args.jobs > 1 else None
     with pool or contextlib.nullcontext():
@@ -184,13 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             except TimeoutError:
                 print(f"time budget ({args.time_budget_s:.0f} s) spent: {len(work) - len(results)} cases not checked",
                       flush=True)
-                if pool:
-                    workers = list(pool._processes.values())  # no public way to end busy workers
-                    for process in workers:
+                if pool:  # no public way to end busy workers: every process started since the pool was made
+                    pool.shutdown(wait=False, cancel_futures=True)  # (one may start after a first look)
+                    for process in set(multiprocessing.active_children()) - children:
                         process.terminate()
-                    for process in workers:
                         process.join(timeout=10)
-                    pool.shutdown(wait=False, cancel_futures=True)
+                        if process.is_alive():  # SIGTERM not acted on in time (a busy compiler): SIGKILL
+                            process.kill()
+                            process.join(timeout=10)
                 break
             except Exception as exc:  # noqa: BLE001 (a compile error is a failed case, reported, not a crash)
                 res = {"case": case[0], "dtype": dtype, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[-400:]}"}
