@@ -15,6 +15,9 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
   mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
   units), found by the tables' own selection rules (:func:`table_cells`).
 
+The tested checkpoint's validation after ``fit`` is made without the loggers (:func:`without_loggers`): the ``val/*``
+curves hold the validations made during training, and its metrics go to the record and the W&B summary.
+
 The CSV and TensorBoard loggers of a resumed run (``ckpt_path=``, ``resume=auto``) continue in the latest version
 folder the run already has (``csv/version_0``), as the W&B run continues, instead of starting ``version_1`` beside it
 and splitting the run's metrics (:func:`resumed_version`): the CSV logger keeps the ``metrics.csv`` rows up to the
@@ -24,6 +27,7 @@ again, are dropped: :class:`ResumedCSVLogger`), TensorBoard hides the events fro
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import logging
@@ -193,6 +197,19 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
             del logger._wandb_init["anonymous"]
         out.append(logger)
     return out
+
+
+@contextlib.contextmanager
+def without_loggers(trainer: pl.Trainer):
+    """``trainer`` without its loggers for a while: the final validation of the tested checkpoint after ``fit``, whose
+    metrics go to the run record and the W&B summary (:func:`finish`), not into the ``val/*`` curves at the last step
+    (they hold the validations made during training, as the record's ``val_curve``)."""
+    kept = list(trainer.loggers)
+    trainer.loggers = []
+    try:
+        yield
+    finally:
+        trainer.loggers = kept
 
 
 def table_cells(record: dict, spec_dir: Path | None = None) -> dict[str, float]:

@@ -29,7 +29,7 @@ from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import amend_scale, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
-from coda_exp.loggers import build_loggers, finish
+from coda_exp.loggers import build_loggers, finish, without_loggers
 from coda_exp.optim import schedule_node
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
@@ -297,8 +297,9 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         val_curve = [v if math.isfinite(v) else None for v in val_curve]  # JSON has no NaN
         if cfg.get("test_after_fit", True) and not diverged:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
-            with batch_limits():
+            with batch_limits(), without_loggers(trainer):  # the curves hold the validations made in training
                 metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+            with batch_limits():
                 metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             kernels["test"] = kernels_used(model)
         status = "diverged" if diverged else "finished"

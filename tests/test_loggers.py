@@ -205,3 +205,39 @@ def test_wandb_is_not_given_the_anonymous_setting_it_warns_of(make_cfg):
     """Lightning passed anonymous=None, and wandb printed "The anonymous setting has no effect..." on every run."""
     assert "anonymous" not in _wandb(make_cfg("task=snli", "logger=wandb"))
     assert _wandb(make_cfg("task=snli", "logger=wandb", "+logger.wandb.anonymous=true"))["anonymous"] == "allow"
+
+
+@pytest.fixture(scope="module")
+def logged_run(compose, tmp_path_factory):
+    """A fixture run of 3 epochs logged to CSV, TensorBoard and W&B (offline): (its folder, its record)."""
+    from coda_exp import results
+
+    folder = tmp_path_factory.mktemp("logged")
+    run(compose(["task=snli", "scale=fixture", "logger=[csv,tensorboard,wandb]", "task.epochs=3",
+                 "save_predictions=false"], folder))
+    (record,) = results.load_records(folder / "results" / "runs", strict=True)
+    return folder / "run", record
+
+
+def test_the_curves_hold_the_validations_made_in_training_only(logged_run):
+    """The tested checkpoint is validated again after fit: that validation was logged into every logger's val/acc
+    at the last step (the curve seemed to rise at its end). Its metrics are the record's (and W&B's summary); each
+    logger's curve has one point per validation made during training, at Lightning's step (record step - 1)."""
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.wandb_files import logged, offline_runs
+
+    folder, record = logged_run
+    during = [s - 1 for s in record["val_curve_steps"]]
+    assert during == [4, 9, 14] and "val/acc" in record["metrics"] and "test/acc" in record["metrics"]
+    with open(folder / "csv" / "version_0" / "metrics.csv", newline="") as f:
+        assert [int(r["step"]) for r in csv.DictReader(f) if r.get("val/acc")] == during
+    events = EventAccumulator(str(folder / "tensorboard" / "version_0"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("val/acc")] == during
+    (wandb_run,) = offline_runs(folder)
+    assert [s for s, _ in logged(wandb_run, "val/acc")] == during
+    assert logged(wandb_run, "test/acc") == [(15, pytest.approx(record["metrics"]["test/acc"]))]
+    assert wandb_run["summary"]["val/acc"] == pytest.approx(record["metrics"]["val/acc"])  # the tested checkpoint's
