@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 BLOCK = 32768
@@ -40,11 +41,12 @@ def _items(items) -> dict:
 
 
 def read_run(path: Path) -> dict:
-    """``{"run": {id, name, group, job_type, tags, project}, "config": {...}, "history": [{...}], "summary": {...}}``
-    of one ``.wandb`` file (config keys as W&B keeps them: the top-level ones, nested values as dicts)."""
+    """``{"run": {id, name, group, job_type, tags, project}, "config": {...}, "history": [{...}], "summary": {...},
+    "exit_code": ...}`` of one ``.wandb`` file (``exit_code``: None until the run's end is written; the config keys as
+    W&B keeps them: the top-level ones, nested values as dicts)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
-    out = {"run": None, "config": {}, "history": [], "summary": {}}
+    out = {"run": None, "config": {}, "history": [], "summary": {}, "exit_code": None}
     for chunk in _chunks(Path(path).read_bytes()):
         record = pb.Record()
         record.ParseFromString(chunk)
@@ -60,12 +62,21 @@ def read_run(path: Path) -> dict:
             out["history"].append(_items(record.history.item))
         elif kind == "summary":
             out["summary"].update(_items(record.summary.update))
+        elif kind == "exit":
+            out["exit_code"] = record.exit.exit_code
     return out
 
 
-def offline_runs(folder: Path) -> list[dict]:
-    """:func:`read_run` of every offline W&B run under ``folder``, oldest first."""
-    return [read_run(p) for p in sorted(Path(folder).rglob("offline-run-*/run-*.wandb"))]
+def offline_runs(folder: Path, wait_s: float = 60.0) -> list[dict]:
+    """:func:`read_run` of every offline W&B run under ``folder``, oldest first, each once it holds its exit record:
+    ``wandb.finish`` returns before W&B's service process has written the file (found holding its header alone)."""
+    out = []
+    for path in sorted(Path(folder).rglob("offline-run-*/run-*.wandb")):
+        deadline = time.monotonic() + wait_s
+        while (run := read_run(path))["exit_code"] is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        out.append(run)
+    return out
 
 
 def logged(run: dict, metric: str) -> list[tuple[int, float]]:
