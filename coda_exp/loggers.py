@@ -5,10 +5,13 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
 - its run id, kept in the run folder (:data:`WANDB_ID_FILE`): a run resumed with ``ckpt_path=`` continues in its
   checkpoint's folder (``coda_exp.run_folder``), finds the id there and resumes that W&B run (``id=...``,
   ``resume="allow"``) instead of starting a new one; a fresh run draws a new id and writes it;
-- ``group`` (unless set): ``<experiment>-<fingerprint>``, where ``<experiment>`` is the ``experiment=`` config
-  (``table_2``), else ``<task>-<model>``, and ``<fingerprint>`` the configuration fingerprint
-  (``coda_exp.fingerprint``): a learning-rate sweep lands beside the default runs, not among them; an evaluation
+- ``group`` (unless set): ``<experiment>-<fingerprint>-<scale>``, where ``<experiment>`` is the ``experiment=``
+  config (``table_2``), else ``<task>-<model>``, ``<fingerprint>`` the configuration fingerprint
+  (``coda_exp.fingerprint``) and ``<scale>`` the record's scale label (``fixture``, ``paper (task.epochs=3)``: the
+  scale and the budget, which the fingerprint leaves out and tables keep apart): a learning-rate sweep lands beside
+  the default runs, not among them, and smoke tests or budget-changed runs apart from paper runs; an evaluation
   (``coda-exp eval``) joins its trained run's group;
+- ``tags``: the configured ones, and the scale label where they lack it;
 - ``job_type`` (unless set): ``train``, or ``eval`` for ``coda-exp eval``;
 - at the end (:func:`finish`), the run record's summary in ``wandb.run.summary``: its final metrics (the tested
   checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import logging
 import os
@@ -48,6 +52,7 @@ log = logging.getLogger(__name__)
 
 WANDB_ID_FILE = "wandb_id.txt"
 ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+GROUP_CHARS, TAG_CHARS = 128, 64  # the longest group and tag W&B takes
 RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode")
 
 
@@ -55,11 +60,29 @@ def is_wandb(logger_cfg) -> bool:
     return str(logger_cfg.get("_target_", "")).endswith("WandbLogger")
 
 
+def capped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (W&B refuses longer groups and tags), ending with a digest of the whole
+    where it is cut, so that two long texts stay apart."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 9]}~{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+
+
 def wandb_group(identity: dict) -> str:
-    """``<experiment or task-model>-<fingerprint>`` of a run (``identity``: ``experiment``, ``task``, ``model``,
-    ``fingerprint``: :func:`coda_exp.run_record.run_identity`)."""
+    """``<experiment or task-model>-<fingerprint>-<scale>`` of a run (``identity``: ``experiment``, ``task``,
+    ``model``, ``fingerprint``, ``scale``: :func:`coda_exp.run_record.run_identity`); ``<scale>`` is the record's
+    scale label (``fixture``, ``paper (task.epochs=3)``), which the fingerprint leaves out and tables keep apart."""
     base = identity.get("experiment") or f"{identity.get('task')}-{identity.get('model')}"
-    return f"{base}-{identity['fingerprint']}"
+    scale = f"-{identity['scale']}" if identity.get("scale") else ""
+    return capped(f"{base}-{identity['fingerprint']}{scale}", GROUP_CHARS)
+
+
+def wandb_tags(logger_cfg, identity: dict) -> list[str]:
+    """The configured tags, and the run's scale label where they lack it (``fixture (task.epochs=3)`` beside
+    ``fixture``, the scale's name): a filter by tag keeps smoke tests, changed budgets and paper runs apart."""
+    tags = [str(t) for t in (logger_cfg.get("tags") or [])]
+    label = capped(str(identity.get("scale") or ""), TAG_CHARS)
+    return tags + [label] if label and label not in tags else tags
 
 
 def wandb_run_id(folder: Path, resume: bool) -> str:
@@ -188,6 +211,8 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
                 extra["id"] = wandb_run_id(Path(cfg.paths.output_dir), resume)
             if c.get("group") is None and identity is not None:
                 extra["group"] = wandb_group(identity)
+            if identity is not None:
+                extra["tags"] = wandb_tags(c, identity)
             if c.get("job_type") is None:
                 extra["job_type"] = job_type
         logger = instantiate(c, **extra)

@@ -23,7 +23,7 @@ def test_a_new_run_draws_an_id_and_keeps_it_in_its_folder(make_cfg, tmp_path):
     init = _wandb(make_cfg("task=snli", "logger=wandb"))
     kept = (tmp_path / "run" / loggers.WANDB_ID_FILE).read_text().strip()
     assert init["id"] == kept and len(kept) == 8 and init["resume"] == "allow"
-    assert init["job_type"] == "train" and init["group"] == f"snli-decompatt-{GRID_FINGERPRINT}"
+    assert init["job_type"] == "train" and init["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-paper"
     again = _wandb(make_cfg("task=snli", "logger=wandb"))  # a fresh run (no ckpt_path) is a new W&B run
     assert again["id"] != kept
 
@@ -39,11 +39,32 @@ def test_a_resumed_run_resumes_its_wandb_run(make_cfg, tmp_path):
 def test_the_group_separates_configurations_and_an_eval_joins_its_runs_group(make_cfg):
     swept = make_cfg("task=snli", "logger=wandb", "optimizer.lr=0.001")
     (lg,) = loggers.build_loggers(swept, run_identity(swept, ["task=snli", "optimizer.lr=0.001"]))
-    assert lg._wandb_init["group"] == f"snli-decompatt-{fingerprint(['optimizer.lr=0.001'])}" != \
-        f"snli-decompatt-{GRID_FINGERPRINT}"
-    identity = {"experiment": "table_2", "task": "snli", "model": "decompatt", "fingerprint": "abc"}
-    assert loggers.wandb_group(identity) == "table_2-abc"
+    assert lg._wandb_init["group"] == f"snli-decompatt-{fingerprint(['optimizer.lr=0.001'])}-paper" != \
+        f"snli-decompatt-{GRID_FINGERPRINT}-paper"
+    identity = {"experiment": "table_2", "task": "snli", "model": "decompatt", "fingerprint": "abc", "scale": "cpu"}
+    assert loggers.wandb_group(identity) == "table_2-abc-cpu"
     assert _wandb(make_cfg("task=snli", "logger=wandb"), job_type="eval")["job_type"] == "eval"
+
+
+def test_the_group_and_tags_keep_scales_and_budgets_apart(make_cfg):
+    """The fingerprint leaves the scale and the budget out (tables keep them apart by the record's scale label): a
+    smoke run, a run of another budget and a paper run of one configuration shared a W&B group, and only the
+    scale's name was a tag."""
+    def init(*overrides):
+        cfg = make_cfg("task=snli", "logger=wandb", *overrides)
+        (lg,) = loggers.build_loggers(cfg, run_identity(cfg, ["task=snli", *overrides]))
+        return lg._wandb_init
+
+    paper, fixture, budget = init(), init("scale=fixture"), init("scale=fixture", "task.epochs=3")
+    assert paper["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-paper"
+    assert fixture["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-fixture"
+    assert budget["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-fixture (task.epochs=3)"
+    assert fixture["tags"] == ["snli", "decompatt", "fixture"]
+    assert budget["tags"] == ["snli", "decompatt", "fixture", "fixture (task.epochs=3)"]
+    long = {"task": "snli", "model": "decompatt", "fingerprint": "abc", "scale": "paper (" + "x" * 200 + ")"}
+    other = {**long, "scale": long["scale"] + " "}
+    cut = [loggers.wandb_group(long), loggers.wandb_group(other)]  # W&B takes 128 characters at most
+    assert [len(g) for g in cut] == [loggers.GROUP_CHARS] * 2 and cut[0] != cut[1]
 
 
 def test_a_group_or_job_type_set_by_the_user_is_kept(make_cfg):
