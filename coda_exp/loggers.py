@@ -13,6 +13,9 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
   (``coda-exp eval``) joins its trained run's group;
 - ``tags``: the configured ones, and the scale label where they lack it;
 - ``job_type`` (unless set): ``train``, or ``eval`` for ``coda-exp eval``;
+- as the run starts (:func:`log_config`), the resolved config and, under ``run``, the record's run id, fingerprint,
+  scale label, experiment, overrides and git commit (the run record keeps the W&B run's id, project and group in
+  ``wandb``: :func:`wandb_reference`);
 - at the end (:func:`finish`), the run record's summary in ``wandb.run.summary``: its final metrics (the tested
   checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
   mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
@@ -222,6 +225,39 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
             del logger._wandb_init["anonymous"]
         out.append(logger)
     return out
+
+
+def run_fields(identity: dict, commit: str | None) -> dict:
+    """What identifies a run beside its resolved config, in each logger's config under ``run``: the record's
+    ``run_id``, ``fingerprint``, ``scale`` (label), ``experiment``, ``overrides`` (its command line's) and
+    ``git_commit`` (``identity``: :func:`coda_exp.run_record.run_identity`)."""
+    keys = ("run_id", "fingerprint", "scale", "experiment")
+    return {**{k: identity.get(k) for k in keys}, "overrides": [str(o) for o in identity.get("overrides") or []],
+            "git_commit": commit}
+
+
+def log_config(loggers: list, cfg: DictConfig, identity: dict, commit: str | None, **more) -> None:
+    """Each logger's config as the run starts (W&B: before anything is logged, so that the part of a run that crashed
+    or was stopped has it too): the resolved config, and under ``run`` :func:`run_fields` and ``more`` (an
+    evaluation's trained run and checkpoint)."""
+    params = {**OmegaConf.to_container(cfg, resolve=True), "run": {**run_fields(identity, commit), **more}}
+    for lg in loggers:
+        lg.log_hyperparams(params)
+
+
+def wandb_reference(loggers: list) -> dict | None:
+    """The W&B run of ``loggers`` as a record keeps it (``wandb``: ``id``, ``project``, ``entity``, ``group``,
+    ``mode``, ``url``: online only), so that a table cell's record leads to its dashboard; None without W&B (and off
+    rank 0, whose logger holds no run)."""
+    found = [lg for lg in loggers if type(lg).__name__ == "WandbLogger"]
+    if not found or pl.utilities.rank_zero_only.rank != 0:
+        return None
+    run = found[0].experiment
+    offline = bool(getattr(run, "offline", False))
+    return {"id": str(run.id), "project": getattr(run, "project", None) or None,
+            "entity": getattr(run, "entity", None) or None, "group": getattr(run, "group", None) or None,
+            "mode": "offline" if offline else str(getattr(run.settings, "mode", "online")),
+            "url": None if offline else getattr(run, "url", None)}
 
 
 @contextlib.contextmanager

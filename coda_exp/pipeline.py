@@ -29,7 +29,7 @@ from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import amend_scale, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
-from coda_exp.loggers import build_loggers, finish, without_loggers
+from coda_exp.loggers import build_loggers, finish, log_config, wandb_reference, without_loggers
 from coda_exp.optim import schedule_node
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
@@ -274,8 +274,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     warn_budget_overrides(cfg, datamodule)  # trainer.max_epochs=2 beside task.epochs=5
     record = None
     try:
-        for lg in loggers:
-            lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        log_config(loggers, cfg, identity, commit)  # what names the run, before anything is logged
         try:
             with batch_limits():  # a limit_*_batches fraction of less than one batch: one message
                 trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
@@ -317,6 +316,8 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         })
         if diverged:
             record["diverged_at_step"] = task.diverged_at
+        if (wandb_run := wandb_reference(loggers)) is not None:  # a table cell's record leads to its dashboard
+            record["wandb"] = wandb_run
         if task.fast_step is not None:  # trainer=gpu_fast: its levers and what they did (graphs, fallbacks)
             record["fast"] = task.fast_step.summary()
         if gate_stats is not None:  # callbacks=gate_stats

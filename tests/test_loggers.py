@@ -262,3 +262,25 @@ def test_the_curves_hold_the_validations_made_in_training_only(logged_run):
     assert [s for s, _ in logged(wandb_run, "val/acc")] == during
     assert logged(wandb_run, "test/acc") == [(15, pytest.approx(record["metrics"]["test/acc"]))]
     assert wandb_run["summary"]["val/acc"] == pytest.approx(record["metrics"]["val/acc"])  # the tested checkpoint's
+
+
+def test_the_wandb_config_names_the_run_from_its_start_and_the_record_names_the_wandb_run(logged_run):
+    """W&B's config held the resolved config alone: the fingerprint, scale label and run id came in the summary at
+    the end (absent from a crashed or stopped part), the overrides and commit nowhere one can filter on. The record
+    named no W&B run: a table cell led to the dashboard through the run folder's wandb_id.txt only."""
+    import yaml
+
+    from tests.wandb_files import offline_runs
+
+    folder, record = logged_run
+    (wandb_run,) = offline_runs(folder)
+    fields = wandb_run["config"]["run"]
+    assert fields == {"run_id": record["run_id"], "fingerprint": record["fingerprint"], "scale": "fixture (task.epochs=3)",
+                      "experiment": None, "overrides": record["overrides"], "git_commit": record["git_commit"]}
+    assert "task.epochs=3" in fields["overrides"] and wandb_run["config"]["seed"] == 1  # beside the resolved config
+    hparams = yaml.safe_load((folder / "csv" / "version_0" / "hparams.yaml").read_text())
+    assert hparams["run"]["run_id"] == record["run_id"]  # every logger's config has them
+    kept = (folder / loggers.WANDB_ID_FILE).read_text().strip()
+    assert record["wandb"] == {"id": kept, "project": "coda-exp", "entity": None, "group": wandb_run["run"]["group"],
+                               "mode": "offline", "url": None}
+    assert wandb_run["run"]["id"] == kept
