@@ -10,7 +10,9 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
   (``coda_exp.fingerprint``) and ``<scale>`` the record's scale label (``fixture``, ``paper (task.epochs=3)``: the
   scale and the budget, which the fingerprint leaves out and tables keep apart): a learning-rate sweep lands beside
   the default runs, not among them, and smoke tests or budget-changed runs apart from paper runs; an evaluation
-  (``coda-exp eval``) joins its trained run's group;
+  (``coda-exp eval``) joins its trained run's group, its config naming the trained run (``run.trained_run_id``,
+  ``run.trained_wandb_id``: :func:`trained_wandb_id`, ``run.checkpoint``), its metrics logged at the checkpoint's
+  step;
 - ``tags``: the configured ones, and the scale label where they lack it;
 - ``job_type`` (unless set): ``train``, or ``eval`` for ``coda-exp eval``;
 - as the run starts (:func:`log_config`), the resolved config and, under ``run``, the record's run id, fingerprint,
@@ -18,7 +20,7 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
   ``wandb``: :func:`wandb_reference`);
 - at the end (:func:`finish`), the run record's summary in ``wandb.run.summary``: its final metrics (the tested
   checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
-  mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
+  mode; an evaluation's trained run id, trained W&B id and checkpoint) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
   units), found by the tables' own selection rules (:func:`table_cells`).
 
 The tested checkpoint's validation after ``fit`` is made without the loggers (:func:`without_loggers`): the ``val/*``
@@ -56,7 +58,8 @@ log = logging.getLogger(__name__)
 WANDB_ID_FILE = "wandb_id.txt"
 ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 GROUP_CHARS, TAG_CHARS = 128, 64  # the longest group and tag W&B takes
-RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode")
+RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode",
+                  "trained_run_id", "trained_wandb_id", "checkpoint")  # (the last three: an evaluation's)
 
 
 def is_wandb(logger_cfg) -> bool:
@@ -100,6 +103,16 @@ def wandb_run_id(folder: Path, resume: bool) -> str:
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(new + "\n", encoding="utf-8")
     return new
+
+
+def trained_wandb_id(checkpoint: Path) -> str | None:
+    """The W&B run id of the training run that wrote ``checkpoint``: the one its run folder keeps
+    (:data:`WANDB_ID_FILE`); None outside a run folder or for a run logged without W&B."""
+    from coda_exp.run_folder import resume_folder
+
+    folder = resume_folder(checkpoint)
+    path = folder / WANDB_ID_FILE if folder is not None else None
+    return (path.read_text(encoding="utf-8").strip() or None) if path is not None and path.is_file() else None
 
 
 def resumed_version(logger_cfg) -> int | None:
