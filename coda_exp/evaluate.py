@@ -63,7 +63,7 @@ from coda_exp.predict_io import (
     unknown_inputs,
     write_predictions,
 )
-from coda_exp.run_checks import batch_limits, check_extras
+from coda_exp.run_checks import batch_limits, check_loggers
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.stops import EXIT_STATUS
 from coda_exp.sweep_data import data_problem
@@ -197,7 +197,7 @@ def evaluate(inv: Invocation) -> dict:
     start = time.time()
     prep = prepare(inv)
     cfg = prep.cfg
-    check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
+    check_loggers(cfg)  # the extra to install, an online W&B's key and server: before any data (predict logs nothing)
     wanted = ("validation", "test") if inv.command["split"] == "all" else (inv.command["split"],)
     if cfg.data.get("dir") is not None and (missing := data_problem(cfg, wanted)):  # before the folder is made
         raise DataError(missing)

@@ -52,6 +52,7 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from coda_exp.io import atomic_write_text
+from coda_exp.logger_checks import wandb_errors
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +255,9 @@ def log_config(loggers: list, cfg: DictConfig, identity: dict, commit: str | Non
     or was stopped has it too): the resolved config, and under ``run`` :func:`run_fields` and ``more`` (an
     evaluation's trained run and checkpoint)."""
     params = {**OmegaConf.to_container(cfg, resolve=True), "run": {**run_fields(identity, commit), **more}}
-    for lg in loggers:
-        lg.log_hyperparams(params)
+    with wandb_errors():  # the W&B run starts here: its error is one message (coda_exp.logger_checks)
+        for lg in loggers:
+            lg.log_hyperparams(params)
 
 
 def wandb_reference(loggers: list) -> dict | None:

@@ -40,8 +40,8 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     check_checkpoint_fits,
     check_compatible,
     check_eval_batch_limits,
-    check_extras,
     check_kernels,
+    check_loggers,
     check_same_configuration,
     check_same_run,
     check_trainer,
@@ -178,7 +178,7 @@ def run(cfg: DictConfig) -> float | None:
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
-    check_extras(cfg)
+    check_loggers(cfg)  # the extras they need, an online W&B's key and server
     check_trainer(cfg)
     if cfg.data.get("dir") is not None and not in_sweep() and (missing := data_problem(cfg)):  # (a sweep: JobReport)
         raise DataError(missing)  # a data.dir without the reader's files: refused before the run's folder is chosen

@@ -1,0 +1,154 @@
+"""The checks of a run's loggers (``cfg.logger``) before any data loads, and W&B's own errors as a run starts its W&B
+run, each as one message (a :class:`~coda_exp.errors.UserError`: exit status 2, no traceback).
+
+- **Online W&B** (:func:`check_wandb_online`): ``logger=wandb logger.wandb.offline=false`` needs an API key
+  (``wandb login``, ``WANDB_API_KEY``) and the W&B server (``WANDB_BASE_URL``, else wandb's own) reachable. Without
+  a key, or where the server does not answer a TCP connection within :data:`CONNECT_TIMEOUT_S` (through the
+  proxy of ``https_proxy`` where one is set), the run is refused before its data loads, naming ``wandb login`` or
+  ``logger.wandb.offline=true``: it used to fail once the data had loaded, in two tracebacks, after about 90 s
+  (wandb's own init timeout) without a network.
+- **During the run** (:func:`wandb_errors`): an error wandb raises as the run's W&B run starts (a key the server
+  refuses, a project one may not write to, a network that went away) is one :class:`LoggerError`.
+
+``run_checks.check_loggers`` calls :func:`check_logger_settings` after the extras' check (the package installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import urllib.request
+from urllib.parse import urlsplit
+
+from omegaconf import DictConfig
+
+from coda_exp.config_checks import ConfigError
+from coda_exp.errors import UserError
+
+ONLINE_MODES = ("online", "run", "shared")  # wandb's modes that talk to a server (offline: offline, dryrun)
+CONNECT_TIMEOUT_S = 5.0  # how long the W&B server may take to accept a connection
+DEFAULT_BASE_URL = "https://api.wandb.ai"  # where wandb's own settings cannot be read
+OFFLINE_HINT = "or log offline with logger.wandb.offline=true (and upload later with `wandb sync <run folder>/wandb`)"
+
+
+class LoggerError(UserError, RuntimeError):
+    """A logger that cannot log as configured, found once the run started (W&B's own error, said in one line)."""
+
+
+def wandb_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
+    """The W&B loggers of ``cfg.logger`` by their keys (``logger.wandb``)."""
+    return {f"logger.{name}": node for name, node in (cfg.get("logger") or {}).items()
+            if node is not None and str(node.get("_target_", "")).endswith("WandbLogger")}
+
+
+def wandb_mode(node: DictConfig) -> str:
+    """The ``mode`` a W&B logger's ``wandb.init`` gets: ``logger.wandb.mode`` where set, else ``offline`` or
+    ``online`` from ``logger.wandb.offline``."""
+    if node.get("mode") is not None:
+        return str(node.mode)
+    return "offline" if node.get("offline", False) else "online"
+
+
+def base_url() -> str:
+    """The W&B server online runs log to: ``WANDB_BASE_URL``, else wandb's settings (``wandb login --host``)."""
+    if os.environ.get("WANDB_BASE_URL"):
+        return os.environ["WANDB_BASE_URL"]
+    try:
+        from wandb.sdk import wandb_setup
+
+        return str(wandb_setup.singleton().settings.base_url or DEFAULT_BASE_URL)
+    except Exception:  # noqa: BLE001 - another wandb version: its default server
+        return DEFAULT_BASE_URL
+
+
+def has_credentials(url: str) -> bool:
+    """Whether wandb finds credentials for ``url`` without asking (``WANDB_API_KEY``, an identity token file, the
+    ``.netrc`` entry ``wandb login`` writes, its settings); a key of the wrong form is a ConfigError."""
+    try:
+        from wandb.errors import AuthenticationError
+        from wandb.sdk.lib.wbauth import authenticate_session
+    except ImportError:  # another wandb version: the variable, or the .netrc entry
+        import netrc
+
+        if os.environ.get("WANDB_API_KEY"):
+            return True
+        try:
+            return netrc.netrc(os.environ.get("NETRC")).authenticators(urlsplit(url).hostname or "") is not None
+        except (OSError, netrc.NetrcParseError):
+            return False
+    try:
+        return authenticate_session(host=url, source="coda-exp", prompt=False, update_session=False) is not None
+    except AuthenticationError as err:
+        raise ConfigError(f"logger.wandb: online W&B: {err}: set a valid key (`wandb login --relogin`), "
+                          f"{OFFLINE_HINT}") from None
+
+
+def connect_problem(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Why a TCP connection to ``url``'s host (or to the proxy ``urllib`` would use for it) fails within ``timeout``
+    seconds, name resolution included; None where it is accepted."""
+    parts = urlsplit(url)
+    host, port, via = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80), ""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(host):
+        through = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host, port, via = through.hostname or "", through.port or 80, f" through the proxy {proxy}"
+    outcome: dict[str, object] = {}
+
+    def connect() -> None:  # in a thread: name resolution has no timeout of its own
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome["ok"] = True
+        except OSError as err:
+            outcome["error"] = err
+
+    worker = threading.Thread(target=connect, name="wandb-reachable", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if outcome.get("ok"):
+        return None
+    error = outcome.get("error")
+    return f"{via.strip() + ': ' if via else ''}{error or f'no answer within {timeout:g} s'}"
+
+
+def check_wandb_online(cfg: DictConfig) -> None:
+    """An online W&B logger's API key and server, before any data loads (module docstring); nothing for an
+    offline or disabled one."""
+    for key, node in wandb_nodes(cfg).items():
+        mode = wandb_mode(node)
+        if mode not in ONLINE_MODES:
+            continue
+        url = base_url()
+        if not has_credentials(url):
+            raise ConfigError(f"{key}: online W&B (mode {mode}: logger.wandb.offline=false) needs an API key for "
+                              f"{url} and none is configured: log in with `wandb login` (or set WANDB_API_KEY), "
+                              f"{OFFLINE_HINT}")
+        problem = connect_problem(url)
+        if problem is not None:
+            raise ConfigError(f"{key}: online W&B (mode {mode}) cannot reach {url} ({problem}): check the network "
+                              f"(WANDB_BASE_URL names another W&B server), {OFFLINE_HINT}")
+
+
+def check_logger_settings(cfg: DictConfig) -> None:
+    """Every check of this module on ``cfg.logger`` (module docstring), before any data loads."""
+    check_wandb_online(cfg)
+
+
+def _from_wandb(err: BaseException) -> bool:
+    return type(err).__module__.split(".")[0] == "wandb"
+
+
+@contextlib.contextmanager
+def wandb_errors():
+    """Around what starts a W&B run (``wandb.init``, through the first use of the logger's ``experiment``): an
+    error wandb raises there (``UsageError``, ``CommError``, ``AuthenticationError``...) as one LoggerError
+    naming what to do, where it was two tracebacks and exit status 1."""
+    try:
+        yield
+    except Exception as err:
+        if not _from_wandb(err):
+            raise
+        message = " ".join(str(err).split()) or type(err).__name__
+        raise LoggerError(f"logger.wandb: W&B could not start the run's W&B run ({type(err).__name__}: {message}): "
+                          f"log in with `wandb login`, check the network, {OFFLINE_HINT}") from err

@@ -1,0 +1,99 @@
+"""The loggers' checks before any data loads (``coda_exp.logger_checks``): online W&B without an API key or a
+reachable server; W&B's own errors as the run starts its W&B run, as one message."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from coda_exp import logger_checks, loggers
+from coda_exp.config_checks import ConfigError
+from coda_exp.errors import UserError, exit_status
+from coda_exp.pipeline import run
+from coda_exp.run_checks import check_loggers
+from coda_exp.run_record import run_identity
+
+
+@pytest.fixture
+def no_data(monkeypatch):
+    """Fail the test if the run gets as far as loading data or building anything."""
+    monkeypatch.setattr("coda_exp.pipeline.instantiate", lambda *a, **k: pytest.fail("data loaded before the check"))
+
+
+@pytest.fixture
+def no_credentials(monkeypatch, tmp_path):
+    """No W&B API key anywhere wandb looks (the variables, ~/.netrc), and a server on this machine's closed port."""
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{_closed_port()}")
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed once the socket is: nothing listens there
+
+
+def test_online_wandb_without_an_api_key_is_refused_before_any_data(make_cfg, no_data, no_credentials):
+    """It failed once the data had loaded, with wandb's "No API key configured" in two tracebacks (exit status 1)."""
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "logger=wandb", "logger.wandb.offline=false"))
+    message = str(err.value)
+    assert "needs an API key" in message and "`wandb login`" in message and "logger.wandb.offline=true" in message
+    check_loggers(make_cfg("task=snli", "logger=wandb"))  # offline (the default): nothing asked
+
+
+def test_online_wandb_with_an_unreachable_server_is_refused_at_once(make_cfg, no_data, no_credentials,
+                                                                   monkeypatch):
+    """Without a network, wandb waited about 90 s, then failed after the data had loaded, in two tracebacks."""
+    monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
+    url = logger_checks.base_url()
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "logger=wandb", "logger.wandb.offline=false"))
+    assert time.monotonic() - start < logger_checks.CONNECT_TIMEOUT_S <= 5
+    assert f"cannot reach {url}" in str(err.value) and "logger.wandb.offline=true" in str(err.value)
+
+
+def test_a_server_that_does_not_answer_is_given_the_connect_timeout(monkeypatch):
+    """Name resolution and connection both wait at most the timeout (a host without a network hung for minutes)."""
+    seen, release = [], threading.Event()
+
+    def hang(address, timeout):
+        seen.append(timeout)
+        release.wait(30)
+        raise OSError("released")  # (after the test: the thread ends quietly)
+
+    monkeypatch.setattr(socket, "create_connection", hang)
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    start = time.monotonic()
+    problem = logger_checks.connect_problem("https://api.example.org", timeout=0.3)
+    release.set()
+    assert time.monotonic() - start < 2 and problem == "no answer within 0.3 s" and seen == [0.3]
+
+
+def test_a_wandb_error_as_the_run_starts_is_one_users_error(make_cfg, monkeypatch):
+    """An error of wandb.init during the run (after the checks: a refused key, a network gone) was a crash's
+    traceback, twice, exit status 1."""
+    import wandb
+
+    def refuse(**kwargs):
+        raise wandb.errors.CommError("Failed to get resume status: dial tcp: lookup api.wandb.ai: no such host")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    cfg = make_cfg("task=snli", "logger=wandb")
+    built = loggers.build_loggers(cfg, run_identity(cfg, []))
+    with pytest.raises(logger_checks.LoggerError) as err:
+        loggers.log_config(built, cfg, run_identity(cfg, []), None)
+    assert isinstance(err.value, UserError) and exit_status(err.value) == 2
+    assert "CommError: Failed to get resume status" in str(err.value) and "no such host" in str(err.value)
+    with pytest.raises(ValueError), logger_checks.wandb_errors():  # anything else stays what it is
+        raise ValueError("not wandb's")
