@@ -1,6 +1,12 @@
 """The checks of a run's loggers (``cfg.logger``) before any data loads, and W&B's own errors as a run starts its W&B
 run, each as one message (a :class:`~coda_exp.errors.UserError`: exit status 2, no traceback).
 
+- **Keys** (:func:`logger_key_problems`): a key under ``logger.<name>`` that the logger's class does not take, nor
+  the function it passes the keys it does not know on to (:data:`PASSED_ON`: W&B's ``wandb.init``, TensorBoard's
+  ``SummaryWriter``), is one message naming it, the key spelled almost alike and the keys it takes:
+  ``+logger.wandb.projet=x`` (did you mean ``logger.wandb.project``?) or ``+logger.csv.flush_every=5`` used to fail
+  once the data had loaded, in ``wandb.init`` or Hydra's instantiation, in two tracebacks. The trainer's keys are
+  checked on a throwaway Trainer (``run_checks.check_trainer``); ``config_keys`` leaves these sections to such checks.
 - **Online W&B** (:func:`check_wandb_online`): ``logger=wandb logger.wandb.offline=false`` needs an API key
   (``wandb login``, ``WANDB_API_KEY``) and the W&B server (``WANDB_BASE_URL``, else wandb's own) reachable. Without
   a key, or where the server does not answer a TCP connection within :data:`CONNECT_TIMEOUT_S` (through the
@@ -10,12 +16,15 @@ run, each as one message (a :class:`~coda_exp.errors.UserError`: exit status 2, 
 - **During the run** (:func:`wandb_errors`): an error wandb raises as the run's W&B run starts (a key the server
   refuses, a project one may not write to, a network that went away) is one :class:`LoggerError`.
 
-``run_checks.check_loggers`` calls :func:`check_logger_settings` after the extras' check (the package installed).
+``run_checks.check_loggers`` calls :func:`check_logger_settings` after the extras' check (the package installed),
+the keys first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
 import os
 import socket
 import threading
@@ -26,7 +35,10 @@ from omegaconf import DictConfig
 
 from coda_exp.config_checks import ConfigError
 from coda_exp.errors import UserError
+from coda_exp.node_keys import parameters
 
+#: a logger class (the end of its ``_target_``) -> where it passes the keys it does not take itself
+PASSED_ON = {"WandbLogger": "wandb.init", "TensorBoardLogger": "torch.utils.tensorboard.SummaryWriter"}
 ONLINE_MODES = ("online", "run", "shared")  # wandb's modes that talk to a server (offline: offline, dryrun)
 CONNECT_TIMEOUT_S = 5.0  # how long the W&B server may take to accept a connection
 DEFAULT_BASE_URL = "https://api.wandb.ai"  # where wandb's own settings cannot be read
@@ -35,6 +47,43 @@ OFFLINE_HINT = "or log offline with logger.wandb.offline=true (and upload later 
 
 class LoggerError(UserError, RuntimeError):
     """A logger that cannot log as configured, found once the run started (W&B's own error, said in one line)."""
+
+
+def _taken(target: str) -> tuple[dict[str, inspect.Parameter], str | None, bool]:
+    """The keyword parameters a logger class ``target`` takes, with those of the function it passes other keys on
+    to (:data:`PASSED_ON`, named second); third, whether any keyword goes (a class of your own with ``**kwargs``)."""
+    taken, any_keyword = parameters(target)
+    through = PASSED_ON.get(target.rsplit(".", 1)[-1]) if any_keyword else None
+    if through is not None:
+        more, any_keyword = parameters(through)
+        taken = {**taken, **more}
+    named = {k: p for k, p in taken.items() if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return named, through, any_keyword
+
+
+def logger_key_problems(cfg: DictConfig) -> list[str]:
+    """Each key of a ``logger.<name>`` node its class does not take (module docstring), with the key spelled almost
+    alike and the keys it takes; a logger whose class or function does not import is left to its own error."""
+    problems = []
+    for name, node in (cfg.get("logger") or {}).items():
+        if not isinstance(node, DictConfig) or "_target_" not in node:
+            continue
+        target = str(node._target_)
+        try:
+            taken, through, any_keyword = _taken(target)
+        except (ImportError, AttributeError, TypeError, ValueError):
+            continue
+        unknown = [str(k) for k in node if not str(k).startswith("_") and str(k) not in taken]
+        if any_keyword or not unknown:
+            continue
+        accepted = sorted(taken)
+        where = f"{target}{f' nor of {through}, which it passes keys on to' if through else ''}"
+        for key in unknown:
+            close = difflib.get_close_matches(key, accepted, n=1, cutoff=0.6)
+            hint = f"; did you mean logger.{name}.{close[0]}?" if close else ""
+            problems.append(f"logger.{name}.{key} is not a parameter of {where}{hint} (logger.{name} takes: "
+                            f"{', '.join(accepted)})")
+    return problems
 
 
 def wandb_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
@@ -132,6 +181,10 @@ def check_wandb_online(cfg: DictConfig) -> None:
 
 def check_logger_settings(cfg: DictConfig) -> None:
     """Every check of this module on ``cfg.logger`` (module docstring), before any data loads."""
+    problems = logger_key_problems(cfg)
+    if problems:
+        raise ConfigError(problems[0] if len(problems) == 1 else "\n  ".join(
+            ["logger keys their classes do not take (fix the overrides or the YAML):", *problems]))
     check_wandb_online(cfg)
 
 

@@ -97,3 +97,28 @@ def test_a_wandb_error_as_the_run_starts_is_one_users_error(make_cfg, monkeypatc
     assert "CommError: Failed to get resume status" in str(err.value) and "no such host" in str(err.value)
     with pytest.raises(ValueError), logger_checks.wandb_errors():  # anything else stays what it is
         raise ValueError("not wandb's")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["logger=wandb", "+logger.wandb.projet=x"],
+     ("logger.wandb.projet is not a parameter of pytorch_lightning.loggers.WandbLogger nor of wandb.init, which it "
+      "passes keys on to; did you mean logger.wandb.project?")),
+    (["+logger.csv.flush_every=5"], "logger.csv.flush_every is not a parameter of pytorch_lightning.loggers.CSVLogger"),
+    (["logger=tensorboard", "+logger.tensorboard.flush_sec=5"], "did you mean logger.tensorboard.flush_secs?"),
+])
+def test_a_logger_key_its_class_does_not_take_is_named_before_any_data(make_cfg, no_data, overrides, message):
+    """It reached wandb.init or Hydra's instantiation after the data had loaded: a TypeError in two tracebacks."""
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=snli", "scale=fixture", *overrides))
+    assert message in str(err.value) and "takes: " in str(err.value) and "\n" not in str(err.value)
+    if "csv" in overrides[0]:
+        assert "flush_logs_every_n_steps" in str(err.value)  # the keys it takes
+
+
+def test_keys_a_logger_passes_on_are_accepted(make_cfg):
+    check_loggers(make_cfg("task=snli", "logger=[csv,tensorboard,wandb]", "+logger.wandb.notes=n",
+                           "+logger.wandb.mode=offline", "+logger.tensorboard.flush_secs=5",
+                           "+logger.csv.flush_logs_every_n_steps=5"))
+    with pytest.raises(ConfigError) as err:  # several: one message listing them
+        check_loggers(make_cfg("task=snli", "logger=[csv,wandb]", "+logger.wandb.projet=x", "+logger.csv.nme=y"))
+    assert str(err.value).count("\n") == 2 and "logger.csv.nme" in str(err.value)
