@@ -7,6 +7,10 @@ run, each as one message (a :class:`~coda_exp.errors.UserError`: exit status 2, 
   ``+logger.wandb.projet=x`` (did you mean ``logger.wandb.project``?) or ``+logger.csv.flush_every=5`` used to fail
   once the data had loaded, in ``wandb.init`` or Hydra's instantiation, in two tracebacks. The trainer's keys are
   checked on a throwaway Trainer (``run_checks.check_trainer``); ``config_keys`` leaves these sections to such checks.
+- **W&B's mode** (:func:`wandb_mode`): ``logger.wandb.mode`` where set; ``logger.wandb.offline=false`` goes online
+  whatever ``WANDB_MODE`` says (a line says so where it says otherwise); the default, ``offline: true``, yields to
+  ``WANDB_MODE`` where it is set (``WANDB_MODE=online`` goes online, as wandb's own hint says: it used to be
+  overridden in silence), else offline. A ``WANDB_MODE`` wandb does not take is one message.
 - **Online W&B** (:func:`check_wandb_online`): ``logger=wandb logger.wandb.offline=false`` needs an API key
   (``wandb login``, ``WANDB_API_KEY``) and the W&B server (``WANDB_BASE_URL``, else wandb's own) reachable. Without
   a key, or where the server does not answer a TCP connection within :data:`CONNECT_TIMEOUT_S` (through the
@@ -39,6 +43,7 @@ from coda_exp.node_keys import parameters
 
 #: a logger class (the end of its ``_target_``) -> where it passes the keys it does not take itself
 PASSED_ON = {"WandbLogger": "wandb.init", "TensorBoardLogger": "torch.utils.tensorboard.SummaryWriter"}
+WANDB_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
 ONLINE_MODES = ("online", "run", "shared")  # wandb's modes that talk to a server (offline: offline, dryrun)
 CONNECT_TIMEOUT_S = 5.0  # how long the W&B server may take to accept a connection
 DEFAULT_BASE_URL = "https://api.wandb.ai"  # where wandb's own settings cannot be read
@@ -92,12 +97,51 @@ def wandb_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
             if node is not None and str(node.get("_target_", "")).endswith("WandbLogger")}
 
 
+def wandb_modes() -> tuple[str, ...]:
+    """The values wandb takes for its mode (its ``Settings.mode``), else those of wandb 0.31."""
+    try:
+        import typing
+
+        import wandb
+
+        modes = typing.get_args(wandb.Settings.model_fields["mode"].annotation)
+        return tuple(str(m) for m in modes) or WANDB_MODES
+    except Exception:  # noqa: BLE001 - another wandb version
+        return WANDB_MODES
+
+
+def environment_mode() -> str | None:
+    """``WANDB_MODE`` where it is set (None where not, or empty); a value wandb does not take is a ConfigError."""
+    value = os.environ.get("WANDB_MODE", "").strip()
+    if not value:
+        return None
+    if value not in (modes := wandb_modes()):
+        raise ConfigError(f"WANDB_MODE={value!r} is not a W&B mode ({', '.join(modes)}): set one of them, or unset "
+                          "it and choose with logger.wandb.offline=true|false")
+    return value
+
+
 def wandb_mode(node: DictConfig) -> str:
-    """The ``mode`` a W&B logger's ``wandb.init`` gets: ``logger.wandb.mode`` where set, else ``offline`` or
-    ``online`` from ``logger.wandb.offline``."""
+    """The ``mode`` a W&B logger's ``wandb.init`` gets (the rule of docs/running.md): ``logger.wandb.mode`` where
+    set; ``online`` for ``logger.wandb.offline=false``; else (``offline: true``, the default) ``WANDB_MODE`` where it
+    is set (``WANDB_MODE=online`` goes online, as wandb's own hint says; ``disabled`` logs nothing), else
+    ``offline``. A ``WANDB_MODE`` wandb does not take is a ConfigError."""
+    env = environment_mode()
     if node.get("mode") is not None:
         return str(node.mode)
-    return "offline" if node.get("offline", False) else "online"
+    if not node.get("offline", False):
+        return "online"
+    return env or "offline"
+
+
+def mode_note(node: DictConfig, mode: str) -> str | None:
+    """The line that says ``WANDB_MODE`` is set but not followed (the config chose ``mode``), else None."""
+    env = environment_mode()
+    if env is None or env == mode or {env, mode} <= {"offline", "dryrun"} or {env, mode} <= set(ONLINE_MODES):
+        return None
+    chosen = f"logger.wandb.mode={mode}" if node.get("mode") is not None else "logger.wandb.offline=false"
+    return (f"W&B mode {mode}: {chosen} wins over WANDB_MODE={env} (leave {chosen.split('=')[0]} at its default "
+            "to follow WANDB_MODE)")
 
 
 def base_url() -> str:
@@ -182,6 +226,8 @@ def check_wandb_online(cfg: DictConfig) -> None:
 def check_logger_settings(cfg: DictConfig) -> None:
     """Every check of this module on ``cfg.logger`` (module docstring), before any data loads."""
     problems = logger_key_problems(cfg)
+    if wandb_nodes(cfg):
+        environment_mode()  # a WANDB_MODE wandb does not take
     if problems:
         raise ConfigError(problems[0] if len(problems) == 1 else "\n  ".join(
             ["logger keys their classes do not take (fix the overrides or the YAML):", *problems]))

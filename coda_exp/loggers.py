@@ -2,6 +2,8 @@
 
 Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also gets:
 
+- its mode (``logger_checks.wandb_mode``): ``logger.wandb.mode`` where set, ``online`` for
+  ``logger.wandb.offline=false``, else ``WANDB_MODE`` where set, else ``offline``;
 - its run id, kept in the run folder (:data:`WANDB_ID_FILE`): a run resumed with ``ckpt_path=`` continues in its
   checkpoint's folder (``coda_exp.run_folder``), finds the id there and resumes that W&B run (``id=...``,
   ``resume="allow"``) instead of starting a new one; a fresh run draws a new id and writes it;
@@ -52,7 +54,7 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from coda_exp.io import atomic_write_text
-from coda_exp.logger_checks import wandb_errors
+from coda_exp.logger_checks import mode_note, wandb_errors, wandb_mode
 
 log = logging.getLogger(__name__)
 
@@ -219,10 +221,12 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
         if cfg.get("ckpt_path") and job_type == "train":  # a resumed run: its CSV / TensorBoard version goes on
             c, extra = _resumed(c, cfg)
         if is_wandb(c):
-            if "mode" not in c:
-                # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline
-                # logger leaves set for later jobs of a sweep): logger.wandb.offline=false really goes online
-                extra["mode"] = "offline" if c.get("offline", False) else "online"
+            # the mode is ours to choose (logger_checks.wandb_mode: the config's, else WANDB_MODE, else offline),
+            # passed explicitly; Lightning is told offline=False, else it sets WANDB_MODE=dryrun for the process
+            # (and a later job of a sweep)
+            extra["mode"], extra["offline"] = wandb_mode(c), False
+            if (note := mode_note(c, extra["mode"])) is not None:
+                log.warning("%s", note)
             if c.get("id") is None and c.get("version") is None:
                 resume = bool(cfg.get("ckpt_path")) and job_type == "train"
                 extra["id"] = wandb_run_id(Path(cfg.paths.output_dir), resume)

@@ -3,6 +3,7 @@ reachable server; W&B's own errors as the run starts its W&B run, as one message
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -122,3 +123,44 @@ def test_keys_a_logger_passes_on_are_accepted(make_cfg):
     with pytest.raises(ConfigError) as err:  # several: one message listing them
         check_loggers(make_cfg("task=snli", "logger=[csv,wandb]", "+logger.wandb.projet=x", "+logger.csv.nme=y"))
     assert str(err.value).count("\n") == 2 and "logger.csv.nme" in str(err.value)
+
+
+def _mode(make_cfg, *overrides):
+    (lg,) = loggers.build_loggers(make_cfg("task=snli", "logger=wandb", *overrides))
+    return lg._wandb_init["mode"]
+
+
+def test_wandb_mode_follows_the_config_then_wandb_mode_then_offline(make_cfg, monkeypatch, caplog):
+    """WANDB_MODE=online was overridden by the config's default (offline) in silence, while wandb printed "set
+    WANDB_MODE=online to enable cloud syncing". The rule: logger.wandb.mode, logger.wandb.offline=false, WANDB_MODE,
+    offline."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    assert _mode(make_cfg) == "offline"
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert _mode(make_cfg) == "online" and not caplog.records
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert _mode(make_cfg) == "disabled"
+    assert _mode(make_cfg, "+logger.wandb.mode=offline") == "offline"
+    monkeypatch.setenv("WANDB_MODE", "offline")  # as `make` sets it
+    assert _mode(make_cfg, "logger.wandb.offline=false") == "online"
+    assert "logger.wandb.offline=false wins over WANDB_MODE=offline" in caplog.text  # one line says so
+
+
+def test_a_wandb_mode_wandb_does_not_take_is_named_before_any_data(make_cfg, no_data, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "onlien")
+    with pytest.raises(ConfigError) as err:
+        run(make_cfg("task=snli", "scale=fixture", "logger=wandb"))
+    assert "WANDB_MODE='onlien' is not a W&B mode (online, offline" in str(err.value)
+    check_loggers(make_cfg("task=snli", "logger=csv"))  # no W&B logger: not W&B's business
+
+
+def test_lightning_leaves_wandb_mode_alone(make_cfg, monkeypatch, tmp_path):
+    """Lightning's offline logger set WANDB_MODE=dryrun for the rest of the process: a later job of a sweep that
+    WANDB_MODE would have put online stayed offline."""
+    import wandb
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    (lg,) = loggers.build_loggers(make_cfg("task=snli", "logger=wandb"))
+    assert lg.experiment.settings.mode == "offline"  # the W&B run starts (offline)
+    wandb.finish()
+    assert "WANDB_MODE" not in os.environ
