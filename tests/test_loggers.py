@@ -284,3 +284,13 @@ def test_the_wandb_config_names_the_run_from_its_start_and_the_record_names_the_
     assert record["wandb"] == {"id": kept, "project": "coda-exp", "entity": None, "group": wandb_run["run"]["group"],
                                "mode": "offline", "url": None}
     assert wandb_run["run"]["id"] == kept
+
+
+def test_tensorboard_has_no_placeholder_hp_metric(logged_run):
+    """Lightning's default hp_metric was -1 for every run (logged again on each resume): the HPARAMS tab showed -1
+    as every run's only metric."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logged_run[0] / "tensorboard" / "version_0"))
+    events.Reload()
+    assert "hp_metric" not in events.Tags()["scalars"] and "val/acc" in events.Tags()["scalars"]
