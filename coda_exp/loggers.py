@@ -7,6 +7,8 @@ Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also 
 - its run id, kept in the run folder (:data:`WANDB_ID_FILE`): a run resumed with ``ckpt_path=`` continues in its
   checkpoint's folder (``coda_exp.run_folder``), finds the id there and resumes that W&B run (``id=...``,
   ``resume="allow"``) instead of starting a new one; a fresh run draws a new id and writes it;
+- ``name`` (unless set): ``<task>-<model>-s<seed>[-<tag>]``, ``<tag>`` the run folder's configuration tag
+  (:func:`wandb_name`);
 - ``group`` (unless set): ``<experiment>-<fingerprint>-<scale>``, where ``<experiment>`` is the ``experiment=``
   config (``table_2``), else ``<task>-<model>``, ``<fingerprint>`` the configuration fingerprint
   (``coda_exp.fingerprint``) and ``<scale>`` the record's scale label (``fixture``, ``paper (task.epochs=3)``: the
@@ -84,6 +86,15 @@ def wandb_group(identity: dict) -> str:
     base = identity.get("experiment") or f"{identity.get('task')}-{identity.get('model')}"
     scale = f"-{identity['scale']}" if identity.get("scale") else ""
     return capped(f"{base}-{identity['fingerprint']}{scale}", GROUP_CHARS)
+
+
+def wandb_name(cfg: DictConfig, identity: dict | None) -> str:
+    """``<task>-<model>-s<seed>[-<tag>]``: ``<tag>`` the configuration tag the run's folder carries
+    (:mod:`coda_exp.run_tag`, from ``identity``'s overrides), so that the runs of an lr sweep are told apart."""
+    from coda_exp.run_tag import folder_suffix
+
+    suffix = folder_suffix(identity.get("overrides")) if identity is not None else ""
+    return f"{cfg.task.name}-{cfg.model.name}-s{cfg.seed}{suffix}"
 
 
 def wandb_tags(logger_cfg, identity: dict) -> list[str]:
@@ -230,6 +241,8 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
             if c.get("id") is None and c.get("version") is None:
                 resume = bool(cfg.get("ckpt_path")) and job_type == "train"
                 extra["id"] = wandb_run_id(Path(cfg.paths.output_dir), resume)
+            if c.get("name") is None:
+                extra["name"] = wandb_name(cfg, identity)
             if c.get("group") is None and identity is not None:
                 extra["group"] = wandb_group(identity)
             if identity is not None:

@@ -67,6 +67,23 @@ def test_the_group_and_tags_keep_scales_and_budgets_apart(make_cfg):
     assert [len(g) for g in cut] == [loggers.GROUP_CHARS] * 2 and cut[0] != cut[1]
 
 
+def test_run_names_carry_the_configuration_tag_of_the_run_folders(make_cfg):
+    """Both runs of an lr sweep were named snli-decompatt-s1, where their folders' tags tell them apart."""
+    from coda_exp.run_tag import config_tag
+
+    def name(*overrides):
+        cfg = make_cfg("task=snli", "logger=wandb", *overrides)
+        (lg,) = loggers.build_loggers(cfg, run_identity(cfg, ["task=snli", "logger=wandb", *overrides]))
+        return lg._wandb_init["name"]
+
+    swept = [name(f"optimizer.lr={lr}") for lr in ("1e-3", "3e-4")]
+    assert swept[0] == f"snli-decompatt-s1-{config_tag(['optimizer.lr=1e-3'])}" and swept[0].startswith(
+        "snli-decompatt-s1-lr_1e-3@") and swept[1].startswith("snli-decompatt-s1-lr_3e-4@")
+    # a plain run has no tag, as its folder; nor have the seed, scale and budget (the group has those)
+    assert name() == name("seed=1", "scale=fixture", "task.epochs=3") == "snli-decompatt-s1"
+    assert name("logger.wandb.name=mine") == "mine"
+
+
 def test_a_group_or_job_type_set_by_the_user_is_kept(make_cfg):
     init = _wandb(make_cfg("task=snli", "logger=wandb", "logger.wandb.group=mine", "logger.wandb.job_type=probe"))
     assert init["group"] == "mine" and init["job_type"] == "probe"
