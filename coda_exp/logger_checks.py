@@ -47,7 +47,8 @@ WANDB_MODES = ("online", "offline", "shared", "disabled", "dryrun", "run")
 ONLINE_MODES = ("online", "run", "shared")  # wandb's modes that talk to a server (offline: offline, dryrun)
 CONNECT_TIMEOUT_S = 5.0  # how long the W&B server may take to accept a connection
 DEFAULT_BASE_URL = "https://api.wandb.ai"  # where wandb's own settings cannot be read
-OFFLINE_HINT = "or log offline with logger.wandb.offline=true (and upload later with `wandb sync <run folder>/wandb`)"
+SYNC = "(and upload later with `wandb sync <run folder>/wandb`)"
+OFFLINE_HINT = f"or log offline (logger.wandb.offline=true, WANDB_MODE unset or offline) {SYNC}"
 
 
 class LoggerError(UserError, RuntimeError):
@@ -134,12 +135,30 @@ def wandb_mode(node: DictConfig) -> str:
     return env or "offline"
 
 
+def mode_setting(node: DictConfig) -> str:
+    """The setting that chose a W&B logger's mode by :func:`wandb_mode`'s rule, as typed (``WANDB_MODE=online``)."""
+    if node.get("mode") is not None:
+        return f"logger.wandb.mode={node.mode}"
+    if not node.get("offline", False):
+        return "logger.wandb.offline=false"
+    env = environment_mode()
+    return f"WANDB_MODE={env}" if env else "logger.wandb.offline=true"
+
+
+def offline_hint(node: DictConfig) -> str:
+    """How to log offline instead, by the setting that chose online (:func:`mode_setting`)."""
+    setting = mode_setting(node).split("=")[0]
+    how = {"logger.wandb.mode": "logger.wandb.mode=offline",
+           "WANDB_MODE": "WANDB_MODE=offline (or unset it)"}.get(setting, "logger.wandb.offline=true")
+    return f"or log offline with {how} {SYNC}"
+
+
 def mode_note(node: DictConfig, mode: str) -> str | None:
     """The line that says ``WANDB_MODE`` is set but not followed (the config chose ``mode``), else None."""
     env = environment_mode()
     if env is None or env == mode or {env, mode} <= {"offline", "dryrun"} or {env, mode} <= set(ONLINE_MODES):
         return None
-    chosen = f"logger.wandb.mode={mode}" if node.get("mode") is not None else "logger.wandb.offline=false"
+    chosen = mode_setting(node)
     return (f"W&B mode {mode}: {chosen} wins over WANDB_MODE={env} (leave {chosen.split('=')[0]} at its default "
             "to follow WANDB_MODE)")
 
@@ -212,15 +231,14 @@ def check_wandb_online(cfg: DictConfig) -> None:
         mode = wandb_mode(node)
         if mode not in ONLINE_MODES:
             continue
-        url = base_url()
+        url, online = base_url(), f"{key}: online W&B ({mode_setting(node)})"
         if not has_credentials(url):
-            raise ConfigError(f"{key}: online W&B (mode {mode}: logger.wandb.offline=false) needs an API key for "
-                              f"{url} and none is configured: log in with `wandb login` (or set WANDB_API_KEY), "
-                              f"{OFFLINE_HINT}")
+            raise ConfigError(f"{online} needs an API key for {url} and none is configured: log in with "
+                              f"`wandb login` (or set WANDB_API_KEY), {offline_hint(node)}")
         problem = connect_problem(url)
         if problem is not None:
-            raise ConfigError(f"{key}: online W&B (mode {mode}) cannot reach {url} ({problem}): check the network "
-                              f"(WANDB_BASE_URL names another W&B server), {OFFLINE_HINT}")
+            raise ConfigError(f"{online} cannot reach {url} ({problem}): check the network (WANDB_BASE_URL names "
+                              f"another W&B server), {offline_hint(node)}")
 
 
 def check_logger_settings(cfg: DictConfig) -> None:

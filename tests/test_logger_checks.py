@@ -47,8 +47,19 @@ def test_online_wandb_without_an_api_key_is_refused_before_any_data(make_cfg, no
     with pytest.raises(ConfigError) as err:
         run(make_cfg("task=snli", "scale=fixture", "logger=wandb", "logger.wandb.offline=false"))
     message = str(err.value)
-    assert "needs an API key" in message and "`wandb login`" in message and "logger.wandb.offline=true" in message
+    assert "online W&B (logger.wandb.offline=false) needs an API key" in message and "`wandb login`" in message
+    assert "or log offline with logger.wandb.offline=true" in message
     check_loggers(make_cfg("task=snli", "logger=wandb"))  # offline (the default): nothing asked
+
+
+def test_online_by_wandb_mode_says_so_and_how_to_go_offline(make_cfg, no_credentials, monkeypatch):
+    """WANDB_MODE=online chose online (the default offline: true yields to it): logger.wandb.offline=true, the
+    default, would not take the run offline."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    with pytest.raises(ConfigError) as err:
+        check_loggers(make_cfg("task=snli", "logger=wandb"))
+    assert "online W&B (WANDB_MODE=online) needs an API key" in str(err.value)
+    assert "or log offline with WANDB_MODE=offline (or unset it)" in str(err.value)
 
 
 def test_online_wandb_with_an_unreachable_server_is_refused_at_once(make_cfg, no_data, no_credentials,
