@@ -82,7 +82,8 @@ def top_level_like(cfg: DictConfig, key: str) -> str | None:
 
 
 # the sections whose appended keys go straight to a constructor that checks them (Lightning's Trainer, Hydra's
-# instantiation of callbacks and loggers) or to Hydra itself
+# instantiation of callbacks and loggers; the trainer's and the loggers' keys are checked before any data loads:
+# run_checks.check_trainer, logger_checks.logger_key_problems) or to Hydra itself
 _PASSED_ON = ("trainer.", "callbacks.", "logger.", "hydra.")
 
 

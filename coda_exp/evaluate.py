@@ -11,9 +11,13 @@ that cannot be written) goes.
 The record is the trained run's configuration: its task, model, attention, seed, scale and fingerprint (the trained
 run's overrides plus this command's changes of its configuration: ``data.dir`` is a location and changes nothing),
 with ``mode: "eval"``, ``checkpoint`` (the file evaluated), ``trained_run_id`` (the run that wrote it),
-``trained_run_state`` (:func:`trained_run_state`), ``checkpoints_averaged`` (how many the file averages),
+``trained_run_state`` (:func:`coda_exp.trained.trained_run_state`), ``checkpoints_averaged`` (how many the file averages),
 ``eval_split``, ``eval_data`` (``dir``, ``trained_dir``, ``same_data``: whether it read the trained run's data
-folder) and ``trained_overrides``. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation
+folder), ``trained_overrides``, ``trained_wandb_id`` (the trained run's W&B id, kept in its folder) and the
+checkpoint's ``steps`` and ``epochs``: its global step, and the epochs its weights trained in, the last perhaps in
+part, as the training record counts them (``coda_exp.trained.checkpoint_epochs``: a run's last checkpoint gives its
+record's ``epochs``, not the 0-based epoch index the checkpoint keeps). Its loggers get the configuration as a
+training run's do, with the trained run's id, W&B id and the checkpoint, and its metrics at the checkpoint's step. Tables (``coda_exp.tables``) count one sample per trained model: an evaluation
 stands in for its run only when that run's own record is absent and it read the same data; otherwise it is listed
 under the table, never pooled (docs/tables.md).
 
@@ -49,7 +53,7 @@ from coda_exp.data.common.errors import DataError
 from coda_exp.errors import USER_ERROR_EXIT, UserError, exit_status, print_error
 from coda_exp.experiments import earlier_defaults, run_configuration
 from coda_exp.fingerprint import FINGERPRINT_RULE, amend_scale, scale_label, world_size_of
-from coda_exp.loggers import build_loggers, finish
+from coda_exp.loggers import build_loggers, finish, log_config, trained_wandb_id, wandb_reference
 from coda_exp.predict_io import (
     csv_input,
     default_output,
@@ -59,7 +63,7 @@ from coda_exp.predict_io import (
     unknown_inputs,
     write_predictions,
 )
-from coda_exp.run_checks import batch_limits, check_extras
+from coda_exp.run_checks import batch_limits, check_loggers
 from coda_exp.run_record import new_record, save_outputs
 from coda_exp.stops import EXIT_STATUS
 from coda_exp.sweep_data import data_problem
@@ -68,10 +72,12 @@ from coda_exp.trained import (
     Invocation,
     Prepared,
     build,
+    checkpoint_epochs,
     data_module,
     parse,
     prepare,
     same_folder,
+    trained_run_state,
     trainer_for,
 )
 
@@ -148,26 +154,6 @@ def _failure_logged():
         raise
 
 
-def trained_run_state(prep: Prepared) -> str | None:
-    """Where the training run that wrote the checkpoint stands, when the checkpoint lies in its run folder:
-    ``finished`` or ``diverged`` (its record, in the trained run's or this machine's results folder), ``running``
-    or ``not finished`` (stopped, or its record lost); None for a checkpoint outside a run folder (unknown)."""
-    from coda_exp.auto_resume import finished_records
-
-    folder = run_folder.resume_folder(prep.path)
-    if folder is None:
-        return None
-    trained_results = (prep.trained_config.get("paths") or {}).get("results_dir")
-    dirs = [d for d in (trained_results, prep.cfg.paths.results_dir) if d]
-    done = finished_records(dirs, [folder.resolve()])
-    if done:
-        return str(done[folder.resolve()][1]["status"])
-    state = "running" if run_folder.live_owner(folder) else "not finished"
-    log.warning("%s: its training run (%s) has %s: this evaluation is of a partly trained model, and tables list "
-                "it apart", prep.path, folder, "not finished yet" if state == "running" else "no finished record")
-    return state
-
-
 class EvalInterrupted(Exception):
     """``coda-exp eval`` or ``predict`` stopped by Ctrl-C (SIGINT) or SIGTERM: it exits with :attr:`status` (130 or
     143, as training), having written no record and no predictions."""
@@ -211,7 +197,7 @@ def evaluate(inv: Invocation) -> dict:
     start = time.time()
     prep = prepare(inv)
     cfg = prep.cfg
-    check_extras(cfg)  # logger=wandb without wandb: the extra to install, before any data loads (predict logs nothing)
+    check_loggers(cfg)  # the extra to install, an online W&B's key and server: before any data (predict logs nothing)
     wanted = ("validation", "test") if inv.command["split"] == "all" else (inv.command["split"],)
     if cfg.data.get("dir") is not None and (missing := data_problem(cfg, wanted)):  # before the folder is made
         raise DataError(missing)
@@ -227,9 +213,11 @@ def evaluate(inv: Invocation) -> dict:
         identity = eval_identity(prep)
         identity["scale"] = amend_scale(identity["scale"], datamodule.scale_notes())  # e.g. a shorter MLU test file
         loggers = build_loggers(cfg, identity, job_type="eval")
-        record = None
+        record, trained = None, {"trained_run_id": (prep.identity or {}).get("run_id"),
+                                 "trained_wandb_id": trained_wandb_id(prep.path), "checkpoint": str(prep.path.resolve())}
         try:
-            trainer = trainer_for(cfg, folder, loggers)
+            log_config(loggers, cfg, identity, commit, **trained)  # the config as in training, and the trained run
+            trainer = trainer_for(cfg, folder, loggers, prep.checkpoint)  # logged at the checkpoint's step
             task.prepare_final_evaluation()  # sequence tasks: validation decodes as the test does
             metrics: dict[str, float] = {}
             split = inv.command["split"]
@@ -241,15 +229,14 @@ def evaluate(inv: Invocation) -> dict:
             ckpt = prep.checkpoint
             record = new_record(cfg, identity, metrics=metrics, kernels={"test": kernels_used(task.model)},
                                 trainer=trainer, model=task.model, datamodule=datamodule,
-                                steps=ckpt.get("global_step", 0), epochs=ckpt.get("epoch", 0), start=start,
+                                steps=ckpt.get("global_step", 0), epochs=checkpoint_epochs(ckpt), start=start,
                                 commit=commit, overrides=list(inv.environment) + inv.config_strings(),
                                 status="finished")
             trained_dir = prep.trained_config.get("data", {}).get("dir")
             record.update({
                 "mode": "eval",
-                "checkpoint": str(prep.path.resolve()),
+                **trained,
                 "best_checkpoint": str(prep.path.resolve()),
-                "trained_run_id": (prep.identity or {}).get("run_id"),
                 "trained_overrides": list((prep.identity or {}).get("overrides") or []),
                 "trained_run_state": trained_run_state(prep),
                 "checkpoints_averaged": len(prep.checkpoint.get("averaged_checkpoints") or []),
@@ -258,6 +245,8 @@ def evaluate(inv: Invocation) -> dict:
                               "same_data": not any(o.key_or_group == "data.dir" for o in inv.config)
                               or same_folder(cfg.data.get("dir"), trained_dir)},
             })
+            if (wandb_run := wandb_reference(loggers)) is not None:
+                record["wandb"] = wandb_run
             save_outputs(record, task.test_predictions if split != "validation" else None, cfg)
             return record
         finally:  # the W&B run ends failed when this evaluation did not end (a crash, a Ctrl-C, a SIGTERM)

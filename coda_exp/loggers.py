@@ -2,18 +2,33 @@
 
 Every logger of ``cfg.logger`` is instantiated as configured. A W&B logger also gets:
 
+- its mode (``logger_checks.wandb_mode``): ``logger.wandb.mode`` where set, ``online`` for
+  ``logger.wandb.offline=false``, else ``WANDB_MODE`` where set, else ``offline``;
 - its run id, kept in the run folder (:data:`WANDB_ID_FILE`): a run resumed with ``ckpt_path=`` continues in its
   checkpoint's folder (``coda_exp.run_folder``), finds the id there and resumes that W&B run (``id=...``,
   ``resume="allow"``) instead of starting a new one; a fresh run draws a new id and writes it;
-- ``group`` (unless set): ``<experiment>-<fingerprint>``, where ``<experiment>`` is the ``experiment=`` config
-  (``table_2``), else ``<task>-<model>``, and ``<fingerprint>`` the configuration fingerprint
-  (``coda_exp.fingerprint``): a learning-rate sweep lands beside the default runs, not among them; an evaluation
-  (``coda-exp eval``) joins its trained run's group;
+- ``name`` (unless set): ``<task>-<model>-s<seed>[-<tag>]``, ``<tag>`` the run folder's configuration tag
+  (:func:`wandb_name`);
+- ``group`` (unless set): ``<experiment>-<fingerprint>-<scale>``, where ``<experiment>`` is the ``experiment=``
+  config (``table_2``), else ``<task>-<model>``, ``<fingerprint>`` the configuration fingerprint
+  (``coda_exp.fingerprint``) and ``<scale>`` the record's scale label (``fixture``, ``paper (task.epochs=3)``: the
+  scale and the budget, which the fingerprint leaves out and tables keep apart): a learning-rate sweep lands beside
+  the default runs, not among them, and smoke tests or budget-changed runs apart from paper runs; an evaluation
+  (``coda-exp eval``) joins its trained run's group, its config naming the trained run (``run.trained_run_id``,
+  ``run.trained_wandb_id``: :func:`trained_wandb_id`, ``run.checkpoint``), its metrics logged at the checkpoint's
+  step;
+- ``tags``: the configured ones, and the scale label where they lack it;
 - ``job_type`` (unless set): ``train``, or ``eval`` for ``coda-exp eval``;
+- as the run starts (:func:`log_config`), the resolved config and, under ``run``, the record's run id, fingerprint,
+  scale label, experiment, overrides and git commit (the run record keeps the W&B run's id, project and group in
+  ``wandb``: :func:`wandb_reference`);
 - at the end (:func:`finish`), the run record's summary in ``wandb.run.summary``: its final metrics (the tested
   checkpoint's, under their own names), ``record/*`` (run id, status, fingerprint, scale, steps, epochs, wall time,
-  mode) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
+  mode; an evaluation's trained run id, trained W&B id and checkpoint) and ``table/<table>/<row>/<column>``, the value of each paper-table cell the record fills (in the table's
   units), found by the tables' own selection rules (:func:`table_cells`).
+
+The tested checkpoint's validation after ``fit`` is made without the loggers (:func:`without_loggers`): the ``val/*``
+curves hold the validations made during training, and its metrics go to the record and the W&B summary.
 
 The CSV and TensorBoard loggers of a resumed run (``ckpt_path=``, ``resume=auto``) continue in the latest version
 folder the run already has (``csv/version_0``), as the W&B run continues, instead of starting ``version_1`` beside it
@@ -24,7 +39,9 @@ again, are dropped: :class:`ResumedCSVLogger`), TensorBoard hides the events fro
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
 import io
 import logging
 import os
@@ -39,23 +56,53 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from coda_exp.io import atomic_write_text
+from coda_exp.logger_checks import mode_note, wandb_errors, wandb_mode
 
 log = logging.getLogger(__name__)
 
 WANDB_ID_FILE = "wandb_id.txt"
 ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode")
+GROUP_CHARS, TAG_CHARS = 128, 64  # the longest group and tag W&B takes
+RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode",
+                  "trained_run_id", "trained_wandb_id", "checkpoint")  # (the last three: an evaluation's)
 
 
 def is_wandb(logger_cfg) -> bool:
     return str(logger_cfg.get("_target_", "")).endswith("WandbLogger")
 
 
+def capped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (W&B refuses longer groups and tags), ending with a digest of the whole
+    where it is cut, so that two long texts stay apart."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 9]}~{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+
+
 def wandb_group(identity: dict) -> str:
-    """``<experiment or task-model>-<fingerprint>`` of a run (``identity``: ``experiment``, ``task``, ``model``,
-    ``fingerprint``: :func:`coda_exp.run_record.run_identity`)."""
+    """``<experiment or task-model>-<fingerprint>-<scale>`` of a run (``identity``: ``experiment``, ``task``,
+    ``model``, ``fingerprint``, ``scale``: :func:`coda_exp.run_record.run_identity`); ``<scale>`` is the record's
+    scale label (``fixture``, ``paper (task.epochs=3)``), which the fingerprint leaves out and tables keep apart."""
     base = identity.get("experiment") or f"{identity.get('task')}-{identity.get('model')}"
-    return f"{base}-{identity['fingerprint']}"
+    scale = f"-{identity['scale']}" if identity.get("scale") else ""
+    return capped(f"{base}-{identity['fingerprint']}{scale}", GROUP_CHARS)
+
+
+def wandb_name(cfg: DictConfig, identity: dict | None) -> str:
+    """``<task>-<model>-s<seed>[-<tag>]``: ``<tag>`` the configuration tag the run's folder carries
+    (:mod:`coda_exp.run_tag`, from ``identity``'s overrides), so that the runs of an lr sweep are told apart."""
+    from coda_exp.run_tag import folder_suffix
+
+    suffix = folder_suffix(identity.get("overrides")) if identity is not None else ""
+    return f"{cfg.task.name}-{cfg.model.name}-s{cfg.seed}{suffix}"
+
+
+def wandb_tags(logger_cfg, identity: dict) -> list[str]:
+    """The configured tags, and the run's scale label where they lack it (``fixture (task.epochs=3)`` beside
+    ``fixture``, the scale's name): a filter by tag keeps smoke tests, changed budgets and paper runs apart."""
+    tags = [str(t) for t in (logger_cfg.get("tags") or [])]
+    label = capped(str(identity.get("scale") or ""), TAG_CHARS)
+    return tags + [label] if label and label not in tags else tags
 
 
 def wandb_run_id(folder: Path, resume: bool) -> str:
@@ -70,6 +117,16 @@ def wandb_run_id(folder: Path, resume: bool) -> str:
         folder.mkdir(parents=True, exist_ok=True)
         path.write_text(new + "\n", encoding="utf-8")
     return new
+
+
+def trained_wandb_id(checkpoint: Path) -> str | None:
+    """The W&B run id of the training run that wrote ``checkpoint``: the one its run folder keeps
+    (:data:`WANDB_ID_FILE`); None outside a run folder or for a run logged without W&B."""
+    from coda_exp.run_folder import resume_folder
+
+    folder = resume_folder(checkpoint)
+    path = folder / WANDB_ID_FILE if folder is not None else None
+    return (path.read_text(encoding="utf-8").strip() or None) if path is not None and path.is_file() else None
 
 
 def resumed_version(logger_cfg) -> int | None:
@@ -175,15 +232,21 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
         if cfg.get("ckpt_path") and job_type == "train":  # a resumed run: its CSV / TensorBoard version goes on
             c, extra = _resumed(c, cfg)
         if is_wandb(c):
-            if "mode" not in c:
-                # an explicit mode wins over WANDB_MODE (which `make` sets to offline and which Lightning's offline
-                # logger leaves set for later jobs of a sweep): logger.wandb.offline=false really goes online
-                extra["mode"] = "offline" if c.get("offline", False) else "online"
+            # the mode is ours to choose (logger_checks.wandb_mode: the config's, else WANDB_MODE, else offline),
+            # passed explicitly; Lightning is told offline=False, else it sets WANDB_MODE=dryrun for the process
+            # (and a later job of a sweep)
+            extra["mode"], extra["offline"] = wandb_mode(c), False
+            if (note := mode_note(c, extra["mode"])) is not None:
+                log.warning("%s", note)
             if c.get("id") is None and c.get("version") is None:
                 resume = bool(cfg.get("ckpt_path")) and job_type == "train"
                 extra["id"] = wandb_run_id(Path(cfg.paths.output_dir), resume)
+            if c.get("name") is None:
+                extra["name"] = wandb_name(cfg, identity)
             if c.get("group") is None and identity is not None:
                 extra["group"] = wandb_group(identity)
+            if identity is not None:
+                extra["tags"] = wandb_tags(c, identity)
             if c.get("job_type") is None:
                 extra["job_type"] = job_type
         logger = instantiate(c, **extra)
@@ -193,6 +256,53 @@ def build_loggers(cfg: DictConfig, identity: dict | None = None, job_type: str =
             del logger._wandb_init["anonymous"]
         out.append(logger)
     return out
+
+
+def run_fields(identity: dict, commit: str | None) -> dict:
+    """What identifies a run beside its resolved config, in each logger's config under ``run``: the record's
+    ``run_id``, ``fingerprint``, ``scale`` (label), ``experiment``, ``overrides`` (its command line's) and
+    ``git_commit`` (``identity``: :func:`coda_exp.run_record.run_identity`)."""
+    keys = ("run_id", "fingerprint", "scale", "experiment")
+    return {**{k: identity.get(k) for k in keys}, "overrides": [str(o) for o in identity.get("overrides") or []],
+            "git_commit": commit}
+
+
+def log_config(loggers: list, cfg: DictConfig, identity: dict, commit: str | None, **more) -> None:
+    """Each logger's config as the run starts (W&B: before anything is logged, so that the part of a run that crashed
+    or was stopped has it too): the resolved config, and under ``run`` :func:`run_fields` and ``more`` (an
+    evaluation's trained run and checkpoint)."""
+    params = {**OmegaConf.to_container(cfg, resolve=True), "run": {**run_fields(identity, commit), **more}}
+    with wandb_errors():  # the W&B run starts here: its error is one message (coda_exp.logger_checks)
+        for lg in loggers:
+            lg.log_hyperparams(params)
+
+
+def wandb_reference(loggers: list) -> dict | None:
+    """The W&B run of ``loggers`` as a record keeps it (``wandb``: ``id``, ``project``, ``entity``, ``group``,
+    ``mode``, ``url``: online only), so that a table cell's record leads to its dashboard; None without W&B (and off
+    rank 0, whose logger holds no run)."""
+    found = [lg for lg in loggers if type(lg).__name__ == "WandbLogger"]
+    if not found or pl.utilities.rank_zero_only.rank != 0:
+        return None
+    run = found[0].experiment
+    offline = bool(getattr(run, "offline", False))
+    return {"id": str(run.id), "project": getattr(run, "project", None) or None,
+            "entity": getattr(run, "entity", None) or None, "group": getattr(run, "group", None) or None,
+            "mode": "offline" if offline else str(getattr(run.settings, "mode", "online")),
+            "url": None if offline else getattr(run, "url", None)}
+
+
+@contextlib.contextmanager
+def without_loggers(trainer: pl.Trainer):
+    """``trainer`` without its loggers for a while: the final validation of the tested checkpoint after ``fit``, whose
+    metrics go to the run record and the W&B summary (:func:`finish`), not into the ``val/*`` curves at the last step
+    (they hold the validations made during training, as the record's ``val_curve``)."""
+    kept = list(trainer.loggers)
+    trainer.loggers = []
+    try:
+        yield
+    finally:
+        trainer.loggers = kept
 
 
 def table_cells(record: dict, spec_dir: Path | None = None) -> dict[str, float]:

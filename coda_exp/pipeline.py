@@ -29,7 +29,7 @@ from coda_exp.errors import UserError, exit_status
 from coda_exp.fingerprint import amend_scale, scale_label
 from coda_exp.hydra_callbacks import LOGGED  # marks an exception run() logged: Hydra logs it once
 from coda_exp.instantiation import instantiate  # a UserError a constructor raises stays one
-from coda_exp.loggers import build_loggers, finish
+from coda_exp.loggers import build_loggers, finish, log_config, wandb_reference, without_loggers
 from coda_exp.optim import schedule_node
 from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
@@ -41,8 +41,8 @@ from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compa
     check_checkpoint_fits,
     check_compatible,
     check_eval_batch_limits,
-    check_extras,
     check_kernels,
+    check_loggers,
     check_same_configuration,
     check_same_run,
     check_trainer,
@@ -179,7 +179,7 @@ def run(cfg: DictConfig) -> float | None:
     fast_options(cfg)
     check_kernels(cfg)
     check_compatible(cfg)
-    check_extras(cfg)
+    check_loggers(cfg)  # the extras they need, an online W&B's key and server
     check_trainer(cfg)
     if cfg.data.get("dir") is not None and not in_sweep() and (missing := data_problem(cfg)):  # (a sweep: JobReport)
         raise DataError(missing)  # a data.dir without the reader's files: refused before the run's folder is chosen
@@ -275,8 +275,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     warn_budget_overrides(cfg, datamodule)  # trainer.max_epochs=2 beside task.epochs=5
     record = None
     try:
-        for lg in loggers:
-            lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        log_config(loggers, cfg, identity, commit)  # what names the run, before anything is logged
         try:
             with batch_limits():  # a limit_*_batches fraction of less than one batch: one message
                 trainer.fit(task, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path") or None)
@@ -298,8 +297,9 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         val_curve = [v if math.isfinite(v) else None for v in val_curve]  # JSON has no NaN
         if cfg.get("test_after_fit", True) and not diverged:
             task.prepare_final_evaluation()  # e.g. sequence tasks: validate the tested checkpoint with beam search
-            with batch_limits():
+            with batch_limits(), without_loggers(trainer):  # the curves hold the validations made in training
                 metrics.update(_metrics(trainer.validate(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
+            with batch_limits():
                 metrics.update(_metrics(trainer.test(task, datamodule=datamodule, ckpt_path=best, verbose=False)))
             kernels["test"] = kernels_used(model)
         status = "diverged" if diverged else "finished"
@@ -317,6 +317,8 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         })
         if diverged:
             record["diverged_at_step"] = task.diverged_at
+        if (wandb_run := wandb_reference(loggers)) is not None:  # a table cell's record leads to its dashboard
+            record["wandb"] = wandb_run
         if task.fast_step is not None:  # trainer=gpu_fast: its levers and what they did (graphs, fallbacks)
             record["fast"] = task.fast_step.summary()
         if gate_stats is not None:  # callbacks=gate_stats

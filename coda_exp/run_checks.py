@@ -1,5 +1,5 @@
 """The checks of a composed config before a run builds anything: the model fits the task and takes its keys, the CoDA
-kernel names, the fast path's options, the optional packages its loggers need, the trainer's accelerator, devices,
+kernel names, the fast path's options, the optional packages its loggers need and their settings, the trainer's accelerator, devices,
 strategy and precision, and a checkpoint to resume from is of this run (its task, model and weights).
 
 Each raises a :class:`~coda_exp.errors.UserError` (``ConfigError``, ``CheckpointError``) naming the key or file;
@@ -70,6 +70,15 @@ def check_extras(cfg: DictConfig) -> None:
     """The optional packages the chosen loggers need (``coda_exp.extras``): one message naming the extra to install,
     before any data loads, not an ImportError from Lightning once the data is ready."""
     extras.require_loggers([c.get("_target_", "") for c in (cfg.get("logger") or {}).values() if c is not None])
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """The chosen loggers, before any data loads: the optional packages they need (:func:`check_extras`), then
+    their settings (``coda_exp.logger_checks``: an online W&B's API key and server)."""
+    from coda_exp.logger_checks import check_logger_settings
+
+    check_extras(cfg)
+    check_logger_settings(cfg)
 
 
 def _unknown_keys_hint(cfg: DictConfig, unknown: list[str]) -> str:

@@ -37,7 +37,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from coda_exp import plugins
+from coda_exp import plugins, run_folder
 from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.config_checks import ConfigError, check_config, yaml_error
 from coda_exp.config_keys import appended_key_problems, local_key_problems
@@ -282,15 +282,40 @@ def build(prep: Prepared, datamodule, build_splits: bool) -> pl.LightningModule:
     return task.eval()
 
 
-def trainer_for(cfg: DictConfig, folder: Path | None, loggers: list | None = None) -> pl.Trainer:
+def trainer_for(cfg: DictConfig, folder: Path | None, loggers: list | None = None,
+                checkpoint: dict | None = None) -> pl.Trainer:
     """A one-device trainer of the evaluation's ``trainer`` settings (accelerator, precision): no training, no
-    checkpoints, no sanity steps (what Lightning refuses in them: a ConfigError, ``run_checks.checked_trainer``)."""
+    checkpoints, no sanity steps (what Lightning refuses in them: a ConfigError, ``run_checks.checked_trainer``).
+    With ``loggers`` and the ``checkpoint`` evaluated: its training loop's state, so that the metrics are logged at
+    the checkpoint's step and epoch, as its training logged them (they were logged at step 0)."""
     t = cfg.trainer
-    return checked_trainer(lambda: pl.Trainer(
+    trainer = checked_trainer(lambda: pl.Trainer(
         accelerator=t.get("accelerator", "auto"), devices=1, num_nodes=1, precision=t.get("precision", "32-true"),
         logger=loggers or False, enable_checkpointing=False, default_root_dir=str(folder) if folder else None,
         deterministic=t.get("deterministic", False), limit_val_batches=t.get("limit_val_batches"),
         limit_test_batches=t.get("limit_test_batches"), enable_model_summary=False, inference_mode=True), t)
+    loop = ((checkpoint or {}).get("loops") or {}).get("fit_loop")
+    if loggers and isinstance(loop, dict):
+        try:
+            trainer.fit_loop.load_state_dict(loop)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:  # another Lightning's loops: step 0
+            log.warning("the checkpoint's training loop state cannot be read (%s): its metrics are logged at "
+                        "step 0", err)
+    return trainer
+
+
+def checkpoint_epochs(ckpt: dict) -> int:
+    """The epochs a checkpoint's weights trained in, counted as a training record counts its run's (``epochs``:
+    Lightning's ``current_epoch`` once ``fit`` ends, the last epoch counted where a step budget or a stop ended it
+    part way): the checkpoint's 0-based ``epoch``, plus one where a batch of that epoch trained (its loop progress;
+    else, without loops, where it trained any step). A run's last checkpoint thus says the record's ``epochs``."""
+    epoch = int(ckpt.get("epoch", 0))
+    progress = ((ckpt.get("loops") or {}).get("fit_loop") or {}).get("epoch_loop.batch_progress")
+    if isinstance(progress, dict):
+        trained = int((progress.get("current") or {}).get("completed", 0)) > 0
+    else:
+        trained = int(ckpt.get("global_step", 0)) > 0
+    return epoch + 1 if trained else epoch
 
 
 def same_folder(a: str | os.PathLike | None, b: str | os.PathLike | None) -> bool:
@@ -298,3 +323,23 @@ def same_folder(a: str | os.PathLike | None, b: str | os.PathLike | None) -> boo
     if a is None or b is None:
         return a is None and b is None
     return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def trained_run_state(prep: Prepared) -> str | None:
+    """Where the training run that wrote the checkpoint stands, when the checkpoint lies in its run folder:
+    ``finished`` or ``diverged`` (its record, in the trained run's or this machine's results folder), ``running``
+    or ``not finished`` (stopped, or its record lost); None for a checkpoint outside a run folder (unknown)."""
+    from coda_exp.auto_resume import finished_records
+
+    folder = run_folder.resume_folder(prep.path)
+    if folder is None:
+        return None
+    trained_results = (prep.trained_config.get("paths") or {}).get("results_dir")
+    dirs = [d for d in (trained_results, prep.cfg.paths.results_dir) if d]
+    done = finished_records(dirs, [folder.resolve()])
+    if done:
+        return str(done[folder.resolve()][1]["status"])
+    state = "running" if run_folder.live_owner(folder) else "not finished"
+    log.warning("%s: its training run (%s) has %s: this evaluation is of a partly trained model, and tables list "
+                "it apart", prep.path, folder, "not finished yet" if state == "running" else "no finished record")
+    return state

@@ -23,7 +23,7 @@ def test_a_new_run_draws_an_id_and_keeps_it_in_its_folder(make_cfg, tmp_path):
     init = _wandb(make_cfg("task=snli", "logger=wandb"))
     kept = (tmp_path / "run" / loggers.WANDB_ID_FILE).read_text().strip()
     assert init["id"] == kept and len(kept) == 8 and init["resume"] == "allow"
-    assert init["job_type"] == "train" and init["group"] == f"snli-decompatt-{GRID_FINGERPRINT}"
+    assert init["job_type"] == "train" and init["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-paper"
     again = _wandb(make_cfg("task=snli", "logger=wandb"))  # a fresh run (no ckpt_path) is a new W&B run
     assert again["id"] != kept
 
@@ -39,11 +39,49 @@ def test_a_resumed_run_resumes_its_wandb_run(make_cfg, tmp_path):
 def test_the_group_separates_configurations_and_an_eval_joins_its_runs_group(make_cfg):
     swept = make_cfg("task=snli", "logger=wandb", "optimizer.lr=0.001")
     (lg,) = loggers.build_loggers(swept, run_identity(swept, ["task=snli", "optimizer.lr=0.001"]))
-    assert lg._wandb_init["group"] == f"snli-decompatt-{fingerprint(['optimizer.lr=0.001'])}" != \
-        f"snli-decompatt-{GRID_FINGERPRINT}"
-    identity = {"experiment": "table_2", "task": "snli", "model": "decompatt", "fingerprint": "abc"}
-    assert loggers.wandb_group(identity) == "table_2-abc"
+    assert lg._wandb_init["group"] == f"snli-decompatt-{fingerprint(['optimizer.lr=0.001'])}-paper" != \
+        f"snli-decompatt-{GRID_FINGERPRINT}-paper"
+    identity = {"experiment": "table_2", "task": "snli", "model": "decompatt", "fingerprint": "abc", "scale": "cpu"}
+    assert loggers.wandb_group(identity) == "table_2-abc-cpu"
     assert _wandb(make_cfg("task=snli", "logger=wandb"), job_type="eval")["job_type"] == "eval"
+
+
+def test_the_group_and_tags_keep_scales_and_budgets_apart(make_cfg):
+    """The fingerprint leaves the scale and the budget out (tables keep them apart by the record's scale label): a
+    smoke run, a run of another budget and a paper run of one configuration shared a W&B group, and only the
+    scale's name was a tag."""
+    def init(*overrides):
+        cfg = make_cfg("task=snli", "logger=wandb", *overrides)
+        (lg,) = loggers.build_loggers(cfg, run_identity(cfg, ["task=snli", *overrides]))
+        return lg._wandb_init
+
+    paper, fixture, budget = init(), init("scale=fixture"), init("scale=fixture", "task.epochs=3")
+    assert paper["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-paper"
+    assert fixture["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-fixture"
+    assert budget["group"] == f"snli-decompatt-{GRID_FINGERPRINT}-fixture (task.epochs=3)"
+    assert fixture["tags"] == ["snli", "decompatt", "fixture"]
+    assert budget["tags"] == ["snli", "decompatt", "fixture", "fixture (task.epochs=3)"]
+    long = {"task": "snli", "model": "decompatt", "fingerprint": "abc", "scale": "paper (" + "x" * 200 + ")"}
+    other = {**long, "scale": long["scale"] + " "}
+    cut = [loggers.wandb_group(long), loggers.wandb_group(other)]  # W&B takes 128 characters at most
+    assert [len(g) for g in cut] == [loggers.GROUP_CHARS] * 2 and cut[0] != cut[1]
+
+
+def test_run_names_carry_the_configuration_tag_of_the_run_folders(make_cfg):
+    """Both runs of an lr sweep were named snli-decompatt-s1, where their folders' tags tell them apart."""
+    from coda_exp.run_tag import config_tag
+
+    def name(*overrides):
+        cfg = make_cfg("task=snli", "logger=wandb", *overrides)
+        (lg,) = loggers.build_loggers(cfg, run_identity(cfg, ["task=snli", "logger=wandb", *overrides]))
+        return lg._wandb_init["name"]
+
+    swept = [name(f"optimizer.lr={lr}") for lr in ("1e-3", "3e-4")]
+    assert swept[0] == f"snli-decompatt-s1-{config_tag(['optimizer.lr=1e-3'])}" and swept[0].startswith(
+        "snli-decompatt-s1-lr_1e-3@") and swept[1].startswith("snli-decompatt-s1-lr_3e-4@")
+    # a plain run has no tag, as its folder; nor have the seed, scale and budget (the group has those)
+    assert name() == name("seed=1", "scale=fixture", "task.epochs=3") == "snli-decompatt-s1"
+    assert name("logger.wandb.name=mine") == "mine"
 
 
 def test_a_group_or_job_type_set_by_the_user_is_kept(make_cfg):
@@ -205,3 +243,71 @@ def test_wandb_is_not_given_the_anonymous_setting_it_warns_of(make_cfg):
     """Lightning passed anonymous=None, and wandb printed "The anonymous setting has no effect..." on every run."""
     assert "anonymous" not in _wandb(make_cfg("task=snli", "logger=wandb"))
     assert _wandb(make_cfg("task=snli", "logger=wandb", "+logger.wandb.anonymous=true"))["anonymous"] == "allow"
+
+
+@pytest.fixture(scope="module")
+def logged_run(compose, tmp_path_factory):
+    """A fixture run of 3 epochs logged to CSV, TensorBoard and W&B (offline): (its folder, its record)."""
+    from coda_exp import results
+
+    folder = tmp_path_factory.mktemp("logged")
+    run(compose(["task=snli", "scale=fixture", "logger=[csv,tensorboard,wandb]", "task.epochs=3",
+                 "save_predictions=false"], folder))
+    (record,) = results.load_records(folder / "results" / "runs", strict=True)
+    return folder / "run", record
+
+
+def test_the_curves_hold_the_validations_made_in_training_only(logged_run):
+    """The tested checkpoint is validated again after fit: that validation was logged into every logger's val/acc
+    at the last step (the curve seemed to rise at its end). Its metrics are the record's (and W&B's summary); each
+    logger's curve has one point per validation made during training, at Lightning's step (record step - 1)."""
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.wandb_files import logged, offline_runs
+
+    folder, record = logged_run
+    during = [s - 1 for s in record["val_curve_steps"]]
+    assert during == [4, 9, 14] and "val/acc" in record["metrics"] and "test/acc" in record["metrics"]
+    with open(folder / "csv" / "version_0" / "metrics.csv", newline="") as f:
+        assert [int(r["step"]) for r in csv.DictReader(f) if r.get("val/acc")] == during
+    events = EventAccumulator(str(folder / "tensorboard" / "version_0"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("val/acc")] == during
+    (wandb_run,) = offline_runs(folder)
+    assert [s for s, _ in logged(wandb_run, "val/acc")] == during
+    assert logged(wandb_run, "test/acc") == [(15, pytest.approx(record["metrics"]["test/acc"]))]
+    assert wandb_run["summary"]["val/acc"] == pytest.approx(record["metrics"]["val/acc"])  # the tested checkpoint's
+
+
+def test_the_wandb_config_names_the_run_from_its_start_and_the_record_names_the_wandb_run(logged_run):
+    """W&B's config held the resolved config alone: the fingerprint, scale label and run id came in the summary at
+    the end (absent from a crashed or stopped part), the overrides and commit nowhere one can filter on. The record
+    named no W&B run: a table cell led to the dashboard through the run folder's wandb_id.txt only."""
+    import yaml
+
+    from tests.wandb_files import offline_runs
+
+    folder, record = logged_run
+    (wandb_run,) = offline_runs(folder)
+    fields = wandb_run["config"]["run"]
+    assert fields == {"run_id": record["run_id"], "fingerprint": record["fingerprint"], "scale": "fixture (task.epochs=3)",
+                      "experiment": None, "overrides": record["overrides"], "git_commit": record["git_commit"]}
+    assert "task.epochs=3" in fields["overrides"] and wandb_run["config"]["seed"] == 1  # beside the resolved config
+    hparams = yaml.safe_load((folder / "csv" / "version_0" / "hparams.yaml").read_text())
+    assert hparams["run"]["run_id"] == record["run_id"]  # every logger's config has them
+    kept = (folder / loggers.WANDB_ID_FILE).read_text().strip()
+    assert record["wandb"] == {"id": kept, "project": "coda-exp", "entity": None, "group": wandb_run["run"]["group"],
+                               "mode": "offline", "url": None}
+    assert wandb_run["run"]["id"] == kept
+
+
+def test_tensorboard_has_no_placeholder_hp_metric(logged_run):
+    """Lightning's default hp_metric was -1 for every run (logged again on each resume): the HPARAMS tab showed -1
+    as every run's only metric."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logged_run[0] / "tensorboard" / "version_0"))
+    events.Reload()
+    assert "hp_metric" not in events.Tags()["scalars"] and "val/acc" in events.Tags()["scalars"]
