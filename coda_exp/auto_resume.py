@@ -20,6 +20,7 @@ the same checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -72,12 +73,9 @@ def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | Non
     hand-edited) the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped); (None,
     None) where neither can be read. ``warn``: say so in the log where the file cannot be read."""
     for later in sorted(folder.glob(RESOLVED_CONFIG.replace(".yaml", ".resumed-*.yaml")), reverse=True):
-        try:
-            theirs = OmegaConf.to_container(OmegaConf.load(later), resolve=True)
-            if isinstance(theirs, dict):
+        with contextlib.suppress(Exception):  # unreadable: an earlier one, or the first, stands in for it
+            if isinstance(theirs := OmegaConf.to_container(OmegaConf.load(later), resolve=True), dict):
                 return theirs, later
-        except Exception:  # noqa: BLE001, S112 - an earlier one, or the first, stands in for it
-            continue
     path = folder / RESOLVED_CONFIG
     unreadable = None
     if path.is_file():
