@@ -33,8 +33,10 @@ as Hydra gives it, and the list is printed when the process exits.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -118,7 +120,9 @@ def program() -> str:
 def _jobs_stop_first():
     """A sweep whose jobs run in worker processes (``hydra/launcher=joblib``): the first Ctrl-C is the jobs' own (each
     stops after its step with a checkpoint, ``coda_exp.stops``), which this process waits for, then lists them; it
-    used to stop the workers at once, a job killed before its checkpoint and no summary. Ctrl-C again: at once."""
+    used to stop the workers at once, a job killed before its checkpoint and no summary. Ctrl-C again: at once. A
+    SIGTERM to this process alone (a scheduler's, ``kill``) is sent on to the workers, the same stop: it ended this
+    process at once, the workers running on without it and holding their run folders against ``resume=auto``."""
     import signal
 
     previous = signal.getsignal(signal.SIGINT)
@@ -128,11 +132,33 @@ def _jobs_stop_first():
         print("Ctrl-C: the sweep's jobs stop after their current step, each with a checkpoint; the sweep then lists "
               "them (Ctrl-C again: stop at once, nothing saved)", file=sys.stderr, flush=True)
 
+    def relayed(signum, frame) -> None:  # a scheduler's SIGTERM to this process alone: the jobs' too
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one: at once
+        print("SIGTERM: the sweep's jobs stop after their current step, each with a checkpoint; the sweep then lists "
+              "them", file=sys.stderr, flush=True)
+        for pid in _workers():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+
+    term = signal.getsignal(signal.SIGTERM)
     try:
         signal.signal(signal.SIGINT, first)
+        if Path("/proc").is_dir():
+            signal.signal(signal.SIGTERM, relayed)
     except ValueError:  # not the main thread: Ctrl-C as before
         return None
-    return previous  # (restored when the sweep ends)
+    return previous, term  # (restored when the sweep ends)
+
+
+def _workers() -> list[int]:
+    """This process's child processes but loky's resource tracker (Linux: ``/proc``): the joblib workers."""
+    me, found = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == me and \
+                    b"resource_tracker" not in (stat.parent / "cmdline").read_bytes():
+                found.append(int(stat.parent.name))
+    return found
 
 
 def typed_again(hydra_overrides, sweep: bool = False) -> list[str]:
@@ -215,7 +241,7 @@ class JobReport(Callback):
         self.sweep_dir: Path | None = None
         self.again: str | None = None  # the sweep's command with resume=auto
         self.reported = False
-        self.sigint = None  # the Ctrl-C handler before a joblib sweep (_jobs_stop_first)
+        self.sigint = None  # the Ctrl-C and SIGTERM handlers before a joblib sweep (_jobs_stop_first)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
@@ -272,7 +298,8 @@ class JobReport(Callback):
         if self.sigint is not None:
             import signal
 
-            signal.signal(signal.SIGINT, self.sigint)
+            signal.signal(signal.SIGINT, self.sigint[0])
+            signal.signal(signal.SIGTERM, self.sigint[1])
         self._report()
 
     def _report(self) -> None:
