@@ -150,6 +150,24 @@ def _jobs_stop_first():
     return previous, term  # (restored when the sweep ends)
 
 
+def _logger_refusal(configs: list) -> str | None:
+    """The loggers' settings of a sweep's jobs (``coda_exp.logger_checks``: keys, W&B's mode, key and server), each
+    distinct ``logger`` node once, before the first job (each job checked its own only as it started)."""
+    from coda_exp.errors import UserError
+    from coda_exp.logger_checks import check_logger_settings
+
+    seen = set()
+    for cfg in configs:
+        node = OmegaConf.to_yaml(cfg.get("logger") or {})
+        if node not in seen:
+            seen.add(node)
+            try:
+                check_logger_settings(cfg)
+            except UserError as err:
+                return f"the sweep cannot start: {err}; no job has run"
+    return None
+
+
 def _workers() -> list[int]:
     """This process's child processes but loky's resource tracker (Linux: ``/proc``): the joblib workers."""
     me, found = os.getpid(), []
@@ -261,7 +279,7 @@ class JobReport(Callback):
             from coda_exp.errors import USER_ERROR_EXIT
             from coda_exp.sweep_data import data_refusal
 
-            refusal = data_refusal(configs)
+            refusal = data_refusal(configs) or _logger_refusal(configs)
             if refusal:  # one message, before the sweep's folder and its first job
                 print(f"error: {refusal}", file=sys.stderr, flush=True)
                 raise SystemExit(USER_ERROR_EXIT)

@@ -61,3 +61,18 @@ def test_the_sweep_checks_the_reader_data_dataset_names(tmp_path):
     assert data_problem(other) is None
     assert "unknown dataset 'snil' (data.dataset)" in data_problem(typo) and "did you mean data.dataset=snli?" in (
         data_problem(typo))
+
+
+def test_a_sweep_with_a_misspelt_logger_key_is_one_message_before_its_first_job(tmp_path, capsys, monkeypatch):
+    """Each job checked its logger settings only as it started: a sweep of N jobs failed N times, after each job's
+    folder; the sweep's jobs' loggers are checked once, before the first."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "task=snli", "scale=fixture", "seed=1,2", "+logger.csv.flush_every=5",
+                  f"paths.log_dir={tmp_path}/outputs", f"paths.results_dir={tmp_path}/results"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert err.startswith("error: the sweep cannot start: logger.csv.flush_every is not a parameter of"), err
+    assert err.rstrip().endswith("no job has run") and "Traceback" not in err
+    assert not (tmp_path / "outputs").exists()  # no sweep folder, no job
