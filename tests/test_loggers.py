@@ -140,7 +140,12 @@ def test_the_exit_code_w_b_gets_is_the_process_s():
 
 
 def _offline_ids(folder: Path) -> list[str]:
-    return sorted(p.name.rsplit("-", 1)[1] for p in (folder / "wandb").glob("offline-run-*"))
+    """The run ids of ``folder``'s offline W&B runs: ``offline-run-<date>_<time>-<id>``, where W&B adds ``-1`` to a
+    second folder of one id started within the same second."""
+    import re
+
+    return sorted(re.match(r"offline-run-\d{8}_\d{6}-([^-]+)", p.name).group(1)
+                  for p in (folder / "wandb").glob("offline-run-*"))
 
 
 def test_offline_run_then_resume_continue_one_wandb_run(compose, tmp_path, monkeypatch):
