@@ -349,22 +349,25 @@ def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_p
         assert joined == pytest.approx(values, abs=1e-6), name
 
 
-@pytest.mark.slow  # ~25 s: two AlgoLisp runs
-def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose, tmp_path, caplog):
+@pytest.mark.slow  # ~25 s each: two AlgoLisp runs
+@pytest.mark.parametrize("steps,signalled,saved_at", [(30, 24, 25), (32, 32, 32)])
+def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose, tmp_path, steps, signalled,
+                                                                         saved_at):
     """AlgoLisp at the fixture scale: 2 batches an epoch, a validation every 10 steps. Stopped at step 24 (an
     epoch's last batch), interrupted.ckpt was saved there, and pytorch-lightning 2.6 resumed it into that epoch
-    again, its data order included: the weights differed from the first resumed step. The stop is now at step 25."""
+    again, its data order included: the weights differed from the first resumed step. The stop is now at step 25;
+    at the training's last step (32, no validation due), at the training's end, before the test."""
     import torch
 
     base = ["task=algolisp", "model=coda_transformer", "scale=fixture", "logger=none", "seed=1",
-            "save_predictions=false", "task.max_steps=30"]
+            "save_predictions=false", f"task.max_steps={steps}"]
     run(compose(base, tmp_path / "whole"))
-    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=24",
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={signalled}",
             "+callbacks.sig.signum=15"]
     with pytest.raises(SystemExit):
         run(compose([*base, *hook], tmp_path / "part"))
     saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
-    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == 25
+    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == saved_at
     run(compose([*base, f"ckpt_path={saved}"], tmp_path / "part"))
     (whole,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
     (resumed,) = results.load_records(tmp_path / "part" / "results" / "runs", strict=True)
