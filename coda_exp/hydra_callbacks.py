@@ -108,8 +108,6 @@ def program() -> str:
     """The command this process was started as, for a command to type again: ``python train.py``, ``coda-exp`` or
     ``python -m coda_exp``; ``train.py`` as it was typed (``python /work/coda-exp/train.py`` from a project's own
     folder: ``python train.py`` there is "can't open file")."""
-    import shlex
-
     typed = sys.argv[0] if sys.argv and Path(sys.argv[0]).name == "train.py" else "train.py"
     if Path(typed).resolve() == (Path.cwd() / "train.py").resolve():  # the checkout's own folder
         typed = "train.py"
@@ -153,7 +151,6 @@ def _jobs_stop_first():
 def _logger_refusal(configs: list) -> str | None:
     """The loggers' settings of a sweep's jobs (``coda_exp.logger_checks``: keys, W&B's mode, key and server), each
     distinct ``logger`` node once, before the first job (each job checked its own only as it started)."""
-    from coda_exp.errors import UserError
     from coda_exp.logger_checks import check_logger_settings
 
     seen = set()

@@ -92,10 +92,15 @@ def logger_key_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
+def is_wandb(logger_cfg) -> bool:
+    """Whether a ``logger.<name>`` node is a W&B logger (its ``_target_``)."""
+    return str(logger_cfg.get("_target_", "")).endswith("WandbLogger")
+
+
 def wandb_nodes(cfg: DictConfig) -> dict[str, DictConfig]:
     """The W&B loggers of ``cfg.logger`` by their keys (``logger.wandb``)."""
     return {f"logger.{name}": node for name, node in (cfg.get("logger") or {}).items()
-            if node is not None and str(node.get("_target_", "")).endswith("WandbLogger")}
+            if node is not None and is_wandb(node)}
 
 
 def wandb_modes() -> tuple[str, ...]:

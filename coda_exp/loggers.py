@@ -56,7 +56,7 @@ from pytorch_lightning.loggers.csv_logs import ExperimentWriter
 from pytorch_lightning.loggers.logger import rank_zero_experiment
 
 from coda_exp.io import atomic_write_text
-from coda_exp.logger_checks import mode_note, wandb_errors, wandb_mode
+from coda_exp.logger_checks import is_wandb, mode_note, wandb_errors, wandb_mode
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,6 @@ ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 GROUP_CHARS, TAG_CHARS = 128, 64  # the longest group and tag W&B takes
 RECORD_SUMMARY = ("run_id", "status", "fingerprint", "scale", "steps", "epochs", "wall_time_s", "mode",
                   "trained_run_id", "trained_wandb_id", "checkpoint")  # (the last three: an evaluation's)
-
-
-def is_wandb(logger_cfg) -> bool:
-    return str(logger_cfg.get("_target_", "")).endswith("WandbLogger")
 
 
 def capped(text: str, limit: int) -> str:

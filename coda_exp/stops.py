@@ -48,8 +48,8 @@ class GracefulStop(pl.callbacks.Checkpoint):
     the end of the current step: the callback saves ``<checkpoints>/interrupted.ckpt`` there and raises
     :class:`RunInterrupted` (the pipeline prints the command that resumes from it and exits 130 or 143), so the
     steps since the last validation's ``last.ckpt`` are not lost. A second Ctrl-C stops at once, as Python's default
-    does. Lightning's own Ctrl-C exits with nothing saved; its SIGTERM stop (``received_sigterm``) comes later. Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that
-    signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives. Under gradient
+    does. Lightning's own Ctrl-C exits with nothing saved; its SIGTERM stop (``received_sigterm``) comes later.
+    Under DDP the ranks agree on the stop each step (any rank's signal stops all, with that signal's status); :class:`DistributedSigterm` keeps SIGTERM's handler free of collectives. Under gradient
     accumulation the stop comes at the end of the batch that makes the optimizer step.
 
     A step after which the run checkpoints (a validation is due, or the epoch ends where checkpoints are written at
@@ -202,7 +202,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
         the training's end): Lightning logs the epoch's metrics (``train/loss_epoch``) after these hooks, and a
         stop raised in them lost that epoch's point in every logger; nothing is trained or saved in between."""
         if not trainer.sanity_checking and trainer.state.fn == "fit" and self._last_written(trainer) and \
-                not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+                not _epoch_ends(trainer):
             self._stop_after_checkpoint(trainer)
 
     def _last_written(self, trainer: pl.Trainer) -> bool:
