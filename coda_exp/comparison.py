@@ -130,8 +130,10 @@ def shared_items(labels: Sequence[str]) -> list[str]:
     """The configuration overrides every group's label shows (a sweep's own ``data.dataset=toynli``): said once
     above the table, left out of the labels it shows (:func:`short_label`)."""
     items = [_label_parts(label)[1] for label in labels]
-    common = set(items[0]).intersection(*items[1:]) if items else set()
-    return [i for i in items[0] if i in common] if items else []
+    if not items:
+        return []
+    common = set(items[0]).intersection(*items[1:])
+    return [i for i in items[0] if i in common]
 
 
 def short_label(label: str, shared: Sequence[str]) -> str:

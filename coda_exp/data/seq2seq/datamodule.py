@@ -313,11 +313,12 @@ class MLUDataModule(Seq2SeqDataModule):
                 for name, rows_ in read.items():
                     digest.update(f"{name}\n".encode())
                     digest.update("\n".join(f"{r['src']}:{r['tgt']}" for r in rows_).encode())
+                note = f"data.files={digest.hexdigest()[:10]}"
                 self.warn(f"MLU: {MLU_FILES[split]} in {self.dir} is not data_seed {self.data_seed}'s generated data "
                           f"(its first rows differ from what `coda-exp make-mlu --seed {self.data_seed}` writes): "
-                          f"the record's scale names these files by their content, data.files={digest.hexdigest()[:10]}"
-                          ", and tables keep them apart from generated MLU")
-                return [f"data.files={digest.hexdigest()[:10]}"]
+                          f"the record's scale names these files by their content, {note}, and tables keep them "
+                          "apart from generated MLU")
+                return [note]
         short = [(split, len(rows)) for split, rows in read.items() if len(rows) < self.sizes[split]]
         for split, n in short:
             self.warn(f"MLU: {MLU_FILES[split]} in {self.dir} holds {n} examples, fewer than the configured "
