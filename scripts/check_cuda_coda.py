@@ -47,7 +47,9 @@ from coda_exp.results import benchmark_environment
 PRECISIONS = {
     "32-true": (torch.float32, None, 1e-3),
     "bf16-mixed": (torch.float32, torch.bfloat16, 3e-2),
-    "16-mixed": (torch.float32, torch.float16, 1e-2),  # float16 projections: ~6e-3 on every kernel alike
+    # float16 autocast: the input's gradient 1.43e-2 on every kernel alike, the plain PyTorch ``torch`` one included
+    # (an H200, results/bench/gpu_h200.json; ~6e-3 on this CPU): the projections' rounding, not CoDA's
+    "16-mixed": (torch.float32, torch.float16, 3e-2),
     "bf16-true": (torch.bfloat16, None, 3e-2),
 }
 

@@ -51,8 +51,8 @@ keops_env() {  # what KeOps needs here: its wheels, pybind11 for a child python,
     "$PY" -m pybind11 --includes || echo "keops: pybind11 not importable by a child python"
     echo "keops: CUDA_PATH=${CUDA_PATH:-} KEOPS_CACHE_FOLDER=$KEOPS_CACHE_FOLDER"
 }
-hydra_wheels() {  # Hydra and omegaconf, which the image lacks, from the carried wheels (tests and train.py need them)
-    if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf" 2>/dev/null; then
+hydra_wheels() {  # Hydra, omegaconf and datasets, which the image lacks, from the carried wheels (tests, train.py)
+    if [ -d .whl ] && ! "$PY" -c "import hydra, omegaconf, datasets" 2>/dev/null; then
         "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     fi
@@ -95,8 +95,20 @@ for phase in $PHASES; do
     cuda)  # every precision x kernel against float64, CUDA graphs, torch.compile(fullgraph) against eager
         budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "cuda: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/check_cuda_coda.py --device cuda --time-budget-s $((budget - 30)) \
-            --json "$OUT/check_cuda_coda.json" 2>&1 | grep -v Warning
+            --parts "${CUDA_PARTS:-graphs,precisions,compile}" --json "$OUT/check_cuda_coda.json" 2>&1 | grep -v Warning
         echo "cuda: exit ${PIPESTATUS[0]} after $(( $(date +%s) - start )) s";;
+    fp32)  # float32 since its tl.dot takes three TF32 products (it was "ieee", FMAs, under torch's default "highest"
+           # matmul precision): coda_attention at short lengths as the crossover phase runs it (the first H200 call's
+           # float32 rows are the before), then the kernels alone at L 4096
+        budget=$(cap 100); [ "$budget" -eq 0 ] && { echo "fp32: skipped, no time left"; continue; }
+        timeout $((budget * 3 / 5)) "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 32,128,512 --tokens 16384 \
+            --dtypes float32 --causal 0 --reps 5 --profile-length 0 --train-steps "" \
+            --time-budget-s $((budget * 3 / 5 - 10)) --json "$OUT/bench_fp32_cuda.json" | tail -12
+        echo "fp32 (attention): exit $? after $(( $(date +%s) - start )) s"
+        budget=$(cap 60); [ "$budget" -eq 0 ] && { echo "fp32 kernels: skipped, no time left"; continue; }
+        timeout "$budget" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes float32 --backwards fused \
+            --time-budget-s $((budget - 10)) --json "$OUT/bench_fp32_kernels.json"
+        echo "fp32 (kernels): exit $? after $(( $(date +%s) - start )) s";;
     attn)  # through coda_attention: Flash-CoDA vs SDPA vs the materialising path (bf16), float64 check first;
            # training steps with auto and chunked (CUDA's crossover); causal (ATTN_CAUSAL=0,1) compiles all again
         budget=$(( $(left) - 45 ))

@@ -4,6 +4,8 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
 #       .whl/*.whl && export PYTHONPATH=/tmp/site
 # (scripts/gpu_session_fast_path.sh does that itself when .whl/ is there). Versions: those of this project's .venv.
+# The image has pyarrow, pandas and xxhash (datasets 5.2 wants pyarrow >= 24: if the image's is older, the pair
+# tasks fail there with an import error; MLU and AlgoLisp need no datasets).
 # Also the KeOps peer's (scripts/bench_gpu_coda.py --impls ...,keops; gpu_session_coda.sh's keops phase): pykeops,
 # keopscore (source archives only on PyPI: built here into pure-Python wheels) and pybind11 (KeOps' compiler runs
 # `python -m pybind11 --includes` in a child process, so /tmp/site must be in the exported PYTHONPATH).
@@ -13,7 +15,10 @@ exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.whl/' "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 mkdir -p .whl
-for spec in hydra-core==1.3.8 omegaconf==2.3.1 pybind11==3.1.0; do
+# datasets and what the image lacks of its needs (dill, multiprocess; huggingface_hub and fsspec at the versions it
+# asks for): the pair and text tasks' Arrow datasets (gpu_session_coda.sh's fits: DecompAtt + CoDA on WikiQA)
+for spec in hydra-core==1.3.8 omegaconf==2.3.1 pybind11==3.1.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
+            huggingface_hub==2.4.0 fsspec==2026.9.0; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         --platform any -d .whl "$spec"

@@ -7,8 +7,8 @@ H100) or the split pair (deterministic: taken under ``torch.use_deterministic_al
 ``CODA_FLASH_BACKWARD`` choose.
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
-only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32 unless
-``torch.get_float32_matmul_precision()`` is "highest"); float64 entirely in float64. Scalars (alpha, beta, gate,
+only as ``tl.dot`` operands, as in FlashAttention); float32 in float32 (``tl.dot`` in TF32, or as three TF32
+products where ``torch.get_float32_matmul_precision()`` is "highest": ``fp32_dot_precision``); float64 entirely in float64. Scalars (alpha, beta, gate,
 1 / (1 - p)) reach the kernels through a small tensor in the accumulation dtype, so float64 runs are exact to
 rounding. tanh and arctan are written out (Cephes' rational forms, tanh by exp from |x| 0.625 up: ~1-2 ulp).
 
@@ -188,6 +188,19 @@ def _check(q, k, v, nq, nk, mask, query_mask, params, dout=None):
     return b, h, lq, lk, de, dn, dv, nq, nk
 
 
+# float32's tl.dot under torch.get_float32_matmul_precision() "highest" (torch's default): "tf32x3" (three TF32
+# products on the tensor cores, ~2^-22 relative per product: float32's accuracy to a few ulp) or "ieee" (Triton
+# lowers it to FMAs: on an H200 the float32 backward at L 32 took 28-140 ms against bfloat16's 2.0, the forward at
+# (128, 64) 26 ms against 1.6: results/bench/gpu_h200.json). "high" / "medium" take TF32.
+FP32_HIGHEST = "tf32x3"
+
+
+def fp32_dot_precision() -> str:
+    """Triton's ``input_precision`` for float32 ``tl.dot``: TF32 under torch's "high" / "medium" float32 matmul
+    precision, ``FP32_HIGHEST`` under "highest"."""
+    return FP32_HIGHEST if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
 def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     """Kernel arguments shared by the three kernels (positional after the tensors, then constexpr keywords)."""
     h, lq, lk, de, dn, dv = dims
@@ -200,12 +213,7 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     qs = (0, 0, 0) if query_mask is None else qmask_t.stride()
     # uniform = (h >> 8) 2^-24 >= p  <=>  (h >> 8) >= ceil(p 2^24) (p 2^24 is exact in float64)
     drop_thr = math.ceil(params.dropout_p * 2.0 ** 24)
-    if cdt == torch.float64:
-        prec = "ieee"
-    elif q.dtype == torch.float32:
-        prec = "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
-    else:
-        prec = "tf32"  # ignored for 16-bit operands
+    prec = "ieee" if cdt == torch.float64 else fp32_dot_precision() if q.dtype == torch.float32 else "tf32"
     kern = _kernels(q.device)
     # the seed stays a device tensor (the kernels load it): nothing syncs, and a CUDA graph reads each replay's draw
     tensors = (q, k, v, nq, nk, mask_t, qmask_t, scalars, seed_tensor(params.seed, q.device))
@@ -249,23 +257,24 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
 
 
 # (BLOCK_M, BLOCK_N, DC, PF, num_warps, num_stages[, maxnreg]) per kernel, autotune's candidates, the fastest on an
-# H100 first (bf16, L 1024-16384, d 64, Triton 3.6: results/bench/gpu_h100.json, which also times the configs dropped
-# since: each lost by 24-60 % at every length). PF 1 loads each feature chunk one ahead: it rescues the 128-row
-# tiles (forward 16.0 vs 22.8 ms at L 4096) and ties at 64 rows (14.3 vs 14.2), so the forward is latency-bound,
-# not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature there, PF 1 3.0). maxnreg 128 caps
-# the 8-warp forward's 222 registers with no spill (15.8 ms). The 128 x 64 tiles need more shared memory in float64
-# than an H100 has: autotune skips them there.
-CONFIGS = {"fwd": [(64, 64, 2, 0, 4, 2), (64, 64, 2, 1, 4, 2), (128, 64, 2, 1, 8, 2), (128, 64, 2, 1, 8, 2, 128)],
+# H200 first (bf16, L 4096, d 64, Triton 3.6: results/bench/gpu_h200.json; the H100's results/bench/gpu_h100.json
+# times the configs dropped before: each lost by 24-60 % at every length). The forward: PF 2 (the distance over a
+# grid of pairs, triton_math._l1_grid) capped at 168 registers 12.9 ms, DC 4 13.9, PF 0 14.7, PF 1 14.8, (128, 64)
+# 16.5 with or without a cap (the cap changed nothing; 128 x 128 PF 2 15.2, (128, 64) DC 4 15.8, 64 x 32 23.5):
+# latency-bound, not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature, PF 1 3.0). The
+# 128 x 64 tiles need more shared memory in float64 than an H100 has: autotune skips them there.
+CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 4, 0, 4, 2), (64, 64, 2, 1, 4, 2), (128, 64, 2, 1, 8, 2)],
            "dkdv": [(64, 64, 4, 0, 4, 2), (128, 64, 4, 1, 8, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)
 # the fused backward (triton_bwd._bwd_kernel): one program per key block, like dkdv; its sign tiles: 8 x 8 lanes
-# (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). On the H100 (64, 64) won
-# (67.6 ms at L 4096) over (128, 32) 76.5 and (128, 64) 78.5, though sm_90 SASS counts 11.2, 12.4 and 10.3
-# instructions per pair and feature: occupancy, not instructions, decides here too.
-CONFIGS["bwd"] = [(64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2), (128, 64, 2, 1, 8, 2)]
+# (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). On the H200 (64, 64) PF 2
+# took 67.3 ms at L 4096, PF 1 70.1, (128, 32) 79.7, (128, 64) 81.1 (dropped), though sm_90 SASS counts 11.2 (PF 1),
+# 12.4 and 10.3 instructions per pair and feature: occupancy, not instructions, decides here too. (128, 32) won in
+# float32 at L 32 (28 ms against 50, when float32's tl.dot was "ieee").
+CONFIGS["bwd"] = [(64, 64, 2, 2, 4, 2), (64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
-_KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "CENTER_E", "CENTER_N"]
+_KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "DOT_PREC", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}
 # Per kernel name, a CONFIGS tuple replacing autotuning on GPUs (empty: autotune): checks, timing configs.
 FIXED_CONFIGS: dict[str, tuple[int, ...]] = {}

@@ -19,7 +19,7 @@ Per (batch, head) slice s = b·H + h, M_ij = f_E(alpha q_i·k_j) · gate · f_N(
 
 Precision: float16 / bfloat16 inputs are computed and accumulated in float32 (tiles are cast to the input dtype
 only as ``tl.dot`` operands, as in FlashAttention), with tanh and sigmoid by the GPU's ``tanh.approx`` (``FAST``:
-2^-11 relative, below 16-bit rounding); float32 in float32 (``tl.dot`` in TF32 unless
+2^-11 relative, below 16-bit rounding); float32 in float32 (``tl.dot`` in TF32, or three TF32 products where
 ``torch.get_float32_matmul_precision()`` is "highest"; divisions by ``div.full``, 2 ulp); float64 entirely in
 float64. Scalars (alpha, beta, gate, 1 / (1 - p)) arrive in a small tensor in the accumulation dtype. tanh and
 arctan are written out (Cephes' rational forms; tanh from |x| 0.625 up by exp: ~1-2 ulp, ``triton_math``).

@@ -291,10 +291,11 @@ def test_interpret_set_before_import():
 
 @pytest.mark.parametrize("kernel,dtype,shared", [("fwd", "fp16", False), ("dkdv", "fp16", True), ("dq", "bf16", False),
                                                  ("stats", "bf16", False), ("bwd", "bf16", False), ("fwd", "fp64", True),
-                                                 ("dq", "fp64", False)])
+                                                 ("dq", "fp64", False), ("fwd", "fp32", True), ("bwd", "fp32", False)])
 def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     """The compiled path, which the interpreter does not exercise, builds for an H100 (no GPU needed). float64
-    kernels read masks as int32 (``triton_args._mask_arg``: Triton 3.6 cannot build them with 8-bit masks)."""
+    kernels read masks as int32 (``triton_args._mask_arg``: Triton 3.6 cannot build them with 8-bit masks); float32
+    ones take their tl.dot as three TF32 products (torch's default "highest" float32 matmul precision)."""
     if ft.triton_jit._INTERPRETED:
         pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
     import triton
@@ -309,7 +310,7 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     constants = {"DE": 40, "DN": 40 if shared else 24, "DV": 24, "DE_P": 64, "DN_P": 64 if shared else 32,
                  "DV_P": 32, "E_FN": 0, "N_FN": 2, "HAS_MASK": True, "HAS_QMASK": True, "CAUSAL": True,
                  "DROPOUT": True, "SHARED": shared, "CDT": tl.float64 if wide else tl.float32, "FAST": not wide,
-                 "DOT_PREC": "ieee" if wide else "tf32",
+                 "DOT_PREC": "ieee" if wide else ft.fp32_dot_precision() if dtype == "fp32" else "tf32",
                  "CENTER_E": True, "CENTER_N": True, "GRAD": True, "BLOCK_M": 32, "BLOCK_N": 32, "DC": 8, "PF": 1,
                  **ft._lanes(kernel, 32, 32, 4)}
     constants = {name: value for name, value in constants.items() if name in fn.arg_names}
@@ -323,6 +324,8 @@ def test_kernels_compile_for_sm90(monkeypatch, kernel, dtype, shared):
     compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": 4, "num_stages": 2})
     assert compiled.asm["cubin"] and "mma" in compiled.asm["ptx"]  # tl.dot on tensor cores
+    if dtype == "fp32":  # TF32 operands (three products each), not FMAs
+        assert "tf32" in compiled.asm["ptx"]
 
 
 def test_the_op_runs_the_triton_backend_like_the_cpu_one():
@@ -400,6 +403,8 @@ def test_autotune_timings_are_cached_on_disk(monkeypatch):
     for name in ft.CONFIGS:
         tuner = ft._tuned(ft.triton_jit, name)
         assert tuner.cache_results and len(tuner.configs) == len(ft.CONFIGS[name])
-        # a 7th entry caps the registers (ptx .maxnreg): the forward's two-programs-per-SM config
+        # a 7th entry caps the registers (ptx .maxnreg): the forward's three-programs-per-SM config
         assert [c.maxnreg for c in tuner.configs] == [(cfg[6:] or [None])[0] for cfg in ft.CONFIGS[name]]
-    assert 128 in [c.maxnreg for c in ft._TUNED["fwd"].configs]
+        # the key holds what changes the code or its speed: float32's tl.dot precision too
+        assert "DOT_PREC" in tuner.keys
+    assert 168 in [c.maxnreg for c in ft._TUNED["fwd"].configs]
