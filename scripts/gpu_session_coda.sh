@@ -5,11 +5,11 @@
 #           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
-# PHASES picks and orders the phases. The default is what the H100 call of session 25 (results/bench/gpu_h100.json,
-# which ran "check kernels cuda attn" under TOTAL_S 525) left unmeasured: "cuda crossover fits candidates check
-# gputests" (every precision, CUDA graphs and torch.compile; flash vs chunked over short lengths and in training
-# steps; Lightning fits under the 16-bit precisions; the candidate configs CANDIDATES timed beside the shipped ones;
-# the check's cases it did not reach, CHECK_CASES / CHECK_DTYPES). "kernels" (every length and dtype again, after a
+# PHASES picks and orders the phases. The default is what the H200 calls of session 31 (results/bench/gpu_h200.json:
+# candidates, cuda, crossover, fp32) left unmeasured: "fits gputests steps candidates check" (Lightning fits under
+# the 16-bit precisions, which failed there on missing packages; the gpu tests; training steps of Transformer vs
+# CoDA-Transformer with auto and chunked; the candidate configs CANDIDATES timed beside the shipped ones; the check's
+# centred and float64-masked cases, CHECK_CASES / CHECK_DTYPES). "kernels" (every length and dtype again, after a
 # kernel change), "attn" (coda_attention vs SDPA at long lengths) and "keops" (the KeOps peer beside Flash-CoDA and
 # SDPA in float32) are not defaults. TOTAL_S is the
 # call's own limit minus a margin. Records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json, fits.log,
@@ -23,15 +23,12 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
-PHASES=${PHASES:-cuda crossover fits candidates check gputests}
-# forward configs against its stalls (sm_90 SASS, Triton 3.9: each feature-chunk iteration of the shipped 64 x 64,
-# DC 2 has 4 barriers and 18 shared-memory loads per 128 FADDs, at ~250 registers: two programs per SM): more
-# programs per SM (64 x 32 at 168 registers, no spill: three; 64 x 64 capped at 168, ~120 B of spills) or fewer
-# barriers per FADD (DC 4: 6 per 256; 64 x 64 spills 28 B at 255 registers); PF 2, the distance over a grid of
-# pairs (triton_math._l1_grid): 64 x 64 at 206 registers and 8 shared loads per 128 FADDs (18 before), no spill
-# capped at 168, under Triton 3.9; under the GPU's 3.6 (all of these build there) bf16 at 246 and 24 (PF 0: 242 and
-# 10, but 4.5 instructions per pair and feature against 3.5), float32 at 231 and 6 (PF 0: 235 and 18)
-CANDIDATES=${CANDIDATES:-fwd:64,64,2,2,4,2,168;fwd:64,64,2,2,4,2;fwd:128,128,2,2,8,2;fwd:128,64,4,2,8,2;bwd:64,64,2,2,4,2;fwd:64,32,2,1,4,2;fwd:64,64,2,0,4,2,168;fwd:64,64,4,0,4,2}
+PHASES=${PHASES:-fits gputests steps candidates check}
+# forward configs (the H200 timed the last list, results/bench/gpu_h200.json: PF 2, the distance over a grid of
+# pairs, won, 12.9 ms against PF 0's 14.7; DC 4 took 13.9): PF 2 with DC 4, fewer barriers per FADD (sm_90 SASS,
+# Triton 3.6, bf16: 228 registers, no spill, 2.98 instructions per pair and feature in the chunk loop against PF 2
+# DC 2's 3.12; capped at 168: 92 B of spills)
+CANDIDATES=${CANDIDATES:-fwd:64,64,4,2,4,2;fwd:64,64,4,2,4,2,168}
 CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"
@@ -61,7 +58,7 @@ start=$(date +%s)
 left() { echo $((TOTAL_S - ($(date +%s) - start))); }
 # cap N: the seconds a phase may take, at most N, all that is left if less; 0 when under 20 are left (skip it)
 cap() { local l; l=$(left); [ "$l" -lt 20 ] && { echo 0; return; }; echo $(( l < $1 ? l : $1 )); }
-export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONHASHSEED=0 OMP_WAIT_POLICY=PASSIVE HYDRA_FULL_ERROR=1
 export CODA_EXP_COMMIT=${CODA_EXP_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -109,6 +106,14 @@ for phase in $PHASES; do
         timeout "$budget" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes float32 --backwards fused \
             --time-budget-s $((budget - 10)) --json "$OUT/bench_fp32_kernels.json"
         echo "fp32 (kernels): exit $? after $(( $(date +%s) - start )) s";;
+    steps)  # training steps, Transformer vs CoDA-Transformer, CoDA with auto and chunked, eager (MLU tiny,
+            # transformer_base at 50 and 1024 tokens; bf16-mixed and float32), SDPA at one length beside them
+        budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "steps: skipped, no time left"; continue; }
+        timeout "$budget" "$PY" scripts/bench_gpu_coda.py --device cuda --lengths 1024 --impls sdpa \
+            --dtypes bfloat16,float32 --causal 0 --profile-length 0 --train-steps mlu_tiny,base_50,base_1024 \
+            --train-kernels auto,chunked --reps 5 --time-budget-s $((budget - 15)) \
+            --json "$OUT/bench_train_steps.json" | tail -16
+        echo "steps: exit $? after $(( $(date +%s) - start )) s";;
     attn)  # through coda_attention: Flash-CoDA vs SDPA vs the materialising path (bf16), float64 check first;
            # training steps with auto and chunked (CUDA's crossover); causal (ATTN_CAUSAL=0,1) compiles all again
         budget=$(( $(left) - 45 ))
@@ -141,7 +146,7 @@ for phase in $PHASES; do
                 $budget_args logger=none save_predictions=false paths.results_root=$dir/results \
                 hydra.run.dir=$dir/run > "$dir.log" 2>&1
             echo "fits: $spec exit $? after $(( $(date +%s) - start )) s" | tee -a "$OUT/fits.log"
-            tail -3 "$dir.log" >> "$OUT/fits.log"
+            tail -${FITS_TAIL:-25} "$dir.log" >> "$OUT/fits.log"
             "$PY" - "$dir/results/runs" >> "$OUT/fits.log" 2>&1 <<'PYEOF'
 import json, pathlib, sys
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):

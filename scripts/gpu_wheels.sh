@@ -15,10 +15,11 @@ exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.whl/' "$exclude" 2>/dev/null || echo /.whl/ >> "$exclude"
 mkdir -p .whl
-# datasets and what the image lacks of its needs (dill, multiprocess; huggingface_hub and fsspec at the versions it
-# asks for): the pair and text tasks' Arrow datasets (gpu_session_coda.sh's fits: DecompAtt + CoDA on WikiQA)
-for spec in hydra-core==1.3.8 omegaconf==2.3.1 pybind11==3.1.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
-            huggingface_hub==2.4.0 fsspec==2026.9.0; do
+# datasets and what the image lacks of its needs (dill, multiprocess): the pair and text tasks' Arrow datasets
+# (gpu_session_coda.sh's fits: DecompAtt + CoDA on WikiQA). Not huggingface_hub: the image has its own, and 2.4
+# carried beside it wants httpx2, which the image lacks (an H200 call, 2026-11-28: every train.py run and the gpu
+# tests failed on that import)
+for spec in hydra-core==1.3.8 omegaconf==2.3.1 pybind11==3.1.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         --platform any -d .whl "$spec"

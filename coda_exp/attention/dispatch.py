@@ -10,8 +10,8 @@ Registered kernels, in ``auto``'s order:
 
 * ``flash`` (computes M V only, ``kernels.flash``): M never stored; CPU float32/float64 with numba, CUDA with Triton
   (which also centres, in self-attention). ``auto`` takes it on the CPU where M would take at least
-  ``CPU_SELF_FLASH_MIN_BYTES`` or a slice has at least ``CPU_FLASH_MIN_LENGTH`` keys, on CUDA at every size
-  (``SELF_FLASH_MIN_BYTES``), and in the cross-attention, which computes M twice, from ``CROSS_FLASH_MIN_BYTES``.
+  ``CPU_SELF_FLASH_MIN_BYTES`` or a slice has at least ``CPU_FLASH_MIN_LENGTH`` keys (in the cross-attention, which
+  computes M twice, from ``CROSS_FLASH_MIN_BYTES``), on CUDA at every size (``SELF_FLASH_MIN_BYTES``).
 * ``fused`` (computes M only, ``kernels.fused``): eqs. 1-5 in one numba pass; float32/float64 CPU, bool CPU mask,
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
@@ -51,16 +51,17 @@ from coda_exp.attention.precision import cast_back, full_precision, upcast
 from coda_exp.attention.shapes import broadcast_shapes
 
 ENV_VAR = "CODA_KERNEL"  # overrides CoDAOptions.kernel (the config's ``kernel``) everywhere when set and non-empty
-# ``auto`` runs Flash-CoDA in the cross-attention (which computes M twice, once per direction) only from this size of
-# M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is faster (DecompAtt,
-# B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash`` always runs it.
+# On the CPU ``auto`` runs Flash-CoDA in the cross-attention (which computes M twice, once per direction) only from
+# this size of M (batch x la x lb x itemsize) up: below, memory is no concern and the one-pass fused kernel is
+# faster (DecompAtt, B 64, L 40, d 200: 105 ms fused vs 163 ms flash fwd+bwd, docs/attention.md). ``kernel=flash``
+# always runs it.
 CROSS_FLASH_MIN_BYTES = 64 << 20
-# Self-attention on CUDA: Flash-CoDA at every size. On an H200 (issue 22), training steps with Flash-CoDA forced
-# beat the materialising ``chunked`` path that a size threshold kept: MLU tiny (batch 192) 21.3 vs 22.5 ms,
-# transformer_base (6 + 6 layers, 64 x 50 tokens) 76.3 vs 87.1 ms, both with the kernels before their rewrite,
-# which made them ~2x faster again (results/bench/flash_kernels_h200.json). On an H100 in bf16-mixed, MLU tiny's
-# step was 42.8 ms with Flash-CoDA, 34.6 with chunked (results/bench/gpu_h100.json): the crossover over lengths
-# and precisions is unmeasured. Maps, the L1 distance and centred cross-attention take the materialising path.
+# On CUDA: Flash-CoDA at every size, self- and cross-attention (there is no fused kernel on a GPU: the alternative
+# is the materialising ``chunked`` path). On an H200 (results/bench/gpu_h200.json, B.L 16384, H 16, d 64, fwd+bwd
+# through coda_attention) flash beat chunked at every length from 32 to 512: bfloat16 3.1 vs 18.5 ms at L 32, 6.1
+# vs 140 at L 256; float32 4.7 vs 18.5 at L 32, 5.4 vs 72 at L 128 (with float32's tl.dot as three TF32 products;
+# as IEEE FMAs chunked had won at L 32, 18.4 vs 30.8). Maps, the L1 distance and centred cross-attention take the
+# materialising path.
 SELF_FLASH_MIN_BYTES = 0
 # On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
 # results/bench/crossover_cpu_2core.json, commit e1c6774) Flash-CoDA is faster wherever a slice is long (L >= 1024:
@@ -204,11 +205,11 @@ class Kernel:
 
 
 def _flash_big_enough(request: KernelRequest) -> bool:
+    if request.device != "cpu":  # CUDA: self- and cross-attention alike
+        return request.matrix_bytes >= SELF_FLASH_MIN_BYTES
     if request.cross:
         return request.matrix_bytes >= CROSS_FLASH_MIN_BYTES
-    if request.device == "cpu":
-        return request.matrix_bytes >= CPU_SELF_FLASH_MIN_BYTES or request.key_length >= CPU_FLASH_MIN_LENGTH
-    return request.matrix_bytes >= SELF_FLASH_MIN_BYTES
+    return request.matrix_bytes >= CPU_SELF_FLASH_MIN_BYTES or request.key_length >= CPU_FLASH_MIN_LENGTH
 
 
 REGISTRY: tuple[Kernel, ...] = (
