@@ -24,7 +24,8 @@ class Seq2SeqTask(TaskModule):
     Logged per stage (``val``, ``test``):
     - ``acc_seq``: exact match of the *generated* output — the CoDA paper's "accuracy per sequence" for MLU and
       AlgoLisp, as we read it. A pair whose tokens include ``unk_id`` never counts: a reference holding the
-      unknown token cannot truly be produced, so generating ``<unk>`` where it stands is not a match;
+      unknown token cannot truly be produced, so generating ``<unk>`` where it stands is not a match, and neither
+      is an output cut at the decoding's length cap before its end-of-sequence token (the model had not stopped);
     - ``acc_seq_tf``: teacher-forced per-sequence accuracy (every argmax of one forward pass right) — what
       Tensor2Tensor's ``accuracy_per_sequence`` metric computes during evaluation;
     - ``acc_tok_tf``: teacher-forced per-token accuracy; ``loss``: label-smoothed loss; ``nll``;
@@ -78,9 +79,10 @@ class Seq2SeqTask(TaskModule):
         """The decoding options of ``stage``: ``decoding`` for the test and the final validation."""
         return self.decoding if stage == "test" or self.final_evaluation else self.val_decoding
 
-    def is_exact(self, hyp: list[int], ref: list[int]) -> bool:
-        """Exact sequence match, never through the unknown token (see the class docstring)."""
-        return hyp == ref and (self.unk_id is None or self.unk_id not in ref)
+    def is_exact(self, hyp: list[int], ref: list[int], ended: bool = True) -> bool:
+        """Exact sequence match, never through the unknown token nor of an output that did not end (cut at the
+        length cap before its end-of-sequence token: ``ended`` False; see the class docstring)."""
+        return ended and hyp == ref and (self.unk_id is None or self.unk_id not in ref)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["src_ids"], batch["src_mask"], batch["tgt_in"], batch["tgt_mask"])
@@ -121,21 +123,23 @@ class Seq2SeqTask(TaskModule):
         self.log_mean(f"{stage}/acc_seq_tf", (correct.sum(1) == mask.sum(1)).float(), 1.0, index)
         hyps = self.generate(batch, self.eval_decoding(stage))
         # one copy to the host per tensor, not one per row (a GPU would wait for each of 545K MLU test rows)
-        rows = zip(batch["index"].tolist(), hyps.tolist(), batch["tgt_out"].tolist())
+        ended = (hyps == self.eos_id).any(-1)  # False: cut at the length cap
+        rows = zip(batch["index"].tolist(), hyps.tolist(), batch["tgt_out"].tolist(), ended.tolist())
         self._eval[stage].extend((i, strip_special(hyp, self.eos_id, self.pad_id, self.bos_id),
-                                  strip_special(ref, self.eos_id, self.pad_id, self.bos_id)) for i, hyp, ref in rows)
+                                  strip_special(ref, self.eos_id, self.pad_id, self.bos_id), done)
+                                 for i, hyp, ref, done in rows)
 
     def _finish(self, stage: str) -> None:
         # under DDP every process scores the whole evaluation set (corpus BLEU is not a mean of shard BLEUs)
         rows = self.gather_rows(self._eval.pop(stage, []), key=lambda r: r[0])
         if not rows:
             return
-        exact = [self.is_exact(h, r) for _, h, r in rows]
+        exact = [self.is_exact(h, r, *ended) for _, h, r, *ended in rows]  # (index, hyp, ref[, ended])
         metrics = {f"{stage}/acc_seq": sum(exact) / len(rows)}
-        hyp_text = [self.decode_text(h) for _, h, _ in rows]
+        hyp_text = [self.decode_text(row[1]) for row in rows]
         per_example: dict[str, list] = {}
         split = "validation" if stage == "val" else "test"
-        examples = [self.targets(split)[i] for i, _, _ in rows] if self.targets is not None else None
+        examples = [self.targets(split)[row[0]] for row in rows] if self.targets is not None else None
         for name, evaluate in self.evaluations.items():
             for k, v in evaluate(hyp_text, examples, self.run_info).items():
                 if isinstance(v, (list, tuple)):
@@ -152,7 +156,7 @@ class Seq2SeqTask(TaskModule):
             self.test_predictions = [
                 {"index": i, "hypothesis": h, "exact": ok, **{k: v[j] for k, v in per_example.items()},
                  "reference": examples[j]["tgt"] if examples is not None else self.decode_text(ref)}
-                for j, ((i, _, ref), h, ok) in enumerate(zip(rows, hyp_text, exact))]
+                for j, ((i, _, ref, *_), h, ok) in enumerate(zip(rows, hyp_text, exact))]
 
     def on_validation_epoch_start(self) -> None:
         self._start("val")

@@ -68,6 +68,30 @@ def test_exact_match_never_counts_the_unknown_token():
     assert finish(make_task(unk_id=None), "val", rows)["val/acc_seq"] == pytest.approx(0.75)  # no unk: ids only
 
 
+def test_an_output_cut_at_the_length_cap_is_not_exact(monkeypatch):
+    """A hypothesis the decoder cut at its length cap (no end-of-sequence token) whose tokens equal the reference
+    does not count: the model had not stopped there."""
+    task = make_task()
+    monkeypatch.setattr(task, "forward", lambda batch: torch.zeros(2, 3, 8))
+    monkeypatch.setattr(task, "log", lambda *a, **k: None)
+    monkeypatch.setattr(task, "generate", lambda batch, decoding: torch.tensor([[5, 6, EOS], [5, 6, 7]]))
+    batch = {"tgt_out": torch.tensor([[5, 6, EOS], [5, 6, EOS]]), "tgt_mask": torch.ones(2, 3, dtype=torch.bool),
+             "index": torch.tensor([0, 1])}
+    task._start("test")
+    task._eval_step(batch, "test")
+    capped = make_task()
+    monkeypatch.setattr(capped, "forward", lambda batch: torch.zeros(1, 3, 8))
+    monkeypatch.setattr(capped, "log", lambda *a, **k: None)
+    monkeypatch.setattr(capped, "generate", lambda batch, decoding: torch.tensor([[5, 6]]))  # the cap: 2 tokens
+    capped._start("test")
+    capped._eval_step({k: v[1:] for k, v in batch.items()}, "test")
+    assert [row[3] for row in task._eval["test"]] == [True, False]
+    assert finish(task, "test", task._eval["test"])["test/acc_seq"] == pytest.approx(0.5)
+    assert [r["exact"] for r in task.test_predictions] == [True, False]
+    assert [r["hypothesis"] for r in task.test_predictions] == ["w5 w6", "w5 w6 w7"]
+    assert finish(capped, "test", capped._eval["test"])["test/acc_seq"] == 0.0  # "w5 w6" = the reference, cut
+
+
 def test_predictions_keep_raw_references_and_per_example_outcomes(monkeypatch):
     from coda_exp.tasks import seq2seq_eval
 
