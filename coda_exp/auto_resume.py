@@ -7,8 +7,9 @@ Before any data loads, the run looks for its earlier runs: the run folders (``co
 
 - one of them **finished** (its run record, in ``paths.results_dir/runs/`` or the folder's fallback record, says
   ``finished`` or ``diverged``): nothing runs; the message names the folder and record;
-- else the one whose checkpoint (``last.ckpt`` or ``interrupted.ckpt``) is at the latest step is **resumed** from
-  it, in its folder, as ``ckpt_path=`` would; one still running (its owner process alive on this host) is one
+- else the one whose latest complete checkpoint (``last.ckpt`` or ``interrupted.ckpt``; where a kill cut the write
+  of ``last.ckpt`` short, the best one beside it: ``coda_exp.resume_points``) is at the latest step is **resumed**
+  from it, in its folder, as ``ckpt_path=`` would; one still running (its owner process alive on this host) is one
   error, not a second copy of the run;
 - else the run starts afresh.
 
@@ -29,11 +30,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.config_diff import IGNORED, normalised  # noqa: F401 (IGNORED: part of this module's API)
+from coda_exp.resume_points import furthest, latest_complete, resume_checkpoint, resume_files  # noqa: F401
 from coda_exp.run_folder import FINISHED_IN, RESOLVED_CONFIG, OutputDirError, live_owner
 
 log = logging.getLogger(__name__)
 
-RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to resume from: the later step's
 DONE = ("finished", "diverged")  # a record's status that ends a run (a diverged run would diverge again)
 DECISION_ENV = "CODA_EXP_AUTO_RESUME"  # rank 0's choice for the ranks it launches: a checkpoint, or "" (afresh)
 # the folder of the run that had finished already when this process's last ``apply`` ran nothing (None: it ran;
@@ -44,10 +45,12 @@ finished_already: Path | None = None
 @dataclass
 class Decision:
     """What ``resume=auto`` found: ``checkpoint`` (and its ``step``) to resume from, or ``finished`` (the folder
-    and its record's path) when the run is done; all None: start afresh."""
+    and its record's path) when the run is done; all None: start afresh. ``why``: why ``checkpoint`` is the one,
+    where it is not the run's ``last.ckpt`` or ``interrupted.ckpt`` or files were passed over."""
 
     checkpoint: Path | None = None
     step: int | None = None
+    why: str | None = None
     finished: Path | None = None
     record: dict | None = None
 
@@ -70,8 +73,8 @@ def candidates(cfg: DictConfig, own: Path) -> list[Path]:
 def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | None]:
     """(the resolved config of ``folder``'s run, the file it was read from): its latest resume's (a raised budget:
     the run's now), its ``config_resolved.yaml``, or where that was deleted or cannot be read (cut short,
-    hand-edited) the config its checkpoint carries (``last.ckpt`` or ``interrupted.ckpt``, memory-mapped); (None,
-    None) where neither can be read. ``warn``: say so in the log where the file cannot be read."""
+    hand-edited) the config its checkpoint carries (``last.ckpt``, ``interrupted.ckpt`` or another one,
+    memory-mapped); (None, None) where neither can be read. ``warn``: say so in the log where the file cannot be read."""
     for later in sorted(folder.glob(RESOLVED_CONFIG.replace(".yaml", ".resumed-*.yaml")), reverse=True):
         with contextlib.suppress(Exception):  # unreadable: an earlier one, or the first, stands in for it
             if isinstance(theirs := OmegaConf.to_container(OmegaConf.load(later), resolve=True), dict):
@@ -90,18 +93,16 @@ def run_config(folder: Path, warn: bool = True) -> tuple[dict | None, Path | Non
     from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
     from coda_exp.tasks.base import CHECKPOINT_CONFIG
 
-    for name in RESUME_FROM:
-        ckpt = folder / "checkpoints" / name
-        if ckpt.is_file():
-            try:
-                theirs = load_checkpoint(ckpt, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
-            except CheckpointError:
-                continue
-            if isinstance(theirs, dict):
-                if unreadable is not None and warn:
-                    log.warning("resume=auto: %s cannot be read (%s); the config its checkpoint %s carries is read "
-                                "instead", path, unreadable, ckpt)
-                return theirs, ckpt
+    for ckpt in resume_files(folder):
+        try:
+            theirs = load_checkpoint(ckpt, mmap=True, need=(CHECKPOINT_CONFIG,))[CHECKPOINT_CONFIG]
+        except CheckpointError:
+            continue
+        if isinstance(theirs, dict):
+            if unreadable is not None and warn:
+                log.warning("resume=auto: %s cannot be read (%s); the config its checkpoint %s carries is read "
+                            "instead", path, unreadable, ckpt)
+            return theirs, ckpt
     if unreadable is not None and warn:
         log.warning("resume=auto: %s cannot be read (%s) and no checkpoint beside it carries its config; skipped",
                     path, unreadable)
@@ -117,56 +118,6 @@ def same_run(mine: dict, folder: Path) -> bool:
         log.warning("resume=auto: %s has no %s (deleted?); the config its checkpoint %s carries is this run's",
                     folder, RESOLVED_CONFIG, source)
     return True
-
-
-def checkpoints(folder: Path) -> tuple[list[tuple[Path, int]], list[tuple[Path, str]]]:
-    """The ``RESUME_FROM`` files under ``<folder>/checkpoints``: (path, step) of those that can be read, and (path,
-    why) of those that cannot (cut short, empty, foreign)."""
-    readable, unreadable = [], []
-    files = [folder / "checkpoints" / name for name in RESUME_FROM if (folder / "checkpoints" / name).is_file()]
-    if not files:  # torch (checkpoint_avg) is imported only to read one: coda-exp runs lists folders without it
-        return readable, unreadable
-    from coda_exp.checkpoint_avg import CheckpointError, global_step
-
-    for path in files:
-        try:
-            readable.append((path, global_step(path)))
-        except CheckpointError as err:
-            unreadable.append((path, str(err)))
-    return readable, unreadable
-
-
-def resume_checkpoint(folder: Path) -> tuple[Path, int] | None:
-    """Of ``RESUME_FROM`` under ``<folder>/checkpoints``, the one at the later step, with its step (None: none)."""
-    readable, _ = checkpoints(folder)
-    if not readable:
-        return None
-    return max(readable, key=lambda f: f[1])
-
-
-def furthest(folders: list[Path]) -> tuple[Path, int] | None:
-    """The checkpoint at the latest step among ``folders``' (runs of this configuration), with its step; None where
-    they have none. Files that cannot be read are named: a warning when another checkpoint is read instead, else a
-    :class:`~coda_exp.checkpoint_avg.CheckpointError` (never a silent fresh run beside a stopped one)."""
-    from coda_exp.checkpoint_avg import CheckpointError
-
-    points, bad = [], []
-    for folder in folders:
-        readable, unreadable = checkpoints(folder)
-        points += readable
-        bad += unreadable
-    named = "; ".join(why for _, why in bad)
-    if bad and not points:
-        files = " ".join(str(path) for path, _ in bad)
-        raise CheckpointError(f"resume=auto: the stopped run of this configuration has no checkpoint that can be "
-                              f"read: {named}. Restore them from a copy, or delete them (rm {files}) to start this "
-                              "run afresh")
-    if not points:
-        return None
-    path, step = max(points, key=lambda p: (p[1], p[0].stat().st_mtime))
-    if bad:
-        log.warning("resume=auto: %s; resuming from %s (step %d) instead", named, path, step)
-    return path, step
 
 
 def finished_records(results_dirs, folders: list[Path], run_ids=()) -> dict[Path, tuple[Path, dict]]:
@@ -362,9 +313,9 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
             if owner := live_owner(folder):
                 raise OutputDirError(f"resume=auto: the same run is running now in {folder} (process "
                                      f"{owner['pid']}): wait for it or stop it, then run this again")
-        point = furthest(matches)
+        point, why = latest_complete(matches)
         if point is not None:
-            decision = Decision(checkpoint=point[0], step=point[1])
+            decision = Decision(checkpoint=point[0], step=point[1], why=why)
     os.environ[DECISION_ENV] = str(decision.checkpoint or "")
     return decision
 
@@ -388,7 +339,8 @@ def apply(cfg: DictConfig) -> dict | None:
     if decision.checkpoint is not None:
         cfg.ckpt_path = str(decision.checkpoint)
         if decision.step is not None:
-            log.warning("resume=auto: resuming the same run from %s (step %d)", decision.checkpoint, decision.step)
+            log.warning("resume=auto: resuming the same run from %s (step %d)%s", decision.checkpoint, decision.step,
+                        f", {decision.why}" if decision.why else "")
     elif pl.utilities.rank_zero_only.rank == 0:  # the ranks rank 0 launched took its choice silently
         other = other_budget(cfg, Path(cfg.paths.output_dir))
         if other is None:

@@ -20,7 +20,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from coda_exp import auto_resume, checkpoint_avg, console, progress, resolvers, results, run_folder  # noqa: F401
 from coda_exp.attention import kernels_used
 from coda_exp.callbacks import ElapsedTime, GateStats, KeepBestAcrossFolders, RandomState, ValidationHistory
-from coda_exp.checkpoint_avg import load_checkpoint
+from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 from coda_exp.checkpoint_io import AtomicCheckpointIO, peer_lost, write_failed
 from coda_exp.config_checks import check_config
 from coda_exp.data.common.errors import DataError
@@ -33,6 +33,7 @@ from coda_exp.loggers import build_loggers, finish, log_config, wandb_reference,
 from coda_exp.optim import schedule_node
 from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
+from coda_exp.resume_points import beside
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
@@ -146,7 +147,10 @@ def prepare_run_folder(cfg: DictConfig) -> Path | None:
     hydra_dir = Path(cfg.paths.output_dir)
     folder, resume = hydra_dir, False
     if cfg.get("ckpt_path"):
-        ckpt = load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
+        try:
+            ckpt = load_checkpoint(cfg.ckpt_path, mmap=True, need=RESUME_KEYS)
+        except CheckpointError as err:  # a last.ckpt a kill left missing or cut short: name the one to resume from
+            raise CheckpointError(f"{err}{beside(cfg.ckpt_path)}") from None
         theirs = run_folder.resume_folder(cfg.ckpt_path)
         check_same_run(cfg, theirs, ckpt)
         check_same_configuration(cfg, ckpt)

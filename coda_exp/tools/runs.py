@@ -14,7 +14,8 @@ as ``resume=auto`` reads it, by its checkpoint's config, noted "config_resolved.
 - ``finished`` / ``diverged``: its training record (in the ``paths.results_dir`` its own config names, or the
   fallback record in the folder) says so; the step is the record's;
 - ``running``: its owner process (``.run_owner``) is alive on this host;
-- ``stopped``: a checkpoint to resume from (``last.ckpt`` or ``interrupted.ckpt``, the later step's), no record;
+- ``stopped``: a checkpoint to resume from (``last.ckpt`` or ``interrupted.ckpt``, the later step's, or the best one
+  beside them where it is later: a kill cut the write of ``last.ckpt`` short; ``coda_exp.resume_points``), no record;
   the same command with ``resume=auto`` (or ``ckpt_path=`` that checkpoint) goes on from it; the table names
   that checkpoint ("resumes from ...");
 - ``debug`` / ``unrecorded``: a run with ``save_record=false`` whose ``train.log`` says it ended
