@@ -91,16 +91,12 @@ def write_failed(err: BaseException, folder: Path) -> OutputDirError | None:
 
 
 def _last_checkpoint(folder: Path) -> str | None:
-    """``<folder>/checkpoints/last.ckpt (step N)`` where that file exists, else None."""
-    last = Path(folder) / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        return None
-    from coda_exp.checkpoint_avg import CheckpointError, global_step
+    """``<checkpoint> (step N)``: the run's latest checkpoint that can be read (``last.ckpt`` as a rule; the best one
+    where a kill cut the first ``last.ckpt`` short: ``resume_points``), else None."""
+    from coda_exp.resume_points import resume_checkpoint
 
-    try:
-        return f"{last} (step {global_step(last)})"
-    except CheckpointError:
-        return str(last)
+    point = resume_checkpoint(Path(folder))
+    return None if point is None else f"{point[0]} (step {point[1]})"
 
 
 PEER_LOST = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer", "Broken pipe")

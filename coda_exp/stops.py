@@ -292,14 +292,17 @@ def warn_once(message: str, *args) -> None:
 def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
     """A Ctrl-C or SIGTERM outside a training step (data loading, a validation, the test; a second Ctrl-C): no
     checkpoint saved then; say which one to resume from, then exit 130 or 143 (which stops a sweep too)."""
-    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
-    then = f"resume from its last checkpoint, {last}" if last.is_file() else "it has none to resume from"
+    from coda_exp.resume_points import resume_checkpoint
+
+    point = resume_checkpoint(Path(cfg.paths.output_dir))  # last.ckpt, or the best one where it was cut short
+    last = None if point is None else point[0]
+    then = f"resume from its last checkpoint, {last}" if last is not None else "it has none to resume from"
     warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
               "Ctrl-C" if signal_name == "SIGINT" else signal_name, then)
     if pl.utilities.rank_zero_only.rank == 0:  # a sweep's job: listed as interrupted in the sweep's summary
         overrides = _job_overrides()
-        job_interrupted(signal_name, EXIT_STATUS[signal_name], None, str(last) if last.is_file() else None,
-                        _resume_command(overrides, last if last.is_file() else None))
+        job_interrupted(signal_name, EXIT_STATUS[signal_name], None, None if last is None else str(last),
+                        _resume_command(overrides, last))
     raise SystemExit(EXIT_STATUS[signal_name]) from None
 
 

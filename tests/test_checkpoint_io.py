@@ -172,8 +172,10 @@ def test_a_ddp_rank_that_died_gets_the_resume_line_its_surviving_checkpoint_allo
     assert peer_lost(RuntimeError("shape mismatch"), folder) is None
 
     def train(cfg, start, left=None):
+        import torch
+
         (folder / "checkpoints").mkdir(parents=True)
-        (folder / "checkpoints" / "last.ckpt").write_bytes(b"")  # its step is named where it can be read
+        torch.save({"global_step": 3, "state_dict": {}}, folder / "checkpoints" / "last.ckpt")
         raise lost
 
     monkeypatch.setattr("coda_exp.pipeline._train_and_record", train)
@@ -181,7 +183,10 @@ def test_a_ddp_rank_that_died_gets_the_resume_line_its_surviving_checkpoint_allo
         run(make_cfg("task=snli", "scale=fixture"))
     assert ("a process of this distributed run lost its peers (RuntimeError): another rank stopped (killed, out of "
             "memory? its log says why); the checkpoints written so far are kept: resume with "
-            f"ckpt_path={folder / 'checkpoints' / 'last.ckpt'}") in caplog.text
+            f"ckpt_path={folder / 'checkpoints' / 'last.ckpt'} (step 3)") in caplog.text
+    # a last.ckpt cut short is no checkpoint to resume from: the latest one that can be read is named (resume_points)
+    (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert "it saved no checkpoint yet" in peer_lost(lost, folder)
 
 
 def test_a_checkpoint_damaged_in_place_is_named_before_a_run_trains_on_it(tmp_path):

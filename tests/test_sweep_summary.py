@@ -223,3 +223,27 @@ def test_the_command_to_type_again_names_train_py_as_typed(tmp_path, monkeypatch
     monkeypatch.chdir(checkout if cwd == "checkout" else elsewhere)
     monkeypatch.setattr("sys.argv", [argv0.format(checkout=checkout)])
     assert program() == said.format(checkout=checkout)
+
+
+def test_a_job_stopped_with_only_its_best_checkpoint_names_that_one(tmp_path, monkeypatch, caplog):
+    """Its first last.ckpt cut short by a kill, a later stop outside a step names the best checkpoint beside it
+    (the one ``resume=auto`` takes: ``resume_points``), not "none to resume from"."""
+    import torch
+    from hydra.core.hydra_config import HydraConfig
+
+    from coda_exp import stops
+
+    monkeypatch.setattr(hydra_callbacks, "sweep_exit", None)
+    monkeypatch.setattr(sys, "argv", ["coda-exp"])
+    checkpoints = tmp_path / "0" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    best = checkpoints / "epoch000-step5.ckpt"
+    torch.save({"global_step": 5, "state_dict": {}, "loops": {}, "callbacks": {}, "optimizer_states": []}, best)
+    (checkpoints / "last.ckpt").write_bytes(b"cut")
+    job = {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)}, "job": {"num": 0},
+           "overrides": {"task": ["seed=1"]}, "runtime": {"output_dir": str(tmp_path / "0")}}
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", OmegaConf.create({"hydra": job}))
+    with pytest.raises(SystemExit):
+        stops.stopped_outside_a_step(OmegaConf.create({"paths": {"output_dir": str(tmp_path / "0")}}), "SIGTERM")
+    assert f"resume from its last checkpoint, {best}" in caplog.text
+    assert json.loads((tmp_path / ".jobs" / "0.json").read_text())["checkpoint"] == str(best)
