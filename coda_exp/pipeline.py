@@ -33,6 +33,7 @@ from coda_exp.loggers import build_loggers, finish, log_config, wandb_reference,
 from coda_exp.optim import schedule_node
 from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
+from coda_exp.resume_epoch import EpochEndResume
 from coda_exp.resume_points import beside
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
@@ -263,7 +264,8 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
         stale = StaleInterrupted(cfg.paths.output_dir)
-        callbacks += [KeepBestAcrossFolders(), stale]  # (a finished run's checkpoint, trained on in a new folder)
+        # (a finished run's checkpoint, trained on in a new folder; an epoch's end Lightning runs again, counted once)
+        callbacks += [KeepBestAcrossFolders(), stale, EpochEndResume()]
     if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
         # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
         # DistributedSigterm (a SIGTERM noted, then the ranks' vote)

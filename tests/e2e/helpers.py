@@ -35,3 +35,17 @@ class CtrlCMidWrite:
     def flush(self):
         return self.f.flush()
 
+
+def logged_losses(folder: Path) -> dict[str, dict[int, float]]:
+    """metric -> {logger step: value} of a run's CSV log, each (metric, step) once (a repeat fails)."""
+    import csv
+
+    out: dict[str, dict[int, float]] = {}
+    for path in sorted((folder / "run" / "csv").rglob("metrics.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                for name in ("train/loss_step", "train/loss_epoch"):
+                    if row.get(name):
+                        assert int(row["step"]) not in out.setdefault(name, {}), (name, row["step"])
+                        out[name][int(row["step"])] = float(row[name])
+    return out

@@ -1,5 +1,6 @@
 """Faults of a run: killed, signalled (one process and DDP, gradient accumulation) and resumed bit for bit, Ctrl-C
-or SIGTERM outside a training step, a corrupt checkpoint, a full disk."""
+or SIGTERM outside a training step, a corrupt checkpoint, a full disk. A stop or kill at an epoch's end:
+test_resume_epoch_end.py."""
 
 import signal
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 
 from coda_exp import results
 from coda_exp.pipeline import run
-from tests.e2e.helpers import CtrlCMidWrite, train
+from tests.e2e.helpers import CtrlCMidWrite, logged_losses, train
 
 # the "best" checkpoint is pinned to epoch 0 (monitor epoch, mode min): a resumed run that forgot it would test the
 # best epoch after the resume instead
@@ -308,21 +309,6 @@ def test_a_full_disk_is_one_message_naming_the_checkpoint_to_resume_from(make_cf
     assert record["steps"] == 10 and record["resumed_from"] == str(last)
 
 
-def _logged(folder: Path) -> dict[str, dict[int, float]]:
-    """metric -> {logger step: value} of a run's CSV log, each (metric, step) once (a repeat fails)."""
-    import csv
-
-    out: dict[str, dict[int, float]] = {}
-    for path in sorted((folder / "run" / "csv").rglob("metrics.csv")):
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                for name in ("train/loss_step", "train/loss_epoch"):
-                    if row.get(name):
-                        assert int(row["step"]) not in out.setdefault(name, {}), (name, row["step"])
-                        out[name][int(row["step"])] = float(row[name])
-    return out
-
-
 @pytest.mark.parametrize("step", [2, 5])  # mid-epoch (interrupted.ckpt); the epoch's last step (last.ckpt)
 def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_path, step):
     """A Ctrl-C stop raised in a hook before Lightning sent the step's metrics: the step's ``train/loss_step``
@@ -331,7 +317,7 @@ def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_p
     base = ["task=snli", "model=decompatt", "scale=fixture", "logger=csv", "seed=3", "save_predictions=false",
             "task.epochs=2", "trainer.log_every_n_steps=1"]
     run(compose(base, tmp_path / "whole"))
-    whole = _logged(tmp_path / "whole")
+    whole = logged_losses(tmp_path / "whole")
     assert len(whole["train/loss_epoch"]) == 2 and sorted(whole["train/loss_step"]) == list(range(10))  # 5 an epoch
     hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={step}",
             "+callbacks.sig.signum=2"]
@@ -339,7 +325,7 @@ def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_p
         run(compose([*base, *hook], tmp_path / "part"))
     checkpoint = tmp_path / "part" / "run" / "checkpoints" / ("last.ckpt" if step == 5 else "interrupted.ckpt")
     run(compose([*base, f"ckpt_path={checkpoint}"], tmp_path / "resumed"))
-    part, resumed = _logged(tmp_path / "part"), _logged(tmp_path / "resumed")
+    part, resumed = logged_losses(tmp_path / "part"), logged_losses(tmp_path / "resumed")
     for name, values in whole.items():
         joined = {**part.get(name, {}), **resumed.get(name, {})}
         assert not set(part.get(name, {})) & set(resumed.get(name, {})), name  # no step logged twice
@@ -347,49 +333,3 @@ def test_a_stopped_and_resumed_run_logs_every_step_and_epoch_once(compose, tmp_p
         if name == "train/loss_epoch" and step == 2:  # the stopped epoch's mean: over the batches after the resume
             joined, values = (dict(sorted(d.items())[1:]) for d in (joined, values))
         assert joined == pytest.approx(values, abs=1e-6), name
-
-
-@pytest.mark.slow  # ~25 s each: two AlgoLisp runs
-@pytest.mark.parametrize("steps,signalled,saved_at", [(30, 24, 25), (32, 32, 32)])
-def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose, tmp_path, steps, signalled,
-                                                                         saved_at):
-    """AlgoLisp at the fixture scale: 2 batches an epoch, a validation every 10 steps. Stopped at step 24 (an
-    epoch's last batch), interrupted.ckpt was saved there, and pytorch-lightning 2.6 resumed it into that epoch
-    again, its data order included: the weights differed from the first resumed step. The stop is now at step 25;
-    at the training's last step (32, no validation due), at the training's end, before the test."""
-    import torch
-
-    base = ["task=algolisp", "model=coda_transformer", "scale=fixture", "logger=none", "seed=1",
-            "save_predictions=false", f"task.max_steps={steps}"]
-    run(compose(base, tmp_path / "whole"))
-    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={signalled}",
-            "+callbacks.sig.signum=15"]
-    with pytest.raises(SystemExit):
-        run(compose([*base, *hook], tmp_path / "part"))
-    saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
-    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == saved_at
-    run(compose([*base, f"ckpt_path={saved}"], tmp_path / "part"))
-    (whole,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
-    (resumed,) = results.load_records(tmp_path / "part" / "results" / "runs", strict=True)
-    assert (resumed["steps"], resumed["epochs"], resumed["metrics"]) == (whole["steps"], whole["epochs"],
-                                                                        whole["metrics"])
-    a, b = (torch.load(folder / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-            for folder in (tmp_path / "whole", tmp_path / "part"))
-    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
-
-
-@pytest.mark.slow  # ~30 s: three SST processes
-def test_a_run_killed_after_an_epochs_end_checkpoint_resumes(tmp_path):
-    """SST at the fixture scale validates every step, its epochs one batch long, so last.ckpt is written at each
-    epoch's end: killed after one, the resumed run stopped at once ("Early stopping conditioned on metric val/acc
-    which is not available": Lightning runs that epoch's end again, without its validation)."""
-    base = ["task=sst", "model=coda_transformer_classifier", "scale=fixture", "seed=1", "save_predictions=false",
-            "task.max_steps=24"]
-    killed = train([*base, "+callbacks.kill._target_=tests.e2e.kill_hook.KillAtStep", "+callbacks.kill.step=18",
-                    f"hydra.run.dir={tmp_path}/run"], tmp_path)
-    assert killed.returncode == -signal.SIGKILL
-    resumed = train([*base, f"ckpt_path={tmp_path}/run/checkpoints/last.ckpt", f"hydra.run.dir={tmp_path}/run"],
-                    tmp_path)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
-    assert record["steps"] == 24 and record["status"] == "finished"
