@@ -58,26 +58,41 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
     train-epoch ends, as with a validation every epoch) runs that epoch's end hooks again, and Lightning's check
     there raised "conditioned on metric val/acc which is not available" (no validation since the resume: the run
     could never go on) or, with the metric there, counted the same validation twice. The step of the last check
-    rides in the checkpoint; a second check at that step is the one already made."""
+    rides in the checkpoint; a second check at that step is the one already made.
+
+    The last validation's value of the monitored metric rides in the checkpoint too (``last_value``): a step budget
+    that ends an epoch before its validation checks at that epoch's end on the last validation's value, still among
+    Lightning's metrics; a run resumed after that validation had none there (the same RuntimeError) and now checks
+    the value the uninterrupted run checked, which stays among the metrics, as it did there."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.checked_at_step: int | None = None
+        self.last_value = None  # the monitored metric at the last validation (a CPU tensor)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is not None and not trainer.sanity_checking:
+            self.last_value = value.detach().cpu().clone()
+        super().on_validation_end(trainer, pl_module)
 
     def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
         if self.checked_at_step is not None and trainer.global_step == self.checked_at_step:
             return
         self.checked_at_step = int(trainer.global_step)
+        if self.monitor not in trainer.callback_metrics and self.last_value is not None:  # resumed, not validated
+            trainer.callback_metrics[self.monitor] = self.last_value.clone()
         super()._run_early_stopping_check(trainer)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "checked_at_step": self.checked_at_step}
+        return {**super().state_dict(), "checked_at_step": self.checked_at_step, "last_value": self.last_value}
 
     def load_state_dict(self, state_dict: dict) -> None:
         patience = self.patience
         super().load_state_dict(state_dict)
         self.patience = patience
         self.checked_at_step = state_dict.get("checked_at_step")
+        self.last_value = state_dict.get("last_value")
 
 
 class ElapsedTime(pl.Callback):
