@@ -35,6 +35,15 @@ def _same_training(a_path, b_path) -> None:
     assert _same(a["optimizer_states"], b["optimizer_states"]) and _same(a["lr_schedulers"], b["lr_schedulers"])
 
 
+def _whole_then_stopped(compose, tmp_path, base: list[str], step: int, signum: int) -> None:
+    """The uninterrupted run of ``base`` (in ``whole/``), then one signalled ``signum`` at ``step`` (in ``part/``)."""
+    run(compose(base, tmp_path / "whole"))
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={step}",
+            f"+callbacks.sig.signum={int(signum)}"]
+    with pytest.raises(SystemExit):
+        run(compose([*base, *hook], tmp_path / "part"))
+
+
 @pytest.mark.slow  # ~25 s each: two AlgoLisp runs
 @pytest.mark.parametrize("steps,signalled,saved_at", [(30, 24, 25), (32, 32, 32)])
 def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose, tmp_path, steps, signalled,
@@ -47,11 +56,7 @@ def test_a_stop_at_an_epochs_last_batch_resumes_to_the_uninterrupted_run(compose
 
     base = ["task=algolisp", "model=coda_transformer", "scale=fixture", "logger=none", "seed=1",
             "save_predictions=false", f"task.max_steps={steps}"]
-    run(compose(base, tmp_path / "whole"))
-    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={signalled}",
-            "+callbacks.sig.signum=15"]
-    with pytest.raises(SystemExit):
-        run(compose([*base, *hook], tmp_path / "part"))
+    _whole_then_stopped(compose, tmp_path, base, signalled, signal.SIGTERM)
     saved = tmp_path / "part" / "run" / "checkpoints" / "interrupted.ckpt"
     assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == saved_at
     run(compose([*base, f"ckpt_path={saved}"], tmp_path / "part"))
@@ -83,11 +88,7 @@ def test_a_step_budgeted_run_resumed_from_an_epochs_end_checkpoint_equals_the_un
 
     base = [f"task={task}", f"model={model}", "scale=fixture", "logger=csv", "seed=3", "save_predictions=false",
             "task.monitor=val/loss", "task.monitor_mode=min", f"task.max_steps={steps}", "trainer.log_every_n_steps=1"]
-    run(compose(base, tmp_path / "whole"))
-    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", f"+callbacks.sig.step={stop}",
-            "+callbacks.sig.signum=2"]
-    with pytest.raises(SystemExit):
-        run(compose([*base, *hook], tmp_path / "part"))
+    _whole_then_stopped(compose, tmp_path, base, stop, signal.SIGINT)
     last = tmp_path / "part" / "run" / "checkpoints" / "last.ckpt"
     saved = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
     assert (saved["global_step"], saved["epoch"]) == (stop, epoch)
