@@ -101,8 +101,9 @@ def trained_data_module(prep: Prepared):
 
 def eval_identity(prep: Prepared) -> dict:
     """The evaluation record's identity: a new run id; the trained run's task, model, seed, experiment (and what it
-    set), scale and vectors; its fingerprint over the trained run's experiment settings and overrides and this
-    command's configuration changes (a checkpoint of an earlier fingerprint rule: its experiment's file today)."""
+    set), scale and vectors; its fingerprint over the trained run's experiment settings and overrides (less its
+    ``fingerprint_defaults``) and this command's configuration changes (a checkpoint of an earlier fingerprint rule:
+    its experiment's file today)."""
     cfg, trained = prep.cfg, prep.identity or {}
     if not trained:
         log.warning("%s names no training run (written before checkpoints carried it): the record's fingerprint "
@@ -119,7 +120,8 @@ def eval_identity(prep: Prepared) -> dict:
             "model": str(cfg.model.name), "seed": int(cfg.seed),
             "scale": trained.get("scale") or scale_label(cfg.scale_name, []), "overrides": overrides,
             **run_configuration(overrides, vectors, trained.get("experiment"),
-                                settings if isinstance(settings, list) else None, world),
+                                settings if isinstance(settings, list) else None, world,
+                                trained.get("fingerprint_defaults")),  # the trained run's defaults typed out
             "vectors": vectors, "world_size": world}
 
 

@@ -41,6 +41,7 @@ from coda_exp.fingerprint import (
     override_key,
     record_overrides,
     with_settings,
+    without_defaults,
 )
 
 
@@ -108,21 +109,27 @@ def experiment_of(overrides: list[str]) -> str | None:
 
 
 def run_configuration(overrides: list[str], vectors: dict | None, experiment: str | None,
-                      settings: list[str] | None = None, world_size: int | None = None) -> dict:
-    """The record's ``experiment``, ``experiment_overrides``, ``fingerprint``, ``fingerprint_overrides`` and
-    ``fingerprint_rule`` of a run of ``overrides`` (``settings``: its experiment's, read from its file when None;
-    ``world_size``: its processes, :data:`coda_exp.fingerprint.PARALLEL_KEYS`, else what the overrides say)."""
+                      settings: list[str] | None = None, world_size: int | None = None,
+                      defaults: list[str] | None = None) -> dict:
+    """The record's ``experiment``, ``experiment_overrides``, ``fingerprint``, ``fingerprint_overrides``,
+    ``fingerprint_rule`` and ``fingerprint_defaults`` of a run of ``overrides`` (``settings``: its experiment's, read
+    from its file when None; ``world_size``: its processes, :data:`coda_exp.fingerprint.PARALLEL_KEYS`, else what
+    the overrides say; ``defaults``: those of ``overrides`` that set what the configuration has without them,
+    ``coda_exp.default_overrides``, left out of the fingerprint and recorded)."""
     experiment = experiment or experiment_of(overrides)
     if settings is None:
         settings = experiment_settings(experiment) or []
-    configuration = configuration_overrides(with_settings(settings, overrides), vectors, world_size)
+    counted = without_defaults(overrides, defaults)
+    configuration = configuration_overrides(with_settings(settings, counted), vectors, world_size)
     return {"experiment": experiment, "experiment_overrides": list(settings), "fingerprint": digest(configuration),
-            "fingerprint_overrides": configuration, "fingerprint_rule": FINGERPRINT_RULE}
+            "fingerprint_overrides": configuration, "fingerprint_rule": FINGERPRINT_RULE,
+            "fingerprint_defaults": [str(d) for d in defaults or []]}
 
 
 def record_settings(record: dict) -> list[str]:
     """A record's settings as overrides: its experiment's (``experiment_overrides``; an older record: today's file of
-    the ``experiment=`` its overrides name), then its own (:func:`coda_exp.fingerprint.record_overrides`)."""
+    the ``experiment=`` its overrides name), then its own (:func:`coda_exp.fingerprint.record_overrides`: less those
+    it recorded as its configuration's defaults, ``fingerprint_defaults``)."""
     overrides = record_overrides(record)
     settings = record.get("experiment_overrides")
     if not isinstance(settings, list):

@@ -52,6 +52,23 @@ AttConv), which keep the grid fingerprint: ``data.embeddings.path=/data/glove.84
 example) fills the paper's cells from any folder, other vectors are another configuration. A record without an
 identity (written before it was recorded) takes it from its ``data.embeddings.path`` override's file name.
 
+Defaults typed out. An override that sets what the configuration has without it (``task=snli model=decompatt
+optimizer.lr=0.0003``: Adam's 3e-4 is that lr anyway; ``optimizer=adam``, the default option) changes nothing, so it
+does not enter the fingerprint: as the run starts, each override the rule would hash is compared with the config Hydra
+composes without it (its value resolved, of the same type: ``3e-4`` = ``0.0003``, ``1`` is not ``1.0``; a group's
+option), and those that leave it unchanged, together too, are left out (``coda_exp.default_overrides``). The record
+names them in ``fingerprint_defaults`` (the overrides as typed; ``[]`` for none) and the run's log says so at its
+start; a record's fingerprint derived again (:func:`record_overrides`) leaves them out too, so it is the one the run
+recorded. Where a default cannot be told (the config does not compose there, a value does not resolve), the
+override counts, as before. Only the command line's overrides are judged, not an experiment's own settings (a
+table's grid is what its files set, read without composing: ``coda_exp.experiments.table_grid``); an override that
+repeats an experiment's setting is a default, and the setting counts in its place. This is no new rule
+(:data:`FINGERPRINT_RULE` stays 2): what a run's configuration is has not changed, only how its overrides are read,
+and a record of rule 2 is read as recorded (a new rule would derive every record of rule 2 again, and an evaluation
+of one of their checkpoints would take :func:`coda_exp.experiments.earlier_defaults`). A record without
+``fingerprint_defaults`` (written before it) keeps its fingerprint, a typed-out default included: it stays listed
+apart from the runs without it, as it was.
+
 A run without such settings has :data:`GRID_FINGERPRINT`. A table's grid is the configuration its experiments set
 (``coda_exp.experiments.grid_fingerprint``: ``GRID_FINGERPRINT`` where they set nothing beyond the axes above, as all
 but the AttConv SciTail and SNLI tables), varied only along those axes. A table cell pools only runs with that
@@ -89,7 +106,8 @@ SWEPT_ATTENTION = ("model/attention", "model.attention.center_e", "model.attenti
 GRID_KEYS = ("seed", "centering", "centering_rows", *SWEPT_ATTENTION, "model.contexts", "data.evidence")
 #: the version of the rule a record's ``fingerprint`` was computed under: 1 (no ``fingerprint_rule``) left every
 #: attention option out and hashed only the command line, not the experiment's settings; a record of another rule is
-#: derived again (``coda_exp.experiments.record_configuration``)
+#: derived again (``coda_exp.experiments.record_configuration``); overrides left out as the configuration's defaults
+#: (``fingerprint_defaults``) are no new rule: a record says which ones, and is read by them (module docstring)
 FINGERPRINT_RULE = 2
 #: grid axes matched exactly: the group choices ``task``, ``experiment``, ``scale`` (``task.cpu_scheduler.peak_lr``
 #: or ``task.gradient_clip_val`` are configuration changes) and ``model`` = the model's name (``model.hidden_size``
@@ -209,13 +227,20 @@ def world_size_of(overrides: list[str]) -> int:
     return size
 
 
+def hashed(override: str) -> bool:
+    """Whether the rule hashes an override's key (module docstring): not a grid axis, budget, output, processes or
+    group-choice-only key (``optimizer.lr=0.001``, ``optimizer=adagrad``, ``model.hidden_size=300`` are)."""
+    key = override_key(override)
+    return (key not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
+            and not _covered(key, GRID_KEYS + OUTPUT_KEYS + PARALLEL_KEYS))
+
+
 def configuration_overrides(overrides: list[str], vectors: dict | None = None,
                             world_size: int | None = None) -> list[str]:
     """The overrides that define a run's configuration beyond the grid axes (see the module docstring), sorted, with
     the vectors' entry (:func:`vectors_override` of ``vectors``, else of the path override's file name) and the
     ``world_size=N`` entry where ``world_size`` (else :func:`world_size_of` the overrides) is above 1."""
-    kept = [normalise(o) for o in same_spelling(overrides) if override_key(o) not in BUDGET_KEYS + GRID_EXACT + GROUP_CHOICES
-            and not _covered(override_key(o), GRID_KEYS + OUTPUT_KEYS + PARALLEL_KEYS)]
+    kept = [normalise(o) for o in same_spelling(overrides) if hashed(o)]
     entry = vectors_override(vectors if vectors is not None else _vectors_of(overrides))
     world = world_size_of(overrides) if world_size is None else int(world_size)
     return sorted(kept + ([entry] if entry else []) + ([f"{WORLD_SIZE}={world}"] if world > 1 else []))
@@ -233,9 +258,19 @@ def fingerprint(overrides: list[str], vectors: dict | None = None, world_size: i
 
 def record_overrides(record: dict) -> list[str]:
     """The overrides a record's configuration is derived from: its ``overrides``; an evaluation's (``mode: eval``)
-    follow its trained run's (``trained_overrides``)."""
+    follow its trained run's (``trained_overrides``); less those it recorded as its configuration's defaults
+    (``fingerprint_defaults``, :func:`without_defaults`; a record without the field: none)."""
     own = [str(o) for o in record.get("overrides") or []]
-    return [str(o) for o in record.get("trained_overrides") or []] + own if record.get("mode") == "eval" else own
+    overrides = [str(o) for o in record.get("trained_overrides") or []] + own if record.get("mode") == "eval" else own
+    defaults = record.get("fingerprint_defaults")
+    return without_defaults(overrides, defaults if isinstance(defaults, list) else None)
+
+
+def without_defaults(overrides: list[str], defaults: list[str] | None) -> list[str]:
+    """``overrides`` less ``defaults``, the ones that set what the configuration has without them
+    (``coda_exp.default_overrides``): neither enters the fingerprint (module docstring, "Defaults typed out")."""
+    dropped = {str(d) for d in defaults or []}
+    return [o for o in overrides if o not in dropped] if dropped else list(overrides)
 
 
 def with_settings(settings: list[str], overrides: list[str]) -> list[str]:

@@ -12,8 +12,9 @@ Records are written atomically (temporary file in the same directory, flush + fs
 crashed or killed sweep never leaves a half-written record, and every record is validated before it is
 written and when it is read. Keys beyond :data:`REQUIRED_KEYS` (``status``, one of :data:`STATUSES` when present;
 ``warnings``, ``hparams``, ``paths`` ...) are allowed and preserved; runs also record ``fingerprint``,
-``fingerprint_overrides`` (the configuration beyond the grid axes) and ``fingerprint_rule`` (the rule's version:
-:mod:`coda_exp.fingerprint`), ``val_curve`` (the monitored metric after each validation), ``val_curve_steps`` (the
+``fingerprint_overrides`` (the configuration beyond the grid axes), ``fingerprint_rule`` (the rule's version:
+:mod:`coda_exp.fingerprint`), ``fingerprint_defaults`` (the overrides left out as the configuration's defaults:
+``optimizer.lr=0.0003``; absent from older records), ``val_curve`` (the monitored metric after each validation), ``val_curve_steps`` (the
 global step of each of those validations, same length; null where unknown: a run resumed from a checkpoint written
 before steps were kept; absent from older records), ``val_curve_metric`` (the monitored metric's name),
 ``resumed_from`` (the ``ckpt_path`` a resumed run started from, else null; ``wall_time_s`` is then the whole run's

@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from coda_exp import results, run_folder
 from coda_exp.console import file_only
 from coda_exp.data.common.embeddings import vectors_identity
+from coda_exp.default_overrides import default_overrides
 from coda_exp.environment import is_fixture_data
 from coda_exp.errors import UserError
 from coda_exp.experiments import experiment_of, experiment_settings, run_configuration
@@ -99,8 +100,9 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
     """Which run this is, known before it starts, saved in its checkpoints (``coda_exp.run``) so that an evaluation
     of one (``coda-exp eval``) is recorded as a run of the same configuration: ``run_id``, ``task``, ``model``,
     ``seed``, ``scale``, ``overrides``, ``experiment`` and ``experiment_overrides`` (what its experiment's file sets,
-    :mod:`coda_exp.experiments`), ``fingerprint``, ``fingerprint_overrides`` and ``fingerprint_rule``
-    (:mod:`coda_exp.fingerprint`), ``vectors`` (what the pretrained word vectors are:
+    :mod:`coda_exp.experiments`), ``fingerprint``, ``fingerprint_overrides``, ``fingerprint_rule`` and
+    ``fingerprint_defaults`` (:mod:`coda_exp.fingerprint`; the overrides that set what the configuration has without
+    them, left out of the fingerprint and logged: :mod:`coda_exp.default_overrides`), ``vectors`` (what the pretrained word vectors are:
     ``coda_exp.data.common.embeddings.vectors_identity``; None without) and ``world_size`` (:func:`world_size`: its
     processes, in the fingerprint above 1). A missing vectors file is named here, before any data loads."""
     embeddings = cfg.data.get("embeddings") or {}
@@ -111,9 +113,12 @@ def run_identity(cfg: DictConfig, overrides: list[str]) -> dict:
         log.warning("experiment=%s: no configs/experiment/%s.yaml here; the fingerprint counts the command line "
                     "only", experiment, experiment)
     world = world_size(cfg.trainer)
+    defaults = default_overrides(overrides)  # optimizer.lr=0.0003 where that is the lr anyway: no other configuration
+    for override in defaults:
+        log.info("%s is this configuration's default: it does not change the fingerprint", override)
     return {"run_id": results.make_run_id(cfg.task.name, cfg.model.name, cfg.seed), "task": str(cfg.task.name),
             "model": str(cfg.model.name), "seed": int(cfg.seed), "scale": scale_label(cfg.scale_name, overrides),
-            "overrides": list(overrides), **run_configuration(overrides, vectors, experiment, settings or [], world),
+            "overrides": list(overrides), **run_configuration(overrides, vectors, experiment, settings or [], world, defaults),
             "vectors": vectors, "world_size": world}
 
 
@@ -135,6 +140,7 @@ def new_record(cfg: DictConfig, identity: dict, *, metrics: dict, kernels: dict,
         "fingerprint": identity["fingerprint"],
         "fingerprint_overrides": identity["fingerprint_overrides"],
         "fingerprint_rule": identity.get("fingerprint_rule"),
+        "fingerprint_defaults": list(identity.get("fingerprint_defaults") or []),
         "experiment": identity.get("experiment"),
         "experiment_overrides": identity.get("experiment_overrides"),
         "vectors": identity.get("vectors"),

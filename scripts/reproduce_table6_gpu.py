@@ -45,7 +45,7 @@ import side_by_side  # the loop that runs the jobs within the budget (supervise)
 
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
 from coda_exp.environment import root_dir
-from coda_exp.fingerprint import fingerprint, scale_label
+from coda_exp.fingerprint import fingerprint, scale_label, without_defaults
 from coda_exp.results import load_records
 from coda_exp.run_folder import live_owner
 
@@ -61,8 +61,10 @@ def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str
     folder = results / "runs"
     if not folder.is_dir():
         return out
-    label, print_ = scale_label(scale, extra), fingerprint(extra)
+    label = scale_label(scale, extra)
     for rec in load_records(folder):
+        defaults = rec.get("fingerprint_defaults")  # extra's overrides the run found its configuration's defaults
+        print_ = fingerprint(without_defaults(extra, defaults if isinstance(defaults, list) else None))
         if (rec["task"] == "mlu" and rec["scale"] == label and rec.get("status", "finished") == "finished"
                 and rec.get("fingerprint") == print_):
             key = (rec["model"], int(rec["seed"]))
