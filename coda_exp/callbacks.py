@@ -63,12 +63,19 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
     The last validation's value of the monitored metric rides in the checkpoint too (``last_value``): a step budget
     that ends an epoch before its validation checks at that epoch's end on the last validation's value, still among
     Lightning's metrics; a run resumed after that validation had none there (the same RuntimeError) and now checks
-    the value the uninterrupted run checked, which stays among the metrics, as it did there."""
+    the value the uninterrupted run checked, which stays among the metrics, as it did there. A checkpoint saved
+    after this callback stopped the run (the last validation's, before the test) stops a run resumed from it at
+    once, as the uninterrupted run had stopped there (Lightning restores no ``should_stop``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.checked_at_step: int | None = None
         self.last_value = None  # the monitored metric at the last validation (a CPU tensor)
+        self.stopped_before = False  # the checkpoint resumed from was saved after this callback stopped the run
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.stopped_before:  # Lightning keeps no should_stop in a checkpoint: a run killed after an early stop
+            trainer.should_stop = True  # (its test, say) trained on when resumed, past the uninterrupted run's end
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         value = trainer.callback_metrics.get(self.monitor)
@@ -93,6 +100,10 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
         self.patience = patience
         self.checked_at_step = state_dict.get("checked_at_step")
         self.last_value = state_dict.get("last_value")
+        # stopped there, unless by a patience the resumed run raised (task.epochs raised on resume trains on)
+        reason = self.stopping_reason.name
+        self.stopped_before = reason != "NOT_STOPPED" and not (reason == "PATIENCE_EXHAUSTED"
+                                                               and self.wait_count < self.patience)
 
 
 class ElapsedTime(pl.Callback):

@@ -27,6 +27,19 @@ class KillAtStep(pl.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class KillAtTestStart(pl.Callback):
+    """SIGKILL as the test starts (training has ended, an early stop included; its checkpoints are written), once:
+    where ``marker`` exists nothing happens, so the resumed run can keep the same config (``resume=auto``)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 class Boom(pl.Callback):
     """A crash (not a user's mistake) at the start of training."""
 

@@ -133,3 +133,33 @@ def test_a_run_killed_after_an_epochs_end_checkpoint_resumes_to_the_uninterrupte
     for key in ("steps", "epochs", "val_curve", "val_curve_steps", "metrics"):
         assert record[key] == uninterrupted[key], key
     _same_training(tmp_path / "whole" / "checkpoints" / "last.ckpt", tmp_path / "run" / "checkpoints" / "last.ckpt")
+
+
+@pytest.mark.slow  # ~25 s: three SNLI processes
+@pytest.mark.parametrize("route", ["resume=auto", "ckpt_path"])
+def test_a_run_killed_after_its_early_stop_resumes_to_the_uninterrupted_runs_end(tmp_path, route):
+    """SNLI at the fixture scale with patience 2 stops early at step 30 of 40. Killed after that stop (as its test
+    began), the resumed run trained on to step 40 (Lightning restores no ``should_stop``): its weights, curve, best
+    checkpoint and test differed. Now it stops where the uninterrupted run stopped and tests the same checkpoint."""
+    base = ["task=snli", "model=decompatt_coda", "scale=fixture", "seed=3", "save_predictions=false",
+            "task.patience=2"]
+    whole = train([*base, f"hydra.run.dir={tmp_path}/whole"], tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    (uninterrupted,) = results.load_records(tmp_path / "whole" / "results" / "runs", strict=True)
+    assert uninterrupted["steps"] < 40  # it stopped early
+    # resume=auto finds the killed run among the run folders (its own folder, Hydra's default); ckpt_path names it
+    folder = [] if route == "resume=auto" else [f"hydra.run.dir={tmp_path}/run"]
+    kill = ["+callbacks.kill._target_=tests.e2e.kill_hook.KillAtTestStart", f"+callbacks.kill.marker={tmp_path}/k"]
+    killed = train([*base, *kill, *folder], tmp_path)
+    assert killed.returncode == -signal.SIGKILL
+    (last,) = (tmp_path / "run" / "checkpoints").glob("last.ckpt") if folder else tmp_path.glob(
+        "outputs/runs/**/checkpoints/last.ckpt")
+    again = "resume=auto" if route == "resume=auto" else f"ckpt_path={last}"
+    resumed = train([*base, *kill, again, *folder], tmp_path)  # the same config: the kill is spent (its marker)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert route != "resume=auto" or "resume=auto: resuming the same run from" in resumed.stderr + resumed.stdout
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    for key in ("status", "steps", "epochs", "val_curve", "val_curve_steps", "metrics"):
+        assert record[key] == uninterrupted[key], key
+    assert record["best_checkpoint"].rsplit("/", 1)[1] == uninterrupted["best_checkpoint"].rsplit("/", 1)[1]
+    _same_training(tmp_path / "whole" / "checkpoints" / "last.ckpt", last)
