@@ -53,6 +53,7 @@ class Decision:
     why: str | None = None
     finished: Path | None = None
     record: dict | None = None
+    without_checkpoint: list[Path] | None = None  # earlier runs of this configuration that saved none (afresh)
 
 
 def candidates(cfg: DictConfig, own: Path) -> list[Path]:
@@ -316,6 +317,8 @@ def decide(cfg: DictConfig, own: Path) -> Decision:
         point, why = latest_complete(matches)
         if point is not None:
             decision = Decision(checkpoint=point[0], step=point[1], why=why)
+        elif matches:  # stopped before their first checkpoint (a kill during its write included)
+            decision = Decision(without_checkpoint=sorted(matches))
     os.environ[DECISION_ENV] = str(decision.checkpoint or "")
     return decision
 
@@ -343,7 +346,11 @@ def apply(cfg: DictConfig) -> dict | None:
                         f", {decision.why}" if decision.why else "")
     elif pl.utilities.rank_zero_only.rank == 0:  # the ranks rank 0 launched took its choice silently
         other = other_budget(cfg, Path(cfg.paths.output_dir))
-        if other is None:
+        if decision.without_checkpoint:
+            log.warning("resume=auto: the earlier run of this configuration (%s) saved no checkpoint to go on from "
+                        "(stopped before its first was written); a fresh run",
+                        ", ".join(str(f) for f in decision.without_checkpoint))
+        elif other is None:
             log.info("resume=auto: no earlier run of this configuration to go on from; a fresh run")
         else:
             log.warning("resume=auto: no earlier run of this configuration to go on from; a fresh run. %s holds a "

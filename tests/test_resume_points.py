@@ -116,3 +116,23 @@ def test_ckpt_path_a_missing_last_ckpt_names_the_latest_complete_one_beside_it(m
         assert message.startswith(f"{folder / 'last.ckpt'}: ") and "\n" not in message
         assert message.endswith(f"the latest complete checkpoint beside it is at step 5: resume with ckpt_path={best} "
                                 "(or resume=auto instead of ckpt_path)")
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_named_not_called_no_earlier_run(compose, tmp_path, caplog):
+    """A kill while the run wrote its very first checkpoint (the best one, before last.ckpt) leaves a run of this
+    configuration with nothing to resume from: resume=auto starts afresh, and says that run saved none (it said
+    "no earlier run of this configuration", which there was)."""
+    caplog.set_level("INFO", logger="coda_exp.auto_resume")
+    auto = [*(o.replace("step=7", "step=5") for o in BASE), "resume=auto"]
+    first = tmp_path / "runs" / "first"
+    with pytest.raises(SystemExit):
+        run(compose([*auto, f"paths.output_dir={first}"], tmp_path))
+    for ckpt in (first / "checkpoints").glob("*.ckpt"):
+        ckpt.unlink()
+    (first / "checkpoints" / ".epoch000-step5.ckpt.x1y2z3.tmp").write_bytes(b"cut short")
+    caplog.clear()
+    with pytest.raises(SystemExit):  # the same configuration, started afresh: stopped at step 5 again
+        run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resume=auto:")]
+    assert said == [f"resume=auto: the earlier run of this configuration ({first}) saved no checkpoint to go on "
+                    "from (stopped before its first was written); a fresh run"]
