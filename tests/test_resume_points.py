@@ -134,5 +134,5 @@ def test_a_run_killed_before_its_first_checkpoint_is_named_not_called_no_earlier
     with pytest.raises(SystemExit):  # the same configuration, started afresh: stopped at step 5 again
         run(compose([*auto, f"paths.output_dir={tmp_path}/runs/second"], tmp_path))
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resume=auto:")]
-    assert said == [f"resume=auto: the earlier run of this configuration ({first}) saved no checkpoint to go on "
-                    "from (stopped before its first was written); a fresh run"]
+    assert said == [(f"resume=auto: the earlier run of this configuration ({first}) saved no checkpoint to go on "
+                     "from (stopped before its first was written); a fresh run")]
