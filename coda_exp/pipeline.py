@@ -34,7 +34,7 @@ from coda_exp.optim import schedule_node
 from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_epoch import EpochEndResume
-from coda_exp.resume_points import beside
+from coda_exp.resume_points import beside, check_best_checkpoints
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
@@ -263,6 +263,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
     stale = None  # an earlier stop's interrupted.ckpt in this run's folder
     if cfg.get("ckpt_path"):
         check_checkpoint_fits(cfg.ckpt_path, task)
+        check_best_checkpoints(cfg.ckpt_path)  # tested at the end: a damaged one said now, not after training
         stale = StaleInterrupted(cfg.paths.output_dir)
         # (a finished run's checkpoint, trained on in a new folder; an epoch's end Lightning runs again, counted once)
         callbacks += [KeepBestAcrossFolders(), stale, EpochEndResume()]

@@ -144,3 +144,31 @@ def beside(ckpt_path) -> str:
         return ""
     return (f"; the latest complete checkpoint beside it is at step {point[1]}: resume with "
             f"ckpt_path={point[0]} (or resume=auto instead of ckpt_path)")
+
+
+def check_best_checkpoints(ckpt_path) -> None:
+    """Before a resumed run trains: the best checkpoints the resumed one names (each monitored ModelCheckpoint's
+    ``best_model_path`` and ``best_k_models``), which the run validates and tests at its end, can be read (CRC
+    checked) and, in the run's own ``checkpoints/``, exist; else a
+    :class:`~coda_exp.checkpoint_avg.CheckpointError` naming the file (it was an OSError's traceback after the whole
+    resumed training). Files of another folder (a finished run's, trained on elsewhere) that are gone are
+    ``callbacks.KeepBestAcrossFolders``' to leave out."""
+    from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
+
+    states = (load_checkpoint(ckpt_path, mmap=True, need=("callbacks",)).get("callbacks") or {}).values()
+    own = Path(ckpt_path).resolve().parent
+    for state in states:
+        if not isinstance(state, dict) or "best_k_models" not in state:
+            continue
+        files = {str(f) for f in [*(state.get("best_k_models") or {}), state.get("best_model_path")] if f}
+        for name in sorted(files):
+            path = Path(name)
+            try:
+                if path.is_file():
+                    load_checkpoint(path, mmap=True, verify=True)
+                elif path.resolve().parent == own:
+                    raise CheckpointError(f"{path}: no such checkpoint file")
+            except CheckpointError as err:
+                raise CheckpointError(f"{err}. It is one of the best checkpoints {ckpt_path} names, which the run "
+                                      "validates and tests at its end: restore it from a copy before resuming "
+                                      "(or go on from a checkpoint saved after it)") from None

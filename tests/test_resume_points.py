@@ -136,3 +136,25 @@ def test_a_run_killed_before_its_first_checkpoint_is_named_not_called_no_earlier
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resume=auto:")]
     assert said == [(f"resume=auto: the earlier run of this configuration ({first}) saved no checkpoint to go on "
                      "from (stopped before its first was written); a fresh run")]
+
+
+def test_a_damaged_best_checkpoint_is_named_before_the_resumed_run_trains(compose, tmp_path):
+    """The best checkpoint, which a run validates and tests at its end, cut short beside a sound interrupted.ckpt:
+    the resumed run trained to its end, then its final validation raised an OSError's traceback (no record). Now
+    one error names the file before any training; deleted, the same."""
+    from coda_exp.checkpoint_avg import CheckpointError
+
+    stopped = [*(o.replace("step=7", "step=6") for o in BASE)]
+    folder = tmp_path / "runs" / "first"
+    with pytest.raises(SystemExit):
+        run(compose([*stopped, f"paths.output_dir={folder}"], tmp_path))
+    best = folder / "checkpoints" / "epoch000-step5.ckpt"
+    resume = folder / "checkpoints" / "interrupted.ckpt"
+    assert best.is_file() and resume.is_file()
+    best.write_bytes(best.read_bytes()[:30000])
+    with pytest.raises(CheckpointError, match=f"{best}.*one of the best checkpoints {resume} names"):
+        run(compose([*stopped, f"ckpt_path={resume}"], tmp_path))
+    assert not results.load_records(tmp_path / "results" / "runs")  # nothing trained, nothing recorded
+    best.unlink()
+    with pytest.raises(CheckpointError, match=f"{best}: no such checkpoint file. It is one of the best"):
+        run(compose([*stopped, f"ckpt_path={resume}"], tmp_path))
