@@ -33,7 +33,7 @@ from coda_exp.loggers import build_loggers, finish, log_config, wandb_reference,
 from coda_exp.optim import schedule_node
 from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
-from coda_exp.resume_epoch import EpochEndResume
+from coda_exp.resume_epoch import EpochEndResume, epochs_run
 from coda_exp.resume_points import beside, check_best_checkpoints
 from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
@@ -311,7 +311,7 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
             kernels["test"] = kernels_used(model)
         status = "diverged" if diverged else "finished"
         record = new_record(cfg, identity, metrics=metrics, kernels=kernels, trainer=trainer, model=model,
-                            datamodule=datamodule, steps=trainer.global_step, epochs=trainer.current_epoch,
+                            datamodule=datamodule, steps=trainer.global_step, epochs=epochs_run(trainer),
                             start=start - earlier, commit=commit, overrides=overrides, status=status)
         record.update({
             "val_curve": val_curve,

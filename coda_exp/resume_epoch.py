@@ -66,3 +66,13 @@ def counted_twice(trainer: pl.Trainer) -> bool:
     if getattr(epoch_loop, "_batches_that_stepped", 0) > 0:
         epoch_loop._batches_that_stepped -= 1
     return True
+
+
+def epochs_run(trainer: pl.Trainer) -> int:
+    """The epochs a run trained, for its record: ``trainer.current_epoch`` (the fit loop's completed count), or the
+    processed count where that is one more: a run resumed from a checkpoint written in its last epoch's end hooks
+    (``processed = completed + 1``) that its step budget ended at once, before Lightning completed the epoch (a run
+    killed after its final checkpoint, before its record, was recorded an epoch short)."""
+    progress = getattr(getattr(trainer, "fit_loop", None), "epoch_progress", None)
+    processed = getattr(getattr(progress, "current", None), "processed", None)
+    return max(int(trainer.current_epoch), int(processed or 0))
