@@ -35,7 +35,7 @@ from coda_exp.resolved_config import save_resolved_config
 from coda_exp.resume_data import CHECKPOINT_DATA_FILES, files_of
 from coda_exp.resume_epoch import EpochEndResume, epochs_run
 from coda_exp.resume_points import beside, check_best_checkpoints
-from coda_exp.resume_tidy import StaleInterrupted, leave_hydra_folder
+from coda_exp.resume_tidy import ResumedFromBest, StaleInterrupted, leave_hydra_folder
 from coda_exp.run_checks import (  # noqa: F401 (unknown_model_keys, check_compatible: part of this module's API)
     META_KEYS,
     accepted_keys,
@@ -266,7 +266,8 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         check_best_checkpoints(cfg.ckpt_path)  # tested at the end: a damaged one said now, not after training
         stale = StaleInterrupted(cfg.paths.output_dir)
         # (a finished run's checkpoint, trained on in a new folder; an epoch's end Lightning runs again, counted once)
-        callbacks += [KeepBestAcrossFolders(), stale, EpochEndResume()]
+        callbacks += [KeepBestAcrossFolders(), stale, EpochEndResume(),
+                      ResumedFromBest(cfg.ckpt_path, cfg.paths.output_dir)]
     if cfg.trainer.get("enable_checkpointing", True):  # +trainer.enable_checkpointing=false: no checkpoint at all
         # last: a checkpoint callback after every other (Lightning runs those last, in this order), after
         # DistributedSigterm (a SIGTERM noted, then the ranks' vote)

@@ -8,6 +8,8 @@
   folder is looked at (a run trained on from a finished run's checkpoint, in a new folder, never touches that
   run's files), only by global rank 0;
 - the temporary files of checkpoint writes a kill cut short (``checkpoints/.last.ckpt.*.tmp``), when it resumes;
+- the best checkpoint it resumed from (where ``last.ckpt`` was cut short), once a later one replaced it among the
+  best (:class:`ResumedFromBest`);
 - the job's own Hydra folder, where a single run went on in its checkpoint's folder or (``resume=auto``) had
   finished already there (:func:`leave_hydra_folder`).
 
@@ -104,6 +106,32 @@ class StaleInterrupted(pl.Callback):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self.check()
+
+
+class ResumedFromBest(pl.Callback):
+    """The checkpoint a run resumed from, where it is one of the run's own best checkpoints (``resume=auto`` takes
+    the best one where a kill cut ``last.ckpt`` short: ``coda_exp.resume_points``), removed at the training's end
+    once no ModelCheckpoint keeps it (a later validation did better): Lightning never removes the file a run
+    resumed from, so it stayed beside the uninterrupted run's files. Global rank 0 only; one INFO line."""
+
+    def __init__(self, ckpt_path: str | os.PathLike, run_dir: str | os.PathLike) -> None:
+        self.path = Path(ckpt_path).resolve()
+        self.own = (Path(run_dir) / "checkpoints").resolve()
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.global_rank != 0 or self.path.parent != self.own or self.path.name in (LAST, INTERRUPTED_CHECKPOINT):
+            return
+        kept = {Path(f).resolve() for c in trainer.checkpoint_callbacks if isinstance(c, pl.callbacks.ModelCheckpoint)
+                for f in [*c.best_k_models, c.best_model_path, c.last_model_path] if f}
+        if self.path in kept or not self.path.is_file():
+            return
+        try:
+            self.path.unlink()
+        except OSError as err:
+            log.warning("%s (the checkpoint this run resumed from) could not be removed: %s", self.path,
+                        err.strerror or err)
+            return
+        log.info("removed %s: the checkpoint this run resumed from, no longer among its best", self.path)
 
 
 def leave_hydra_folder(folder: str | os.PathLike, outcome: str) -> None:

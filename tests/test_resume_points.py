@@ -5,6 +5,7 @@ first last.ckpt resumed nothing: resume=auto started a second, fresh run beside 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,9 @@ def test_a_run_killed_writing_its_first_last_ckpt_resumes_from_its_best_one_to_t
     for key in ("steps", "val_curve", "val_curve_steps", "metrics"):
         assert resumed[key] == whole[key], key
     assert not list(folder.glob(".last.ckpt.*.tmp"))  # the cut-short write is tidied away
+    # and the best checkpoint it resumed from, which a later one replaced (Lightning keeps a resumed-from file)
+    whole_files = sorted(p.name for p in (Path(whole["output_dir"]) / "checkpoints").glob("*.ckpt"))
+    assert sorted(p.name for p in folder.glob("*.ckpt")) == whole_files and best.name not in whole_files
     import torch
 
     a, b = (torch.load(f / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
