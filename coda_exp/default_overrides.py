@@ -3,11 +3,11 @@
 ``task=snli model=decompatt optimizer.lr=0.0003`` trains exactly as ``task=snli model=decompatt`` (Adam's 3e-4 is
 that configuration's learning rate), so its fingerprint must be the same (``coda_exp.fingerprint``, "Defaults typed
 out"). :func:`default_overrides` finds such overrides among those the fingerprint hashes
-(:func:`coda_exp.fingerprint.hashed`): for each, the run's config is composed by Hydra with all its overrides and
-with all of them but that one, and the override is a default where its key has the same value in both (resolved:
+(:func:`coda_exp.fingerprint.hashed`): the run's config is composed by Hydra with all its overrides and with
+none of those, and an override is a default where its key has the same value in both (resolved:
 ``${model.hidden_size}`` is its value; the same type and value: ``3e-4`` = ``0.0003``, but ``1`` is not ``1.0``), or
-for a group choice (``optimizer=adam``) the same option. Those found are checked together too (each key's value
-with all of them left out), so that leaving them all out of the fingerprint describes the same run.
+for a group choice (``optimizer=adam``) the same option. Where only some are, those are checked again left out
+together (the others kept), so that leaving them out of the fingerprint describes the same run.
 
 The composition is Hydra's compose API: within the running Hydra app (its config folders, ``--config-dir`` and
 ``hydra.searchpath`` included), else of ``configs/`` (a run started by a test, or by ``pipeline.run`` from a
@@ -46,12 +46,22 @@ def default_overrides(overrides: list[str]) -> list[str]:
         return []
     try:
         with _composer() as compose:
+            # few compositions (each ~0.15 s; a run's start, every test's): the values all left out at once, under
+            # the run's group choices (``optimizer=adagrad optimizer.lr=0.01``: AdaGrad's lr); each group choice
+            # alone (rare); then, where only some are defaults, those left out together (the others may feed
+            # their values: ``${model.hidden_size}``)
             full = compose(overrides)
-            found = [o for o in found if _unchanged(full, lambda o=o: compose(_without(overrides, [o])), o)]
-            if len(found) > 1:
-                rest = compose(_without(overrides, found))
-                if not all(_unchanged(full, lambda: rest, o) for o in found):
+            groups = [o for o in found if override_key(o) in full.hydra.runtime.choices]
+            values = [o for o in found if o not in groups]
+            base = compose(_without(overrides, values)) if values else None
+            chosen = [o for o in values if _unchanged(full, lambda: base, o)]
+            chosen += [o for o in groups if _unchanged(full, lambda o=o: compose(_without(overrides, [o])), o)]
+            chosen = [o for o in found if o in chosen]  # in their order
+            if chosen and chosen != found:
+                rest = compose(_without(overrides, chosen))
+                if not all(_unchanged(full, lambda: rest, o) for o in chosen):
                     return []
+            found = chosen
     except Exception as err:  # noqa: BLE001 - no default known: the fingerprint counts every override, as before
         log.debug("the configuration's defaults could not be composed (%s): every override counts", err)
         return []
