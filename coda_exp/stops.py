@@ -294,7 +294,10 @@ def stopped_outside_a_step(cfg: DictConfig, signal_name: str) -> None:
     checkpoint saved then; say which one to resume from, then exit 130 or 143 (which stops a sweep too)."""
     from coda_exp.resume_points import resume_checkpoint
 
-    point = resume_checkpoint(Path(cfg.paths.output_dir))  # last.ckpt, or the best one where it was cut short
+    try:  # last.ckpt, or the best one where it was cut short; never in the way of the stop itself
+        point = resume_checkpoint(Path(cfg.paths.output_dir))
+    except Exception:  # noqa: BLE001
+        point = None
     last = None if point is None else point[0]
     then = f"resume from its last checkpoint, {last}" if last is not None else "it has none to resume from"
     warn_once("run stopped by %s outside a training step, with no checkpoint saved then: %s",
