@@ -30,7 +30,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from coda_exp.config_diff import IGNORED, normalised  # noqa: F401 (IGNORED: part of this module's API)
-from coda_exp.resume_points import furthest, latest_complete, resume_checkpoint, resume_files  # noqa: F401
+from coda_exp.resume_points import latest_complete, resume_checkpoint, resume_files  # noqa: F401
 from coda_exp.run_folder import FINISHED_IN, RESOLVED_CONFIG, OutputDirError, live_owner
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,7 @@ The caller says which one it took and why (:func:`latest_complete`). Split from 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-
-log = logging.getLogger("coda_exp.auto_resume")  # resume=auto's lines, under the logger they always had
 
 RESUME_FROM = ("last.ckpt", "interrupted.ckpt")  # a run folder's checkpoints to resume from, first among equals
 TRAINING_STATE = ("global_step", "loops", "callbacks", "optimizer_states")  # what another *.ckpt needs to be one
@@ -119,14 +116,6 @@ def latest_complete(folders: list[Path]) -> tuple[tuple[Path, int] | None, str |
     return chosen, (f"its latest complete checkpoint: {'; '.join(reasons)}" if reasons else None)
 
 
-def furthest(folders: list[Path]) -> tuple[Path, int] | None:
-    """:func:`latest_complete`'s checkpoint and step, why it is the one said in a warning."""
-    point, why = latest_complete(folders)
-    if point is not None and why:
-        log.warning("resume=auto: resuming from %s (step %d), %s", *point, why)
-    return point
-
-
 def beside(ckpt_path) -> str:
     """For a ``ckpt_path=`` that cannot be read (a ``last.ckpt`` a kill left missing or cut short) in a run's
     ``checkpoints/``: "; ..." naming the latest complete checkpoint beside it (:func:`latest_complete`), the one
@@ -147,7 +136,8 @@ def beside(ckpt_path) -> str:
 
 
 def check_best_checkpoints(ckpt_path) -> None:
-    """Before a resumed run trains: the best checkpoints the resumed one names (each monitored ModelCheckpoint's
+    """Before a resumed run trains (after ``run_checks.check_checkpoint_fits`` checked ``ckpt_path`` itself): the
+    best checkpoints the resumed one names (each monitored ModelCheckpoint's
     ``best_model_path`` and ``best_k_models``), which the run validates and tests at its end, can be read (CRC
     checked) and, in the run's own ``checkpoints/``, exist; else a
     :class:`~coda_exp.checkpoint_avg.CheckpointError` naming the file (it was an OSError's traceback after the whole
@@ -156,13 +146,16 @@ def check_best_checkpoints(ckpt_path) -> None:
     from coda_exp.checkpoint_avg import CheckpointError, load_checkpoint
 
     states = (load_checkpoint(ckpt_path, mmap=True, need=("callbacks",)).get("callbacks") or {}).values()
-    own = Path(ckpt_path).resolve().parent
+    resumed = Path(ckpt_path).resolve()  # CRC-checked already (run_checks.check_checkpoint_fits): not read again
+    own = resumed.parent
     for state in states:
         if not isinstance(state, dict) or "best_k_models" not in state:
             continue
         files = {str(f) for f in [*(state.get("best_k_models") or {}), state.get("best_model_path")] if f}
         for name in sorted(files):
             path = Path(name)
+            if path.resolve() == resumed:
+                continue
             try:
                 if path.is_file():
                     load_checkpoint(path, mmap=True, verify=True)

@@ -189,7 +189,7 @@ def test_a_sweep_summary_counts_the_jobs_that_had_finished_already(tmp_path):
     assert sweep_summary(outcomes[:1]) == "sweep: 1 job(s), 0 failed"  # as before when nothing was skipped
 
 
-def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, caplog):
+def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path):
     import torch
 
     from coda_exp import auto_resume
@@ -200,16 +200,16 @@ def test_unreadable_checkpoints_are_named_never_a_silent_fresh_run(tmp_path, cap
     last, interrupted = folder / "checkpoints" / "last.ckpt", folder / "checkpoints" / "interrupted.ckpt"
     torch.save({"global_step": 10, "state_dict": {}}, interrupted)
     last.write_bytes(b"PK\x03\x04 cut short")
-    assert auto_resume.furthest([folder]) == (interrupted, 10)  # the readable one, the bad one named
-    assert f"{last}: cannot be read" in caplog.text and f"resuming from {interrupted} (step 10)" in caplog.text
+    point, why = auto_resume.latest_complete([folder])
+    assert point == (interrupted, 10) and f"{last}: cannot be read" in why  # the readable one, the bad one named
     interrupted.write_bytes(b"")
     with pytest.raises(CheckpointError, match="no checkpoint that can be read") as err:
-        auto_resume.furthest([folder])
+        auto_resume.latest_complete([folder])
     assert str(last) in str(err.value) and f"{interrupted}: the file is empty" in str(err.value)
     assert "delete them" in str(err.value) and "\n" not in str(err.value)
     last.unlink()
     interrupted.unlink()
-    assert auto_resume.furthest([folder]) is None  # no checkpoint at all: a fresh run
+    assert auto_resume.latest_complete([folder]) == (None, None)  # no checkpoint at all: a fresh run
 
 
 @pytest.mark.parametrize("damage", ["deleted", "corrupt"])

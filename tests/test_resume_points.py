@@ -76,7 +76,7 @@ def test_the_latest_complete_checkpoint_is_the_one_at_the_latest_step(tmp_path, 
     last, best, later = folder / "last.ckpt", folder / "epoch000-step5.ckpt", folder / "epoch001-step10.ckpt"
     _save(last, 5)
     _save(best, 5)
-    assert auto_resume.furthest([run_dir]) == (last, 5)  # the same step: last.ckpt, as before
+    assert auto_resume.latest_complete([run_dir]) == ((last, 5), None)  # the same step: last.ckpt, as before
     _save(later, 10)
     _save(folder / "averaged.ckpt", 15, averaged_checkpoints=["a", "b"])  # averaged weights, no training state
     import torch
@@ -94,7 +94,7 @@ def test_the_latest_complete_checkpoint_is_the_one_at_the_latest_step(tmp_path, 
     assert f"{later}: damaged" in why and f"{last}: cannot be read" in why and "\n" not in why
     best.unlink()
     with pytest.raises(CheckpointError, match="no checkpoint that can be read"):
-        auto_resume.furthest([run_dir])
+        auto_resume.latest_complete([run_dir])
     for path in folder.iterdir():  # killed while it wrote its first checkpoint: nothing to resume, a fresh run
         if path.suffix == ".ckpt":
             path.unlink()
