@@ -1,8 +1,8 @@
 """How a run stops on a signal, and what it says then.
 
 A first Ctrl-C (SIGINT) or a SIGTERM (a cluster's time limit, a preemption, ``scripts/side_by_side.py``) during
-training stops the run at the end of the current step with ``checkpoints/interrupted.ckpt``
-(:class:`GracefulStop`); the pipeline prints the command that resumes from it (:func:`stopped`) and exits 130 or
+training stops the run at the end of the current step (of the next one, for a SIGTERM between two steps) with
+``checkpoints/interrupted.ckpt`` (:class:`GracefulStop`); the pipeline prints the command that resumes from it (:func:`stopped`) and exits 130 or
 143, which stops a sweep too. Outside a training step (data loading, a validation, the test, a second Ctrl-C) the
 run stops there with no checkpoint saved then (:func:`stopped_outside_a_step`). Under DDP every rank stops at the
 same step, and SIGTERM is handled without Lightning's collective inside the signal handler
@@ -67,6 +67,9 @@ class GracefulStop(pl.callbacks.Checkpoint):
         self.after_checkpoint: str | None = None  # a stop waiting for this step's last.ckpt (a validation is due)
         self._preempt: tuple[signal.Signals, object] | None = None  # submitit's signal and its handler
         self._before_validation: int | None = None  # the step, while its checkpoint before a due validation saves
+        self._between_steps = False  # after a step's end (no stop then), until the next batch or a validation starts
+        self._lightning_sigterm = None  # Lightning's SIGTERM handler, which ours calls outside that gap
+        self._trainer: pl.Trainer | None = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Installed here, after Lightning's signal connector took its snapshot of every handler (which it puts back
@@ -81,6 +84,21 @@ class GracefulStop(pl.callbacks.Checkpoint):
         preempt = submitit_signal()
         if preempt is not None:
             self._preempt = (preempt, signal.signal(preempt, self._on_preempt))
+        if trainer.world_size == 1 and (preempt is None or preempt != signal.SIGTERM):  # DDP: DistributedSigterm
+            self._trainer = trainer
+            self._lightning_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        """One process: a SIGTERM between two steps (after this callback's check at a step's end, before Lightning's
+        own: the learning-rate schedulers, the loggers' save, the next batch's loading) stops at the next step's end
+        with a checkpoint, as a Ctrl-C does. Lightning's flag set there stopped the run outside a step, the step
+        just made lost. Elsewhere (in a step, a validation) Lightning's handler, as before."""
+        trainer = self._trainer
+        if self._between_steps and trainer is not None and not trainer.validating:  # a validation: Lightning's stop
+            self.requested = "SIGTERM"
+            return
+        if callable(self._lightning_sigterm):
+            self._lightning_sigterm(signum, frame)
 
     def _on_preempt(self, signum, frame) -> None:
         """submitit's time-limit / preemption signal (a job of hydra/launcher=slurm or submitit_local): its own
@@ -112,14 +130,21 @@ class GracefulStop(pl.callbacks.Checkpoint):
               "once, nothing saved)", file=sys.stderr, flush=True)
 
     def _restore(self) -> None:
+        self._between_steps = False
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
+        if self._lightning_sigterm is not None:
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, self._lightning_sigterm)
+            self._lightning_sigterm = None
+        self._trainer = None
         if self._preempt is not None:
             signal.signal(*self._preempt)
             self._preempt = None
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        self._between_steps = False
         self._stop_after_checkpoint(trainer)  # a stop put off at an epoch's end (on_validation_end) ends here
         self._step_before = trainer.global_step
 
@@ -134,6 +159,7 @@ class GracefulStop(pl.callbacks.Checkpoint):
                                            reduce_op="max")
             name = {v: k for k, v in SIGNAL_NUMBER.items()}[int(code)]
         if name is None:
+            self._between_steps = True
             return
         if self._step_before is not None and trainer.global_step == self._step_before:
             # a batch of a gradient accumulation that made no optimizer step: a checkpoint here would lose the

@@ -112,3 +112,25 @@ class SignalAfterBatches(pl.Callback):
         self.seen += 1
         if self.seen == self.batches:
             signal.raise_signal(self.signum)
+
+
+class SigtermBetweenSteps(pl.Callback):
+    """A SIGTERM to this process after optimizer step ``step``'s batch-end hooks, as the step's learning-rate
+    schedulers update (before Lightning's own check of the signal at the step's end)."""
+
+    def __init__(self, step: int):
+        self.step = int(step)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if trainer.global_step != self.step:
+            return
+        loop = trainer.fit_loop.epoch_loop
+        update = loop.update_lr_schedulers
+
+        def update_then_signal(*args, **kwargs):
+            del loop.update_lr_schedulers  # once: the class's method again
+            signal.raise_signal(signal.SIGTERM)
+            return update(*args, **kwargs)
+
+        loop.update_lr_schedulers = update_then_signal

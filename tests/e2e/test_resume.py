@@ -125,6 +125,24 @@ def test_ctrl_c_in_a_sweep_stops_the_sweep_with_a_checkpoint_and_says_so(tmp_pat
     assert not (tmp_path / "results" / "runs").exists() or not list((tmp_path / "results" / "runs").iterdir())
 
 
+def test_a_sigterm_between_two_steps_stops_at_the_next_steps_end_with_a_checkpoint(make_cfg, caplog):
+    """A SIGTERM after GracefulStop's check at a step's end and before Lightning's (the schedulers' update, the
+    loggers' save, the next batch's loading): Lightning stopped the run "outside a training step", nothing saved
+    and the step lost. Now it stops at the next step's end with interrupted.ckpt, as in a step."""
+    import torch
+
+    hook = ["+callbacks.sig._target_=tests.e2e.kill_hook.SigtermBetweenSteps", "+callbacks.sig.step=2"]
+    cfg = make_cfg("task=snli", "scale=fixture", "logger=none", "task.epochs=3", *hook)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        run(cfg)
+    assert stopped.value.code == 143 and "outside a training step" not in caplog.text
+    saved = Path(cfg.paths.output_dir) / "checkpoints" / "interrupted.ckpt"
+    assert f"run interrupted (SIGTERM) at step 3, its checkpoint saved (no test, no record): {saved}" in caplog.text
+    assert torch.load(saved, map_location="cpu", weights_only=False, mmap=True)["global_step"] == 3
+    assert signal.getsignal(signal.SIGTERM) == before  # every handler put back
+
+
 def test_a_sigterm_outside_a_training_step_exits_143_not_0(make_cfg, caplog):
     """Lightning stops a validation that meets a SIGTERM with an exception that exits with status 0, as a finished
     run would (a cluster's scheduler would count the preempted job done)."""
