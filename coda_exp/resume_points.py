@@ -118,20 +118,26 @@ def latest_complete(folders: list[Path]) -> tuple[tuple[Path, int] | None, str |
 
 def beside(ckpt_path) -> str:
     """For a ``ckpt_path=`` that cannot be read (a ``last.ckpt`` a kill left missing or cut short) in a run's
-    ``checkpoints/``: "; ..." naming the latest complete checkpoint beside it (:func:`latest_complete`), the one
-    ``resume=auto`` would take, to resume from instead; "" where there is none."""
+    ``checkpoints/``, or that is a run's folder or its ``checkpoints/``: "; ..." naming the latest complete
+    checkpoint beside it or in it (:func:`latest_complete`), the one ``resume=auto`` would take, to resume from
+    instead; "" where there is none."""
     from coda_exp.checkpoint_avg import CheckpointError
 
     path = Path(ckpt_path)
-    if path.parent.name != "checkpoints":
+    if path.is_dir():  # a run's folder or its checkpoints/: the checkpoint in it to resume from
+        run = path.parent if path.name == "checkpoints" else path
+        where = "in it"
+    elif path.parent.name == "checkpoints":
+        run, where = path.parent.parent, "beside it"
+    else:
         return ""
     try:
-        point, _ = latest_complete([path.parent.parent])
+        point, _ = latest_complete([run])
     except CheckpointError:
         return ""
     if point is None or point[0] == path:
         return ""
-    return (f"; the latest complete checkpoint beside it is at step {point[1]}: resume with "
+    return (f"; the latest complete checkpoint {where} is at step {point[1]}: resume with "
             f"ckpt_path={point[0]} (or resume=auto instead of ckpt_path)")
 
 

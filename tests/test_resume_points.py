@@ -102,8 +102,9 @@ def test_the_latest_complete_checkpoint_is_the_one_at_the_latest_step(tmp_path, 
 
 
 def test_ckpt_path_a_missing_last_ckpt_names_the_latest_complete_one_beside_it(make_cfg, tmp_path, monkeypatch):
-    """ckpt_path= the last.ckpt a stop's message named, which a kill then left missing or cut short: one line that
-    names the checkpoint to resume from instead (resume=auto's choice), before any data loads."""
+    """ckpt_path= the last.ckpt a stop's message named, which a kill then left missing or cut short, or a run's
+    folder: one line that names the checkpoint to resume from instead (resume=auto's choice), before any data
+    loads."""
     from coda_exp.checkpoint_avg import CheckpointError
 
     folder = tmp_path / "runs" / "a" / "checkpoints"
@@ -119,6 +120,13 @@ def test_ckpt_path_a_missing_last_ckpt_names_the_latest_complete_one_beside_it(m
         message = str(err.value)
         assert message.startswith(f"{folder / 'last.ckpt'}: ") and "\n" not in message
         assert message.endswith(f"the latest complete checkpoint beside it is at step 5: resume with ckpt_path={best} "
+                                "(or resume=auto instead of ckpt_path)")
+    for given in (folder, folder.parent):  # the run's folder or its checkpoints/: the file in it to give instead
+        with pytest.raises(CheckpointError) as err:
+            run(make_cfg("task=snli", "scale=fixture", "logger=none", f"ckpt_path={given}"))
+        message = str(err.value)
+        assert message.startswith(f"{given}: a folder, not a checkpoint file") and "\n" not in message
+        assert message.endswith(f"the latest complete checkpoint in it is at step 5: resume with ckpt_path={best} "
                                 "(or resume=auto instead of ckpt_path)")
 
 

@@ -42,9 +42,14 @@ def catalog(make_cfg) -> dict:
 def partner_model(make_cfg, task: str) -> str:
     """The first model (by name) that serves the task's family and takes every key the task composes into it
     (imdb/sst's T2T preset sets Transformer sizes: AttConv does not serve them as they are)."""
-    family = catalog(make_cfg)["tasks"][task][0]
-    return next(m for m, fams in catalog(make_cfg)["models"].items()
-                if family in fams and not pipeline.unknown_model_keys(make_cfg(f"task={task}", f"model={m}")))
+    if task not in _PARTNERS:  # composed once per task and process
+        family = catalog(make_cfg)["tasks"][task][0]
+        _PARTNERS[task] = next(m for m, fams in catalog(make_cfg)["models"].items() if family in fams
+                               and not pipeline.unknown_model_keys(make_cfg(f"task={task}", f"model={m}")))
+    return _PARTNERS[task]
+
+
+_PARTNERS: dict[str, str] = {}
 
 
 def built(make_cfg, build, task: str, *overrides: str, model: str | None = None) -> dict:
