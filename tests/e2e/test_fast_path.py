@@ -48,7 +48,9 @@ def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip, gr
         assert fast["metrics"][key] == pytest.approx(plain["metrics"][key], rel=1e-3), key
 
 
-@pytest.mark.parametrize("path,num_train", [pytest.param("fast", 2000, marks=pytest.mark.slow), ("plain", 2000),
+@pytest.mark.parametrize("path,num_train", [pytest.param("fast", 2000, marks=pytest.mark.slow),
+                                            pytest.param("plain", 2000, marks=pytest.mark.slow),  # mid-epoch resumes:
+                                            # test_resume.py's in make test
                                             ("fast", 80), pytest.param("plain", 75, marks=pytest.mark.slow),
                                             ("plain", 96)])
 def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path, num_train):

@@ -216,7 +216,9 @@ def _plain_train(args, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["task=mlu", "model=transformer", "scale=cpu", "task.max_steps=30"], "task.cpu_scheduler.warmup_steps = 200"),
+    # ~7 s (a process): the same message in-process above (test_data_model_schedule_and_kernel_values_...)
+    pytest.param(["task=mlu", "model=transformer", "scale=cpu", "task.max_steps=30"],
+                 "task.cpu_scheduler.warmup_steps = 200", marks=pytest.mark.slow),
     # refused before the run's folder is chosen (it was found as the data loaded, the run listed as failed)
     (["task=wikiqa", "scale=fixture", "data.dir=/nonexistent/wikiqa"], "does not exist: expected a folder holding"),
 ])
