@@ -26,7 +26,9 @@ drop
   sentences). Every other ``model.*`` override (``model.hidden_size=300``, ``model.dropout=0``) is a different
   configuration and counts;
 - the budget keys (:data:`BUDGET_KEYS`: steps, epochs, data sizes, how often it validates), already part of the
-  record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale;
+  record's ``scale`` label ("fixture (task.epochs=2)"), which tables keep apart by scale; a size the data read
+  departs from joins that label the same way (:func:`amend_scale`: MLU files of 100K training pairs at ``scale=cpu``
+  say ``cpu (data.num_train=100000)``), so it leaves the fingerprint as it is;
 - keys that change where or how a run is stored, logged or placed, not what it computes (:data:`OUTPUT_KEYS`:
   ``paths.*``, ``hydra.*``, ``logger``, ``ckpt_path``, ``data.dir``, ``data.embeddings.path``, ``trainer.strategy``,
   ...) or only measure it
