@@ -13,7 +13,8 @@ from tests import ROOT
 from tests.conftest import train_fixture_model
 from tests.results.records import cell
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+# ~3 s, two runs: make test checks the labels in tests/data/seq2seq/test_mlu.py and tests/test_evaluate.py
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 
 RUN = ["task=mlu", "model=transformer", "data.num_validation=5", "data.num_test=6", "task.max_steps=1",
        "task.val_check_interval=1", "save_predictions=false"]
