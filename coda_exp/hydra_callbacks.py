@@ -273,12 +273,16 @@ class JobReport(Callback):
         global sweep_configs
         configs, sweep_configs = sweep_configs, None
         if configs:  # here, not before Hydra sets up logging: the check imports Lightning (coda_exp.sweep_data)
-            from coda_exp.errors import USER_ERROR_EXIT
+            from coda_exp.errors import USER_ERROR_EXIT, print_error
             from coda_exp.sweep_data import data_refusal
 
-            refusal = data_refusal(configs) or _logger_refusal(configs)
-            if refusal:  # one message, before the sweep's folder and its first job
-                print(f"error: {refusal}", file=sys.stderr, flush=True)
+            try:
+                refusal = UserError(data_refusal(configs) or _logger_refusal(configs) or "")
+            except UserError as err:  # a module of yours (imports=, an entry point) that raises on import: it was
+                refusal = UserError(f"the sweep cannot start: {err}; no job has run")  # Hydra's warning, then
+                refusal.__cause__ = err.__cause__  # every job failed with it, no summary and exit status 0
+            if str(refusal):  # one message (-v: the traceback behind it), before the sweep's folder and first job
+                print_error(refusal, bool(OmegaConf.select(config, "verbose", default=False)))
                 raise SystemExit(USER_ERROR_EXIT)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]
