@@ -232,6 +232,19 @@ def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, 
     assert (tmp_path / "outputs" / "runs").is_dir() and not list((tmp_path / "outputs" / "runs").iterdir())
 
 
+def test_a_refused_run_leaves_none_of_the_folders_it_made_outside_its_own(tmp_path, capsys, monkeypatch):
+    """data.cache_dir under a file is refused once the results' runs/ and predictions/ were made (the folders are
+    checked in turn): the empty outputs/fixture_results/runs/ and predictions/ stayed in a new project folder."""
+    (tmp_path / "blocker").write_text("")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "model=decompatt", "scale=fixture", f"paths.root_dir={tmp_path}",
+                  f"paths.cache_dir={tmp_path}/blocker/cache"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"{tmp_path}/blocker is a file, not a folder" in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["blocker"]
+
+
 def test_a_data_folder_mistake_is_one_error_line_like_any_users_mistake(tmp_path, capsys, monkeypatch):
     """A data.dir without the files printed `[time][coda_exp.pipeline][ERROR] - run failed: ...` where a config
     mistake prints `error: ...`: now one `error:` line too, exit status 2, before the run's folder is chosen (it was
