@@ -30,7 +30,7 @@ def _train(cfg: DictConfig) -> float | None:
     from coda_exp.errors import USER_ERROR_EXIT, UserError, print_error
     from coda_exp.hydra_callbacks import LOGGED, SweepUserError, remove_made_folders
     from coda_exp.pipeline import run
-    from coda_exp.run_folder import refused
+    from coda_exp.run_folder import UNTRAINED, refused, remove_job_folder
 
     try:
         return run(cfg)
@@ -44,6 +44,8 @@ def _train(cfg: DictConfig) -> float | None:
         if not getattr(err, LOGGED, False):  # refused before the run started: its Hydra folder goes, or says why
             refused(HydraConfig.get().runtime.output_dir, err)
             remove_made_folders()  # (outputs/runs/ where the run made it)
+        elif getattr(err, UNTRAINED, False) and remove_job_folder(cfg.paths.output_dir, started=True):
+            remove_made_folders()  # failed before its first step (a malformed data file): nothing in it to keep
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
 
 

@@ -17,8 +17,9 @@ and the final summary, and silences what a user cannot act on:
 
 A line logged with ``extra=file_only()`` goes to the run's ``train.log`` but not to the console: each validation's
 line (:class:`coda_exp.progress.ValidationReport`), which the progress bar shows on a terminal, and the run folder
-at the start, which the summary ends with (:func:`on_terminal`: both reach the console of a redirected run, a
-``nohup`` one or a cluster job's, where Rich draws no live bar).
+at the start, which the summary ends with. Both reach the console of a redirected run, a ``nohup`` one or a cluster
+job's, where Rich draws no live bar (:func:`on_terminal`): the run folder as the training starts
+(:func:`to_console`), so that a run that fails before (a malformed data file) prints its error alone.
 
 The model summary without its ``FLOPs`` column and ``Total FLOPs: 0`` (Lightning counts FLOPs only for a model
 with an ``example_input_array``) and the progress bar without ``v_num`` are :mod:`coda_exp.progress`'s part.
@@ -89,6 +90,15 @@ def console_handlers() -> list[logging.Handler]:
     log file nor a test framework's capturing handlers (subclasses)."""
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in LIBRARY_LOGGERS)]
     return [h for lg in loggers for h in lg.handlers if type(h) is logging.StreamHandler]
+
+
+def to_console(logger: logging.Logger, message: str, level: int = logging.INFO) -> None:
+    """``message`` as ``logger``'s line on the root logger's console handlers (Hydra's ``console``) only: a line the
+    run's ``train.log`` has already."""
+    record = logger.makeRecord(logger.name, level, __file__, 0, "%s", (message,), None)
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and level >= handler.level:
+            handler.handle(record)
 
 
 def _datasets_bars(enabled: bool) -> None:

@@ -19,8 +19,9 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list);
 - in a sweep whose jobs run in worker processes (``hydra/launcher=joblib``), lets the first Ctrl-C stop the jobs
   after their step, each with its checkpoint, and lists them (:func:`_jobs_stop_first`);
-- notes, as a single run starts, which folders above its own (``outputs/runs/``) it is about to make, so that a run
-  refused before it began leaves none (:func:`remove_made_folders`).
+- notes, as a single run starts, which folders outside its own it may make (``outputs/runs/``, the results'
+  ``runs/`` and ``predictions/``, the data's cache), so that a run refused before it began (or failed on a user's
+  mistake before its first step) leaves none of them empty (:func:`remove_made_folders`).
 
 Once a failed job's outcome is written, Hydra's basic sweeper is handed the job as done (its ``JobReturn``
 status): it would otherwise end the sweep with its own report of the first failure (the message a third time, with
@@ -236,17 +237,20 @@ def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
     return "\n".join(lines)
 
 
-made_folders: list[Path] = []  # the folders a single run's log_dir/runs/ made, deepest first (on_run_start)
+made_folders: list[Path] = []  # the folders a single run may make outside its own, deepest first (on_run_start)
+# where a run makes folders besides its own (coda_exp.run_folder.check_outputs): the folder above its own, runs/ of
+# paths.log_dir, and runs/ and predictions/ of its results folder and its data's cache
+MADE_BY_A_RUN = (("paths.log_dir", "runs"), ("paths.results_dir", "runs"), ("paths.results_dir", "predictions"),
+                 ("data.cache_dir", ""))
 
 
 def remove_made_folders() -> None:
-    """The folders above a refused single run's folder that the run made (``outputs/runs/`` in a new project folder)
-    go where they are empty again: a refusal leaves the folders as they were."""
+    """The folders a refused single run made outside its own (``outputs/runs/`` in a new project folder, the
+    results' ``runs/`` and ``predictions/``, the data's cache) go where they are empty again: a refusal leaves the
+    folders as they were (a folder that holds anything, a cache the data wrote, stays)."""
     for folder in made_folders:
-        try:
+        with contextlib.suppress(OSError):  # not empty (the run's folder stayed, another run wrote there), or gone
             folder.rmdir()
-        except OSError:  # not empty (the run's folder stayed, or another run wrote there), or gone already
-            return
 
 
 class JobReport(Callback):
@@ -260,25 +264,32 @@ class JobReport(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
-        made_folders = []
-        try:
-            folder = Path(str(OmegaConf.select(config, "paths.log_dir"))).absolute() / "runs"
-        except Exception:  # noqa: BLE001 (a log_dir that does not resolve: the run reports it)
-            return
-        while not folder.exists() and folder.parent != folder:
-            made_folders.append(folder)
-            folder = folder.parent
+        made = set()
+        for key, below in MADE_BY_A_RUN:
+            try:
+                value = OmegaConf.select(config, key)
+            except Exception:  # noqa: BLE001 (a path that does not resolve: the run reports it)
+                value = None
+            folder = Path(str(value)).absolute() / below if value is not None else Path("/")
+            while not folder.exists() and folder.parent != folder:
+                made.add(folder)
+                folder = folder.parent
+        made_folders = sorted(made, key=lambda f: len(f.parts), reverse=True)  # a folder before the one above it
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global sweep_configs
         configs, sweep_configs = sweep_configs, None
         if configs:  # here, not before Hydra sets up logging: the check imports Lightning (coda_exp.sweep_data)
-            from coda_exp.errors import USER_ERROR_EXIT
+            from coda_exp.errors import USER_ERROR_EXIT, print_error
             from coda_exp.sweep_data import data_refusal
 
-            refusal = data_refusal(configs) or _logger_refusal(configs)
-            if refusal:  # one message, before the sweep's folder and its first job
-                print(f"error: {refusal}", file=sys.stderr, flush=True)
+            try:
+                refusal = UserError(data_refusal(configs) or _logger_refusal(configs) or "")
+            except UserError as err:  # a module of yours (imports=, an entry point) that raises on import: it was
+                refusal = UserError(f"the sweep cannot start: {err}; no job has run")  # Hydra's warning, then
+                refusal.__cause__ = err.__cause__  # every job failed with it, no summary and exit status 0
+            if str(refusal):  # one message (-v: the traceback behind it), before the sweep's folder and first job
+                print_error(refusal, bool(OmegaConf.select(config, "verbose", default=False)))
                 raise SystemExit(USER_ERROR_EXIT)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []]

@@ -204,11 +204,12 @@ def run(cfg: DictConfig) -> float | None:
         if folder is not None and leave is None:  # resumed in its checkpoint's folder (coda-exp runs reads the line)
             log.info("%s %s (its Hydra folder %s keeps only this log)", run_folder.RESUMED_IN, folder, hydra_dir)
         elif folder is not None:
-            log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir)
-        else:  # the summary names it at the end; a redirected run's log says it from the start
-            log.info("run folder: %s", hydra_dir, **console.file_only(console.on_terminal()))
+            log.info("run folder: %s (this job's Hydra folder: %s)", folder, hydra_dir, **console.file_only())
+        else:  # the console has it as the training starts (ValidationReport), where the validations' lines go: a run
+            log.info("run folder: %s", hydra_dir, **console.file_only())  # failing before says its error alone
+        made: dict = {}  # the trainer, once there is one
         try:
-            return _train_and_record(cfg, start, hydra_dir if resumed else None)  # resumed: this job's folder goes
+            return _train_and_record(cfg, start, hydra_dir if resumed else None, made)  # resumed: its job folder goes
         except SIGTERMException:  # Lightning's own stop outside a training step (a validation, the test): it exits 0
             stopped_outside_a_step(cfg, "SIGTERM")
         except KeyboardInterrupt:  # Ctrl-C while the data loads or the model is built
@@ -228,6 +229,8 @@ def run(cfg: DictConfig) -> float | None:
                     log.error("%s", lost)
             try:
                 setattr(shown, LOGGED, True)
+                if isinstance(shown, UserError) and not resumed and not getattr(made.get("trainer"), "global_step", 0):
+                    setattr(shown, run_folder.UNTRAINED, True)  # no step trained: nothing in its folder to keep
             except AttributeError:
                 pass
             if full is not None:
@@ -235,7 +238,10 @@ def run(cfg: DictConfig) -> float | None:
             raise
 
 
-def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -> float | None:
+def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None,
+                      made: dict | None = None) -> float | None:
+    """The run once its folder is chosen; ``left``: the job's Hydra folder a resumed run leaves; ``made``: gets the
+    trainer once built (whether a step was trained when the run fails)."""
     commit = results.code_commit()  # the code that runs: read now, not when the run ends
     overrides = _hydra_overrides()
     identity = run_identity(cfg, overrides)  # saved in every checkpoint: an evaluation of one is this configuration
@@ -252,7 +258,9 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
                               CHECKPOINT_DATA_FILES: files_of(cfg.data.get("dir"))}  # what a resumed run compares
     loggers = build_loggers(cfg, identity)
     history, timer = ValidationHistory(cfg.task.monitor), ElapsedTime(start)
-    report = progress.ValidationReport(cfg.task.monitor, cfg.task.monitor_mode, history, timer.so_far)  # a line each
+    report = progress.ValidationReport(  # a line each; a fresh run's folder first, as the training starts
+        cfg.task.monitor, cfg.task.monitor_mode, history, timer.so_far,
+        header=None if left is not None else f"run folder: {cfg.paths.output_dir}")
     callbacks = [*build_callbacks(cfg, with_logger=bool(loggers)), history, report, RandomState(), timer,
                  DistributedSigterm()]
     periodic = checkpoint_avg.periodic_checkpoints(cfg)
@@ -274,6 +282,8 @@ def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None) -
         callbacks.append(GracefulStop())
     trainer: pl.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                                       plugins=[AtomicCheckpointIO()])  # whole checkpoints, whatever the disk
+    if made is not None:
+        made["trainer"] = trainer
     if left is not None and trainer.world_size == 1:  # (under DDP the ranks rank 0 launches log into it)
         leave_hydra_folder(left, f"the run goes on in {cfg.paths.output_dir}, this command's overrides in its "
                            "overrides.resumed-<time>.yaml")

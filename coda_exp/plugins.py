@@ -110,8 +110,10 @@ def _local_modules(folder: Path) -> list[str]:
 
 
 def _raised_at(err: BaseException) -> str:
-    """Where in the user's code an import raised: `` (file:line)`` of its last frame, or ``""``."""
-    frames = traceback.extract_tb(err.__traceback__)
+    """Where in the user's code an import raised: `` (file:line)`` of its last frame, or ``""`` (importlib's and this
+    module's frames are not the user's: a module that is not there at all)."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith("<")
+              and f"{os.sep}importlib{os.sep}" not in f.filename and f.filename != __file__]
     return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
@@ -158,11 +160,11 @@ def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
         return
-    _entry_points_loaded = True
     for point in metadata.entry_points(group=GROUP):
         try:
             point.load()
-        except Exception as err:  # an installed plugin: named with its distribution
-            dist = getattr(point.dist, "name", None) or "an installed distribution"
+        except Exception as err:  # an installed plugin: named with its distribution, and again at the next load (a
+            dist = getattr(point.dist, "name", None) or "an installed distribution"  # sweep's job ran without it)
             raise PluginError(f"the plugin {point.name} = {point.value!r} ({dist}, entry point group {GROUP!r}) "
-                              f"failed to import: {type(err).__name__}: {err}") from err
+                              f"failed to import: {type(err).__name__}: {err}{_raised_at(err)}") from err
+    _entry_points_loaded = True  # once every one imported

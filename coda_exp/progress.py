@@ -23,7 +23,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import RichModelSummary, RichProgressBar
 
-from coda_exp.console import file_only, on_terminal
+from coda_exp.console import file_only, on_terminal, to_console
 
 STEPS = "Steps"
 log = logging.getLogger(__name__)
@@ -151,8 +151,17 @@ class ValidationReport(pl.Callback):
     restored on a resume), for the best; ``elapsed``: the run's time so far (``ElapsedTime.so_far``); ``mode``:
     ``min`` or ``max``. Placed after the history among the callbacks, so that the best counts this validation."""
 
-    def __init__(self, monitor: str, mode: str, history: Any, elapsed: Callable[[], float]) -> None:
+    def __init__(self, monitor: str, mode: str, history: Any, elapsed: Callable[[], float],
+                 header: str | None = None) -> None:
         self.monitor, self.mode, self.history, self.elapsed = monitor, mode, history, elapsed
+        self.header = header
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """``header`` (``run folder: ...``, in ``train.log`` from the start) on the console too, where the
+        validations' lines go there: said once the training starts, so that a run failing before (a malformed data
+        file) is its error alone, its folder gone (``coda_exp.cli``)."""
+        if self.header is not None and trainer.is_global_zero and not _live(trainer):
+            to_console(log, self.header)
 
     def line(self, trainer: pl.Trainer) -> str | None:
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
@@ -179,6 +188,10 @@ class ValidationReport(pl.Callback):
         line = self.line(trainer)
         if line is None:
             return
-        bar = trainer.progress_bar_callback
-        live = bar is not None and not bar.is_disabled and on_terminal()  # the bar shows the metrics already
-        log.info("%s", line, **file_only(live))
+        log.info("%s", line, **file_only(_live(trainer)))  # a live bar shows the metrics already
+
+
+def _live(trainer: pl.Trainer) -> bool:
+    """Whether the console shows a live progress bar (a terminal, the bar on)."""
+    bar = trainer.progress_bar_callback
+    return bar is not None and not bar.is_disabled and on_terminal()

@@ -246,6 +246,7 @@ RUN_ENDED = "run ended:"  # the line a run that ended (a record written or not) 
 RESUMED_IN = "this job resumes its run in"  # + " <folder> (its Hydra folder <folder> keeps only this log)"
 FINISHED_IN = "this run finished already in"  # + " <folder> (record <file>): nothing to run"
 REFUSED = "run refused before it started:"  # + the user's error: coda-exp runs lists such a folder as refused
+UNTRAINED = "_coda_exp_untrained"  # set on a fresh run's user error before its first step: its folder goes (cli)
 HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}  # what Hydra writes in a job's .hydra/ before it runs
 
 
@@ -255,12 +256,14 @@ def _logs_into(folder: Path) -> list[logging.FileHandler]:
             and Path(h.baseFilename).resolve().parent == folder.resolve()]
 
 
-def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool:
+def remove_job_folder(folder: str | os.PathLike, with_log: bool = False, started: bool = False) -> bool:
     """Remove a single run's Hydra folder ``folder`` where it holds nothing but what Hydra wrote before the job
     (``.hydra/``'s files), its ``train.log`` (an empty one, unless ``with_log``: a job whose run went on in another
     folder, whose log has every line of this one) and this process's claim, with its ``runs/<task>-<model>/`` (an
     eval's ``evals/<task>-<model>/``) where that is left empty; the root logger's file handlers that write into it
-    are closed first. True where it went; the ranks of a DDP run other than 0 leave it as it is."""
+    are closed first. ``started``: a run that failed on a user's mistake before its first step, which wrote its log
+    and ``config_resolved.yaml`` too (no checkpoint, no logger's file: anything more and the folder stays). True where
+    it went; the ranks of a DDP run other than 0 leave it as it is."""
     from lightning_fabric.utilities.rank_zero import (
         rank_zero_only,  # RANK, LOCAL_RANK, SLURM_PROCID, ... as a run
     )
@@ -276,8 +279,9 @@ def remove_job_folder(folder: str | os.PathLike, with_log: bool = False) -> bool
         names = {p.name for p in folder.iterdir()}
         hydra = {p.name for p in (folder / ".hydra").iterdir()} if ".hydra" in names else set()
         ours = OWNER not in names or _owner(folder).get("pid") == os.getpid()
-        log_kept = with_log or "train.log" not in names or (folder / "train.log").stat().st_size == 0
-        if not (names <= {".hydra", "train.log", OWNER} and hydra <= HYDRA_FILES and ours and log_kept):
+        log_kept = with_log or started or "train.log" not in names or (folder / "train.log").stat().st_size == 0
+        written = {".hydra", "train.log", OWNER} | ({RESOLVED_CONFIG} if started else set())
+        if not (names <= written and hydra <= HYDRA_FILES and ours and log_kept):
             return False
         for h in logs:
             root.removeHandler(h)

@@ -232,6 +232,69 @@ def test_a_run_refused_before_it_started_leaves_no_run_folder(tmp_path, capsys, 
     assert (tmp_path / "outputs" / "runs").is_dir() and not list((tmp_path / "outputs" / "runs").iterdir())
 
 
+def _malformed_wikiqa(tmp_path):
+    """A copy of the WikiQA fixture whose training file ends with a row of 2 fields (found as the data loads)."""
+    import shutil
+
+    from tests import FIXTURES
+
+    data = tmp_path / "wikiqa"
+    shutil.copytree(FIXTURES / "wikiqa", data)
+    with open(data / "WikiQA-train.tsv", "a", encoding="utf-8") as f:
+        f.write("Q9\ta broken line\n")
+    lines = (data / "WikiQA-train.tsv").read_text(encoding="utf-8").count("\n")
+    return data, f"error: {data}/WikiQA-train.tsv:{lines}: malformed row with 2 fields; expected 7"
+
+
+def test_a_run_failing_on_its_data_before_a_step_is_its_error_alone_and_leaves_no_folder(tmp_path, capsys,
+                                                                                        monkeypatch):
+    """A malformed data file, found once the run's folder was chosen, printed `run folder: ...` (output not a
+    terminal) before the error and kept the folder, with .hydra/, train.log and config_resolved.yaml, listed by
+    coda-exp runs --left as failed, and the empty results' runs/ and predictions/ it had made: a run that trained no
+    step has nothing to keep. The run folder is said as the training starts instead (e2e/test_quiet_run.py)."""
+    data, error = _malformed_wikiqa(tmp_path)
+    project = tmp_path / "project"
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=wikiqa", "model=decompatt", "scale=fixture", f"data.dir={data}", f"paths.root_dir={project}"])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2
+    lines = (captured.out + captured.err).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(error), lines
+    assert not (project / "outputs").exists()  # its folder, outputs/runs/ and the results' folders
+
+
+def test_a_sweep_job_failing_on_its_data_keeps_its_folder_and_log_for_the_summary(tmp_path, capsys, monkeypatch):
+    """What the sweep's summary lists (the job's log) and coda-exp runs reads stays: only a single run's folder goes."""
+    from coda_exp.tools import runs
+
+    data, error = _malformed_wikiqa(tmp_path)
+    project = tmp_path / "project"
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "task=wikiqa", "model=decompatt", "scale=fixture", f"data.dir={data}",
+                  f"paths.root_dir={project}"])
+    err = capsys.readouterr().err
+    (log,) = (project / "outputs" / "multiruns").glob("*/0-wikiqa-decompatt-s1/train.log")
+    assert exit_.value.code == 2 and f"log: {log}" in err, err
+    assert error.removeprefix("error: ") in log.read_text(encoding="utf-8")
+    (row,) = runs.states(project / "outputs")
+    assert row.state == "failed" and row.folder == str(log.parent) and "malformed row" in row.note
+
+
+def test_a_refused_run_leaves_none_of_the_folders_it_made_outside_its_own(tmp_path, capsys, monkeypatch):
+    """data.cache_dir under a file is refused once the results' runs/ and predictions/ were made (the folders are
+    checked in turn): the empty outputs/fixture_results/runs/ and predictions/ stayed in a new project folder."""
+    (tmp_path / "blocker").write_text("")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["task=snli", "model=decompatt", "scale=fixture", f"paths.root_dir={tmp_path}",
+                  f"paths.cache_dir={tmp_path}/blocker/cache"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"{tmp_path}/blocker is a file, not a folder" in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["blocker"]
+
+
 def test_a_data_folder_mistake_is_one_error_line_like_any_users_mistake(tmp_path, capsys, monkeypatch):
     """A data.dir without the files printed `[time][coda_exp.pipeline][ERROR] - run failed: ...` where a config
     mistake prints `error: ...`: now one `error:` line too, exit status 2, before the run's folder is chosen (it was

@@ -193,3 +193,41 @@ def test_a_module_that_raises_is_one_line_and_with_v_its_traceback_too(verbose, 
     assert exit_.value.code == 2 and err.count("error: imports: importing") == 1, err
     assert ("Traceback" in err and 'lab_boom.py", line 5, in <module>' in err) == verbose, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lab_boom.py"]
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_sweep_with_a_module_that_raises_is_refused_before_its_first_job(verbose, tmp_path, monkeypatch, capsys,
+                                                                          isolated):
+    """The sweep's data check imports the modules as the sweep starts: Hydra turned the error into a warning naming
+    our callback, then every job failed with it, no summary was printed and the sweep exited 0. One message, exit 2,
+    no folder; -v adds the traceback into the user's module."""
+    from coda_exp import cli
+
+    (tmp_path / "lab_sweep_boom.py").write_text("def setup():\n    raise ValueError('no vocab here')\n\n\nsetup()\n")
+    monkeypatch.setattr(sys, "argv", ["train.py"])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["-m", "task=snli", "scale=fixture", "seed=1,2", "imports=[./lab_sweep_boom.py]",
+                  *(["-v"] if verbose else [])])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    assert err.count("error: the sweep cannot start: imports: importing './lab_sweep_boom.py' failed: ValueError: "
+                     "no vocab here (") == 1 and "no job has run" in err and "UserWarning" not in err, err
+    assert ("Traceback" in err and 'lab_sweep_boom.py", line 5, in <module>' in err) == verbose, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab_sweep_boom.py"]
+
+
+def test_a_broken_installed_plugin_is_named_at_each_load_with_where_it_raised(tmp_path, monkeypatch, isolated):
+    """A failed entry point counted as loaded: the next load in the process (a sweep's job after its check, an
+    evaluation after a training) went on without it. Its message names the plugin's line, as imports= does."""
+    (tmp_path / "lab_entry_boom.py").write_text("x = 1\nraise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [metadata.EntryPoint(name="lab", value="lab_entry_boom", group=plugins.GROUP)]
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: points if group == plugins.GROUP else [])
+    where = re.escape(f"RuntimeError: no GPU here ({tmp_path / 'lab_entry_boom.py'}:2)")
+    for _ in range(2):
+        with pytest.raises(plugins.PluginError, match=rf"the plugin lab = 'lab_entry_boom' .* {where}$"):
+            plugins.load(None)
+    points[:] = [metadata.EntryPoint(name="gone", value="lab_entry_gone", group=plugins.GROUP)]
+    with pytest.raises(plugins.PluginError, match=r"ModuleNotFoundError: No module named 'lab_entry_gone'$"):
+        plugins.load(None)  # nothing of the user's raised it: no frame named

@@ -90,7 +90,8 @@ class _Validated(_Tiny):
 def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_live_bar(tmp_path, monkeypatch,
                                                                                      terminal, bar, on_console):
     """A redirected run (nohup, a cluster job, make run > log) printed nothing between the model summary and the final
-    table, and its train.log held no validation value: now a line each, on the console only where no live bar is."""
+    table, and its train.log held no validation value: now a line each, on the console only where no live bar is,
+    after the run folder (said there as the training starts: train.log has it from the run's start)."""
     import io
     import logging
 
@@ -103,13 +104,14 @@ def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_liv
     screen, logfile = io.StringIO(), io.StringIO()
     console_handler, file_handler = logging.StreamHandler(screen), logging.StreamHandler(logfile)
     console_handler.addFilter(FileOnlyFilter())
+    console_handler.addFilter(logging.Filter("coda_exp"))  # (not Lightning's lines)
     logger = logging.getLogger("coda_exp.progress")
-    for handler in (console_handler, file_handler):
-        logger.addHandler(handler)
+    logging.getLogger().addHandler(console_handler)  # Hydra's console handler is the root logger's
+    logger.addHandler(file_handler)
     level = logger.level
     logger.setLevel(logging.INFO)  # (setLevel clears the logger's isEnabledFor cache; an earlier test's call filled it)
     history, timer = ValidationHistory("val/loss"), ElapsedTime(0.0)
-    report = ValidationReport("val/loss", "min", history, lambda: 65.0)
+    report = ValidationReport("val/loss", "min", history, lambda: 65.0, header="run folder: /runs/x")
     loader = DataLoader(TensorDataset(torch.randn(12, 2)), batch_size=2)  # 6 batches an epoch: validated at 3 and 6
     callbacks = [history, report, timer] + ([ProgressBar()] if bar else [])
     try:
@@ -118,15 +120,15 @@ def test_each_validation_is_one_line_in_the_log_and_on_the_console_without_a_liv
                          enable_progress_bar=bar)
         fit.fit(_Validated(), loader, loader)
     finally:
-        for handler in (console_handler, file_handler):
-            logger.removeHandler(handler)
+        logging.getLogger().removeHandler(console_handler)
+        logger.removeHandler(file_handler)
         logger.setLevel(level)
     lines = logfile.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["validation at step 3/6", "validation at step 6/6"]
     best = min(history.values)
     assert lines[1].startswith(f"validation at step 6/6: val/loss {history.values[1]:.4f} (best {best:.4f}), "
                                "val/acc 0.5000; 0:01:05 elapsed")
-    assert screen.getvalue().splitlines() == (lines if on_console else [])
+    assert screen.getvalue().splitlines() == (["run folder: /runs/x", *lines] if on_console else [])
 
 
 def test_a_step_bounded_fit_resumed_mid_epoch_shows_its_steps(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """A fixture run as a user sees it (issue 23): the rich progress bar and the summary with the run folder (and, its
-output not a terminal, the run folder first and a line per validation), without the datasets progress bars,
-Lightning's INFO lines and advert, torch's LeafSpec warning, the FLOPs Lightning does not measure and v_num;
-verbose=true brings all of it back."""
+output not a terminal, the run folder as the training starts and a line per validation), without the datasets
+progress bars, Lightning's INFO lines and advert, torch's LeafSpec warning, the FLOPs Lightning does not measure and
+v_num; verbose=true brings all of it back."""
 
 from __future__ import annotations
 
@@ -37,11 +37,13 @@ def test_a_fixture_run_is_quiet_and_names_its_run_folder(tmp_path):
     assert (Path(folder) / "config_resolved.yaml").is_file() and (Path(folder) / "checkpoints" / "last.ckpt").is_file()
     log = (Path(folder) / "train.log").read_text(encoding="utf-8")
     assert "litlogger" in log  # the log file keeps every line
-    # not a terminal (a redirect, nohup, a cluster job): the run folder from the start, then a line per validation,
-    # there and in train.log (issue: nothing between the model summary and the final table, no value in the log)
+    # not a terminal (a redirect, nohup, a cluster job): the run folder as the training starts (a run failing before
+    # is its error alone: test_cli.py), then a line per validation, there and in train.log (issue: nothing between the
+    # model summary and the final table, no value in the log); train.log names the folder from its start
     said = [line.split("] - ", 1)[1] for line in out.splitlines() if "[coda_exp." in line and "] - " in line]
-    assert said[0] == f"run folder: {folder}"
     validations = [line for line in said if line.startswith("validation at epoch ")]
+    assert said.index(f"run folder: {folder}") == said.index(validations[0]) - 1, said
+    assert log.split("] - ", 1)[1].startswith(f"run folder: {folder}\n") and log.count("run folder: ") == 1
     assert [v.split(":")[0].split(" (")[0] for v in validations] == ["validation at epoch 1/2", "validation at epoch 2/2"]
     assert all("val/map " in v and "(best " in v and v.endswith(" elapsed") for v in validations)
     assert all(v in log for v in validations)
