@@ -12,8 +12,10 @@ run projected past the budget stops the least wanted one (seed 3 before 2 before
 the same seed), so the budget finishes whole runs; ``--tail-s`` before the end, the runs still training get SIGTERM
 together and stop with a checkpoint (a run past its last step goes on with its test); at the end any run left is
 killed; a signal to the call (Ctrl-C, SIGTERM, SIGHUP) stops them all the same way at once.
-Called again it goes on: a run with a record (same scale and configuration) is skipped, a partial run resumes from
-``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and the
+Called again it goes on: a run with a record of its configuration and data is skipped (the record's fingerprint is
+the run's, and its scale the label the run records: the scale, a budget override, and what the data read adds, e.g.
+``paper (data.num_train=100000)`` for MLU files of another size, ``coda_exp.fingerprint.amend_scale``), a partial run
+resumes from ``last.ckpt`` or ``interrupted.ckpt`` (``coda_exp.stops.GracefulStop``), whichever is at the later step, and the
 folder of a run that never checkpointed is kept as ``<folder>.incomplete-<time>`` (a line says so) for a fresh start.
 It prints, and writes to ``<outputs>/status.json``, which runs are finished, partial (at which step), not started or
 failed (with the first error line of ``<outputs>/logs/<run>.log``). ``--list`` prints the jobs and changes nothing.
@@ -45,7 +47,8 @@ import side_by_side  # the loop that runs the jobs within the budget (supervise)
 
 from coda_exp.auto_resume import resume_checkpoint  # a run folder's checkpoint at the later step
 from coda_exp.environment import root_dir
-from coda_exp.fingerprint import fingerprint, scale_label, without_defaults
+from coda_exp.errors import UserError
+from coda_exp.fingerprint import amend_scale, fingerprint, scale_label, without_defaults
 from coda_exp.results import load_records
 from coda_exp.run_folder import live_owner
 
@@ -53,24 +56,77 @@ MODELS = ("transformer", "coda_transformer")
 QUIET = ["~callbacks.progress_bar", "+trainer.enable_progress_bar=false"]
 
 
-def finished_runs(results: Path, scale: str, extra: list[str]) -> dict[tuple[str, int], dict]:
-    """(model, seed) -> the newest finished MLU record whose scale label and fingerprint are those this script's
-    runs get (``scale`` and the ``extra`` overrides: a budget override changes the label, a configuration
-    change the fingerprint)."""
+def finished_runs(args) -> dict[tuple[str, int], dict]:
+    """(model, seed) -> the newest finished MLU record of the run this call makes: its fingerprint that of the
+    ``extra`` overrides (a configuration change changes it), its scale the label the run records (:func:`run_labels`:
+    a budget override changes it, so do data files of another size or other examples). The data is looked at only
+    where a record could be such a run's (a first call reads no file)."""
     out: dict[tuple[str, int], dict] = {}
-    folder = results / "runs"
+    folder = args.results / "runs"
     if not folder.is_dir():
         return out
-    label = scale_label(scale, extra)
+    candidates = []
     for rec in load_records(folder):
         defaults = rec.get("fingerprint_defaults")  # extra's overrides the run found its configuration's defaults
-        print_ = fingerprint(without_defaults(extra, defaults if isinstance(defaults, list) else None))
-        if (rec["task"] == "mlu" and rec["scale"] == label and rec.get("status", "finished") == "finished"
-                and rec.get("fingerprint") == print_):
+        print_ = fingerprint(without_defaults(args.extra, defaults if isinstance(defaults, list) else None))
+        if (rec["task"] == "mlu" and rec.get("status", "finished") == "finished" and rec.get("fingerprint") == print_
+                and rec["model"] in args.models):
+            candidates.append(rec)
+    labels = run_labels(args) if candidates else {}
+    for rec in candidates:
+        if rec["scale"] == labels[rec["model"]]:
             key = (rec["model"], int(rec["seed"]))
             if key not in out or rec["created"] > out[key]["created"]:
                 out[key] = rec
     return out
+
+
+def run_labels(args) -> dict[str, str]:
+    """model -> the ``scale`` label its runs record, as the pipeline writes it: ``fingerprint.scale_label`` of the
+    scale and the ``extra`` overrides, amended (``fingerprint.amend_scale``) by what the data module says of the data
+    it reads (``scale_notes``: MLU files of another size than the scale's, ``paper (data.num_train=100000)``, or of
+    other examples, ``data.files=<digest>``; nothing for generated data). Worked out once per call (the files read
+    once, whatever the models and seeds) and kept in ``args.labels``."""
+    if getattr(args, "labels", None) is None:
+        plain, notes = scale_label(args.scale, args.extra), {}
+        args.labels = {model: amend_scale(plain, data_notes(cfg, notes)) for model, cfg in composed(args).items()}
+    return args.labels
+
+
+def data_notes(cfg, seen: dict[str, list[str]]) -> list[str]:
+    """The data module's notes on the data the run of ``cfg`` (a composed train config) reads: its ``files_notes``
+    (MLU: the files read, not encoded), else ``setup`` then ``scale_notes`` as in a run (``coda_exp.pipeline``);
+    ``seen``: the notes of each data configuration already read (every model reads the same files)."""
+    from omegaconf import OmegaConf
+
+    with run_environment():
+        data = OmegaConf.to_container(cfg.data, resolve=True)
+        if data.get("dir") is None:  # generated: no file read, nothing to say
+            return []
+        key = json.dumps(data, sort_keys=True, default=str)
+        if key not in seen:
+            from coda_exp.pipeline import build_data
+
+            datamodule = build_data(cfg)
+            if hasattr(datamodule, "files_notes"):
+                seen[key] = datamodule.files_notes()
+            else:
+                datamodule.setup("fit")
+                seen[key] = datamodule.scale_notes()
+    return seen[key]
+
+
+@contextlib.contextmanager
+def run_environment():
+    """``CODA_EXP_ROOT`` as train.py sets it for the runs (``coda_exp.environment.set_environment``: the same
+    folder), while their config is resolved here (``paths.data_dir``: a ``data/mlu/`` the runs read); then as it was."""
+    saved = os.environ.get("CODA_EXP_ROOT")
+    os.environ["CODA_EXP_ROOT"] = saved or str(root_dir().absolute())
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CODA_EXP_ROOT", None)
 
 
 def overrides(args, model: str, seed: int) -> list[str]:
@@ -86,16 +142,33 @@ def config_options(group: str) -> list[str]:
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
 
 
+def composed(args) -> dict:
+    """Each model's ``train.py`` config of this call's runs (its first seed's, with Hydra's section), composed once
+    per call and kept in ``args.composed``; Hydra's errors where the overrides do not compose."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from coda_exp import resolvers  # noqa: F401 (registers the configs' resolvers)
+    from coda_exp.environment import config_dir
+
+    if getattr(args, "composed", None) is None:
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+                args.composed = {model: compose("train", return_hydra_config=True,
+                                                overrides=overrides(args, model, args.seeds[0]))
+                                 for model in args.models}
+        finally:
+            GlobalHydra.instance().clear()
+    return args.composed
+
+
 def argument_problem(args) -> str | None:
     """What is wrong with the arguments, naming the argument and what it takes, or None: checked before any run
     starts (or any partial folder is touched), so that a typo is one line instead of every run failing."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from coda_exp import resolvers  # noqa: F401 (registers the configs' resolvers)
     from coda_exp.config_checks import composition_error
-    from coda_exp.environment import config_dir
 
     for flag, values, group in (("--scale", [args.scale], "scale"), ("--models", args.models, "model"),
                                 ("--trainer", [args.trainer], "trainer")):
@@ -108,23 +181,18 @@ def argument_problem(args) -> str | None:
             return f"{flag} {value:g}: expected a number {'> 0' if low == 1e-9 else f'>= {low}'}"
     if args.tail_s >= args.budget_s:
         return f"--tail-s {args.tail_s:g}: expected less than --budget-s ({args.budget_s:g}): no run could start"
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
-            for model in args.models:
-                compose("train", return_hydra_config=True, overrides=overrides(args, model, args.seeds[0]))
+        composed(args)
     except (ConfigCompositionException, OverrideParseException) as err:
         given = f" (the train.py overrides after --: {' '.join(args.extra)})" if args.extra else ""
         return f"the runs' config does not compose{given}: {composition_error(err)}"
-    finally:
-        GlobalHydra.instance().clear()
     return None
 
 
 def plan(args) -> tuple[list[dict], dict[str, dict]]:
     """The side_by_side jobs still to run, in priority order, and every run's state before this call (a fresh run
     whose folder exists: its ``existing`` folder, which :func:`keep_aside` moves). Reads only: ``--list`` too."""
-    done = finished_runs(args.results, args.scale, args.extra)
+    done = finished_runs(args)
     jobs, status = [], {}
     for seed in args.seeds:  # priority: seed 1 first, each seed's Transformer before its CoDA Transformer
         for model in args.models:
@@ -220,7 +288,7 @@ def report(args, before: dict[str, dict], ran: dict[str, dict] | None = None) ->
     ``ran``: the summary rows of this call's jobs by name; a job failed (an exit status other than 0, not a stop of
     ours) is failed, whatever checkpoint it left, unless a signal killed it (the OOM killer, a kill -9) after a
     checkpoint: that one is partial, resumed by the next call as a stopped one."""
-    done = finished_runs(args.results, args.scale, args.extra)
+    done = finished_runs(args)
     status = {}
     for seed in args.seeds:
         for model in args.models:
@@ -294,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     args.outputs = (args.outputs or root_dir() / "outputs" / "table_6_gpu").resolve()
     wrong = argument_problem(args)
     args.steps = args.steps or {"paper": 100_000, "cpu": 2500, "fixture": 20}.get(args.scale, 100_000)
-    jobs, before = ([], {}) if wrong else plan(args)
+    try:
+        jobs, before = ([], {}) if wrong else plan(args)
+    except UserError as err:  # the runs' data cannot be read (data.dir without MLU files): one line, nothing run
+        jobs, before, wrong = [], {}, str(err)
     if wrong := wrong or (None if args.list else held(args, jobs)):
         print(f"error: {wrong}", file=sys.stderr)
         return 2

@@ -256,3 +256,48 @@ def test_the_make_target_runs_the_script_then_the_tables_curves_breakdown_and_ga
     first = lines[0]
     assert first[first.index("--budget-s") + 1] == "700" and first[first.index("--scale") + 1] == "paper"
     assert all("results/table_6_gpu" in " ".join(line) for line in lines[:-1])  # the index covers all of results/
+
+
+def test_a_run_on_files_of_another_size_is_finished_by_a_record_of_those_files_only(load_script, tmp_path,
+                                                                                   monkeypatch, capsys):
+    """The probe: with ``-- data.dir=<MLU files of another size>``, a record of generated data at the plain scale
+    counted as the files' run (skipped: the new data never trained), while the files runs' own records, whose scale
+    names the data read (``paper (data.num_train=40, ...)``: ``MLUDataModule.scale_notes``), never did (trained
+    again at every call). A run is finished by a record of its configuration and its data, the label it records."""
+    import argparse
+
+    from coda_exp.data.seq2seq.mlu import write_mlu_files
+
+    script = load_script("reproduce_table6_gpu")
+    write_mlu_files(files := tmp_path / "mlu", num_train=40, num_test=8)  # data_seed 1234's first examples
+    on_files = "paper (data.num_train=40, data.num_validation=8, data.num_test=8)"
+    records = [{"task": "mlu", "model": model, "seed": 1, "scale": scale, "status": "finished",
+                "fingerprint": script.fingerprint([]), "run_id": run_id, "created": "2026-11-28T00:00:00Z",
+                "metrics": {"test/acc_seq": 0.5}}
+               for model, scale, run_id in (("transformer", "paper", "generated"),
+                                            ("coda_transformer", on_files, "files"))]
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    monkeypatch.setattr(script, "load_records", lambda folder: records)
+
+    def plan(*extra: str):
+        args = argparse.Namespace(
+            results=tmp_path / "results", outputs=tmp_path / "out", scale="paper", extra=list(extra), seeds=[1],
+            models=list(script.MODELS), python="python", trainer="gpu_fast", gate_every=1000, steps=100000)
+        jobs, before = script.plan(args)
+        return args, [j["name"] for j in jobs], before
+
+    args, jobs, before = plan(f"data.dir={files}")
+    assert jobs == ["transformer-s1"] and before["coda_transformer-s1"] == {"state": "finished", "record": "files"}
+    assert script.report(args, before)["coda_transformer-s1"]["state"] == "finished"
+    assert script.report(args, before)["transformer-s1"]["state"] == "not started"
+    _, jobs, before = plan()  # generated data, as before: the plain scale's record
+    assert jobs == ["coda_transformer-s1"] and before["transformer-s1"] == {"state": "finished", "record": "generated"}
+    write_mlu_files(other := tmp_path / "other", num_train=40, num_test=8, seed=7)  # other examples: another dataset
+    args, jobs, _ = plan(f"data.dir={other}")
+    assert jobs == ["transformer-s1", "coda_transformer-s1"]
+    assert all(label.startswith("paper (data.files=") for label in args.labels.values())
+    where = ["--seeds", "1", "--no-mps", "--results", str(tmp_path / "results"), "--outputs", str(tmp_path / "out")]
+    capsys.readouterr()
+    assert script.main([*where, "--", f"data.dir={tmp_path / 'none'}"]) == 2  # data the runs cannot read: one line
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and f"data directory '{tmp_path / 'none'}' does not exist" in line

@@ -268,7 +268,7 @@ class MLUDataModule(Seq2SeqDataModule):
         self._notes: list[str] = []
 
     def build(self) -> None:
-        from coda_exp.data.seq2seq.mlu import MLU, MLU_CHARS, MLUStream
+        from coda_exp.data.seq2seq.mlu import MLU_CHARS, MLUStream
 
         if self.restored is None:
             self.src_tokenizer = self.tgt_tokenizer = CharTokenizer(MLU_CHARS)
@@ -277,7 +277,7 @@ class MLUDataModule(Seq2SeqDataModule):
         for split in self.read_splits(SPLITS):
             n = self.sizes[split]
             if self.dir is not None:
-                read[split] = rows = [r for r, _ in zip(MLU.read(split, Path(self.dir)), range(n))]
+                read[split] = rows = self._read(split)
                 self.splits[split] = self.encode_split(split, rows)
             else:
                 self.splits[split] = _EncodedStream(MLUStream(split, num_examples=n, seed=self.data_seed), tok)
@@ -290,6 +290,20 @@ class MLUDataModule(Seq2SeqDataModule):
 
     def scale_notes(self) -> list[str]:
         return list(self._notes)
+
+    def files_notes(self) -> list[str]:
+        """What :meth:`scale_notes` says once ``setup`` has read the files, from the same rows read alone (not
+        encoded nor checked, most of ``setup``'s time), for a caller that plans runs without training them
+        (``scripts/reproduce_table6_gpu.py``: which runs have a record); none for generated data (no ``dir``)."""
+        if self.dir is None:
+            return []
+        return self._files_notes({split: self._read(split) for split in self.read_splits(SPLITS)})
+
+    def _read(self, split: str) -> list[dict]:
+        """The first ``sizes[split]`` rows of ``split``'s file in ``dir``."""
+        from coda_exp.data.seq2seq.mlu import MLU
+
+        return [r for r, _ in zip(MLU.read(split, Path(self.dir)), range(self.sizes[split]))]
 
     def _files_notes(self, read: dict[str, list[dict]]) -> list[str]:
         """The scale label's entries for MLU files. Files whose first rows are this ``data_seed``'s generated examples
