@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Flash-CoDA's Triton kernels compiled for sm_90 without a GPU: registers, spills and SASS per pair and feature.
 
-    python scripts/sass_flash_kernels.py [--kernels fwd,dkdv,dq,bwd] [--dtypes bf16,fp32] [--unshared] [--json OUT]
+    python scripts/sass_flash_kernels.py [--kernels fwd,dkdv,dq,bwd] [--dtypes bf16,fp32] [--unshared]
+        [--l1 half|input|both] [--json OUT]
 
 Each kernel is built at each of its ``flash_triton.CONFIGS`` (tanh x tanh, d 64, no mask, causal or dropout, shared
 N unless ``--unshared``: the benchmark's setting) with ``triton.compile``; ptxas -v gives registers and spill bytes,
@@ -73,7 +74,7 @@ def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1) -> dict:
             "chunk_loop_ops": [dict(sorted(lp[2].items(), key=lambda kv: -kv[1])[:8]) for lp in inner]}
 
 
-def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
+def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half") -> dict:
     import triton
     import triton.language as tl
     from triton.backends.compiler import GPUTarget
@@ -92,8 +93,10 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
                  **(lanes := ft._lanes(kernel, bm, bn, warps))}
     constants = {n: v for n, v in constants.items() if n in fn.arg_names}
     floats = {"SCAL", "CENT", "SCR", "DNQ"} | ({"DQ"} if kernel == "bwd" else set())
+    # 16-bit inputs' L1 operands: float16 copies (triton_args._l1_args), unless --l1 input (CODA_FLASH_HALF_L1=0)
+    half = {"NQ": "*fp16", "NK": "*fp16"} if l1 == "half" and dtype in ("bf16", "fp16") else {}
     signature = {n: "constexpr" if n in constants else "i32" if n in INTS or not n.isupper()
-                 else POINTERS.get(n, f"*{acc}" if n in floats else f"*{dtype}") for n in fn.arg_names}
+                 else half.get(n) or POINTERS.get(n, f"*{acc}" if n in floats else f"*{dtype}") for n in fn.arg_names}
     compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": warps, "num_stages": stages, "enable_fp_fusion": True,
                                        **({"maxnreg": reg[0]} if reg else {})})
@@ -110,7 +113,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple) -> dict:
     regs = re.search(r"Used (\d+) registers", log)
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     pairs = bm * bn / (32 * warps)
-    return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config,
+    return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config, "l1": "half" if half else "input",
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": [int(spills.group(1)), int(spills.group(2))] if spills else None,
             **per_pair_feature(loops(sass), pairs, dc, lanes.get("W", 1))}
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default="",
                         help="build these configs instead of flash_triton.CONFIGS, as bench_flash_kernels' "
                              "--candidates ('fwd:64,64,2,1,4,2,128;...'), for the kernels they name")
+    parser.add_argument("--l1", default="half", help="16-bit inputs' L1 operands: half (float16 copies, the "
+                        "default), input (their own dtype: CODA_FLASH_HALF_L1=0), or both side by side")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels (triton.jit reads it when flash_triton is imported)
@@ -138,10 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for dtype in args.dtypes.split(","):
         for kernel in args.kernels.split(","):
-            for config in configs[kernel]:
-                row = build(kernel, dtype, not args.unshared, config)
+            for config, l1 in ((c, m) for c in configs[kernel] for m in
+                               (("half", "input") if args.l1 == "both" and dtype != "fp32" else (args.l1,))):
+                row = build(kernel, dtype, not args.unshared, config, l1)
                 rows.append(row)
-                print(f"{kernel:5s} {dtype:5s} {config}: {row['registers']} registers, spills {row['spill_bytes']} B, "
+                print(f"{kernel:5s} {dtype:5s} {row['l1']:5s} {config}: {row['registers']} registers, spills "
+                      f"{row['spill_bytes']} B, "
                       f"per pair and feature: tile {row['tile']}, chunk loops {row['chunk_loops']}, "
                       f"total {row['total']}", flush=True)
     if args.json:

@@ -36,7 +36,7 @@ import torch
 from coda_exp.attention.activations import E_FUNCTIONS, N_FUNCTIONS
 from coda_exp.attention.flash_spec import BACKWARD_ENV, BACKWARDS, FlashParams, seed_tensor
 from coda_exp.attention.kernels import triton_bwd, triton_jit, triton_math
-from coda_exp.attention.kernels.triton_args import _bucket, _mask_arg, _pad, _scalars
+from coda_exp.attention.kernels.triton_args import _bucket, _l1_args, _mask_arg, _pad, _scalars
 from coda_exp.attention.kernels.triton_jit import HAVE_TRITON
 
 if HAVE_TRITON:
@@ -206,7 +206,10 @@ def _common(q, k, v, nq, nk, mask, query_mask, params, dims):
     h, lq, lk, de, dn, dv = dims
     cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     scale = 1.0 / (1.0 - params.dropout_p)
-    scalars = _scalars((float(params.alpha), float(params.beta), float(params.gate), scale), cdt, q.device)
+    scalars = _scalars((float(params.alpha), float(params.beta), float(params.gate), scale, 1.0), cdt, q.device)
+    nq, nk, inv_w = _l1_args(nq, nk)  # 16-bit inputs: float16 nq / w, nk / w (triton_math._l1_tile)
+    if inv_w is not None:
+        scalars = torch.cat((scalars[:4], inv_w.reshape(1)))
     mask_t = q if mask is None else _mask_arg(mask, wide=cdt == torch.float64)
     ms = (0, 0, 0, 0) if mask is None else mask_t.stride()
     qmask_t = q if query_mask is None else _mask_arg(query_mask, wide=cdt == torch.float64)
@@ -262,8 +265,11 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
 # grid of pairs, triton_math._l1_grid) capped at 168 registers 12.9 ms, DC 4 13.9, PF 0 14.7, PF 1 14.8, (128, 64)
 # 16.5 with or without a cap (the cap changed nothing; 128 x 128 PF 2 15.2, (128, 64) DC 4 15.8, 64 x 32 23.5):
 # latency-bound, not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature, PF 1 3.0). The
-# 128 x 64 tiles need more shared memory in float64 than an H100 has: autotune skips them there.
-CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 4, 0, 4, 2), (64, 64, 2, 1, 4, 2), (128, 64, 2, 1, 8, 2)],
+# 128 x 64 tiles need more shared memory in float64 than an H100 has: autotune skips them there. With 16-bit
+# inputs' distances in float16 (triton_args._l1_args; sm_90 SASS, results/bench/sass_sm90_triton36_half_l1.json)
+# PF 2 with DC 4 builds 2.3 instructions per pair and feature (capped at 168: 88 B spilled), PF 2 DC 2 3.0: not
+# timed on a GPU yet; PF 1 DC 2 and (128, 64) (3.3, 3.2) made room for them.
+CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 4, 2, 4, 2, 168), (64, 64, 4, 2, 4, 2), (64, 64, 4, 0, 4, 2)],
            "dkdv": [(64, 64, 4, 0, 4, 2), (128, 64, 4, 1, 8, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)

@@ -1,8 +1,10 @@
 """The Triton kernels' arguments as the host builds them (``flash_triton``'s helpers, no Triton needed): padded
 feature dims, power-of-two length buckets (the autotune key), the scalars tensor (made once per set of values, no
-host copy per call) and masks in the dtype the kernels read."""
+host copy per call), masks in the dtype the kernels read, and 16-bit inputs' L1 operands in float16 (``_l1_args``)."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -49,3 +51,42 @@ def _mask_arg(mask: torch.Tensor, wide: bool) -> torch.Tensor:
         return mask.view(torch.uint8)
     compact = mask[tuple(slice(0, 1) if st == 0 else slice(None) for st in mask.stride())]
     return compact.to(torch.int32).expand(mask.shape)
+
+
+# 16-bit inputs' L1 distances from float16 copies of nq, nk scaled by a power of two (``_l1_args``); False, or the
+# environment's CODA_FLASH_HALF_L1=0: the inputs as they are, in float32 arithmetic (float16 ones as float32 copies)
+HALF_L1: bool | None = None
+HALF_L1_ENV = "CODA_FLASH_HALF_L1"
+_L1_MAX = 2048.0  # |nq|, |nk| after scaling: a float16 chunk sum of DC <= 8 differences stays below 65504
+
+
+def half_l1() -> bool:
+    """``HALF_L1``, else ``CODA_FLASH_HALF_L1`` ("1", default, or "0"); a ValueError for any other value."""
+    if HALF_L1 is not None:
+        return bool(HALF_L1)
+    value = os.environ.get(HALF_L1_ENV, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"Flash-CoDA (triton): {HALF_L1_ENV} must be 1 (the L1 distances of 16-bit inputs in "
+                         f"float16, the default) or 0 (in float32), got {value!r}")
+    return value == "1"
+
+
+def _l1_args(nq: torch.Tensor, nk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(nq, nk, 1 / w) as the kernels read the L1 operands. 16-bit inputs (``half_l1()``): float16 copies of
+    nq / w and nk / w, w = 2^e the power of two that brings max |x| to at most 2048 (e from the inputs on the
+    device: no host sync, a CUDA graph captures it). Dividing by a power of two and bfloat16 -> float16 are exact
+    (8 significant bits in float16's 11) but for values below float16's range (< 2^-24 of 2048: nothing of
+    consequence in a sum of absolute values); the kernels sum the chunks' differences in float16 (2^-11 relative
+    per operation), take beta w for beta and G / w for the sign sums. float16 inputs without it: float32 copies
+    (a float16 nq would be summed in float16 unscaled). Other dtypes: as they are, 1 / w = None (1)."""
+    if nq.dtype not in (torch.float16, torch.bfloat16):
+        return nq, nk, None
+    if not half_l1():
+        return (nq, nk, None) if nq.dtype == torch.bfloat16 else (nq.float(), nk.float(), None)
+    amax = torch.maximum(nq.abs().amax(), nk.abs().amax()).float()
+    bounds = (-15.0, 15.0) if nq.dtype == torch.float16 else (-100.0, 100.0)  # 2^-e a normal number of the dtype
+    e = torch.ceil(torch.log2(amax.clamp(min=2.0 ** -100) / _L1_MAX)).clamp(*bounds)
+    inv_w = torch.exp2(-e)
+    typed = inv_w.to(nq.dtype)
+    halves = tuple((x * typed).to(torch.float16) for x in (nq, nk)) if nq is not nk else ((nq * typed).half(),) * 2
+    return halves[0], halves[1], inv_w

@@ -105,7 +105,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
-        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, inv_w, seed = _slice(
             s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         DQ += s64 * LQ * DE
         DNQ += s64 * LQ * DN
@@ -128,7 +128,8 @@ if HAVE_TRITON:
             dq = tl.dot(de.to(k.dtype), k, out_dtype=CDT, input_precision=DOT_PREC)
             tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
                           mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")
-            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN, DC, CDT, BLOCK_M, BLOCK_N, TM, TN, W)
+            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g * inv_w, DN, DC, CDT, BLOCK_M, BLOCK_N, TM, TN,
+                        W)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)

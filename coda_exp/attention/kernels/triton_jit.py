@@ -42,8 +42,9 @@ if HAVE_TRITON:
         _SUM_COMBINE,
         _act,
         _act_grad,
+        _cols,
         _keep,
-        _l1_grid,
+        _l1_tile,
         _step,
         _valid,
     )
@@ -53,14 +54,17 @@ if HAVE_TRITON:
     def _slice(s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, ROWS, LQ, LK, smb, smh, sqb, sqh,
                DE: tl.constexpr, DN: tl.constexpr, DV: tl.constexpr):
         """Slice s = b H + h: the bases of its q, k, v, nq, nk, centring table and ROWS (an (Lq, dv) tensor: the
-        forward's output, a backward's dout), of its masks, the scalars (alpha, beta, gate, 1 / (1 - p)) and the
-        dropout seed (uint32). What a kernel does not use is never computed."""
+        forward's output, a backward's dout), of its masks, the scalars (alpha, beta w, gate, 1 / (1 - p), 1 / w)
+        and the dropout seed (uint32). What a kernel does not use is never computed. w: the scale of the L1
+        distances (``flash_triton._half_l1``: nq, nk given divided by w, a power of two; else 1), so the distances
+        are D / w, beta w makes N what it is, and their gradients G are dL/d(D / w): the sign sums take G / w."""
         s64 = s.to(tl.int64)
         MASK += (s // H).to(tl.int64) * smb + (s % H).to(tl.int64) * smh
         QMASK += (s // H).to(tl.int64) * sqb + (s % H).to(tl.int64) * sqh
         return (Q + s64 * LQ * DE, K + s64 * LK * DE, V + s64 * LK * DV, NQ + s64 * LQ * DN, NK + s64 * LK * DN,
-                CENT + s64 * LQ * 4, ROWS + s64 * LQ * DV, MASK, QMASK, tl.load(SCAL), tl.load(SCAL + 1),
-                tl.load(SCAL + 2), tl.load(SCAL + 3), tl.load(SEED).to(tl.uint32))
+                CENT + s64 * LQ * 4, ROWS + s64 * LQ * DV, MASK, QMASK, tl.load(SCAL),
+                tl.load(SCAL + 1) / tl.load(SCAL + 4), tl.load(SCAL + 2), tl.load(SCAL + 3), tl.load(SCAL + 4),
+                tl.load(SEED).to(tl.uint32))
 
     @triton.jit
     def _rows(P, offs, ok, D: tl.constexpr, D_P: tl.constexpr):
@@ -73,36 +77,6 @@ if HAVE_TRITON:
         offs_d = tl.arange(0, D_P)
         tl.store(P + offs[:, None] * D + offs_d[None, :], x.to(P.dtype.element_ty),
                  mask=ok[:, None] & (offs_d < D)[None, :])
-
-    @triton.jit
-    def _cols(P, offs, ok, c0, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr):
-        """Features c0 .. c0 + DC of rows ``offs``, transposed: a (DC, len(offs)) chunk in CDT, zero-padded."""
-        offs_c = c0 + tl.arange(0, DC)
-        return tl.load(P + offs_c[:, None] + (offs * DN)[None, :], mask=(offs_c < DN)[:, None] & ok[None, :],
-                       other=0.0).to(CDT)
-
-    @triton.jit
-    def _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
-                 CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-        """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the feature
-        axis in-thread, from two coalesced loads. PF 1: the next chunk is loaded before this one is summed (its
-        latency hidden); PF 2: the tile as (RM, RN, 8, 8) pairs (``triton_math._l1_grid``; sign sums load as PF 1)."""
-        if PF == 2:
-            return _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, CDT, BLOCK_M, BLOCK_N)
-        dist = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=CDT)
-        if PF == 1:
-            a = _cols(NQ, offs_m, m_ok, 0, DN, DC, CDT)
-            b = _cols(NK, offs_n, n_ok, 0, DN, DC, CDT)
-        for c0 in range(0, DN, DC):
-            if PF == 1:
-                a_c, b_c = a, b
-                a = _cols(NQ, offs_m, m_ok, c0 + DC, DN, DC, CDT)  # past DN: masked, nothing read
-                b = _cols(NK, offs_n, n_ok, c0 + DC, DN, DC, CDT)
-            else:
-                a_c = _cols(NQ, offs_m, m_ok, c0, DN, DC, CDT)
-                b_c = _cols(NK, offs_n, n_ok, c0, DN, DC, CDT)
-            dist += tl.reduce(tl.abs(a_c[:, :, None] - b_c[:, None, :]), 0, _SUM_COMBINE)
-        return dist
 
     @triton.jit
     def _sign_cols(OWN, OTHER, SCR, offs_own, offs_other, own_ok, other_ok, g,
@@ -177,7 +151,7 @@ if HAVE_TRITON:
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr):
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
-        Q, K, V, NQ, NK, CENT, OUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+        Q, K, V, NQ, NK, CENT, OUT, MASK, QMASK, alpha, beta, gate, scale, _inv_w, seed = _slice(
             s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, OUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ
@@ -280,7 +254,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_n = tl.program_id(1)
         s64 = s.to(tl.int64)
-        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, inv_w, seed = _slice(
             s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         SCR += s64 * LK * DN
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -296,7 +270,7 @@ if HAVE_TRITON:
                 Q, DOUT, NQ, NK, MASK, QMASK, CENT, k, v, dk, dv, s, start_m, offs_n, n_ok, LQ, LK, smi, smj, sqi,
                 seed, drop_thr, alpha, beta, gate, scale, DE, DN, DV, DE_P, DV_P, DC, PF, E_FN, N_FN, HAS_MASK,
                 HAS_QMASK, CAUSAL, DROPOUT, CDT, FAST, DOT_PREC, CENTER_E, CENTER_N, BLOCK_M, BLOCK_N)
-            _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g, DN, DC, PF, CDT)  # dnk -= Σ_i G sign(nq - nk)
+            _sign_cols(NK, NQ, SCR, offs_n, offs_m, n_ok, m_ok, g * inv_w, DN, DC, PF, CDT)  # dnk -= Σ_i G sign(..)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)
@@ -315,7 +289,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, inv_w, seed = _slice(
             s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         SCR += s64 * LQ * DN
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -341,7 +315,7 @@ if HAVE_TRITON:
                                           BLOCK_M, BLOCK_N)
             de, g = _centred_grads(de, g, valid, CENT, offs_m, m_ok, CENTER_E, CENTER_N)
             dq = tl.dot(de.to(k.dtype), k, dq, out_dtype=CDT, input_precision=DOT_PREC)
-            _sign_cols(NQ, NK, SCR, offs_m, offs_n, m_ok, n_ok, tl.trans(g), DN, DC, PF, CDT)  # dnq += Σ_j G sign(nq - nk)
+            _sign_cols(NQ, NK, SCR, offs_m, offs_n, m_ok, n_ok, tl.trans(g) * inv_w, DN, DC, PF, CDT)  # dnq += ..
             tl.debug_barrier()
         if SHARED:  # nq is q: the L1 gradient joins dq (DN_P == DE_P)
             dq += _rows(SCR, offs_m, m_ok, DN, DN_P)
@@ -360,7 +334,7 @@ if HAVE_TRITON:
         s = tl.program_id(0)
         pid_m = tl.program_id(1)
         s64 = s.to(tl.int64)
-        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, seed = _slice(
+        Q, K, V, NQ, NK, CENT, DOUT, MASK, QMASK, alpha, beta, gate, scale, _inv_w, seed = _slice(
             s, H, Q, K, V, NQ, NK, MASK, QMASK, SCAL, SEED, CENT, DOUT, LQ, LK, smb, smh, sqb, sqh, DE, DN, DV)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = offs_m < LQ

@@ -1,5 +1,6 @@
 """Element-wise @triton.jit helpers of Flash-CoDA's kernels (``triton_jit``, ``triton_bwd``): activations and their
-derivatives, the step of an L1 term's sign, the dropout hash, the validity tile, the L1 distance over a grid of pairs.
+derivatives, the step of an L1 term's sign, the dropout hash, the validity tile, the L1 distance of a tile (``_l1_tile``:
+feature chunks by columns or over a grid of pairs, in float16 where nq, nk are).
 
 Only triton.language builtins are called (see ``triton_jit``). ``flash_triton`` loads an interpreted copy of this
 module beside the interpreted copy of ``triton_jit`` (whose kernels then call interpreted helpers).
@@ -18,15 +19,63 @@ if HAVE_TRITON:
     _SUM_COMBINE = tl.standard._sum_combine
 
     @triton.jit
-    def _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    def _cols(P, offs, ok, c0, DN: tl.constexpr, DC: tl.constexpr, CDT: tl.constexpr):
+        """Features c0 .. c0 + DC of rows ``offs``, transposed: a (DC, len(offs)) chunk in CDT, zero-padded."""
+        offs_c = c0 + tl.arange(0, DC)
+        return tl.load(P + offs_c[:, None] + (offs * DN)[None, :], mask=(offs_c < DN)[:, None] & ok[None, :],
+                       other=0.0).to(CDT)
+
+    @triton.jit
+    def _l1_tile(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
+                 CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        """Σ_c |nq_ic - nk_jc|, DC features at a time: (DC, BLOCK_M, BLOCK_N) register tiles summed over the feature
+        axis in-thread, from two coalesced loads. PF 1: the next chunk is loaded before this one is summed (its
+        latency hidden); PF 2: the tile as (RM, RN, 8, 8) pairs (``_l1_grid``; sign sums load as PF 1).
+
+        float16 nq, nk (``flash_triton._half_l1``: 16-bit inputs divided by a power of two w, |x| <= 2048, exactly)
+        are subtracted and summed in float16 over each chunk, then added in CDT: packed half2 adds with |x| a free
+        operand (sm_90 SASS, 64 x 64, DC 4: 1.7 instructions per pair and feature for the chunk loop against 2.9
+        from bfloat16 in float32, 89 registers against 121). A chunk's |difference| <= 4096 and its sum
+        <= 4096 DC stay finite for DC <= 8; each float16 operation rounds to 2^-11 relative."""
+        if NQ.dtype.element_ty == tl.float16:
+            tl.static_assert(DC <= 8)
+            dist = _l1_chunks(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, tl.float16, CDT, BLOCK_M, BLOCK_N)
+        else:
+            dist = _l1_chunks(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, PF, CDT, CDT, BLOCK_M, BLOCK_N)
+        return dist
+
+    @triton.jit
+    def _l1_chunks(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, PF: tl.constexpr,
+                   LDT: tl.constexpr, CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        """``_l1_tile``: each chunk's differences and sum in LDT, the distances in CDT."""
+        if PF == 2:
+            return _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN, DC, LDT, CDT, BLOCK_M, BLOCK_N)
+        dist = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=CDT)
+        if PF == 1:
+            a = _cols(NQ, offs_m, m_ok, 0, DN, DC, LDT)
+            b = _cols(NK, offs_n, n_ok, 0, DN, DC, LDT)
+        for c0 in range(0, DN, DC):
+            if PF == 1:
+                a_c, b_c = a, b
+                a = _cols(NQ, offs_m, m_ok, c0 + DC, DN, DC, LDT)  # past DN: masked, nothing read
+                b = _cols(NK, offs_n, n_ok, c0 + DC, DN, DC, LDT)
+            else:
+                a_c = _cols(NQ, offs_m, m_ok, c0, DN, DC, LDT)
+                b_c = _cols(NK, offs_n, n_ok, c0, DN, DC, LDT)
+            dist += tl.reduce(tl.abs(a_c[:, :, None] - b_c[:, None, :]), 0, _SUM_COMBINE).to(CDT)
+        return dist
+
+    @triton.jit
+    def _l1_grid(NQ, NK, offs_m, offs_n, m_ok, n_ok, DN: tl.constexpr, DC: tl.constexpr, LDT: tl.constexpr,
+                 CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """Σ_c |nq_ic - nk_jc| as ``_l1_tile`` computes it, over the tile's pairs indexed (RM, RN, 8, 8), i = rm 8 + tm,
         j = rn 8 + tn, as the fused backward's sign tile is (``triton_bwd._sign_pairs``), each chunk loaded as
         (DC, RM, 8) and (DC, RN, 8) tiles. sm_90, 64 x 64, DC 2, 4 warps: Triton 3.9, bf16, 206 registers instead of
         247 and 8 shared-memory loads per 128 FADDs instead of 18 (capped at 168, three programs per SM: no spill);
         the GPU machine's 3.6: bf16 246 and 24 (PF 0: 242 and 10, at 4.5 instructions per pair and feature
         against 3.5), float32 231 and 6 (235 and 18). Config PF 2: the fastest forward on an H200 (12.9 ms at L
-        4096 against PF 0's 14.7, ``flash_triton.CONFIGS``); BLOCK_M, BLOCK_N multiples of 8."""
+        4096 against PF 0's 14.7, ``flash_triton.CONFIGS``); BLOCK_M, BLOCK_N multiples of 8. Each chunk is summed
+        in LDT (``_l1_tile``), then added in CDT."""
         tl.static_assert(BLOCK_M % 8 == 0 and BLOCK_N % 8 == 0)
         RM: tl.constexpr = BLOCK_M // 8
         RN: tl.constexpr = BLOCK_N // 8
@@ -38,10 +87,10 @@ if HAVE_TRITON:
         for c0 in range(0, DN, DC):
             offs_c = c0 + tl.arange(0, DC)
             a = tl.load(NQ + offs_c[:, None, None] + (rows * DN)[None, :, :],
-                        mask=(offs_c < DN)[:, None, None] & rows_ok[None, :, :], other=0.0).to(CDT)
+                        mask=(offs_c < DN)[:, None, None] & rows_ok[None, :, :], other=0.0).to(LDT)
             b = tl.load(NK + offs_c[:, None, None] + (cols * DN)[None, :, :],
-                        mask=(offs_c < DN)[:, None, None] & cols_ok[None, :, :], other=0.0).to(CDT)
-            dist += tl.reduce(tl.abs(a[:, :, None, :, None] - b[:, None, :, None, :]), 0, _SUM_COMBINE)
+                        mask=(offs_c < DN)[:, None, None] & cols_ok[None, :, :], other=0.0).to(LDT)
+            dist += tl.reduce(tl.abs(a[:, :, None, :, None] - b[:, None, :, None, :]), 0, _SUM_COMBINE).to(CDT)
         return tl.reshape(tl.permute(dist, (0, 2, 1, 3)), (BLOCK_M, BLOCK_N))
 
     @triton.jit
