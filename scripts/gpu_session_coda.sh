@@ -13,7 +13,7 @@
 # kernel change), "attn" (coda_attention vs SDPA at long lengths) and "keops" (the KeOps peer beside Flash-CoDA and
 # SDPA in float32) are not defaults. TOTAL_S is the
 # call's own limit minus a margin. Records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json, fits.log,
-# bench_candidates.json, check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
+# bench_candidates.json (and bench_candidates_f32l1.json: CODA_FLASH_HALF_L1=0), check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
 # (keops needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first version of this script (14 forked
 # check processes, its output through a process substitution) lost its machine ("stopped answering") without a
 # word; the check spawns its processes and ends them at its own time budget (a timeout of the parent alone left
@@ -28,7 +28,7 @@ PHASES=${PHASES:-fits gputests steps candidates check}
 # pairs, won, 12.9 ms against PF 0's 14.7; DC 4 took 13.9): PF 2 with DC 4, fewer barriers per FADD (sm_90 SASS,
 # Triton 3.6, bf16: 228 registers, no spill, 2.98 instructions per pair and feature in the chunk loop against PF 2
 # DC 2's 3.12; capped at 168: 92 B of spills)
-CANDIDATES=${CANDIDATES:-fwd:64,64,4,2,4,2;fwd:64,64,4,2,4,2,168}
+CANDIDATES=${CANDIDATES:-bwd:64,64,4,2,4,2}
 CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"
@@ -84,11 +84,17 @@ for phase in $PHASES; do
             --dtypes float32,bfloat16 --causal 0 --reps 5 --profile-length 0 --train-kernels auto,chunked \
             --time-budget-s $((budget - 15)) --json "$OUT/bench_crossover_cuda.json" | tail -40
         echo "crossover: exit $? after $(( $(date +%s) - start )) s";;
-    candidates)  # CANDIDATES timed by the same autotune beside flash_triton.CONFIGS (bf16, L 4096, fused backward)
-        budget=$(cap 90); [ "$budget" -eq 0 ] && { echo "candidates: skipped, no time left"; continue; }
-        timeout "$budget" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes bfloat16 --backwards fused \
-            --candidates "$CANDIDATES" --time-budget-s $((budget - 15)) --json "$OUT/bench_candidates.json"
-        echo "candidates: exit $? after $(( $(date +%s) - start )) s";;
+    candidates)  # CANDIDATES timed by the same autotune beside flash_triton.CONFIGS (bf16, L 4096, fused backward),
+                 # then the same with the L1 sums in float32 (CODA_FLASH_HALF_L1=0: the kernels before float16 sums)
+        budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "candidates: skipped, no time left"; continue; }
+        half=$((budget * 3 / 5))
+        timeout "$half" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes bfloat16 --backwards fused \
+            --candidates "$CANDIDATES" --time-budget-s $((half - 15)) --json "$OUT/bench_candidates.json"
+        echo "candidates: exit $? after $(( $(date +%s) - start )) s"
+        rest=$(cap $((budget - half))); [ "$rest" -eq 0 ] && continue
+        CODA_FLASH_HALF_L1=0 timeout "$rest" "$PY" scripts/bench_flash_kernels.py --lengths 4096 --dtypes bfloat16 \
+            --backwards fused --time-budget-s $((rest - 15)) --json "$OUT/bench_candidates_f32l1.json"
+        echo "candidates (float32 L1 sums): exit $? after $(( $(date +%s) - start )) s";;
     cuda)  # every precision x kernel against float64, CUDA graphs, torch.compile(fullgraph) against eager
         budget=$(cap 150); [ "$budget" -eq 0 ] && { echo "cuda: skipped, no time left"; continue; }
         timeout "$budget" "$PY" scripts/check_cuda_coda.py --device cuda --time-budget-s $((budget - 30)) \
