@@ -171,7 +171,7 @@ def test_a_ddp_rank_that_died_gets_the_resume_line_its_surviving_checkpoint_allo
     lost = RuntimeError("[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:10667: Connection reset by peer")
     assert peer_lost(RuntimeError("shape mismatch"), folder) is None
 
-    def train(cfg, start, left=None):
+    def train(cfg, start, left=None, made=None):
         import torch
 
         (folder / "checkpoints").mkdir(parents=True)
