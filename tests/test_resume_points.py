@@ -112,22 +112,19 @@ def test_ckpt_path_a_missing_last_ckpt_names_the_latest_complete_one_beside_it(m
     best = folder / "epoch000-step5.ckpt"
     _save(best, 5)
     monkeypatch.setattr("coda_exp.pipeline.build_data", lambda cfg: pytest.fail("data loaded before the check"))
-    for damage in ("missing", "cut short"):
-        if damage == "cut short":
-            (folder / "last.ckpt").write_bytes(best.read_bytes()[:100])
-        with pytest.raises(CheckpointError) as err:
-            run(make_cfg("task=snli", "scale=fixture", "logger=none", f"ckpt_path={folder / 'last.ckpt'}"))
-        message = str(err.value)
-        assert message.startswith(f"{folder / 'last.ckpt'}: ") and "\n" not in message
-        assert message.endswith(f"the latest complete checkpoint beside it is at step 5: resume with ckpt_path={best} "
-                                "(or resume=auto instead of ckpt_path)")
-    for given in (folder, folder.parent):  # the run's folder or its checkpoints/: the file in it to give instead
+    last = folder / "last.ckpt"
+    # missing, cut short; the run's folder or its checkpoints/: the file in it to give instead
+    for given, said, where in ((last, "", "beside it"), (last, "", "beside it"),
+                               (folder, " a folder, not a checkpoint file", "in it"),
+                               (folder.parent, " a folder, not a checkpoint file", "in it")):
         with pytest.raises(CheckpointError) as err:
             run(make_cfg("task=snli", "scale=fixture", "logger=none", f"ckpt_path={given}"))
         message = str(err.value)
-        assert message.startswith(f"{given}: a folder, not a checkpoint file") and "\n" not in message
-        assert message.endswith(f"the latest complete checkpoint in it is at step 5: resume with ckpt_path={best} "
+        assert message.startswith(f"{given}:{said}") and "\n" not in message
+        assert message.endswith(f"the latest complete checkpoint {where} is at step 5: resume with ckpt_path={best} "
                                 "(or resume=auto instead of ckpt_path)")
+        if given == last and not last.exists():
+            last.write_bytes(best.read_bytes()[:100])  # the next case: cut short
 
 
 def test_a_run_killed_before_its_first_checkpoint_is_named_not_called_no_earlier_run(compose, tmp_path, caplog):
