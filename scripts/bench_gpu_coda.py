@@ -12,7 +12,9 @@
    flag: fwd and fwd+bwd of Flash-CoDA, SDPA and (while M fits ``--max-m-gib``) the materialising path
    (``kernel=chunked``); medians of ``--reps`` CUDA-event timings after warm-up; the ratio to SDPA; the fraction of
    the L1 floor (2 FP32 instructions per pair and feature: ``--fp32-tops`` instructions/s, 33.5e12 for an H100/H200:
-   132 SMs x 128 lanes x 1.98 GHz); peak memory over the inputs. ``--impls`` picks the columns: ``sdpa``, any
+   132 SMs x 128 lanes x 1.98 GHz; issue 22's yardstick: 16-bit inputs' distances, summed in packed float16 since
+   ``triton_args._l1_args``, take about one instruction per pair and feature, so their fraction may pass 100 %);
+   peak memory over the inputs. ``--impls`` picks the columns: ``sdpa``, any
    ``coda_attention`` kernel (``flash``, ``chunked``, ``fused``, ...) and the peer ``keops``
    (``coda_exp.peers.keops_coda``, ``pip install 'coda-exp[keops]'``), float32/float64 rows only (KeOps has no
    bfloat16). KeOps first runs in a child process (fwd+bwd at d = ``--dim``, compiling its formulas into
