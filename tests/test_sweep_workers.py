@@ -125,6 +125,9 @@ def test_the_main_process_notes_the_stop_and_its_workers_ignore_signals_between_
     finally:
         report.on_multirun_end(cfg)
         signal.signal(signal.SIGINT, before)
+        from joblib.externals.loky import get_reusable_executor
+
+        get_reusable_executor().shutdown(wait=True)  # its workers would idle on for loky's 300 s in this process
     assert parallel.BACKENDS["loky"] is loky
     assert signal.getsignal(signal.SIGINT) is before
     capsys.readouterr()
