@@ -33,7 +33,7 @@ def _train(cfg: DictConfig) -> float | None:
     from coda_exp.run_folder import UNTRAINED, refused, remove_job_folder
 
     try:
-        return run(cfg)
+        return run_job(run, cfg)  # a job in a joblib worker: its stop is its outcome, not the sweep's end
     except UserError as err:
         if in_sweep():  # the sweep goes on and lists this job at the end
             wrapped = SweepUserError(f"{type(err).__name__}: {err}")
@@ -47,6 +47,42 @@ def _train(cfg: DictConfig) -> float | None:
         elif getattr(err, UNTRAINED, False) and remove_job_folder(cfg.paths.output_dir, started=True):
             remove_made_folders()  # failed before its first step (a malformed data file): nothing in it to keep
         raise SystemExit(USER_ERROR_EXIT) from None  # the message alone: no traceback, no HYDRA_FULL_ERROR hint
+
+
+def run_job(run, cfg: DictConfig):
+    """``run(cfg)``; in a worker of a joblib sweep (``coda_exp.sweep_workers``) a stop ends the job with
+    :class:`~coda_exp.hydra_callbacks.JobStopped` (its outcome written), not with the ``SystemExit`` that made joblib
+    kill every other worker; a Ctrl-C or SIGTERM before the pipeline turns it into a stop (its checks) is one too, and
+    a job the sweep's stop came before does not start (its Hydra folder goes; ``resume=auto`` runs it)."""
+    from coda_exp import sweep_workers
+
+    if not sweep_workers.in_worker():  # this process: the basic launcher, or joblib with one worker
+        return run(cfg)
+    from hydra.core.hydra_config import HydraConfig
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    from coda_exp.hydra_callbacks import SIGNAL_WORDS, JobStopped, listed_as_interrupted, stop_note
+    from coda_exp.run_folder import remove_job_folder
+    from coda_exp.stops import stopped_outside_a_step
+
+    job = HydraConfig.get()
+    with sweep_workers.job_signals():
+        try:
+            try:
+                if (name := sweep_workers.stopped(stop_note(job.sweep.dir))) is not None:
+                    remove_job_folder(job.runtime.output_dir)
+                    print(f"job #{job.job.num} not started: the sweep was stopped ({SIGNAL_WORDS.get(name, name)})",
+                          file=sys.stderr, flush=True)
+                    raise JobStopped("not started: the sweep was stopped", None)
+                return run(cfg)
+            except KeyboardInterrupt:  # a worker's KeyboardInterrupt is the sweep's error to joblib
+                stopped_outside_a_step(cfg, "SIGINT")
+            except SIGTERMException:
+                stopped_outside_a_step(cfg, "SIGTERM")
+        except SystemExit as err:
+            if listed_as_interrupted():
+                raise JobStopped(f"stopped by a signal (exit status {err.code})", err.code) from None
+            raise
 
 
 def training_arguments(argv: list[str]) -> list[str]:

@@ -17,8 +17,9 @@ failed job's own ``train.log`` never sees its error. :class:`JobReport`
   (Ctrl-C, SIGTERM: ``coda_exp.stops``, which writes its outcome through :func:`job_interrupted`, since the
   ``SystemExit`` that stops the sweep skips Hydra's ``on_job_end``) as interrupted, with the command that resumes
   it and the sweep's command with ``resume=auto``, not as a failure (it used to be left out of the list);
-- in a sweep whose jobs run in worker processes (``hydra/launcher=joblib``), lets the first Ctrl-C stop the jobs
-  after their step, each with its checkpoint, and lists them (:func:`_jobs_stop_first`);
+- in a sweep whose jobs run in worker processes (``hydra/launcher=joblib``), lets the first Ctrl-C (or a SIGTERM to
+  the main process, sent on) stop the jobs on their own terms and lists them all (``coda_exp.sweep_workers``: a
+  job's stop is its outcome, :class:`JobStopped`, not an exit that joblib answers by killing the other workers);
 - notes, as a single run starts, which folders outside its own it may make (``outputs/runs/``, the results'
   ``runs/`` and ``predictions/``, the data's cache), so that a run refused before it began (or failed on a user's
   mistake before its first step) leaves none of them empty (:func:`remove_made_folders`).
@@ -37,7 +38,6 @@ import atexit
 import contextlib
 import json
 import logging
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -58,6 +58,17 @@ class SweepUserError(CompactHydraException):
     """A sweep job's :class:`~coda_exp.errors.UserError`: its message alone, without a traceback (in the job's log
     and the sweep's list; a sweeper other than Hydra's basic one reports it as a ``CompactHydraException``, whose
     message Hydra prints alone). ``str`` names the original type."""
+
+
+class JobStopped(CompactHydraException):
+    """The end of a job in a sweep's worker process that a signal stopped (its outcome, ``interrupted``, written by
+    :func:`job_interrupted`) or that the sweep's stop kept from starting (no outcome): an ``Exception``, which Hydra's
+    ``run_job`` returns as the job's failure, where the stop's ``SystemExit`` went on to joblib, which killed every
+    other job (``coda_exp.sweep_workers``). ``code``: the stop's exit status (None: not started)."""
+
+    def __init__(self, message: str, code: int | None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _basic_sweeper(config: DictConfig) -> bool:
@@ -116,39 +127,6 @@ def program() -> str:
                                                                              f"python {shlex.quote(typed)}")
 
 
-def _jobs_stop_first():
-    """A sweep whose jobs run in worker processes (``hydra/launcher=joblib``): the first Ctrl-C is the jobs' own (each
-    stops after its step with a checkpoint, ``coda_exp.stops``), which this process waits for, then lists them; it
-    used to stop the workers at once, a job killed before its checkpoint and no summary. Ctrl-C again: at once. A
-    SIGTERM to this process alone (a scheduler's, ``kill``) is sent on to the workers, the same stop: it ended this
-    process at once, the workers running on without it and holding their run folders against ``resume=auto``."""
-    import signal
-
-    previous = signal.getsignal(signal.SIGINT)
-
-    def first(signum, frame) -> None:
-        signal.signal(signal.SIGINT, previous)
-        print("Ctrl-C: the sweep's jobs stop after their current step, each with a checkpoint; the sweep then lists "
-              "them (Ctrl-C again: stop at once, nothing saved)", file=sys.stderr, flush=True)
-
-    def relayed(signum, frame) -> None:  # a scheduler's SIGTERM to this process alone: the jobs' too
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one: at once
-        print("SIGTERM: the sweep's jobs stop after their current step, each with a checkpoint; the sweep then lists "
-              "them", file=sys.stderr, flush=True)
-        for pid in _workers():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-
-    term = signal.getsignal(signal.SIGTERM)
-    try:
-        signal.signal(signal.SIGINT, first)
-        if Path("/proc").is_dir():
-            signal.signal(signal.SIGTERM, relayed)
-    except ValueError:  # not the main thread: Ctrl-C as before
-        return None
-    return previous, term  # (restored when the sweep ends)
-
-
 def _logger_refusal(configs: list) -> str | None:
     """The loggers' settings of a sweep's jobs (``coda_exp.logger_checks``: keys, W&B's mode, key and server), each
     distinct ``logger`` node once, before the first job (each job checked its own only as it started)."""
@@ -164,17 +142,6 @@ def _logger_refusal(configs: list) -> str | None:
             except UserError as err:
                 return f"the sweep cannot start: {err}; no job has run"
     return None
-
-
-def _workers() -> list[int]:
-    """This process's child processes but loky's resource tracker (Linux: ``/proc``): the joblib workers."""
-    me, found = os.getpid(), []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == me and \
-                    b"resource_tracker" not in (stat.parent / "cmdline").read_bytes():
-                found.append(int(stat.parent.name))
-    return found
 
 
 def typed_again(hydra_overrides, sweep: bool = False) -> list[str]:
@@ -205,6 +172,22 @@ def job_interrupted(signal_name: str, exit_code: int, step: int | None, checkpoi
                "output_dir": str(hydra.runtime.output_dir)}
     atomic_write_text(Path(str(hydra.sweep.dir)) / JOBS / f"{outcome['num']}.json",
                       json.dumps(outcome, indent=1) + "\n")
+
+
+def stop_note(sweep_dir) -> Path:
+    """The file in which a sweep's main process notes the signal that stopped it (``coda_exp.sweep_workers``)."""
+    return Path(str(sweep_dir)) / JOBS / "stopped"
+
+
+def listed_as_interrupted() -> bool:
+    """Whether this sweep job's outcome says a signal stopped it (:func:`job_interrupted` wrote it)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    with contextlib.suppress(OSError, ValueError):
+        path = Path(str(hydra.sweep.dir)) / JOBS / f"{int(hydra.job.num)}.json"
+        return json.loads(path.read_text(encoding="utf-8")).get("status") == INTERRUPTED
+    return False
 
 
 def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
@@ -260,7 +243,8 @@ class JobReport(Callback):
         self.sweep_dir: Path | None = None
         self.again: str | None = None  # the sweep's command with resume=auto
         self.reported = False
-        self.sigint = None  # the Ctrl-C and SIGTERM handlers before a joblib sweep (_jobs_stop_first)
+        self.sigint = None  # the Ctrl-C and SIGTERM handlers before a joblib sweep (sweep_workers.stop_jobs_first)
+        self.loky = None  # joblib's loky backend before a joblib sweep (sweep_workers.use_quiet_workers)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
@@ -298,10 +282,17 @@ class JobReport(Callback):
                                *(shlex.quote(o) for o in overrides if override_key(o) not in ("resume", "ckpt_path")),
                                "resume=auto"])
         atexit.register(self._report_at_exit)
-        if "joblib" in str(OmegaConf.select(config, "hydra.launcher._target_", default="")):
-            self.sigint = _jobs_stop_first()
+        from coda_exp import sweep_workers
+
+        if sweep_workers.in_workers(config):
+            self.sigint = sweep_workers.stop_jobs_first(stop_note(self.sweep_dir))
+            self.loky = sweep_workers.use_quiet_workers()
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        if isinstance(job_return._return_value, JobStopped):  # its outcome written already, or none: not started
+            if _basic_sweeper(config):
+                job_return.status, job_return.return_value = JobStatus.COMPLETED, None
+            return
         if job_return.status == JobStatus.FAILED:
             err = job_return._return_value
             if not getattr(err, LOGGED, False):  # a user's mistake (UserError) is its message; a crash, its traceback
@@ -321,11 +312,11 @@ class JobReport(Callback):
         return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if self.sigint is not None:
-            import signal
+        from coda_exp import sweep_workers
 
-            signal.signal(signal.SIGINT, self.sigint[0])
-            signal.signal(signal.SIGTERM, self.sigint[1])
+        sweep_workers.restore(self.sigint)
+        sweep_workers.restore_backend(self.loky)
+        self.sigint = self.loky = None
         self._report()
 
     def _report(self) -> None:

@@ -183,7 +183,7 @@ def test_a_joblib_sweep_lets_the_first_ctrl_c_stop_its_jobs_after_their_step(tmp
     before = signal.getsignal(signal.SIGINT)
     cfg = OmegaConf.create({"hydra": {"mode": RunMode.MULTIRUN, "sweep": {"dir": str(tmp_path)},
                                       "launcher": {"_target_": "hydra_plugins.hydra_joblib_launcher.joblib_launcher."
-                                                               "JoblibLauncher"},
+                                                               "JoblibLauncher", "n_jobs": 2},
                                       "overrides": {"task": ["seed=1,2"]}}})
     report = JobReport()
     report.on_multirun_start(cfg)

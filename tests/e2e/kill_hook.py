@@ -134,3 +134,62 @@ class SigtermBetweenSteps(pl.Callback):
             return update(*args, **kwargs)
 
         loop.update_lr_schedulers = update_then_signal
+
+
+class HoldForSweepSignal(pl.Callback):
+    """The choreography of a two-job sweep that a signal stops (``tests/e2e/test_joblib_stop.py``): job ``n`` of the
+    sweep holds where ``roles[n]`` says until the signal reaches it, after touching ``<folder>/ready-<n>``, so the
+    test signals when every job is where it should be.
+
+    - ``setup``: as the training is set up (before any step: Ctrl-C there is a stop outside a training step);
+    - ``validation``: as the second epoch's validation starts (SIGTERM there: Lightning's stop, at once, naming the
+      first one's ``last.ckpt``);
+    - ``step``: in the training step after step 1 (its batch loaded, before the step is made), and, once signalled,
+      until every other job with a role has written its outcome (``<sweep dir>/.jobs/<num>.json``: it has stopped
+      and exits) and ``linger`` seconds more: a step still going when the other jobs have ended theirs;
+    - ``none``: nothing (a job after them, which the sweep's stop keeps from starting)."""
+
+    def __init__(self, roles, folder: str, linger: float = 5.0):
+        self.roles, self.folder, self.linger = list(roles), folder, float(linger)
+        self.num = self.sweep_dir = None
+        self.held = False
+
+    def _role(self) -> str:
+        from hydra.core.hydra_config import HydraConfig
+
+        hydra = HydraConfig.get()
+        self.num, self.sweep_dir = int(hydra.job.num), hydra.sweep.dir
+        return self.roles[self.num]
+
+    def _signalled(self, trainer: pl.Trainer) -> bool:
+        stop = next((c for c in trainer.callbacks if type(c).__name__ == "GracefulStop"), None)
+        return bool(trainer.received_sigterm or getattr(stop, "requested", None) or getattr(stop, "after_checkpoint",
+                                                                                               None))
+
+    def _hold(self, trainer: pl.Trainer, others: bool = False) -> None:
+        import time
+
+        self.held = True
+        open(os.path.join(self.folder, f"ready-{self.num}"), "w").close()
+        deadline = time.time() + 120
+        while not self._signalled(trainer) and time.time() < deadline:
+            time.sleep(0.05)  # a Ctrl-C before the training's own handler: KeyboardInterrupt here
+        if others:
+            jobs = [os.path.join(self.sweep_dir, ".jobs", f"{n}.json") for n, role in enumerate(self.roles)
+                    if n != self.num and role != "none"]
+            while not all(os.path.exists(j) for j in jobs) and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(self.linger)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit" and self._role() == "setup":
+            self._hold(trainer)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking and trainer.current_epoch >= 1 and \
+                self._role() == "validation" and not self.held:  # a validation after the first one: last.ckpt
+            self._hold(trainer)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if trainer.global_step >= 1 and self._role() == "step" and not self.held:
+            self._hold(trainer, others=True)
