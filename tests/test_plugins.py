@@ -192,7 +192,7 @@ def test_a_module_that_raises_is_one_line_and_with_v_its_traceback_too(verbose, 
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("error: imports: importing") == 1, err
     assert ("Traceback" in err and 'lab_boom.py", line 5, in <module>' in err) == verbose, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab_boom.py"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["lab_boom.py"]
 
 
 @pytest.mark.parametrize("verbose", [False, True])
@@ -214,7 +214,7 @@ def test_a_sweep_with_a_module_that_raises_is_refused_before_its_first_job(verbo
     assert err.count("error: the sweep cannot start: imports: importing './lab_sweep_boom.py' failed: ValueError: "
                      "no vocab here (") == 1 and "no job has run" in err and "UserWarning" not in err, err
     assert ("Traceback" in err and 'lab_sweep_boom.py", line 5, in <module>' in err) == verbose, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab_sweep_boom.py"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["lab_sweep_boom.py"]
 
 
 def test_a_broken_installed_plugin_is_named_at_each_load_with_where_it_raised(tmp_path, monkeypatch, isolated):
