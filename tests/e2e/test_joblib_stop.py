@@ -23,23 +23,10 @@ pytestmark = pytest.mark.slow
 def test_ctrl_c_stops_a_joblib_sweeps_jobs_after_their_step_and_lists_them(tmp_path, signum, to_group):
     """SIGTERM to the main process alone (a scheduler's, ``kill``): it ended at once, its workers running on and
     holding their run folders against the resume; it is sent on to the workers, the same stop as a Ctrl-C."""
-    env = {**os.environ, "CODA_EXP_ROOT": str(tmp_path), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    sweep = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "task=wikiqa",
-                              "model=decompatt,decompatt_coda", "seed=4", "scale=fixture", "task.epochs=5000",
-                              "logger=none", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)  # its own process group, as a terminal's Ctrl-C reaches
-    try:
-        deadline = time.time() + 240
-        while len(list(tmp_path.glob("outputs/multiruns/*/*/checkpoints/last.ckpt"))) < 2:  # both training
-            assert sweep.poll() is None and time.time() < deadline, sweep.stdout.read()[-3000:]
-            time.sleep(0.5)
-        (os.killpg if to_group else os.kill)(sweep.pid, signum)
-        out, _ = sweep.communicate(timeout=120)
-    finally:
-        if sweep.poll() is None:
-            os.killpg(sweep.pid, signal.SIGKILL)
+    sweep, out = _signalled_sweep(
+        tmp_path, ["model=decompatt,decompatt_coda", "seed=4", "task.epochs=5000", "hydra.launcher.n_jobs=2"],
+        lambda: len(list(tmp_path.glob("outputs/multiruns/*/*/checkpoints/last.ckpt"))) >= 2,  # both training
+        signum, to_group)
     assert sweep.returncode == 128 + signum, out[-3000:]
     assert "sweep: 2 job(s), 0 failed, 2 interrupted" in out, out[-3000:]
     jobs = list(tmp_path.glob("outputs/multiruns/*/*/checkpoints"))
@@ -66,25 +53,12 @@ def test_a_job_that_stops_at_once_leaves_the_others_their_step_and_checkpoint(tm
     its setup, the worker's death) was the parallel call's error, and loky killed job 1's worker before its step
     ended; the summary listed job 0 alone. A worker with no job died of the signal too (a broken pool: the same
     kill). A job waiting for a worker does not start once the sweep is stopped (as the basic launcher's)."""
-    env = {**os.environ, "CODA_EXP_ROOT": str(tmp_path), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    sweep = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "task=wikiqa", *jobs, "scale=fixture",
-                              "task.epochs=50", "logger=none", "hydra/launcher=joblib",
-                              f"hydra.launcher.n_jobs={workers}",
-                              "+callbacks.hold._target_=tests.e2e.kill_hook.HoldForSweepSignal",
-                              f"+callbacks.hold.roles=[{first},step,none]", f"+callbacks.hold.folder={tmp_path}"],
-                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
-    try:
-        deadline = time.time() + 240
-        while not all((tmp_path / f"ready-{n}").exists() for n in (0, 1)):  # job 0 where it stops at once, job 1
-            assert sweep.poll() is None and time.time() < deadline, sweep.stdout.read()[-3000:]  # in a step
-            time.sleep(0.2)
-        (os.killpg if to_group else os.kill)(sweep.pid, signum)
-        out, _ = sweep.communicate(timeout=120)
-    finally:
-        if sweep.poll() is None:
-            os.killpg(sweep.pid, signal.SIGKILL)
+    sweep, out = _signalled_sweep(
+        tmp_path, [*jobs, "task.epochs=50", f"hydra.launcher.n_jobs={workers}",
+                   "+callbacks.hold._target_=tests.e2e.kill_hook.HoldForSweepSignal",
+                   f"+callbacks.hold.roles=[{first},step,none]", f"+callbacks.hold.folder={tmp_path}"],
+        lambda: all((tmp_path / f"ready-{n}").exists() for n in (0, 1)),  # job 0 where it stops at once, job 1 in
+        signum, to_group)  # a step
     assert sweep.returncode == 128 + signum, out[-3000:]
     assert "sweep: 2 job(s), 0 failed, 2 interrupted" in out, out[-3000:]
     assert "outside a training step" in out, out[-3000:]  # job 0: at once
@@ -94,3 +68,24 @@ def test_a_job_that_stops_at_once_leaves_the_others_their_step_and_checkpoint(tm
     if len(jobs[1].split(",")) == 3:  # job 2, which waited for a worker
         assert "job #2 not started: the sweep was stopped (SIGTERM)" in out, out[-3000:]
         assert not list(tmp_path.glob("outputs/multiruns/*/2-*"))
+
+
+def _signalled_sweep(tmp_path, overrides: list[str], ready, signum: int, to_group: bool):
+    """A joblib sweep of WikiQA fixture runs with ``overrides``, in its own process group (as a terminal's Ctrl-C
+    reaches it), signalled once ``ready()``: (the process, its output)."""
+    env = {**os.environ, "CODA_EXP_ROOT": str(tmp_path), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
+    sweep = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "task=wikiqa", "scale=fixture",
+                              "logger=none", "hydra/launcher=joblib", *overrides], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not ready():
+            assert sweep.poll() is None and time.time() < deadline, sweep.stdout.read()[-3000:]
+            time.sleep(0.2)
+        (os.killpg if to_group else os.kill)(sweep.pid, signum)
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    return sweep, out
