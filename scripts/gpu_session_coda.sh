@@ -13,7 +13,8 @@
 # kernel change), "attn" (coda_attention vs SDPA at long lengths) and "keops" (the KeOps peer beside Flash-CoDA and
 # SDPA in float32) are not defaults. TOTAL_S is the
 # call's own limit minus a margin. Records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json, fits.log,
-# bench_candidates.json (and bench_candidates_f32l1.json: CODA_FLASH_HALF_L1=0), check_flash_triton.json, bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
+# bench_candidates.json (and bench_candidates_f32l1.json: CODA_FLASH_HALF_L1=0), check_flash_triton.json,
+# bench_flash_kernels.json, bench_gpu_coda.json, bench_keops.json
 # (keops needs bash scripts/gpu_wheels.sh here first and carry [".whl"]). A first version of this script (14 forked
 # check processes, its output through a process substitution) lost its machine ("stopped answering") without a
 # word; the check spawns its processes and ends them at its own time budget (a timeout of the parent alone left
@@ -24,10 +25,9 @@ OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
 PHASES=${PHASES:-fits gputests steps candidates check}
-# forward configs (the H200 timed the last list, results/bench/gpu_h200.json: PF 2, the distance over a grid of
-# pairs, won, 12.9 ms against PF 0's 14.7; DC 4 took 13.9): PF 2 with DC 4, fewer barriers per FADD (sm_90 SASS,
-# Triton 3.6, bf16: 228 registers, no spill, 2.98 instructions per pair and feature in the chunk loop against PF 2
-# DC 2's 3.12; capped at 168: 92 B of spills)
+# beside flash_triton.CONFIGS (whose forward now holds PF 2 with DC 4): the fused backward at DC 4 (sm_90 SASS,
+# Triton 3.6, bf16, float16 L1 sums, scripts/sass_flash_kernels.py --kernels bwd --configs bwd:64,64,4,2,4,2: 10.2
+# instructions per pair and feature against the shipped DC 2's 10.9, spills alike)
 CANDIDATES=${CANDIDATES:-bwd:64,64,4,2,4,2}
 CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default="",
                         help="build these configs instead of flash_triton.CONFIGS, as bench_flash_kernels' "
                              "--candidates ('fwd:64,64,2,1,4,2,128;...'), for the kernels they name")
-    parser.add_argument("--l1", default="half", help="16-bit inputs' L1 operands: half (float16 copies, the "
+    parser.add_argument("--l1", default="half", choices=("half", "input", "both"), help="16-bit inputs' L1 operands: half (float16 copies, the "
                         "default), input (their own dtype: CODA_FLASH_HALF_L1=0), or both side by side")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -83,10 +83,11 @@ def _l1_args(nq: torch.Tensor, nk: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         return nq, nk, None
     if not half_l1():
         return (nq, nk, None) if nq.dtype == torch.bfloat16 else (nq.float(), nk.float(), None)
-    amax = torch.maximum(nq.abs().amax(), nk.abs().amax()).float()
+    shared = nk is nq  # shared N: one maximum, one copy
+    amax = (nq.abs().amax() if shared else torch.maximum(nq.abs().amax(), nk.abs().amax())).float()
     bounds = (-15.0, 15.0) if nq.dtype == torch.float16 else (-100.0, 100.0)  # 2^-e a normal number of the dtype
     e = torch.ceil(torch.log2(amax.clamp(min=2.0 ** -100) / _L1_MAX)).clamp(*bounds)
     inv_w = torch.exp2(-e)
     typed = inv_w.to(nq.dtype)
-    halves = tuple((x * typed).to(torch.float16) for x in (nq, nk)) if nq is not nk else ((nq * typed).half(),) * 2
-    return halves[0], halves[1], inv_w
+    hq = (nq * typed).to(torch.float16)
+    return hq, hq if shared else (nk * typed).to(torch.float16), inv_w

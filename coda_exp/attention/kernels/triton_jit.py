@@ -56,7 +56,7 @@ if HAVE_TRITON:
         """Slice s = b H + h: the bases of its q, k, v, nq, nk, centring table and ROWS (an (Lq, dv) tensor: the
         forward's output, a backward's dout), of its masks, the scalars (alpha, beta w, gate, 1 / (1 - p), 1 / w)
         and the dropout seed (uint32). What a kernel does not use is never computed. w: the scale of the L1
-        distances (``flash_triton._half_l1``: nq, nk given divided by w, a power of two; else 1), so the distances
+        distances (``triton_args._l1_args``: nq, nk given divided by w, a power of two; else 1), so the distances
         are D / w, beta w makes N what it is, and their gradients G are dL/d(D / w): the sign sums take G / w."""
         s64 = s.to(tl.int64)
         MASK += (s // H).to(tl.int64) * smb + (s % H).to(tl.int64) * smh

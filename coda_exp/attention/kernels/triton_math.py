@@ -32,7 +32,7 @@ if HAVE_TRITON:
         axis in-thread, from two coalesced loads. PF 1: the next chunk is loaded before this one is summed (its
         latency hidden); PF 2: the tile as (RM, RN, 8, 8) pairs (``_l1_grid``; sign sums load as PF 1).
 
-        float16 nq, nk (``flash_triton._half_l1``: 16-bit inputs divided by a power of two w, |x| <= 2048, exactly)
+        float16 nq, nk (``triton_args._l1_args``: 16-bit inputs divided by a power of two w, |x| <= 2048, exactly)
         are subtracted and summed in float16 over each chunk, then added in CDT: packed half2 adds with |x| a free
         operand (sm_90 SASS, 64 x 64, DC 4: 1.7 instructions per pair and feature for the chunk loop against 2.9
         from bfloat16 in float32, 89 registers against 121). A chunk's |difference| <= 4096 and its sum
