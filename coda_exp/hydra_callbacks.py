@@ -254,7 +254,9 @@ class JobReport(Callback):
                 value = OmegaConf.select(config, key)
             except Exception:  # noqa: BLE001 (a path that does not resolve: the run reports it)
                 value = None
-            folder = Path(str(value)).absolute() / below if value is not None else Path("/")
+            if value is None:
+                continue
+            folder = Path(str(value)).absolute() / below
             while not folder.exists() and folder.parent != folder:
                 made.add(folder)
                 folder = folder.parent
@@ -268,11 +270,12 @@ class JobReport(Callback):
             from coda_exp.sweep_data import data_refusal
 
             try:
-                refusal = UserError(data_refusal(configs) or _logger_refusal(configs) or "")
+                message = data_refusal(configs) or _logger_refusal(configs)
+                refusal = UserError(message) if message else None
             except UserError as err:  # a module of yours (imports=, an entry point) that raises on import: it was
                 refusal = UserError(f"the sweep cannot start: {err}; no job has run")  # Hydra's warning, then
                 refusal.__cause__ = err.__cause__  # every job failed with it, no summary and exit status 0
-            if str(refusal):  # one message (-v: the traceback behind it), before the sweep's folder and first job
+            if refusal is not None:  # one message (-v: the traceback behind it), before the sweep's folder and job
                 print_error(refusal, bool(OmegaConf.select(config, "verbose", default=False)))
                 raise SystemExit(USER_ERROR_EXIT)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
