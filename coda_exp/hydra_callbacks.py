@@ -190,11 +190,12 @@ def listed_as_interrupted() -> bool:
     return False
 
 
-def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
+def sweep_summary(outcomes: list[dict], again: str | None = None, whole: bool = True) -> str:
     """``sweep: N jobs, K failed[, I interrupted][, S finished already (resume=auto: nothing ran)]``, one block per
     failed job (overrides, exit status, error with each of its further lines indented, its log) and one per
     interrupted job (the signal, step and checkpoint, the command that resumes it, its log; then ``again``, the
-    sweep's command that goes on where it stopped)."""
+    sweep's command that goes on where it stopped). ``whole``: whether the signal stopped the sweep (False: it
+    reached a worker of a joblib sweep alone, whose other jobs ran)."""
     failed = [o for o in outcomes if o["status"] == "failed"]
     stopped = [o for o in outcomes if o["status"] == INTERRUPTED]
     skipped = sum(o["status"] == FINISHED_ALREADY for o in outcomes)
@@ -215,8 +216,11 @@ def sweep_summary(outcomes: list[dict], again: str | None = None) -> str:
             lines += [f"      {line.strip()}" for line in rest if line.strip()]  # the keys of a ConfigError
         if o["output_dir"]:
             lines.append(f"    log: {Path(o['output_dir']) / 'train.log'}")
-    if stopped and again:
+    if stopped and again and whole:
         lines.append(f"  the sweep stopped there; to go on (finished jobs skipped, stopped ones resumed): {again}")
+    elif stopped and again:
+        lines.append("  the sweep ran on (a signal reached the worker of the stopped job alone); to resume it "
+                     f"(finished jobs skipped): {again}")
     return "\n".join(lines)
 
 
@@ -245,6 +249,7 @@ class JobReport(Callback):
         self.reported = False
         self.sigint = None  # the Ctrl-C and SIGTERM handlers before a joblib sweep (sweep_workers.stop_jobs_first)
         self.loky = None  # joblib's loky backend before a joblib sweep (sweep_workers.use_quiet_workers)
+        self.workers = False  # whether the jobs run in worker processes (sweep_workers.in_workers)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         global made_folders
@@ -287,7 +292,8 @@ class JobReport(Callback):
         atexit.register(self._report_at_exit)
         from coda_exp import sweep_workers
 
-        if sweep_workers.in_workers(config):
+        self.workers = sweep_workers.in_workers(config)
+        if self.workers:
             self.sigint = sweep_workers.stop_jobs_first(stop_note(self.sweep_dir))
             self.loky = sweep_workers.use_quiet_workers()
 
@@ -328,7 +334,10 @@ class JobReport(Callback):
         self.reported = True
         outcomes = self.outcomes()
         if outcomes:
-            print(sweep_summary(outcomes, self.again), file=sys.stderr, flush=True)
+            from coda_exp import sweep_workers
+
+            whole = not self.workers or sweep_workers.stopped(stop_note(self.sweep_dir)) is not None
+            print(sweep_summary(outcomes, self.again, whole), file=sys.stderr, flush=True)
         global sweep_exit
         sweep_exit = exit_status(outcomes)
 

@@ -222,7 +222,8 @@ def run(cfg: DictConfig) -> float | None:
             full = None if isinstance(err, UserError) else write_failed(err, Path(cfg.paths.output_dir))
             shown = full or err  # a full disk, a read-only run folder: a user's error (not a bug), one message
             if isinstance(shown, UserError):  # the message says it all (file, line or key); a single run's console
-                log.error("run failed: %s", shown, **console.file_only(not in_sweep()))  # has the `error:` line
+                log.error("run failed: %s", shown, exc_info=_verbose_cause(cfg, shown),  # has the `error:` line
+                          **console.file_only(not in_sweep()))
             else:
                 log.exception("run failed")
                 if (lost := peer_lost(err, Path(cfg.paths.output_dir))) is not None:  # a DDP rank died: resume line
@@ -236,6 +237,16 @@ def run(cfg: DictConfig) -> float | None:
             if full is not None:
                 raise full from None
             raise
+
+
+def _verbose_cause(cfg: DictConfig, err: UserError):
+    """With ``verbose=true`` (``-v``), the traceback of the error behind a user's mistake (a library that could not
+    read a file, a module of the user's own that raised) for the run's log, as ``errors.print_error`` prints it on
+    the console: a sweep job's ``train.log`` had the message alone. None otherwise."""
+    cause = err.__cause__
+    if not cfg.get("verbose", False) or cause is None or isinstance(cause, UserError):
+        return None
+    return type(cause), cause, cause.__traceback__
 
 
 def _train_and_record(cfg: DictConfig, start: float, left: Path | None = None,

@@ -247,3 +247,24 @@ def test_a_job_stopped_with_only_its_best_checkpoint_names_that_one(tmp_path, mo
         stops.stopped_outside_a_step(OmegaConf.create({"paths": {"output_dir": str(tmp_path / "0")}}), "SIGTERM")
     assert f"resume from its last checkpoint, {best}" in caplog.text
     assert json.loads((tmp_path / ".jobs" / "0.json").read_text())["checkpoint"] == str(best)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_sweep_jobs_log_has_the_traceback_behind_a_users_mistake_with_v(verbose, make_cfg, caplog, monkeypatch):
+    """-v printed the traceback behind a user's mistake (a library that could not read a file) on a single run's
+    console (``errors.print_error``), but a sweep job's ``train.log``, the only place its failure stays, had the
+    message alone."""
+    from coda_exp import pipeline
+
+    def train(cfg, start, left=None, made=None):
+        try:
+            int("not a number")
+        except ValueError as err:
+            raise DataError("data/x.tsv: cannot be read") from err
+
+    monkeypatch.setattr(pipeline, "_train_and_record", train)
+    monkeypatch.setattr(pipeline, "in_sweep", lambda: True)
+    with pytest.raises(DataError):
+        pipeline.run(make_cfg("task=snli", "scale=fixture", f"verbose={str(verbose).lower()}"))
+    (failed,) = [r for r in caplog.records if r.getMessage() == "run failed: data/x.tsv: cannot be read"]
+    assert (failed.exc_info is not None and failed.exc_info[0] is ValueError) == verbose

@@ -170,7 +170,8 @@ class HoldForSweepSignal(pl.Callback):
         import time
 
         self.held = True
-        open(os.path.join(self.folder, f"ready-{self.num}"), "w").close()
+        with open(os.path.join(self.folder, f"ready-{self.num}"), "w") as ready:
+            ready.write(str(os.getpid()))  # the worker's process, for a signal to it alone
         deadline = time.time() + 120
         while not self._signalled(trainer) and time.time() < deadline:
             time.sleep(0.05)  # a Ctrl-C before the training's own handler: KeyboardInterrupt here

@@ -70,9 +70,27 @@ def test_a_job_that_stops_at_once_leaves_the_others_their_step_and_checkpoint(tm
         assert not list(tmp_path.glob("outputs/multiruns/*/2-*"))
 
 
-def _signalled_sweep(tmp_path, overrides: list[str], ready, signum: int, to_group: bool):
+def test_a_sigterm_to_one_worker_alone_stops_its_job_alone_and_says_so(tmp_path):
+    """``kill <worker pid>``: that job stops after its step with its checkpoint and the other one runs to its end
+    (loky's pool survives); both the job's message and the summary said the sweep stopped there."""
+    sweep, out = _signalled_sweep(
+        tmp_path, ["model=decompatt", "seed=4", "task.epochs=50,2", "hydra.launcher.n_jobs=2",
+                   "+callbacks.hold._target_=tests.e2e.kill_hook.HoldForSweepSignal", "+callbacks.hold.roles=[step,none]",
+                   f"+callbacks.hold.folder={tmp_path}", "+callbacks.hold.linger=0"],
+        lambda: (tmp_path / "ready-0").exists() and (tmp_path / "ready-0").read_text(),
+        signal.SIGTERM, False, pid=lambda: int((tmp_path / "ready-0").read_text()))
+    assert sweep.returncode == 143, out[-3000:]
+    assert "sweep: 2 job(s), 0 failed, 1 interrupted" in out, out[-3000:]
+    assert "this job alone stops (a signal to its worker process)" in out and "the sweep stops here" not in out
+    assert "the sweep ran on (a signal reached the worker of the stopped job alone); to resume it" in out, out[-3000:]
+    (stopped,) = tmp_path.glob("outputs/multiruns/*/0-*/checkpoints")
+    assert (stopped / "interrupted.ckpt").is_file(), out[-3000:]
+    assert len(list(tmp_path.glob("outputs/fixture_results/runs/*.json"))) == 1, out[-3000:]  # job 1 ran to its end
+
+
+def _signalled_sweep(tmp_path, overrides: list[str], ready, signum: int, to_group: bool, pid=None):
     """A joblib sweep of WikiQA fixture runs with ``overrides``, in its own process group (as a terminal's Ctrl-C
-    reaches it), signalled once ``ready()``: (the process, its output)."""
+    reaches it), signalled once ``ready()`` (the process ``pid()`` alone where given): (the process, its output)."""
     env = {**os.environ, "CODA_EXP_ROOT": str(tmp_path), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1",
            "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
     sweep = subprocess.Popen([sys.executable, str(ROOT / "train.py"), "-m", "task=wikiqa", "scale=fixture",
@@ -83,7 +101,10 @@ def _signalled_sweep(tmp_path, overrides: list[str], ready, signum: int, to_grou
         while not ready():
             assert sweep.poll() is None and time.time() < deadline, sweep.stdout.read()[-3000:]
             time.sleep(0.2)
-        (os.killpg if to_group else os.kill)(sweep.pid, signum)
+        if pid is not None:
+            os.kill(pid(), signum)
+        else:
+            (os.killpg if to_group else os.kill)(sweep.pid, signum)
         out, _ = sweep.communicate(timeout=120)
     finally:
         if sweep.poll() is None:
