@@ -248,7 +248,7 @@ class JobReport(Callback):
         self.again: str | None = None  # the sweep's command with resume=auto
         self.reported = False
         self.sigint = None  # the Ctrl-C and SIGTERM handlers before a joblib sweep (sweep_workers.stop_jobs_first)
-        self.loky = None  # joblib's loky backend before a joblib sweep (sweep_workers.use_quiet_workers)
+        self.loky = None  # what sweep_workers.use_quiet_workers replaced for a joblib sweep (restore_backend)
         self.workers = False  # whether the jobs run in worker processes (sweep_workers.in_workers)
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:

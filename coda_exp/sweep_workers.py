@@ -13,7 +13,7 @@ Joblib ends a parallel call at its first task's error, and loky then kills every
   is every CPU) died of a Ctrl-C (a ``KeyboardInterrupt`` in loky's wait for a task) or a SIGTERM, and a dead
   worker is a broken pool to loky: the same kill. The workers start with an initializer (a joblib backend's own
   argument; :func:`use_quiet_workers` registers the ``loky`` backend with it for the sweep) that ignores both
-  signals between jobs; a job has the process's own handlers while it runs (:func:`job_signals`), and a SIGTERM
+  signals between jobs, and until it has run both are blocked (a worker signalled in its start-up died of it); a job has the process's own handlers while it runs (:func:`job_signals`), and a SIGTERM
   before its training's handler is in place (its checks, its data loading) stops it there as one in a validation
   does (:func:`_sigterm_before_training`), where the default handler ended the worker.
 
@@ -107,10 +107,14 @@ def _workers() -> list[int]:
     return found
 
 
+STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
 def use_quiet_workers():
     """Joblib's ``loky`` backend, for this sweep, with :func:`quiet_between_jobs` as its workers' initializer (the
-    launcher names the backend ``loky``; joblib builds it from its registry, ``register_parallel_backend``).
-    Returns the backend it replaced (:func:`restore_backend` puts it back), None where joblib has no such backend."""
+    launcher names the backend ``loky``; joblib builds it from its registry, ``register_parallel_backend``), its
+    workers started with Ctrl-C and SIGTERM blocked (:func:`_spawn_blocked`). Returns what it replaced
+    (:func:`restore_backend` puts it back), None where joblib has no such backend."""
     import functools
 
     from joblib import parallel, register_parallel_backend
@@ -119,24 +123,61 @@ def use_quiet_workers():
     if loky is None:
         return None
     register_parallel_backend("loky", functools.partial(loky, initializer=quiet_between_jobs))
-    return loky
+    spawn = _loky_spawn()
+    if spawn is not None:
+        spawn.fork_exec = _spawn_blocked(spawn.fork_exec)
+    return loky, spawn
 
 
-def restore_backend(loky) -> None:
-    if loky is not None:
+def restore_backend(replaced) -> None:
+    if replaced is not None:
         from joblib import register_parallel_backend
 
+        loky, spawn = replaced
         register_parallel_backend("loky", loky)
+        if spawn is not None:
+            spawn.fork_exec = spawn.fork_exec.__wrapped__
+
+
+def _loky_spawn():
+    """The module whose ``fork_exec`` starts loky's workers on POSIX (joblib's copy of loky: popen_loky_posix
+    imports it at each start); None where this joblib has none (the start-up's window stays open there)."""
+    try:
+        from joblib.externals.loky.backend import fork_exec as spawn
+    except ImportError:
+        return None
+    return spawn if callable(getattr(spawn, "fork_exec", None)) else None
+
+
+def _spawn_blocked(fork_exec):
+    """``fork_exec`` with Ctrl-C and SIGTERM blocked in the calling thread while it forks: the worker inherits the
+    mask through ``exec`` and Python's start-up, so a signal in its first second (its imports, before loky runs
+    :func:`quiet_between_jobs`) waits, and is then ignored, where it ended the worker (a broken pool: loky killed
+    every other one, mid-step). The calling thread gets its mask back; a signal to this process meanwhile waits
+    for it."""
+    import functools
+
+    @functools.wraps(fork_exec)
+    def spawn(*args, **kwargs):
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+        try:
+            return fork_exec(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    return spawn
 
 
 def quiet_between_jobs() -> None:
     """A worker's initializer: Ctrl-C and SIGTERM ignored while no job runs (a dead worker is a broken pool: loky
-    kills every other one), the handlers it started with kept for its jobs (:func:`run_job`). A Ctrl-C ignored in
+    kills every other one), the handlers it started with kept for its jobs (:func:`run_job`); then unblocked (they
+    were blocked from its start, :func:`_spawn_blocked`: one sent meanwhile is dropped here). A Ctrl-C ignored in
     the sweep's main process (started in the background) is ignored here already, and in its jobs."""
     global _job_handlers
     _job_handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
 
 
 def in_worker() -> bool:

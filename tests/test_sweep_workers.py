@@ -131,3 +131,52 @@ def test_the_main_process_notes_the_stop_and_its_workers_ignore_signals_between_
     assert parallel.BACKENDS["loky"] is loky
     assert signal.getsignal(signal.SIGINT) is before
     capsys.readouterr()
+
+
+SPAWN_SIGNALLED = """
+import os, signal, sys, threading, time
+from joblib import Parallel, delayed
+from coda_exp import sweep_workers
+
+def job(x):
+    time.sleep(0.3)
+    return x
+
+signalled, done = set(), threading.Event()
+def signal_each_child_as_it_appears():  # within ~1 ms of its fork: long before its imports end
+    while not done.is_set():
+        for pid in set(sweep_workers._workers()) - signalled:
+            signalled.add(pid)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+        time.sleep(0.001)
+
+replaced = sweep_workers.use_quiet_workers()
+if sys.argv[1] == "initializer only":  # the workers' initializer without their start-up's signals blocked
+    spawn = replaced[1]
+    spawn.fork_exec = spawn.fork_exec.__wrapped__
+threading.Thread(target=signal_each_child_as_it_appears, daemon=True).start()
+try:
+    print(Parallel(n_jobs=2, backend="loky")(delayed(job)(i) for i in range(4)), len(signalled) >= 2)
+except Exception as err:
+    print(type(err).__name__)
+done.set()
+"""
+
+
+@pytest.mark.parametrize("spawn", ["blocked", "initializer only"])
+def test_a_signal_in_a_workers_start_up_is_dropped_not_a_broken_pool(spawn):
+    """A Ctrl-C or SIGTERM reaching a loky worker before its initializer ran (its first second: Python's start-up,
+    its imports) ended it, and loky killed every other worker (TerminatedWorkerError): the workers now start with
+    both signals blocked, unblocked once the initializer ignores them. Each worker is signalled as it appears."""
+    import subprocess
+
+    from tests import ROOT
+
+    proc = subprocess.run([sys.executable, "-c", SPAWN_SIGNALLED, spawn], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, check=False)
+    expected = "[0, 1, 2, 3] True" if spawn == "blocked" else "TerminatedWorkerError"
+    assert proc.stdout.strip() == expected, proc.stdout[-2000:] + proc.stderr[-2000:]
