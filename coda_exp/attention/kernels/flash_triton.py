@@ -267,9 +267,12 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
 # latency-bound, not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature, PF 1 3.0). The
 # 128 x 64 tiles need more shared memory in float64 than an H100 has: autotune skips them there. With 16-bit
 # inputs' distances in float16 (triton_args._l1_args; sm_90 SASS, results/bench/sass_sm90_triton36_half_l1.json)
-# PF 2 with DC 4 builds 2.3 instructions per pair and feature (capped at 168: 88 B spilled), PF 2 DC 2 3.0: not
-# timed on a GPU yet; PF 1 DC 2 and (128, 64) (3.3, 3.2) made room for them.
-CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 4, 2, 4, 2, 168), (64, 64, 4, 2, 4, 2), (64, 64, 4, 0, 4, 2)],
+# PF 2 with DC 4 builds 2.3 instructions per pair and feature (capped at 168: 88 B spilled), with DC 8 2.0
+# (capped: 152 B; uncapped 1.97 at 226 registers, two programs per SM instead of three: dropped for it), PF 2 DC 2
+# 3.0 (results/bench/sass_sm90_triton36_dc8.json): not timed on a GPU yet; PF 1 DC 2 and (128, 64) (3.3, 3.2) made
+# room for them.
+CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 8, 2, 4, 2, 168), (64, 64, 4, 2, 4, 2, 168),
+                   (64, 64, 4, 0, 4, 2)],
            "dkdv": [(64, 64, 4, 0, 4, 2), (128, 64, 4, 1, 8, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2)]}
 CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query block, like dq (its GRAD pass is dq's)

@@ -55,15 +55,16 @@ def _close(got: torch.Tensor, want: torch.Tensor, name: str, rel: float = 1e-2) 
     torch.testing.assert_close(got.double(), want, rtol=rel, atol=rel * scale, msg=lambda m: f"{name}: {m}")
 
 
-@pytest.mark.parametrize("pf,shared,magnitude,center,backward", [
-    (2, True, 1.0, False, "fused"), (1, False, 300.0, True, "split"), (2, False, 3.0, True, "fused"),
-    (0, False, 3.0, False, "split")])
-def test_float16_distances_match_float64(monkeypatch, pf, shared, magnitude, center, backward):
+@pytest.mark.parametrize("pf,dc,shared,magnitude,center,backward", [
+    (2, 4, True, 1.0, False, "fused"), (1, 4, False, 300.0, True, "split"), (2, 8, False, 3.0, True, "fused"),
+    (0, 4, False, 3.0, False, "split")])
+def test_float16_distances_match_float64(monkeypatch, pf, dc, shared, magnitude, center, backward):
     """Forward and backward of float16 inputs through the half-precision L1 sums, each feature chunk's loop (PF
-    0, 1 and the grid of pairs, 2): max |x| ~ 3 (w = 2^-10) and ~ 1000 (w = 1), centred (the centring pass sums
-    the same scaled distances, and their gradients) and not; the fused backward and the split one."""
+    0, 1 and the grid of pairs, 2), DC 4 and 8 features summed in float16 at a time: max |x| ~ 3 (w = 2^-10) and
+    ~ 1000 (w = 1), centred (the centring pass sums the same scaled distances, and their gradients) and not; the
+    fused backward and the split one."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(ft, "INTERPRET_BLOCK", (8, 8, 4, pf))
+    monkeypatch.setattr(ft, "INTERPRET_BLOCK", (8, 8, dc, pf))
     monkeypatch.setattr(ft, "BACKWARD", backward)  # the fused kernel, or dkdv + dq
     taken = []
     monkeypatch.setattr(ft, "_l1_args", lambda nq, nk: taken.append(triton_args._l1_args(nq, nk)) or taken[-1])
