@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from coda_exp.callbacks import LastCheckpoint
 from coda_exp.ddp_sigterm import DistributedSigterm
-from coda_exp.hydra_callbacks import job_interrupted, program, typed_again
+from coda_exp.hydra_callbacks import job_interrupted, program, stop_note, typed_again
 
 log = logging.getLogger(__name__)
 
@@ -355,13 +355,15 @@ def _resume_command(overrides: list[str], checkpoint: Path | None) -> str:
 def stopped(stop: RunInterrupted, overrides: list[str]) -> None:
     """A run a signal stopped: how to resume it, then exit 130 (Ctrl-C) or 143 (SIGTERM), which stops a sweep too. No
     record: it would be a partial result beside the resumed run's whole one (whose curve includes these steps)."""
+    from hydra.core.hydra_config import HydraConfig
+
     from coda_exp import sweep_workers
     from coda_exp.environment import in_sweep
 
     again = _resume_command(overrides, stop.checkpoint)
     sweep = in_sweep()
     then = ("" if not sweep else "; the sweep stops here, its later jobs not run (its summary lists this job)"
-            if sweep_workers.sweep_stopping(stop.signal_name) else
+            if sweep_workers.sweep_stopping(stop.signal_name, stop_note(HydraConfig.get().sweep.dir)) else
             "; this job alone stops (a signal to its worker process): the sweep's other jobs go on (its summary "
             "lists this one)")
     warn_once("run interrupted (%s) at step %d, its checkpoint saved (no test, no record): %s; resume with: %s%s",

@@ -210,19 +210,13 @@ def _sigterm_before_training(signum, frame) -> None:
         raise SIGTERMException
 
 
-def sweep_stopping(signal_name: str) -> bool:
+def sweep_stopping(signal_name: str, note: Path) -> bool:
     """Whether a job that ``signal_name`` stops stops its sweep too: always with the basic launcher (the jobs run one
-    after another in this process); in a worker, where the sweep's main process noted a stop (:func:`stop_jobs_first`
-    notes it before it sends a SIGTERM on), or for a Ctrl-C (a terminal's reaches every process of the sweep at once,
-    its note perhaps not yet written). A SIGTERM to one worker alone (``kill <pid>``) stops that job alone: the
-    others go on, and later jobs start."""
-    if not in_worker() or signal_name == "SIGINT":
-        return True
-    from hydra.core.hydra_config import HydraConfig
-
-    from coda_exp.hydra_callbacks import stop_note
-
-    return HydraConfig.initialized() and stopped(stop_note(HydraConfig.get().sweep.dir)) is not None
+    after another in this process); in a worker, where the sweep's main process noted a stop in ``note``
+    (:func:`stop_jobs_first` notes it before it sends a SIGTERM on), or for a Ctrl-C (a terminal's reaches every
+    process of the sweep at once, its note perhaps not yet written). A SIGTERM to one worker alone (``kill <pid>``)
+    stops that job alone: the others go on, and later jobs start."""
+    return not in_worker() or signal_name == "SIGINT" or stopped(note) is not None
 
 
 def stopped(note: Path) -> str | None:
