@@ -1,6 +1,7 @@
 """Config behaviour: every task x model pair builds or fails clearly, command-line swaps, paper values, sweeps.
 That every file under configs/ is instantiated is test_coverage.py's job."""
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -24,15 +25,17 @@ def options(group: str) -> list[str]:
 TASKS, MODELS = options("task"), options("model")
 
 
-def _families(model: str) -> list[str]:
+@functools.cache  # the YAML files do not change during the tests; test_coverage asks once per task and model file
+def _families(model: str) -> tuple[str, ...]:
     """A model's task families as its YAML lists them, or as the model it extends (its first default) does."""
     node = yaml.safe_load((CONFIGS / "model" / f"{model}.yaml").read_text())
     if node.get("families"):
-        return list(node["families"])
+        return tuple(node["families"])
     return _families(next(d for d in node["defaults"] if isinstance(d, str) and d != "_self_"))
 
 
-def _task_model_pairs() -> list[tuple[str, str]]:
+@functools.cache
+def _task_model_pairs() -> tuple[tuple[str, str], ...]:
     """Every (task, model) a model serves; of those it does not, one task per family (the same refusal)."""
     family = {t: yaml.safe_load((CONFIGS / "task" / f"{t}.yaml").read_text())["task"]["family"] for t in TASKS}
     pairs, refused = [], set()
@@ -41,7 +44,7 @@ def _task_model_pairs() -> list[tuple[str, str]]:
             if family[task] in _families(model) or (model, family[task]) not in refused:
                 refused.add((model, family[task]))
                 pairs.append((task, model))
-    return pairs
+    return tuple(pairs)
 
 
 @pytest.mark.parametrize("task,model", _task_model_pairs())

@@ -116,8 +116,9 @@ CASES = {  # name: (B, H, Lq, Lk, de, dn, dv, mask, query_mask, FlashParams over
 }
 
 
-@pytest.mark.parametrize("prefetch", [1, 0, 2])
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name,prefetch", [  # each case once in make test, the PFs in turn; every pair with -m slow
+    pytest.param(name, pf, marks=() if pf == (1, 0, 2)[i % 3] else pytest.mark.slow)
+    for i, name in enumerate(CASES) for pf in (1, 0, 2)])
 def test_cases_float64(name, prefetch, monkeypatch):
     """Masks (expanded views), query masks, causal with Lq != Lk, dropout, shared_n, odd lengths, d not 2^k; the
     feature chunks loaded one ahead (PF 1), as they are used (PF 0), or the distance over a grid of pairs (PF 2)."""
@@ -344,10 +345,11 @@ def test_the_op_runs_the_triton_backend_like_the_cpu_one():
         torch.testing.assert_close(a, b, **TOL64)
 
 
-@pytest.mark.parametrize("over,center_e,center_n,causal,dropout,masked", [
-    ("row", True, False, True, 0.0, True), ("row", False, True, False, 0.3, True), ("row", True, True, True, 0.3, False),
-    ("slice", True, False, False, 0.0, True), ("slice", False, True, True, 0.3, False),
-    ("slice", True, True, False, 0.3, True)])
+@pytest.mark.parametrize("over,center_e,center_n,causal,dropout,masked", [  # the fused backward's: test_flash_triton_fused
+    pytest.param("row", True, False, True, 0.0, True, marks=pytest.mark.slow), ("row", False, True, False, 0.3, True),
+    ("row", True, True, True, 0.3, False), pytest.param("slice", True, False, False, 0.0, True, marks=pytest.mark.slow),
+    ("slice", False, True, True, 0.3, False),
+    pytest.param("slice", True, True, False, 0.3, True, marks=pytest.mark.slow)])
 def test_centring_streams_like_the_reference(over, center_e, center_n, causal, dropout, masked):
     """Eqs. 6 / 4 streamed: a first pass for the row / slice means of E and D over the valid pairs (dropout aside),
     and in the backward one for the means of their gradients; the values and all five gradients match the
