@@ -52,7 +52,9 @@ def test_fast_path_trains_what_the_plain_path_trains(compose, tmp_path, clip, gr
                                             pytest.param("plain", 2000, marks=pytest.mark.slow),  # mid-epoch resumes:
                                             # test_resume.py's in make test
                                             ("fast", 80), pytest.param("plain", 75, marks=pytest.mark.slow),
-                                            ("plain", 96)])
+                                            # the plain path's checkpoint at an epoch's very end: test_resume.py's
+                                            # (SNLI, step 5) in make test
+                                            pytest.param("plain", 96, marks=pytest.mark.slow)])
 def test_generated_mlu_resumes_where_it_stopped(compose, tmp_path, path, num_train):
     """Stopped at step 6 (its last.ckpt) and resumed: the uninterrupted run's curve and test, bit for bit: the
     static-batch stream restarts at the restored global step, the plain stream skips the epoch's trained batches;
