@@ -123,7 +123,7 @@ def use_quiet_workers():
     if loky is None:
         return None
     register_parallel_backend("loky", functools.partial(loky, initializer=quiet_between_jobs))
-    spawn = _loky_spawn()
+    spawn = _loky_spawn() if hasattr(signal, "pthread_sigmask") else None  # POSIX
     if spawn is not None:
         spawn.fork_exec = _spawn_blocked(spawn.fork_exec)
     return loky, spawn
@@ -177,7 +177,8 @@ def quiet_between_jobs() -> None:
     _job_handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
 
 
 def in_worker() -> bool:
