@@ -13,9 +13,10 @@ Joblib ends a parallel call at its first task's error, and loky then kills every
   is every CPU) died of a Ctrl-C (a ``KeyboardInterrupt`` in loky's wait for a task) or a SIGTERM, and a dead
   worker is a broken pool to loky: the same kill. The workers start with an initializer (a joblib backend's own
   argument; :func:`use_quiet_workers` registers the ``loky`` backend with it for the sweep) that ignores both
-  signals between jobs, and until it has run both are blocked (a worker signalled in its start-up died of it); a job has the process's own handlers while it runs (:func:`job_signals`), and a SIGTERM
-  before its training's handler is in place (its checks, its data loading) stops it there as one in a validation
-  does (:func:`_sigterm_before_training`), where the default handler ended the worker.
+  signals between jobs, and until it has run both are blocked (a worker signalled in its start-up died of it); a
+  job has the process's own handlers while it runs (:func:`job_signals`), and a SIGTERM before its training's
+  handler is in place (its checks, its data loading) stops it there as one in a validation does
+  (:func:`_sigterm_before_training`), where the default handler ended the worker.
 
 The main process takes the first Ctrl-C as the jobs' own and sends a SIGTERM it gets alone (a scheduler's, ``kill``)
 on to the workers (:func:`stop_jobs_first`); either is noted in the sweep's folder (``.jobs/stopped``), and a job
