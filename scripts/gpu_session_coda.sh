@@ -5,11 +5,13 @@
 #           bash scripts/gpu_baseline.sh (the kernels before the session-15 rewrite, timed beside today's; their
 #           autotune compiles 15 configs, ~1 min)
 #   device: run(command="bash scripts/gpu_session_coda.sh", carry=[".whl", "outputs/gpu_baseline"], timeout_s=600)
-# PHASES picks and orders the phases. The default is what the H200 calls of session 31 (results/bench/gpu_h200.json:
-# candidates, cuda, crossover, fp32) left unmeasured: "fits gputests steps candidates check" (Lightning fits under
-# the 16-bit precisions, which failed there on missing packages; the gpu tests; training steps of Transformer vs
-# CoDA-Transformer with auto and chunked; the candidate configs CANDIDATES timed beside the shipped ones; the check's
-# centred and float64-masked cases, CHECK_CASES / CHECK_DTYPES). "kernels" (every length and dtype again, after a
+# PHASES picks and orders the phases. The default is what no GPU has run yet, the kernels first: 16-bit inputs'
+# distances in float16 (sessions 32-33, never run on a GPU) checked against float64, then timed: "check candidates
+# fits steps gputests" (every config against float64, with the check's centred and float64-masked cases that the
+# H200 calls of session 31 left, CHECK_CASES / CHECK_DTYPES; the candidate configs CANDIDATES timed beside the
+# shipped ones, float16 and float32 sums; Lightning fits under the 16-bit precisions, which failed there on missing
+# packages; training steps of Transformer vs CoDA-Transformer with auto and chunked; the gpu tests): the caps add up
+# to more than a call, so the last phases get what is left. "kernels" (every length and dtype again, after a
 # kernel change), "attn" (coda_attention vs SDPA at long lengths) and "keops" (the KeOps peer beside Flash-CoDA and
 # SDPA in float32) are not defaults. TOTAL_S is the
 # call's own limit minus a margin. Records go to $OUT: check_cuda_coda.json, bench_crossover_cuda.json, fits.log,
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
-PHASES=${PHASES:-fits gputests steps candidates check}
+PHASES=${PHASES:-check candidates fits steps gputests}
 # beside flash_triton.CONFIGS (whose forward now holds PF 2 with DC 4 and DC 8): the fused backward at DC 4 (sm_90
 # SASS, Triton 3.6, bf16, float16 L1 sums, scripts/sass_flash_kernels.py --kernels bwd --configs bwd:64,64,4,2,4,2:
 # 10.2 instructions per pair and feature against the shipped DC 2's 10.9, spills alike) and the forward's 128 x 64
