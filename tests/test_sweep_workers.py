@@ -180,3 +180,23 @@ def test_a_signal_in_a_workers_start_up_is_dropped_not_a_broken_pool(spawn):
                           timeout=120, cwd=ROOT, check=False)
     expected = "[0, 1, 2, 3] True" if spawn == "blocked" else "TerminatedWorkerError"
     assert proc.stdout.strip() == expected, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name,noted,whole", [("SIGTERM", False, False), ("SIGTERM", True, True),
+                                              ("SIGINT", False, True)])
+def test_a_sigterm_to_one_worker_alone_says_its_job_alone_stopped(worker, tmp_path, caplog, name, noted, whole):
+    """A SIGTERM to one worker (``kill <pid>``) stops that job alone, the others run on; its message and the
+    summary said the sweep stopped there. A stop the main process noted, or a Ctrl-C (a terminal's reaches every
+    process of the sweep), is the sweep's (``tests/e2e/test_joblib_stop.py`` has the whole sweeps, -m slow)."""
+    if noted:
+        (tmp_path / ".jobs").mkdir()
+        (tmp_path / ".jobs" / "stopped").write_text(f"{name}\n")
+    assert sweep_workers.sweep_stopping(name, hydra_callbacks.stop_note(tmp_path)) == whole
+    with pytest.raises(SystemExit):
+        stops.stopped(stops.RunInterrupted(name, 3, tmp_path / "1" / "interrupted.ckpt"), ["seed=2"])
+    said = "the sweep stops here" if whole else "this job alone stops (a signal to its worker process)"
+    assert said in caplog.text
+    outcome = json.loads((tmp_path / ".jobs" / "1.json").read_text())
+    summary = hydra_callbacks.sweep_summary([outcome], "train.py -m seed=1,2 resume=auto", whole)
+    assert ("the sweep stopped there" in summary) == whole
+    assert ("the sweep ran on (a signal reached the worker of the stopped job alone)" in summary) != whole
