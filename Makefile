@@ -148,7 +148,7 @@ quickstart: $(STAMP) ## a 1-minute smoke run: DecompAtt vs DecompAtt+CoDA on the
 	$(PY) scripts/make_tables.py --runs $(ROOT_DIR)outputs/fixture_results/runs --out $(ROOT_DIR)outputs/fixture_results/tables --tables table_2 --print
 
 TEST_WORKERS ?= 2
-test: $(STAMP) ## the fast test suite (what CI runs; ~4 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
+test: $(STAMP) ## the fast test suite (what CI runs; ~5 min on 2 cores in TEST_WORKERS=2 processes; 1: one process)
 	$(PY) -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 test-full: $(STAMP) ## every test, the slow ones included (TEST_WORKERS as for test)
