@@ -167,3 +167,26 @@ def test_a_damaged_best_checkpoint_is_named_before_the_resumed_run_trains(compos
     best.unlink()
     with pytest.raises(CheckpointError, match=f"{best}: no such checkpoint file. It is one of the best"):
         run(compose([*stopped, f"ckpt_path={resume}"], tmp_path))
+
+
+def test_a_run_resumed_before_a_later_best_it_had_saved_writes_that_best_under_its_own_name(compose, tmp_path):
+    """Killed after a validation's best checkpoint and before its last.ckpt, or resumed by hand from an earlier
+    checkpoint: the resumed run saved that best again as ``...-v1.ckpt`` beside the killed process's file
+    (Lightning's version counter), and its record named it, unlike the uninterrupted run's. The best checkpoint's file
+    is this run's own again (the killed process's one, of the same step, replaced). SNLI's fixture: 5 steps an epoch;
+    stopped at step 7, the killed process's best of epoch 1 (step 10) stands in the folder."""
+    import torch
+
+    base = ["task=snli", "scale=fixture", "logger=none", "save_predictions=false", "seed=3", "task.epochs=2",
+            "callbacks.model_checkpoint.monitor=epoch", "callbacks.model_checkpoint.mode=max",  # the best: the latest
+            "+callbacks.sig._target_=tests.e2e.kill_hook.SignalAtStep", "+callbacks.sig.step=7",
+            "+callbacks.sig.signum=2"]
+    with pytest.raises(SystemExit):
+        run(compose(base, tmp_path))
+    folder = tmp_path / "run" / "checkpoints"
+    later = folder / "epoch001-step10.ckpt"
+    later.write_bytes((folder / "interrupted.ckpt").read_bytes())  # the killed process's file (another state)
+    run(compose([*base, f"ckpt_path={folder / 'interrupted.ckpt'}"], tmp_path))
+    (record,) = results.load_records(tmp_path / "results" / "runs", strict=True)
+    assert record["best_checkpoint"] == str(later) and not list(folder.glob("*-v1.ckpt"))
+    assert torch.load(later, map_location="cpu", weights_only=False)["global_step"] == 10
