@@ -263,7 +263,8 @@ def periodic_checkpoints(cfg: DictConfig) -> pl.Callback | None:
     return pl.callbacks.ModelCheckpoint(
         dirpath=Path(cfg.paths.output_dir) / PERIODIC, filename="step{step}",
         auto_insert_metric_name=False, every_n_train_steps=int(every) if isinstance(every, int) else None,
-        save_top_k=n, monitor="step", mode="max")
+        save_top_k=n, monitor="step", mode="max",
+        enable_version_counter=False)  # a file of its name: a killed process's of that step, replaced (no -v1)
 
 
 def average_last(cfg: DictConfig, trainer: pl.Trainer) -> tuple[str, int] | None:
