@@ -212,13 +212,25 @@ def _sigterm_before_training(signum, frame) -> None:
         raise SIGTERMException
 
 
+NOTE_WAIT_S = 1.0  # how long a worker stopped by a Ctrl-C waits for the main process's note (it gets the same one)
+
+
 def sweep_stopping(signal_name: str, note: Path) -> bool:
     """Whether a job that ``signal_name`` stops stops its sweep too: always with the basic launcher (the jobs run one
     after another in this process); in a worker, where the sweep's main process noted a stop in ``note``
-    (:func:`stop_jobs_first` notes it before it sends a SIGTERM on), or for a Ctrl-C (a terminal's reaches every
-    process of the sweep at once, its note perhaps not yet written). A SIGTERM to one worker alone (``kill <pid>``)
-    stops that job alone: the others go on, and later jobs start."""
-    return not in_worker() or signal_name == "SIGINT" or stopped(note) is not None
+    (:func:`stop_jobs_first` notes it before it sends a SIGTERM on; a terminal's Ctrl-C reaches every process of the
+    sweep at once, so for one the note is waited for, up to ``NOTE_WAIT_S``). A signal to one worker alone (``kill
+    <pid>``) stops that job alone: the others go on, and later jobs start."""
+    if not in_worker():
+        return True
+    import time
+
+    deadline = time.monotonic() + (NOTE_WAIT_S if signal_name == "SIGINT" else 0.0)
+    while stopped(note) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def stopped(note: Path) -> str | None:
