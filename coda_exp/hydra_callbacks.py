@@ -170,8 +170,16 @@ def job_interrupted(signal_name: str, exit_code: int, step: int | None, checkpoi
                "status": INTERRUPTED, "finished_in": None, "exit_status": exit_code, "error": None,
                "signal": signal_name, "step": step, "checkpoint": checkpoint, "resume": resume,
                "output_dir": str(hydra.runtime.output_dir)}
-    atomic_write_text(Path(str(hydra.sweep.dir)) / JOBS / f"{outcome['num']}.json",
-                      json.dumps(outcome, indent=1) + "\n")
+    write_outcome(hydra.sweep.dir, outcome)
+
+
+def outcome_file(sweep_dir, num: int) -> Path:
+    """The file of job ``num``'s outcome in its sweep's folder (:func:`write_outcome`, ``JobReport.outcomes``)."""
+    return Path(str(sweep_dir)) / JOBS / f"{num}.json"
+
+
+def write_outcome(sweep_dir, outcome: dict) -> None:
+    atomic_write_text(outcome_file(sweep_dir, outcome["num"]), json.dumps(outcome, indent=1) + "\n")
 
 
 def stop_note(sweep_dir) -> Path:
@@ -185,7 +193,7 @@ def listed_as_interrupted() -> bool:
 
     hydra = HydraConfig.get()
     with contextlib.suppress(OSError, ValueError):
-        path = Path(str(hydra.sweep.dir)) / JOBS / f"{int(hydra.job.num)}.json"
+        path = outcome_file(hydra.sweep.dir, int(hydra.job.get("num") or 0))  # as job_interrupted numbers it
         return json.loads(path.read_text(encoding="utf-8")).get("status") == INTERRUPTED
     return False
 
@@ -311,8 +319,7 @@ class JobReport(Callback):
             # set by this job's own resume=auto (apply resets it first; a job failing before it is "failed")
             auto_resume = sys.modules.get("coda_exp.auto_resume")
             outcome = job_outcome(job_return, getattr(auto_resume, "finished_already", None))
-            folder = Path(str(config.hydra.sweep.dir)) / JOBS
-            atomic_write_text(folder / f"{outcome['num']}.json", json.dumps(outcome, indent=1) + "\n")
+            write_outcome(config.hydra.sweep.dir, outcome)
             if job_return.status == JobStatus.FAILED and _basic_sweeper(config):  # listed at the end (module doc)
                 job_return.status, job_return.return_value = JobStatus.COMPLETED, None
 
