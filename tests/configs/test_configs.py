@@ -35,9 +35,15 @@ def _families(model: str) -> tuple[str, ...]:
 
 
 @functools.cache
+def _task_node(task: str) -> dict:
+    """A task's YAML file as PyYAML reads it (its ``task`` node, its defaults), once per process."""
+    return yaml.safe_load((CONFIGS / "task" / f"{task}.yaml").read_text())
+
+
+@functools.cache
 def _task_model_pairs() -> tuple[tuple[str, str], ...]:
     """Every (task, model) a model serves; of those it does not, one task per family (the same refusal)."""
-    family = {t: yaml.safe_load((CONFIGS / "task" / f"{t}.yaml").read_text())["task"]["family"] for t in TASKS}
+    family = {t: _task_node(t)["task"]["family"] for t in TASKS}
     pairs, refused = [], set()
     for model in MODELS:
         for task in TASKS:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -33,11 +32,11 @@ def catalog(make_cfg) -> dict:
     ``test_config_file_instantiates``'s data files, built on a task naming them."""
     if _CATALOG:
         return _CATALOG
-    from tests.configs.test_configs import _families
+    from tests.configs.test_configs import _families, _task_node
 
     tasks = {}
     for t in options("task"):
-        node = yaml.safe_load((CONFIGS / "task" / f"{t}.yaml").read_text())
+        node = _task_node(t)
         (data,) = [d["/data"] for d in node["defaults"] if isinstance(d, dict) and "/data" in d]
         tasks[t] = (node["task"]["family"], data)
     _CATALOG.update(tasks=tasks, models={m: list(_families(m)) for m in options("model")})
