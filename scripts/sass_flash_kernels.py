@@ -127,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default="",
                         help="build these configs instead of flash_triton.CONFIGS, as bench_flash_kernels' "
                              "--candidates ('fwd:64,64,2,1,4,2,128;...'), for the kernels they name")
-    parser.add_argument("--l1", default="half", choices=("half", "input", "both"), help="16-bit inputs' L1 operands: half (float16 copies, the "
-                        "default), input (their own dtype: CODA_FLASH_HALF_L1=0), or both side by side")
+    parser.add_argument("--l1", default="half", choices=("half", "input", "both"),
+                        help="16-bit inputs' L1 operands: half (float16 copies, the default), input (their own "
+                             "dtype: CODA_FLASH_HALF_L1=0), or both side by side")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels (triton.jit reads it when flash_triton is imported)
@@ -148,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = build(kernel, dtype, not args.unshared, config, l1)
                 rows.append(row)
                 print(f"{kernel:5s} {dtype:5s} {row['l1']:5s} {config}: {row['registers']} registers, spills "
-                      f"{row['spill_bytes']} B, "
-                      f"per pair and feature: tile {row['tile']}, chunk loops {row['chunk_loops']}, "
-                      f"total {row['total']}", flush=True)
+                      f"{row['spill_bytes']} B, per pair and feature: tile {row['tile']}, chunk loops "
+                      f"{row['chunk_loops']}, total {row['total']}", flush=True)
     if args.json:
         from coda_exp.results import benchmark_environment
 
