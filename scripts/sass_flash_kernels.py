@@ -136,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     from coda_exp.attention.kernels import flash_triton as ft
 
     sys.path.insert(0, str(ROOT / "scripts"))
+    import triton
     from bench_flash_kernels import parse_configs  # a sibling: one syntax for configs
 
+    # counts depend on Triton's version (3.9 and the GPU machine's 3.6 differ): say which one builds
+    print(f"Triton {triton.__version__} ({Path(triton.__file__).parent}), sm_90a", flush=True)
     chosen = parse_configs(args.configs) if args.configs else {}
     configs = {name: chosen.get(name, [] if chosen else ft.CONFIGS[name]) for name in ft.CONFIGS}
 
