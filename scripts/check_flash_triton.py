@@ -132,6 +132,23 @@ def _too_big(err: Exception) -> str | None:
     return f"does not fit this GPU (autotune skips it): {err}"[:300]
 
 
+def _end_processes(children: set) -> None:
+    """End every process this one started besides ``children``: SIGTERM, then SIGKILL where it is not acted on in
+    10 s (a busy compiler); again where new ones appear (a pool's thread may start one after a first look)."""
+    import multiprocessing
+
+    for _ in range(3):  # (not forever: a process that no SIGKILL ends in 10 s is left)
+        extra = set(multiprocessing.active_children()) - children
+        if not extra:
+            break
+        for process in extra:
+            process.terminate()
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda")
@@ -186,13 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"time budget ({args.time_budget_s:.0f} s) spent: {len(work) - len(results)} cases not checked",
                       flush=True)
                 if pool:  # no public way to end busy workers: every process started since the pool was made
-                    pool.shutdown(wait=False, cancel_futures=True)  # (one may start after a first look)
-                    for process in set(multiprocessing.active_children()) - children:
-                        process.terminate()
-                        process.join(timeout=10)
-                        if process.is_alive():  # SIGTERM not acted on in time (a busy compiler): SIGKILL
-                            process.kill()
-                            process.join(timeout=10)
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    _end_processes(children)
                 break
             except Exception as exc:  # noqa: BLE001 (a compile error is a failed case, reported, not a crash)
                 res = {"case": case[0], "dtype": dtype, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[-400:]}"}
@@ -206,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" ({skipped} configs too big for this GPU)" if skipped else "") + f" {res.get('error', '')}",
                   flush=True)
             summarise(complete=False)
+    if pool and len(results) < len(work):  # the pool has shut down: nothing can start a worker now
+        _end_processes(children)
     summary = summarise(complete=len(results) == len(work))
     print(f"{summary['passed']}/{summary['cases']} cases pass every config ({summary['seconds']} s)")
     return 0 if summary["complete"] and summary["passed"] == summary["cases"] else 1
