@@ -35,3 +35,16 @@ def test_a_kernel_builds_for_sm90(load_script):
     row = load_script("sass_flash_kernels").build("fwd", "bf16", True, (32, 32, 2, 0, 4, 1))
     assert 0 < row["registers"] <= 255 and row["spill_bytes"] is not None
     assert len(row["chunk_loops"]) == 1 and 1.5 < row["chunk_loops"][0] < 20 and row["total"] > row["tile"] > 0
+
+
+@pytest.mark.slow
+def test_the_fused_backwards_float16_sign_loop_is_packed_ptx(load_script):
+    """16-bit inputs' sign sums (``triton_bwd._weighted_steps``, compiled: inline PTX): the loop's steps are saturated
+    packed FMAs (HFMA2.SAT), its products packed (HMUL2), no clamp left (HMNMX2: Triton's own float16 code)."""
+    from coda_exp.attention.kernels import flash_triton as ft
+
+    if ft.triton_jit._INTERPRETED:
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    row = load_script("sass_flash_kernels").build("bwd", "bf16", True, (64, 64, 2, 2, 4, 2))
+    sign_loop = row["chunk_loop_ops"][-1]
+    assert sign_loop.get("HFMA2", 0) > 0 and sign_loop.get("HMUL2", 0) > 0 and "HMNMX2" not in sign_loop

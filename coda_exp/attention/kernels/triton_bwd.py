@@ -14,17 +14,21 @@ Both sums from one (DC, pair) register tile need each thread to hold a block of 
 kernels' (DC, BLOCK_M, BLOCK_N) tiles put one key per thread: fine for a sum over queries, shuffles for every value
 of a sum over keys). So ``_sign_pairs`` indexes the pairs of a tile as (RM, RN, TM, TN) with i = rm TM + tm,
 j = rn TN + tn, TM = TN = 8 (two warps' lanes), and gives each of the W = num_warps / 2 pairs of warps its own DC
-features of every chunk: (DC, RM, RN, W, TM, TN) tiles (``flash_triton._lanes``). Triton's default layout spreads
-the lanes over TM and TN and the warps over W and TM, and leaves each thread an RM × RN block, so both sums are
+features of every chunk: (RM, RN, DC, W, TM, TN) tiles (``flash_triton._lanes``). Triton's default layout spreads
+the lanes over TM and TN and the warps over W and TM, and leaves each thread an RM × RN × DC block, so both sums are
 in-thread adds, then shuffles over 8 lanes (dnq) or over 4 lanes and the two warps of a pair (dnk, through shared
 memory); a thread holds W times more pairs than with every warp on the pairs (the layout before), so there are
 W times fewer partial sums to shuffle. The sign costs a subtraction and one saturated FMA per pair and feature
-(``_step``: the sums are 2 Σ g step - Σ g). Under the interpreter any TM, TN dividing the blocks and any W are
-correct (the layout only matters for speed).
+(``_step``: the sums are 2 Σ g step - Σ g). 16-bit inputs' float16 L1 operands (``triton_args._l1_args``) take
+the weighted steps and the in-thread sums in float16, two features to an instruction (``_weighted_steps``: inline
+PTX when compiled; the interpreter runs the same operations in Triton's float16). Under the interpreter any TM, TN
+dividing the blocks and any W are correct (the layout only matters for speed).
 
 sm_90, bfloat16, d 64, shared N, 128 × 64 tiles, 8 warps (``scripts/sass_flash_kernels.py``, Triton 3.6): per pair
 and feature ~2.8 SASS instructions for the distance, ~6.2 for both sign sums, ~1.4 for the rest of the tile: ~10.3
-(~12.5 with every warp on the pairs), against ~7.4 for each split kernel. Not yet timed on a GPU.
+(~12.5 with every warp on the pairs), against ~7.4 for each split kernel; the sign sums in float16: 5.0, 9.2 in all
+(64 × 64, 4 warps, PF 2: 5.5 against 7.1, 9.4 against 10.9; ``results/bench/sass_sm90_triton36_half_sign.json``).
+Not yet timed on a GPU.
 """
 
 try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
@@ -48,24 +52,62 @@ if HAVE_TRITON:
     )
     from coda_exp.attention.kernels.triton_math import _step
 
+    _MAX_COMBINE = tl.standard._elementwise_max  # (tl.max is a @jit function: the interpreter knows this combine)
+
     @triton.jit
-    def _grid_cols(P, rows, ok, c0, DN: tl.constexpr, DC: tl.constexpr, W: tl.constexpr, CDT: tl.constexpr):
-        """Features c0 + w DC + dc (w < W, dc < DC) of the (R, T) grid of rows ``rows``: a (DC, R, W, T) chunk in
-        CDT, zero-padded."""
-        offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[:, None, None, None]
-        return tl.load(P + offs_c + (rows * DN)[None, :, None, :], mask=(offs_c < DN) & ok[None, :, None, :],
-                       other=0.0).to(CDT)
+    def _grid_cols(P, rows, ok, c0, DN: tl.constexpr, DC: tl.constexpr, W: tl.constexpr, LDT: tl.constexpr):
+        """Features c0 + w DC + dc (w < W, dc < DC) of the (R, T) grid of rows ``rows``: an (R, DC, W, T) chunk in
+        LDT, zero-padded."""
+        offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[None, :, None, None]
+        return tl.load(P + offs_c + (rows * DN)[:, None, None, :], mask=(offs_c < DN) & ok[:, None, None, :],
+                       other=0.0).to(LDT)
+
+    @triton.jit
+    def _half_scale(g):
+        """A power of two s that brings max |g| of the tile to [1/2, 1) (2^126 for a tile of zeros; inf and NaN
+        stay): g s in float16 keeps 11 significant bits of every value down to 2^-15 of the largest (smaller ones
+        fewer, as subnormals; below 2^-25 of it, none: 0)."""
+        top = tl.reduce(tl.reduce(tl.abs(g), 1, _MAX_COMBINE), 0, _MAX_COMBINE)
+        e = (top.to(tl.int32, bitcast=True) >> 23) & 0xFF  # the biased exponent of max |g|
+        return (tl.minimum(tl.maximum(253 - e, 1), 253) << 23).to(tl.float32, bitcast=True)  # 2^(126 - (e - 127))
+
+    @triton.jit
+    def _weighted_steps(a, b, g, CDT: tl.constexpr, ASM: tl.constexpr):
+        """g step(a - b) (``_step``). float16 a, b, g: clamp((a - b) 2^15 + 1/2, 0, 1) g in float16, exact for
+        a - b = 0 (1/2) and |a - b| >= 2^-16 (0 or 1; a, b at most 2048: below 2^-27 of the largest value, a step
+        between 0 and 1); ``ASM`` (compiled for a GPU): packed PTX, two pairs per instruction, a subtraction, a
+        saturated FMA and a product (sm_90: HADD2, HFMA2.SAT, HMUL2), in place of Triton's float16 arithmetic,
+        which packs them along the keys and clamps with two more instructions (the interpreter runs that)."""
+        if a.dtype == tl.float16:
+            if ASM:
+                t = tl.inline_asm_elementwise(
+                    "{.reg .b32 d, s, m, h; mov.b32 m, 0x78007800; mov.b32 h, 0x38003800; sub.rn.f16x2 d, $1, $2; "
+                    "fma.rn.sat.f16x2 s, d, m, h; mul.rn.f16x2 $0, s, $3;}",  # m = (2^15, 2^15), h = (1/2, 1/2)
+                    "=r,r,r,r", [a, b, g], dtype=tl.float16, is_pure=True, pack=2)
+            else:
+                zero = tl.full((), 0.0, tl.float16)  # float16 bounds: with Python floats the clamp is in float32
+                t = tl.minimum(tl.maximum((a - b) * 32768.0 + 0.5, zero), zero + 1.0) * g
+        else:
+            t = _step(a - b, CDT) * g
+        return t
 
     @triton.jit
     def _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN: tl.constexpr, DC: tl.constexpr,
                     CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    TM: tl.constexpr, TN: tl.constexpr, W: tl.constexpr):
+                    TM: tl.constexpr, TN: tl.constexpr, W: tl.constexpr, ASM: tl.constexpr):
         """DNQ[i] += Σ_j g_ij sign(nq_i - nk_j) (atomics) and SCR[j] -= Σ_i g_ij sign(nq_i - nk_j) (the program's
         rows) for the tile's queries start_m + i, keys start_n + j, W DC features at a time (loaded as they are
         summed: prefetching them, as PF does for the distance, adds spills and instructions on sm_90):
         with s = (1 + sign) / 2 (``_step``), Σ_j g sign = 2 Σ_j s g - Σ_j g (the last per tile, not per feature).
         The pairs are indexed (RM, RN, TM, TN), i = rm TM + tm, j = rn TN + tn, and the W groups of warps take
-        W sets of DC features: (DC, RM, RN, W, TM, TN) tiles."""
+        W sets of DC features: (RM, RN, DC, W, TM, TN) tiles, the features last of a thread's own axes (RM, RN,
+        DC), so that float16 values pair along them.
+
+        float16 nq, nk (16-bit inputs, ``triton_args._l1_args``): g scaled by a power of two per tile
+        (``_half_scale``), the weighted steps in float16 (``_weighted_steps``) and each thread's sums over its RN
+        keys (dnq) or RM queries (dnk) too, packed along the features (<= 8 terms of |x| < 1, 2^-11 relative per
+        add), then in CDT over the lanes, unscaled. sm_90 SASS (Triton 3.6, bf16, 64 x 64 PF 2): 5.5 instructions
+        per pair and feature for this loop against 7.1 in float32, 9.5 for the kernel against 10.9."""
         RM: tl.constexpr = BLOCK_M // TM
         RN: tl.constexpr = BLOCK_N // TN
         rows = start_m + tl.arange(0, RM)[:, None] * TM + tl.arange(0, TM)[None, :]  # (RM, TM): i = rm TM + tm
@@ -73,21 +115,29 @@ if HAVE_TRITON:
         rows_ok = rows < LQ
         cols_ok = cols < LK
         g4 = tl.permute(tl.reshape(g, (RM, TM, RN, TN)), (0, 2, 1, 3))  # (RM, RN, TM, TN)
-        g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[None, :, None, :]  # Σ_j g: (1, RM, 1, TM)
-        g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[None, :, None, :]  # Σ_i g: (1, RN, 1, TN)
-        g6 = g4[None, :, :, None, :, :]  # every group of warps holds the whole tile
+        g_q = tl.reduce(tl.reduce(g4, 1, _SUM_COMBINE), 2, _SUM_COMBINE)[:, None, None, :]  # Σ_j g: (RM, 1, 1, TM)
+        g_k = tl.reduce(tl.reduce(g4, 0, _SUM_COMBINE), 1, _SUM_COMBINE)[:, None, None, :]  # Σ_i g: (RN, 1, 1, TN)
+        if NQ.dtype.element_ty == tl.float16:
+            scale = _half_scale(g)
+            gt = (g4 * scale).to(tl.float16)[:, :, None, None, :, :]
+            LDT: tl.constexpr = tl.float16
+        else:
+            scale = 1.0
+            gt = g4[:, :, None, None, :, :]  # every group of warps holds the whole tile
+            LDT: tl.constexpr = CDT
+        unscale = 2.0 / scale
         for c0 in range(0, DN, DC * W):
-            a = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, W, CDT)  # (DC, RM, W, TM)
-            b = _grid_cols(NK, cols, cols_ok, c0, DN, DC, W, CDT)  # (DC, RN, W, TN)
-            t = _step(a[:, :, None, :, :, None] - b[:, None, :, :, None, :], CDT) * g6
+            a = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, W, LDT)  # (RM, DC, W, TM)
+            b = _grid_cols(NK, cols, cols_ok, c0, DN, DC, W, LDT)  # (RN, DC, W, TN)
+            t = _weighted_steps(a[:, None, :, :, :, None], b[None, :, :, :, None, :], gt, CDT, ASM)
             # in-thread axes first (RN, RM), then the lanes (TN, TM)
-            dq = 2.0 * tl.reduce(tl.reduce(t, 2, _SUM_COMBINE), 4, _SUM_COMBINE) - g_q  # (DC, RM, W, TM)
-            dk = 2.0 * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE), 3, _SUM_COMBINE) - g_k  # (DC, RN, W, TN)
-            offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[:, None, None, None]
-            tl.atomic_add(DNQ + offs_c + (rows * DN)[None, :, None, :], dq,
-                          mask=(offs_c < DN) & rows_ok[None, :, None, :], sem="relaxed")
-            ptrs = SCR + offs_c + (cols * DN)[None, :, None, :]
-            ok = (offs_c < DN) & cols_ok[None, :, None, :]
+            dq = unscale * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE).to(CDT), 4, _SUM_COMBINE) - g_q  # (RM, DC, W, TM)
+            dk = unscale * tl.reduce(tl.reduce(t, 0, _SUM_COMBINE).to(CDT), 3, _SUM_COMBINE) - g_k  # (RN, DC, W, TN)
+            offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[None, :, None, None]
+            tl.atomic_add(DNQ + offs_c + (rows * DN)[:, None, None, :], dq,
+                          mask=(offs_c < DN) & rows_ok[:, None, None, :], sem="relaxed")
+            ptrs = SCR + offs_c + (cols * DN)[:, None, None, :]
+            ok = (offs_c < DN) & cols_ok[:, None, None, :]
             tl.store(ptrs, tl.load(ptrs, mask=ok, other=0.0) - dk, mask=ok)
 
     @triton.jit(do_not_specialize=["drop_thr"])
@@ -129,7 +179,7 @@ if HAVE_TRITON:
             tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
                           mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")
             _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g * inv_w, DN, DC, CDT, BLOCK_M, BLOCK_N, TM, TN,
-                        W)
+                        W, FAST)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)

@@ -90,3 +90,30 @@ def test_float16_distances_match_float64(monkeypatch, pf, dc, shared, magnitude,
     grads = ft.backward(q, k, v, nq, nk, mask, None, params, dout.half())
     for name, g, w in zip(["q", "k", "v", "nq", "nk"], grads, wants):
         _close(g, w, name)
+
+
+@pytest.mark.parametrize("scale", [1e-5, 30.0])
+def test_the_fused_backwards_float16_sign_sums_match_float64(monkeypatch, scale):
+    """The fused backward's sign sums of float16 L1 operands (``triton_bwd._weighted_steps``): G scaled by a power of
+    two per tile (upstream gradients of 1e-5, float16 subnormals, and of 30), each thread's sums over 8 keys or
+    queries in float16 (32 x 32 blocks, 4 x 4 lanes), and sign(0) = 0 where nq_i = nk_i in every feature (separate
+    tensors, equal values: a step of 1/2 there, not 0 or 1), against float64 given the same float16 inputs."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(ft, "INTERPRET_BLOCK", (32, 32, 2, 2))
+    monkeypatch.setattr(ft, "BACKWARD", "fused")
+    taken = []
+    monkeypatch.setattr(ft, "_l1_args", lambda nq, nk: taken.append(triton_args._l1_args(nq, nk)) or taken[-1])
+    b, h, n, d = 1, 2, 40, 6
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(b, h, n, d, generator=gen).half() for _ in range(3))
+    nq = (torch.randn(b, h, n, d, generator=gen) * 3.0).half()
+    nk = nq.clone()  # every pair (i, i) ties in every feature
+    params = FlashParams(alpha=0.5, beta=1.0 / (3.0 * d), gate=2.0, e_fn="tanh", n_fn="sigmoid", shared_n=False)
+    leaves = [t.double().requires_grad_() for t in (q, k, v, nq, nk)]
+    want = reference_forward(*leaves, None, None, params)
+    dout = (torch.randn(want.shape, generator=gen, dtype=torch.float64) * scale).half()
+    wants = torch.autograd.grad(want, leaves, dout.double())
+    grads = ft.backward(q, k, v, nq, nk, None, None, params, dout)
+    assert taken and taken[0][0].dtype == torch.float16  # the half path ran
+    for name, g, w in zip(["q", "k", "v", "nq", "nk"], grads, wants):
+        _close(g, w, name)
