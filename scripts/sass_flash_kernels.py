@@ -58,10 +58,10 @@ def loops(sass: str) -> list[tuple[int, int, dict[str, int]]]:
     return sorted(found)
 
 
-def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1) -> dict:
+def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1, sign_dc: int | None = None) -> dict:
     """The tile loop (the longest) and the chunk loops inside it, per pair and feature. The fused backward's sign
-    loop (its last chunk loop) runs ``sign_warps`` groups of warps on their own features over every pair: a thread
-    sees ``sign_warps`` times more pairs there."""
+    loop (its last chunk loop) runs ``sign_warps`` groups of warps on their own ``sign_dc`` features (``triton_bwd.
+    SIGN_DC``, not the config's DC) over every pair: a thread sees ``sign_warps`` times more pairs there."""
     big = [lp for lp in found if lp[1] - lp[0] > 50]
     outer = max(big, key=lambda lp: lp[1] - lp[0])
     inner = [lp for lp in big if lp is not outer and outer[0] <= lp[0] and lp[1] <= outer[1]]
@@ -69,7 +69,8 @@ def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1) -> dict:
         return lp[1] - lp[0] + 1
 
     tile = (size(outer) - sum(size(lp) for lp in inner)) / (pairs * D)
-    chunks = [size(lp) / (pairs * dc * (sign_warps if n == len(inner) - 1 else 1)) for n, lp in enumerate(inner)]
+    last = len(inner) - 1
+    chunks = [size(lp) / (pairs * (sign_warps * (sign_dc or dc) if n == last else dc)) for n, lp in enumerate(inner)]
     return {"tile": round(tile, 2), "chunk_loops": [round(c, 2) for c in chunks], "total": round(tile + sum(chunks), 2),
             "chunk_loop_ops": [dict(sorted(lp[2].items(), key=lambda kv: -kv[1])[:8]) for lp in inner]}
 
@@ -82,6 +83,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half"
     from triton.compiler import ASTSource
 
     from coda_exp.attention.kernels import flash_triton as ft
+    from coda_exp.attention.kernels import triton_bwd
 
     bm, bn, dc, pf, warps, stages, *reg = config  # a 7th entry: maxnreg
     fn = ft._kernel(ft.triton_jit, kernel)
@@ -116,7 +118,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half"
     return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config, "l1": "half" if half else "input",
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": [int(spills.group(1)), int(spills.group(2))] if spills else None,
-            **per_pair_feature(loops(sass), pairs, dc, lanes.get("W", 1))}
+            **per_pair_feature(loops(sass), pairs, dc, lanes.get("W", 1), triton_bwd.SIGN_DC if lanes else None)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -280,8 +280,10 @@ CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query blo
 # (two warps) over the pairs, num_warps / 2 such pairs of warps over features (_lanes). On the H200 (64, 64) PF 2
 # took 67.3 ms at L 4096, PF 1 70.1, (128, 32) 79.7, (128, 64) 81.1 (dropped), though sm_90 SASS counts 11.2 (PF 1),
 # 12.4 and 10.3 instructions per pair and feature: occupancy, not instructions, decides here too. (128, 32) won in
-# float32 at L 32 (28 ms against 50, when float32's tl.dot was "ieee").
-CONFIGS["bwd"] = [(64, 64, 2, 2, 4, 2), (64, 64, 2, 1, 4, 2), (128, 32, 2, 1, 8, 2)]
+# float32 at L 32 (28 ms against 50, when float32's tl.dot was "ieee"). DC is the distance's chunk alone (the sign
+# sums take triton_bwd.SIGN_DC): with 16-bit inputs' sign sums in float16, sm_90 SASS counts 8.6 at (64, 64) DC 8
+# PF 2 against 9.4 at DC 2 (results/bench/sass_sm90_triton36_half_sign.json; not timed on a GPU): it replaces PF 1.
+CONFIGS["bwd"] = [(64, 64, 2, 2, 4, 2), (64, 64, 8, 2, 4, 2), (128, 32, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "DOT_PREC", "CENTER_E", "CENTER_N"]
 _TUNED: dict[str, object] = {}

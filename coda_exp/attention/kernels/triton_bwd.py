@@ -31,6 +31,11 @@ and feature ~2.8 SASS instructions for the distance, ~6.2 for both sign sums, ~1
 Not yet timed on a GPU.
 """
 
+# Features per pair of warps in each step of the sign sums (_sign_pairs), whatever a config's DC (the distance's
+# chunks): one packed float16 pair. sm_90 SASS, bf16, 64 x 64, PF 2: DC 8 builds 8.6 instructions per pair and
+# feature where the sign sums' chunk followed DC (DC 4: 6.1 for the sign loop alone, against 5.5 at 2).
+SIGN_DC = 2
+
 try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
     import triton
     import triton.language as tl
@@ -52,6 +57,7 @@ if HAVE_TRITON:
     )
     from coda_exp.attention.kernels.triton_math import _step
 
+    _SIGN_DC = tl.constexpr(SIGN_DC)
     _MAX_COMBINE = tl.standard._elementwise_max  # (tl.max is a @jit function: the interpreter knows this combine)
 
     @triton.jit
@@ -92,16 +98,16 @@ if HAVE_TRITON:
         return t
 
     @triton.jit
-    def _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN: tl.constexpr, DC: tl.constexpr,
+    def _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g, DN: tl.constexpr, SC: tl.constexpr,
                     CDT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     TM: tl.constexpr, TN: tl.constexpr, W: tl.constexpr, ASM: tl.constexpr):
         """DNQ[i] += Σ_j g_ij sign(nq_i - nk_j) (atomics) and SCR[j] -= Σ_i g_ij sign(nq_i - nk_j) (the program's
-        rows) for the tile's queries start_m + i, keys start_n + j, W DC features at a time (loaded as they are
+        rows) for the tile's queries start_m + i, keys start_n + j, W SC features at a time (loaded as they are
         summed: prefetching them, as PF does for the distance, adds spills and instructions on sm_90):
         with s = (1 + sign) / 2 (``_step``), Σ_j g sign = 2 Σ_j s g - Σ_j g (the last per tile, not per feature).
         The pairs are indexed (RM, RN, TM, TN), i = rm TM + tm, j = rn TN + tn, and the W groups of warps take
-        W sets of DC features: (RM, RN, DC, W, TM, TN) tiles, the features last of a thread's own axes (RM, RN,
-        DC), so that float16 values pair along them.
+        W sets of SC features: (RM, RN, SC, W, TM, TN) tiles, the features last of a thread's own axes (RM, RN,
+        SC), so that float16 values pair along them.
 
         float16 nq, nk (16-bit inputs, ``triton_args._l1_args``): g scaled by a power of two per tile
         (``_half_scale``), the weighted steps in float16 (``_weighted_steps``) and each thread's sums over its RN
@@ -126,14 +132,14 @@ if HAVE_TRITON:
             gt = g4[:, :, None, None, :, :]  # every group of warps holds the whole tile
             LDT: tl.constexpr = CDT
         unscale = 2.0 / scale
-        for c0 in range(0, DN, DC * W):
-            a = _grid_cols(NQ, rows, rows_ok, c0, DN, DC, W, LDT)  # (RM, DC, W, TM)
-            b = _grid_cols(NK, cols, cols_ok, c0, DN, DC, W, LDT)  # (RN, DC, W, TN)
+        for c0 in range(0, DN, SC * W):
+            a = _grid_cols(NQ, rows, rows_ok, c0, DN, SC, W, LDT)  # (RM, SC, W, TM)
+            b = _grid_cols(NK, cols, cols_ok, c0, DN, SC, W, LDT)  # (RN, SC, W, TN)
             t = _weighted_steps(a[:, None, :, :, :, None], b[None, :, :, :, None, :], gt, CDT, ASM)
             # in-thread axes first (RN, RM), then the lanes (TN, TM)
-            dq = unscale * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE).to(CDT), 4, _SUM_COMBINE) - g_q  # (RM, DC, W, TM)
-            dk = unscale * tl.reduce(tl.reduce(t, 0, _SUM_COMBINE).to(CDT), 3, _SUM_COMBINE) - g_k  # (RN, DC, W, TN)
-            offs_c = c0 + tl.arange(0, W)[None, None, :, None] * DC + tl.arange(0, DC)[None, :, None, None]
+            dq = unscale * tl.reduce(tl.reduce(t, 1, _SUM_COMBINE).to(CDT), 4, _SUM_COMBINE) - g_q  # (RM, SC, W, TM)
+            dk = unscale * tl.reduce(tl.reduce(t, 0, _SUM_COMBINE).to(CDT), 3, _SUM_COMBINE) - g_k  # (RN, SC, W, TN)
+            offs_c = c0 + tl.arange(0, W)[None, None, :, None] * SC + tl.arange(0, SC)[None, :, None, None]
             tl.atomic_add(DNQ + offs_c + (rows * DN)[:, None, None, :], dq,
                           mask=(offs_c < DN) & rows_ok[:, None, None, :], sem="relaxed")
             ptrs = SCR + offs_c + (cols * DN)[:, None, None, :]
@@ -178,8 +184,8 @@ if HAVE_TRITON:
             dq = tl.dot(de.to(k.dtype), k, out_dtype=CDT, input_precision=DOT_PREC)
             tl.atomic_add(DQ + offs_m[:, None] * DE + offs_e[None, :], dq,
                           mask=m_ok[:, None] & (offs_e < DE)[None, :], sem="relaxed")
-            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g * inv_w, DN, DC, CDT, BLOCK_M, BLOCK_N, TM, TN,
-                        W, FAST)
+            _sign_pairs(NQ, NK, DNQ, SCR, start_m, start_n, LQ, LK, g * inv_w, DN, _SIGN_DC, CDT, BLOCK_M, BLOCK_N,
+                        TM, TN, W, FAST)
             tl.debug_barrier()
         if SHARED:  # nk is k: the L1 gradient joins dk (DN_P == DE_P)
             dk += _rows(SCR, offs_n, n_ok, DN, DN_P)
