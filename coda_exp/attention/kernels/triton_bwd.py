@@ -13,22 +13,23 @@ and activations and do one side's sums; here both sides come from one pass.
 Both sums from one (DC, pair) register tile need each thread to hold a block of queries *and* of keys (the split
 kernels' (DC, BLOCK_M, BLOCK_N) tiles put one key per thread: fine for a sum over queries, shuffles for every value
 of a sum over keys). So ``_sign_pairs`` indexes the pairs of a tile as (RM, RN, TM, TN) with i = rm TM + tm,
-j = rn TN + tn, TM = TN = 8 (two warps' lanes), and gives each of the W = num_warps / 2 pairs of warps its own DC
-features of every chunk: (RM, RN, DC, W, TM, TN) tiles (``flash_triton._lanes``). Triton's default layout spreads
-the lanes over TM and TN and the warps over W and TM, and leaves each thread an RM × RN × DC block, so both sums are
-in-thread adds, then shuffles over 8 lanes (dnq) or over 4 lanes and the two warps of a pair (dnk, through shared
-memory); a thread holds W times more pairs than with every warp on the pairs (the layout before), so there are
-W times fewer partial sums to shuffle. The sign costs a subtraction and one saturated FMA per pair and feature
-(``_step``: the sums are 2 Σ g step - Σ g). 16-bit inputs' float16 L1 operands (``triton_args._l1_args``) take
+j = rn TN + tn, TM = TN = 8 (two warps' lanes), and gives each of the W = num_warps / 2 pairs of warps its own SC =
+SIGN_DC features of every chunk: (RM, RN, SC, W, TM, TN) tiles (``flash_triton._lanes``). Triton's default
+layout spreads the lanes over TM and TN and the warps over W and TM, and leaves each thread an RM × RN × SC block:
+both sums are in-thread adds, then shuffles over 8 lanes (dnq) or over 4 lanes and the two warps of a pair (dnk,
+through shared memory); a thread holds W times more pairs than with every warp on the pairs (the layout before), so
+there are W times fewer partial sums to shuffle. The sign costs a subtraction and one saturated FMA per pair and
+feature (``_step``: the sums are 2 Σ g step - Σ g). 16-bit inputs' float16 L1 operands (``triton_args._l1_args``) take
 the weighted steps and the in-thread sums in float16, two features to an instruction (``_weighted_steps``: inline
 PTX when compiled; the interpreter runs the same operations in Triton's float16). Under the interpreter any TM, TN
 dividing the blocks and any W are correct (the layout only matters for speed).
 
 sm_90, bfloat16, d 64, shared N, 128 × 64 tiles, 8 warps (``scripts/sass_flash_kernels.py``, Triton 3.6): per pair
 and feature ~2.8 SASS instructions for the distance, ~6.2 for both sign sums, ~1.4 for the rest of the tile: ~10.3
-(~12.5 with every warp on the pairs), against ~7.4 for each split kernel; the sign sums in float16: 5.0, 9.2 in all
-(64 × 64, 4 warps, PF 2: 5.5 against 7.1, 9.4 against 10.9; ``results/bench/sass_sm90_triton36_half_sign.json``).
-Not yet timed on a GPU.
+(~12.5 with every warp on the pairs), against ~7.4 for each split kernel. With the sign sums in float16 (64 × 64,
+4 warps, PF 2): 5.5 against 7.1 for them, 9.4 against 10.9 in all; 8.6 at DC 8 (the distance's chunks: the sign sums
+take SIGN_DC features whatever DC), 7.65 at 128 × 64, 8 warps, DC 8
+(``results/bench/sass_sm90_triton36_half_sign.json``). Not yet timed on a GPU.
 """
 
 # Features per pair of warps in each step of the sign sums (_sign_pairs), whatever a config's DC (the distance's
