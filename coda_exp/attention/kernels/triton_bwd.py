@@ -33,8 +33,8 @@ take SIGN_DC features whatever DC), 7.65 at 128 × 64, 8 warps, DC 8
 """
 
 # Features per pair of warps in each step of the sign sums (_sign_pairs), whatever a config's DC (the distance's
-# chunks): one packed float16 pair. sm_90 SASS, bf16, 64 x 64, PF 2: DC 8 builds 8.6 instructions per pair and
-# feature where the sign sums' chunk followed DC (DC 4: 6.1 for the sign loop alone, against 5.5 at 2).
+# chunks): one packed float16 pair. sm_90 SASS, bf16, 64 x 64, PF 2: the sign loop builds 5.5 instructions per pair
+# and feature with 2, 6.1 with 4; the kernel 8.6 with DC 8 for the distance.
 SIGN_DC = 2
 
 try:  # triton is optional (Linux x86-64 dev extra): without it this module defines no kernels
@@ -81,8 +81,8 @@ if HAVE_TRITON:
     @triton.jit
     def _weighted_steps(a, b, g, CDT: tl.constexpr, ASM: tl.constexpr):
         """g step(a - b) (``_step``). float16 a, b, g: clamp((a - b) 2^15 + 1/2, 0, 1) g in float16, exact for
-        a - b = 0 (1/2) and |a - b| >= 2^-16 (0 or 1; a, b at most 2048: below 2^-27 of the largest value, a step
-        between 0 and 1); ``ASM`` (compiled for a GPU): packed PTX, two pairs per instruction, a subtraction, a
+        a - b = 0 (1/2) and |a - b| >= 2^-16 (0 or 1); between them (2^-27 of the largest |a|, |b|, 2048) a step
+        between 0 and 1. ``ASM`` (compiled for a GPU): packed PTX, two pairs per instruction, a subtraction, a
         saturated FMA and a product (sm_90: HADD2, HFMA2.SAT, HMUL2), in place of Triton's float16 arithmetic,
         which packs them along the keys and clamps with two more instructions (the interpreter runs that)."""
         if a.dtype == tl.float16:
@@ -114,7 +114,7 @@ if HAVE_TRITON:
         (``_half_scale``), the weighted steps in float16 (``_weighted_steps``) and each thread's sums over its RN
         keys (dnq) or RM queries (dnk) too, packed along the features (<= 8 terms of |x| < 1, 2^-11 relative per
         add), then in CDT over the lanes, unscaled. sm_90 SASS (Triton 3.6, bf16, 64 x 64 PF 2): 5.5 instructions
-        per pair and feature for this loop against 7.1 in float32, 9.5 for the kernel against 10.9."""
+        per pair and feature for this loop against 7.1 in float32, 9.4 for the kernel against 10.9."""
         RM: tl.constexpr = BLOCK_M // TM
         RN: tl.constexpr = BLOCK_N // TN
         rows = start_m + tl.arange(0, RM)[:, None] * TM + tl.arange(0, TM)[None, :]  # (RM, TM): i = rm TM + tm
