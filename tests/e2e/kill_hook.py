@@ -1,5 +1,5 @@
-"""A callback the resume test adds to a run (``+callbacks.kill._target_=tests.e2e.kill_hook.KillAfterEpoch``): the
-process SIGKILLs itself at the end of an epoch, after that epoch's checkpoints are written."""
+"""Callbacks the fault tests add to a run (``+callbacks.kill._target_=tests.e2e.kill_hook.KillAfterEpoch``): the
+process SIGKILLs itself or sends itself a signal at a chosen point."""
 
 import os
 import signal
@@ -12,7 +12,9 @@ class KillAfterEpoch(pl.Callback):
         self.epoch = int(epoch)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.current_epoch == self.epoch:  # ModelCheckpoint saved at this epoch's validation end already
+        # after the epoch's validation, before its checkpoints: with a validation at each epoch's end Lightning's
+        # ModelCheckpoints save in this hook, run after every other callback's, so last.ckpt is the epoch before's
+        if trainer.current_epoch == self.epoch:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
