@@ -27,13 +27,12 @@ OUT=${OUT:-outputs/gpu_session_out}
 PY=${PY:-python3}
 TOTAL_S=${TOTAL_S:-540}
 PHASES=${PHASES:-check candidates fits steps gputests}
-# beside flash_triton.CONFIGS (whose forward holds PF 2 with DC 4 and DC 8, the fused backward DC 2 and DC 8): the
-# fused backward's 128 x 64 and 64 x 64 tiles of 8 warps at DC 8 (sm_90 SASS, Triton 3.6, bf16, float16 L1 and sign
-# sums, scripts/sass_flash_kernels.py --kernels bwd --configs bwd:128,64,8,2,8,2: 7.65 and 9.13 instructions per
-# pair and feature against 8.56 for the shipped 64 x 64 of 4 warps, 472 and 452 B spilled against 1500: does
-# spilling or counting decide?) and the forward's 128 x 64 tiles of 8 warps at DC 8 (1.83 against 2.01 for the
-# shipped DC 8, but one program per SM: 232 registers)
-CANDIDATES=${CANDIDATES:-bwd:128,64,8,2,8,2;bwd:64,64,8,2,8,2;fwd:128,64,8,2,8,2}
+# beside flash_triton.CONFIGS: the forward's PF 0 DC 4 capped at 168 registers (three programs per SM) and PF 1 DC 8,
+# the fused backward's 128 x 64 at DC 8 (sm_90 SASS, Triton 3.6, bf16, float16 L1 and sign sums, specialised as at
+# run time: scripts/sass_flash_kernels.py --configs fwd:64,64,4,0,4,2,168: 1.92, 1.67 and 6.84 instructions per pair
+# and feature, against 1.65 / 1.9 / 2.04 for the shipped forward's PF 0 DC 8 / PF 0 DC 4 / PF 2 DC 8 and 6.74 for
+# the backward's (128, 64) DC 4; results/bench/sass_sm90_triton36_aligned.json)
+CANDIDATES=${CANDIDATES:-fwd:64,64,4,0,4,2,168;fwd:64,64,8,1,4,2;bwd:128,64,8,2,8,2}
 CHECK_CASES=${CHECK_CASES-centred_rows_causal_masks,centred_slice_shared,shared_algebraic_long,masks_causal_dropout_unshared}
 CHECK_DTYPES=${CHECK_DTYPES:-bfloat16,float32,float64}
 mkdir -p "$OUT"

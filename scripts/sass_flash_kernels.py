@@ -2,10 +2,13 @@
 """Flash-CoDA's Triton kernels compiled for sm_90 without a GPU: registers, spills and SASS per pair and feature.
 
     python scripts/sass_flash_kernels.py [--kernels fwd,dkdv,dq,bwd] [--dtypes bf16,fp32] [--unshared]
-        [--l1 half|input|both] [--json OUT]
+        [--l1 half|input|both] [--unaligned] [--json OUT]
 
 Each kernel is built at each of its ``flash_triton.CONFIGS`` (tanh x tanh, d 64, no mask, causal or dropout, shared
-N unless ``--unshared``: the benchmark's setting) with ``triton.compile``; ptxas -v gives registers and spill bytes,
+N unless ``--unshared``: the benchmark's setting) with ``triton.compile``, specialised as Triton's JIT specialises the
+benchmark's call (B·L 16384, H 16, L 4096: every pointer and integer argument divisible by 16, which lets loads be
+vectors and address arithmetic fold; ``--unaligned``: no such facts, as for lengths not divisible by 16, and as
+every record before ``sass_sm90_triton36_aligned.json`` was built); ptxas -v gives registers and spill bytes,
 nvdisasm the SASS. A program's loops are its backward branches: the outermost is the loop over tiles, the ones
 inside it the loops over feature chunks (the L1 distance, then for a backward kernel the sign sums). Per pair and
 feature: a chunk loop's instructions / (pairs per thread x DC), the tile loop's own / (pairs per thread x 64); their
@@ -75,7 +78,7 @@ def per_pair_feature(found, pairs: float, dc: int, sign_warps: int = 1, sign_dc:
             "chunk_loop_ops": [dict(sorted(lp[2].items(), key=lambda kv: -kv[1])[:8]) for lp in inner]}
 
 
-def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half") -> dict:
+def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half", aligned: bool = True) -> dict:
     import triton
     import triton.language as tl
     from triton.backends.compiler import GPUTarget
@@ -99,7 +102,11 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half"
     half = {"NQ": "*fp16", "NK": "*fp16"} if l1 == "half" and dtype in ("bf16", "fp16") else {}
     signature = {n: "constexpr" if n in constants else "i32" if n in INTS or not n.isupper()
                  else half.get(n) or POINTERS.get(n, f"*{acc}" if n in floats else f"*{dtype}") for n in fn.arg_names}
-    compiled = triton.compile(ASTSource(fn, signature, constants), target=GPUTarget("cuda", 90, 32),
+    # as the runtime specialises the benchmark's call (Triton's JIT: a pointer or an int divisible by 16 is marked so;
+    # drop_thr is never specialised): every pointer, H 16, L 4096 and its buckets, the absent masks' strides 0
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, kind in signature.items()
+             if kind != "constexpr" and n != "drop_thr"} if aligned else None
+    compiled = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": warps, "num_stages": stages, "enable_fp_fusion": True,
                                        **({"maxnreg": reg[0]} if reg else {})})
     bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -116,6 +123,7 @@ def build(kernel: str, dtype: str, shared: bool, config: tuple, l1: str = "half"
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
     pairs = bm * bn / (32 * warps)
     return {"kernel": kernel, "dtype": dtype, "shared": shared, "config": config, "l1": "half" if half else "input",
+            "aligned": aligned,
             "registers": int(regs.group(1)) if regs else None,
             "spill_bytes": [int(spills.group(1)), int(spills.group(2))] if spills else None,
             **per_pair_feature(loops(sass), pairs, dc, lanes.get("W", 1), triton_bwd.SIGN_DC if lanes else None)}
@@ -132,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--l1", default="half", choices=("half", "input", "both"),
                         help="16-bit inputs' L1 operands: half (float16 copies, the default), input (their own "
                              "dtype: CODA_FLASH_HALF_L1=0), or both side by side")
+    parser.add_argument("--unaligned", action="store_true",
+                        help="no argument known divisible by 16 (lengths that are not; the records before "
+                             "sass_sm90_triton36_aligned.json)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)  # compiled kernels (triton.jit reads it when flash_triton is imported)
@@ -142,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench_flash_kernels import parse_configs  # a sibling: one syntax for configs
 
     # counts depend on Triton's version (3.9 and the GPU machine's 3.6 differ): say which one builds
-    print(f"Triton {triton.__version__} ({Path(triton.__file__).parent}), sm_90a", flush=True)
+    print(f"Triton {triton.__version__} ({Path(triton.__file__).parent}), sm_90a, "
+          f"{'no argument known divisible by 16' if args.unaligned else 'arguments divisible by 16'}", flush=True)
     chosen = parse_configs(args.configs) if args.configs else {}
     configs = {name: chosen.get(name, [] if chosen else ft.CONFIGS[name]) for name in ft.CONFIGS}
 
@@ -151,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         for kernel in args.kernels.split(","):
             for config, l1 in ((c, m) for c in configs[kernel] for m in
                                (("half", "input") if args.l1 == "both" and dtype != "fp32" else (args.l1,))):
-                row = build(kernel, dtype, not args.unshared, config, l1)
+                row = build(kernel, dtype, not args.unshared, config, l1, not args.unaligned)
                 rows.append(row)
                 print(f"{kernel:5s} {dtype:5s} {row['l1']:5s} {config}: {row['registers']} registers, spills "
                       f"{row['spill_bytes']} B, per pair and feature: tile {row['tile']}, chunk loops "
