@@ -57,7 +57,7 @@ def _close(got: torch.Tensor, want: torch.Tensor, name: str, rel: float = 1e-2) 
 
 @pytest.mark.parametrize("pf,dc,shared,magnitude,center,backward", [
     (2, 4, True, 1.0, False, "fused"), (1, 4, False, 300.0, True, "split"), (2, 8, False, 3.0, True, "fused"),
-    (0, 4, False, 3.0, False, "split")])
+    (0, 8, False, 3.0, False, "split")])
 def test_float16_distances_match_float64(monkeypatch, pf, dc, shared, magnitude, center, backward):
     """Forward and backward of float16 inputs through the half-precision L1 sums, each feature chunk's loop (PF
     0, 1 and the grid of pairs, 2), DC 4 and 8 features summed in float16 at a time: max |x| ~ 3 (w = 2^-10) and
