@@ -266,14 +266,10 @@ def _centring(kern, tensors, ints, meta, dims, params: FlashParams, dout=None) -
 # 16.5 with or without a cap (the cap changed nothing; 128 x 128 PF 2 15.2, (128, 64) DC 4 15.8, 64 x 32 23.5):
 # latency-bound, not instruction-bound (PF 0 builds 4.3 SASS instructions per pair and feature, PF 1 3.0). The
 # 128 x 64 tiles need more shared memory in float64 than an H100 has: autotune skips them there. With 16-bit
-# inputs' distances in float16 (triton_args._l1_args; sm_90 SASS, results/bench/sass_sm90_triton36_half_l1.json)
-# PF 2 with DC 4 builds 2.3 instructions per pair and feature (capped at 168: 88 B spilled), with DC 8 2.0
-# (capped: 152 B; uncapped 1.97 at 226 registers, two programs per SM instead of three: dropped for it), PF 2 DC 2
-# 3.0 (results/bench/sass_sm90_triton36_dc8.json): not timed on a GPU yet; PF 1 DC 2 and (128, 64) (3.3, 3.2) made
-# room for them. Those counts were built with no argument known divisible by 16; as the runtime specialises the
-# benchmark's call (results/bench/sass_sm90_triton36_aligned.json) they are 2.72 (PF 2 DC 2), 2.04 (DC 8), 2.27
-# (DC 4), 1.9 (PF 0 DC 4, 207 registers) and PF 0 DC 8 1.65 (230 registers), which replaces PF 2 DC 4; float32
-# inputs: 3.51, 3.32, 4.51 (spilling: autotune keeps PF 0 DC 8 for 16-bit inputs), 3.42.
+# inputs' distances in float16 (triton_args._l1_args), sm_90 SASS built as the runtime specialises the benchmark's
+# call (results/bench/sass_sm90_triton36_aligned.json; the earlier records, unspecialised, counted more): PF 2 DC 2
+# 2.72, DC 8 2.04 (capped at 168), PF 0 DC 8 1.65 (230 registers, in place of PF 2 DC 4's 2.27), PF 0 DC 4 1.9;
+# not timed on a GPU yet. float32 inputs: 3.51, 3.32, 4.51 (spilling: autotune keeps it for 16-bit inputs), 3.42.
 CONFIGS = {"fwd": [(64, 64, 2, 2, 4, 2, 168), (64, 64, 8, 2, 4, 2, 168), (64, 64, 8, 0, 4, 2), (64, 64, 4, 0, 4, 2)],
            "dkdv": [(64, 64, 4, 0, 4, 2), (128, 64, 4, 1, 8, 2)],
            "dq": [(64, 64, 4, 0, 4, 2), (64, 64, 4, 1, 4, 2)]}
@@ -283,10 +279,9 @@ CONFIGS["stats"] = CONFIGS["dq"]  # the centring pass: one program per query blo
 # took 67.3 ms at L 4096, PF 1 70.1, (128, 32) 79.7, (128, 64) 81.1 (dropped), though sm_90 SASS counts 11.2 (PF 1),
 # 12.4 and 10.3 instructions per pair and feature: occupancy, not instructions, decides here too. (128, 32) won in
 # float32 at L 32 (28 ms against 50, when float32's tl.dot was "ieee"). DC is the distance's chunk alone (the sign
-# sums take triton_bwd.SIGN_DC): with 16-bit inputs' sign sums in float16, sm_90 SASS counts 8.6 at (64, 64) DC 8
-# PF 2 against 9.4 at DC 2 (results/bench/sass_sm90_triton36_half_sign.json; not timed on a GPU): it replaces PF 1.
-# Specialised as at run time (sass_sm90_triton36_aligned.json): 8.32 (DC 2), 7.61 (DC 8), 9.62 (128, 32), and
-# (128, 64) of 8 warps at DC 4 6.74 with 112 B spilled (against ~370 B at 64 x 64): added.
+# sums take triton_bwd.SIGN_DC). With 16-bit inputs' sign sums in float16, specialised sm_90 SASS (as above): 8.32
+# (DC 2), 7.61 (DC 8, in place of PF 1), 9.62 (128, 32), and (128, 64) of 8 warps at DC 4 6.74, 112 B spilled
+# against ~370 at 64 x 64 (added). Not timed on a GPU yet.
 CONFIGS["bwd"] = [(64, 64, 2, 2, 4, 2), (64, 64, 8, 2, 4, 2), (128, 64, 4, 2, 8, 2), (128, 32, 2, 1, 8, 2)]
 # the autotune key: power-of-two buckets of the lengths, padded dims, flags that change the code
 _KEY = ["LQ_BUCKET", "LK_BUCKET", "DE_P", "DN", "DV_P", "CAUSAL", "FAST", "DOT_PREC", "CENTER_E", "CENTER_N"]
