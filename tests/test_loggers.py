@@ -316,3 +316,18 @@ def test_tensorboard_has_no_placeholder_hp_metric(logged_run):
     events = EventAccumulator(str(logged_run[0] / "tensorboard" / "version_0"))
     events.Reload()
     assert "hp_metric" not in events.Tags()["scalars"] and "val/acc" in events.Tags()["scalars"]
+
+
+def test_an_offline_wandb_file_read_while_it_is_written_yields_its_whole_records():
+    """The tests' reader of ``.wandb`` files (``tests/wandb_files``) stops at a record W&B's service has not finished
+    writing (read so, it failed to parse: "Wire format was corrupt"), and the poller reads the file again later."""
+    import struct
+
+    from tests.wandb_files import HEADER, _chunks
+
+    def record(payload: bytes) -> bytes:
+        return struct.pack("<IHB", 0, len(payload), 1) + payload  # a full record (type 1)
+
+    whole = b"\0" * HEADER + record(b"first") + record(b"second")
+    assert list(_chunks(whole)) == [b"first", b"second"]
+    assert list(_chunks(whole[:-3])) == [b"first"]  # the second cut mid-payload

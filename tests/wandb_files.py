@@ -16,12 +16,16 @@ HEADER = 7  # the file's, then each record's
 
 
 def _chunks(data: bytes):
+    """The records of ``data`` up to the last one written whole (a file read while W&B writes it ends mid-record: a
+    test read one so and failed to parse it)."""
     pos, pending = HEADER, b""
     while pos + HEADER <= len(data):
         if BLOCK - pos % BLOCK < HEADER:  # a block's tail too short for a record header: zero padding
             pos += BLOCK - pos % BLOCK
             continue
         _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
+        if pos + HEADER + length > len(data):  # W&B's service is still writing this record: the rest comes later
+            break
         chunk, pos = data[pos + HEADER:pos + HEADER + length], pos + HEADER + length
         if kind == 0 and length == 0:
             break
