@@ -53,8 +53,9 @@ def _mask_arg(mask: torch.Tensor, wide: bool) -> torch.Tensor:
     return compact.to(torch.int32).expand(mask.shape)
 
 
-# 16-bit inputs' L1 distances from float16 copies of nq, nk scaled by a power of two (``_l1_args``); False, or the
-# environment's CODA_FLASH_HALF_L1=0: the inputs as they are, in float32 arithmetic (float16 ones as float32 copies)
+# 16-bit inputs' L1 distances (and the fused backward's sign sums: triton_bwd._sign_pairs) from float16 copies of nq,
+# nk scaled by a power of two (``_l1_args``); False, or the environment's CODA_FLASH_HALF_L1=0: the inputs as they
+# are, in float32 arithmetic (float16 ones as float32 copies)
 HALF_L1: bool | None = None
 HALF_L1_ENV = "CODA_FLASH_HALF_L1"
 _L1_MAX = 2048.0  # |nq|, |nk| after scaling: a float16 chunk sum of DC <= 8 differences stays below 65504
@@ -66,8 +67,8 @@ def half_l1() -> bool:
         return bool(HALF_L1)
     value = os.environ.get(HALF_L1_ENV, "1")
     if value not in ("0", "1"):
-        raise ValueError(f"Flash-CoDA (triton): {HALF_L1_ENV} must be 1 (the L1 distances of 16-bit inputs in "
-                         f"float16, the default) or 0 (in float32), got {value!r}")
+        raise ValueError(f"Flash-CoDA (triton): {HALF_L1_ENV} must be 1 (the L1 distances and sign sums of 16-bit "
+                         f"inputs in float16, the default) or 0 (in float32), got {value!r}")
     return value == "1"
 
 
