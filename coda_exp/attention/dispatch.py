@@ -63,6 +63,13 @@ CROSS_FLASH_MIN_BYTES = 64 << 20
 # as IEEE FMAs chunked had won at L 32, 18.4 vs 30.8). Maps, the L1 distance and centred cross-attention take the
 # materialising path.
 SELF_FLASH_MIN_BYTES = 0
+# Flash-CoDA's Triton kernels have run on compute capability 9.0 only (H100, H200). They need 7.5 (the 16-bit path's
+# tanh.approx; Triton's own floor) and bfloat16 needs 8.0 (Triton's bfloat16 dot): a named kernel=flash below is an
+# error naming the GPU. ``auto`` takes them from 8.0 (A100 and newer); below (T4, V100) it takes ``chunked``, which
+# runs anywhere, since nothing has checked the kernels there.
+FLASH_MIN_CAPABILITY = (7, 5)
+FLASH_BF16_MIN_CAPABILITY = FLASH_AUTO_MIN_CAPABILITY = (8, 0)
+_CAPABILITIES: dict[int, tuple[int, int]] = {}  # CUDA device index -> compute capability, asked once per device
 # On the CPU (scripts/bench_crossover.py, fwd+bwd with a dense upstream gradient, 2 cores:
 # results/bench/crossover_cpu_2core.json, commit e1c6774) Flash-CoDA is faster wherever a slice is long (L >= 1024:
 # 0.67-0.99x the fused kernel's time) or M is large (>= 32 MiB: 0.75-0.93x; it also stores no L x L matrix); the
@@ -85,7 +92,8 @@ class KernelRequest:
     autograd will differentiate the result; output: ``matrix`` (M), ``attention`` (M V) or ``l1`` (the distance
     alone); matrix_bytes: the size of M; cross: a cross-attention (M computed once per direction); key_length: Lk, the
     length of a slice's key side; autograd_transform: a torch.func transform that differentiates (grad, vjp,
-    jacrev, jvp, hessian) is active, which the custom ops of flash, fused and numba cannot run under."""
+    jacrev, jvp, hessian) is active, which the custom ops of flash, fused and numba cannot run under; capability: the
+    CUDA compute capability of the inputs' GPU (None off CUDA, or not known)."""
 
     device: str
     dtype: torch.dtype | None
@@ -98,6 +106,7 @@ class KernelRequest:
     cross: bool = False
     key_length: int = 0
     autograd_transform: bool = False
+    capability: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.output not in OUTPUTS:
@@ -132,7 +141,19 @@ def describe(*tensors: torch.Tensor, mask: torch.Tensor | None = None, centred: 
         except (RuntimeError, IndexError):  # shapes that do not pair: the kernel's own check names them
             size = key_length = 0
     return KernelRequest(device, dtypes.pop() if len(dtypes) == 1 else None, mask_ok, centred, maps, needs_grad,
-                         output, size, cross, key_length, autograd_transform())
+                         output, size, cross, key_length, autograd_transform(),
+                         cuda_capability(tensors[0].device) if device == "cuda" and tensors else None)
+
+
+def cuda_capability(device: torch.device) -> tuple[int, int] | None:
+    """The compute capability of CUDA ``device``, asked of the driver once per device (under torch.compile only
+    what an eager call has asked already: None, no restriction, before that)."""
+    if torch.compiler.is_compiling():
+        return _CAPABILITIES.get(device.index if device.index is not None else 0)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITIES:
+        _CAPABILITIES[index] = tuple(torch.cuda.get_device_capability(index))
+    return _CAPABILITIES[index]
 
 
 def _transform_missing(request: KernelRequest) -> str | None:
@@ -167,6 +188,13 @@ def _flash_missing(request: KernelRequest) -> str | None:
     if flash_backend(request.device, request.dtype) is None:
         return (f"no Flash-CoDA backend for {request.device} {request.dtype} tensors (CPU float32/float64 with "
                 "numba, CUDA with Triton)")
+    cap = request.capability
+    if cap is not None and cap < FLASH_MIN_CAPABILITY:
+        return (f"its Triton kernels need a GPU of compute capability {'.'.join(map(str, FLASH_MIN_CAPABILITY))} "
+                f"or newer, this one is {cap[0]}.{cap[1]}")
+    if cap is not None and request.dtype == torch.bfloat16 and cap < FLASH_BF16_MIN_CAPABILITY:
+        return (f"bfloat16 needs a GPU of compute capability {'.'.join(map(str, FLASH_BF16_MIN_CAPABILITY))} or "
+                f"newer (Triton's bfloat16 dot), this one is {cap[0]}.{cap[1]}")
     return _mask_missing(request)
 
 
@@ -205,8 +233,9 @@ class Kernel:
 
 
 def _flash_big_enough(request: KernelRequest) -> bool:
-    if request.device != "cpu":  # CUDA: self- and cross-attention alike
-        return request.matrix_bytes >= SELF_FLASH_MIN_BYTES
+    if request.device != "cpu":  # CUDA: self- and cross-attention alike, on the GPU generations checked
+        return request.matrix_bytes >= SELF_FLASH_MIN_BYTES and (
+            request.capability is None or request.capability >= FLASH_AUTO_MIN_CAPABILITY)
     if request.cross:
         return request.matrix_bytes >= CROSS_FLASH_MIN_BYTES
     return request.matrix_bytes >= CPU_SELF_FLASH_MIN_BYTES or request.key_length >= CPU_FLASH_MIN_LENGTH

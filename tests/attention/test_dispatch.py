@@ -97,6 +97,28 @@ def test_a_named_kernel_that_cannot_centre_is_refused_when_the_options_are_built
     assert CoDAOptions(kernel="flash", center_e=True).centred  # flash centres on CUDA (refused per call elsewhere)
 
 
+def test_flash_on_cuda_follows_the_gpus_compute_capability(monkeypatch):
+    """Flash-CoDA's Triton kernels have run on 9.0 only: auto takes them from 8.0 (A100 up), chunked below (T4,
+    V100); a named kernel=flash runs from 7.5 (bfloat16 from 8.0) and is an error naming the GPU below; an unknown
+    capability restricts nothing. describe() asks the driver once per device."""
+    monkeypatch.setattr(flash_triton, "available", lambda device_type: True)  # a CUDA machine with triton
+    call = {"output": "attention", "device": "cuda", "matrix_bytes": 1}
+    for cap, auto in (((9, 0), "flash"), ((8, 0), "flash"), ((7, 5), "chunked"), ((7, 0), "chunked"), (None, "flash")):
+        assert _pick(capability=cap, **call) == auto, cap
+    assert _pick("flash", capability=(7, 5), dtype=torch.float16, **call) == "flash"
+    with pytest.raises(dispatch.KernelUnavailable, match=r"bfloat16 needs a GPU of compute capability 8\.0 or newer "
+                                                          r"\(Triton's bfloat16 dot\), this one is 7\.5"):
+        _pick("flash", capability=(7, 5), dtype=torch.bfloat16, **call)
+    with pytest.raises(dispatch.KernelUnavailable, match=r"compute capability 7\.5 or newer, this one is 7\.0"):
+        _pick("flash", capability=(7, 0), **call)
+    asked = []
+    monkeypatch.setattr(dispatch, "_CAPABILITIES", {})
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: asked.append(index) or (7, 5))
+    assert dispatch.cuda_capability(torch.device("cuda")) == dispatch.cuda_capability(torch.device("cuda", 1)) == (7, 5)
+    assert asked == [1]
+
+
 def test_a_centred_call_streams_on_cuda(monkeypatch):
     """Flash-CoDA streams centring in CUDA self-attention (auto picks it there); CPU and cross-attention
     materialise."""
