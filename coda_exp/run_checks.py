@@ -108,7 +108,12 @@ def check_kernels(cfg: DictConfig) -> None:
     """The CoDA kernel names, at start-up: ``CODA_KERNEL`` and ``CODA_FLASH_BACKWARD`` (when set) and every ``kernel``
     option under ``model`` (``model.scoring.kernel``, ``model.attention.kernel``), and whether the kernel can run that node's options
     (``fused`` does not centre, ``flash`` only on CUDA); a ConfigError naming the key, the source and the choices."""
-    from coda_exp.attention.dispatch import configuration_error, requested_kernel
+    from coda_exp.attention.dispatch import (
+        capability_problem,
+        configuration_error,
+        cuda_capability,
+        requested_kernel,
+    )
     from coda_exp.attention.flash_spec import backward_env_problem
 
     if problem := backward_env_problem():  # else a GPU run would refuse it at its first CoDA forward
@@ -130,6 +135,12 @@ def check_kernels(cfg: DictConfig) -> None:
             raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' centres "
                               "(center_e / center_n) on CUDA only, and this run is on the CPU "
                               "(trainer.accelerator=cpu): use 'auto' or a materialising kernel")
+        if name == "flash" and accelerator != "cpu" and torch.cuda.is_available():  # its first forward would refuse
+            precision = str(cfg.get("trainer", {}).get("precision", "32"))
+            if problem := capability_problem(cuda_capability(torch.device("cuda")), precision.startswith("bf16")):
+                raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' cannot "
+                                  f"run on this GPU ({torch.cuda.get_device_name()}): {problem}; use 'auto' (the "
+                                  "chunked kernel there)")
 
 
 # what Lightning raises for settings it cannot run: an unknown precision or accelerator, more devices than the machine

@@ -188,14 +188,22 @@ def _flash_missing(request: KernelRequest) -> str | None:
     if flash_backend(request.device, request.dtype) is None:
         return (f"no Flash-CoDA backend for {request.device} {request.dtype} tensors (CPU float32/float64 with "
                 "numba, CUDA with Triton)")
-    cap = request.capability
-    if cap is not None and cap < FLASH_MIN_CAPABILITY:
-        return (f"its Triton kernels need a GPU of compute capability {'.'.join(map(str, FLASH_MIN_CAPABILITY))} "
-                f"or newer, this one is {cap[0]}.{cap[1]}")
-    if cap is not None and request.dtype == torch.bfloat16 and cap < FLASH_BF16_MIN_CAPABILITY:
-        return (f"bfloat16 needs a GPU of compute capability {'.'.join(map(str, FLASH_BF16_MIN_CAPABILITY))} or "
-                f"newer (Triton's bfloat16 dot), this one is {cap[0]}.{cap[1]}")
-    return _mask_missing(request)
+    return capability_problem(request.capability, request.dtype == torch.bfloat16) or _mask_missing(request)
+
+
+def capability_problem(capability: tuple[int, int] | None, bfloat16: bool) -> str | None:
+    """Why Flash-CoDA's Triton kernels cannot run on a GPU of compute ``capability`` (with bfloat16 inputs or not),
+    or None (also where the capability is not known)."""
+    def version(cap):
+        return f"{cap[0]}.{cap[1]}"
+
+    if capability is not None and capability < FLASH_MIN_CAPABILITY:
+        return (f"its Triton kernels need a GPU of compute capability {version(FLASH_MIN_CAPABILITY)} or newer, "
+                f"this one is {version(capability)}")
+    if capability is not None and bfloat16 and capability < FLASH_BF16_MIN_CAPABILITY:
+        return (f"bfloat16 needs a GPU of compute capability {version(FLASH_BF16_MIN_CAPABILITY)} or newer "
+                f"(Triton's bfloat16 dot), this one is {version(capability)}")
+    return None
 
 
 def _fused_missing(request: KernelRequest) -> str | None:

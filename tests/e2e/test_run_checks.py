@@ -98,6 +98,33 @@ def test_a_gpu_trainer_without_a_gpu_says_so_before_any_data(make_cfg, no_data, 
         run(make_cfg("task=snli", "scale=fixture", f"trainer={trainer}"))
 
 
+@pytest.mark.parametrize("capability,precision,message", [
+    ((7, 0), "32-true", "its Triton kernels need a GPU of compute capability 7.5 or newer, this one is 7.0"),
+    ((7, 5), "bf16-mixed", ("bfloat16 needs a GPU of compute capability 8.0 or newer (Triton's bfloat16 dot), "
+                            "this one is 7.5")),
+    ((7, 5), "16-mixed", None), ((9, 0), "bf16-mixed", None)])
+def test_kernel_flash_on_a_gpu_it_cannot_run_on_stops_the_run_at_start(make_cfg, monkeypatch, capability, precision,
+                                                                        message):
+    """kernel=flash on a V100 (7.0), or in bfloat16 on a T4 (7.5), would stop at the first CoDA forward."""
+    from coda_exp.attention import dispatch
+    from coda_exp.run_checks import check_kernels
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
+    monkeypatch.setattr("torch.cuda.get_device_name", lambda *a: "Tesla T")
+    monkeypatch.setattr("torch.cuda.get_device_capability", lambda *a: capability)
+    monkeypatch.setattr(dispatch, "_CAPABILITIES", {})
+    cfg = make_cfg("task=mlu", "model=coda_transformer", "scale=fixture", "trainer=gpu", "model.scoring.kernel=flash",
+                   f"trainer.precision={precision}")
+    if message is None:
+        check_kernels(cfg)
+        return
+    with pytest.raises(ConfigError) as err:
+        check_kernels(cfg)
+    assert str(err.value) == (f"model.scoring.kernel: CoDA option kernel 'flash' cannot run on this GPU (Tesla T): "
+                              f"{message}; use 'auto' (the chunked kernel there)")
+
+
 @pytest.mark.parametrize("variable", ["CODA_KERNEL", "CODA_FLASH_BACKWARD"])
 def test_a_bogus_coda_kernel_in_the_environment_stops_the_run_at_start(make_cfg, no_data, monkeypatch, variable):
     """CODA_FLASH_BACKWARD=bogus used to pass a CPU run by unnoticed, and stop a GPU run at its first forward."""
