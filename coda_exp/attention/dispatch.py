@@ -11,7 +11,8 @@ Registered kernels, in ``auto``'s order:
 * ``flash`` (computes M V only, ``kernels.flash``): M never stored; CPU float32/float64 with numba, CUDA with Triton
   (which also centres, in self-attention). ``auto`` takes it on the CPU where M would take at least
   ``CPU_SELF_FLASH_MIN_BYTES`` or a slice has at least ``CPU_FLASH_MIN_LENGTH`` keys (in the cross-attention, which
-  computes M twice, from ``CROSS_FLASH_MIN_BYTES``), on CUDA at every size (``SELF_FLASH_MIN_BYTES``).
+  computes M twice, from ``CROSS_FLASH_MIN_BYTES``), on CUDA at every size (``SELF_FLASH_MIN_BYTES``) on GPUs
+  of compute capability ``FLASH_AUTO_MIN_CAPABILITY`` and newer (``KernelRequest.capability``).
 * ``fused`` (computes M only, ``kernels.fused``): eqs. 1-5 in one numba pass; float32/float64 CPU, bool CPU mask,
   no centring.
 * ``numba``: the plain composition of ``functional`` on the numba L1 kernels (``kernels.l1.numba_l1``).
