@@ -131,14 +131,15 @@ def check_kernels(cfg: DictConfig) -> None:
         if refused:
             raise ConfigError(f"{key}: {refused}")
         accelerator = str(cfg.get("trainer", {}).get("accelerator", "auto"))
+        where = key if key is not None else "CODA_KERNEL"
         if name == "flash" and centred and accelerator == "cpu":  # flash centres in CUDA self-attention only
-            raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' centres "
+            raise ConfigError(f"{where}: CoDA option kernel 'flash' centres "
                               "(center_e / center_n) on CUDA only, and this run is on the CPU "
                               "(trainer.accelerator=cpu): use 'auto' or a materialising kernel")
         if name == "flash" and accelerator != "cpu" and torch.cuda.is_available():  # its first forward would refuse
             precision = str(cfg.get("trainer", {}).get("precision", "32"))
             if problem := capability_problem(cuda_capability(torch.device("cuda")), precision.startswith("bf16")):
-                raise ConfigError(f"{key if key is not None else 'CODA_KERNEL'}: CoDA option kernel 'flash' cannot "
+                raise ConfigError(f"{where}: CoDA option kernel 'flash' cannot "
                                   f"run on this GPU ({torch.cuda.get_device_name()}): {problem}; use 'auto' (the "
                                   "chunked kernel there)")
 

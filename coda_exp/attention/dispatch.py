@@ -198,10 +198,12 @@ def capability_problem(capability: tuple[int, int] | None, bfloat16: bool) -> st
     def version(cap):
         return f"{cap[0]}.{cap[1]}"
 
-    if capability is not None and capability < FLASH_MIN_CAPABILITY:
+    if capability is None:
+        return None
+    if capability < FLASH_MIN_CAPABILITY:
         return (f"its Triton kernels need a GPU of compute capability {version(FLASH_MIN_CAPABILITY)} or newer, "
                 f"this one is {version(capability)}")
-    if capability is not None and bfloat16 and capability < FLASH_BF16_MIN_CAPABILITY:
+    if bfloat16 and capability < FLASH_BF16_MIN_CAPABILITY:
         return (f"bfloat16 needs a GPU of compute capability {version(FLASH_BF16_MIN_CAPABILITY)} or newer "
                 f"(Triton's bfloat16 dot), this one is {version(capability)}")
     return None
